@@ -1,0 +1,1 @@
+//! `kiln demo`: a small in-process network exported, compiled, run and checked.

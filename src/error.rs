@@ -1,0 +1,56 @@
+//! The crate-wide error type. Each stage has its own error enum; this one
+//! wraps them so a caller can `?` across stages and still print one line
+//! that names the file, tensor, op or flag at fault.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in kiln.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A graph build was rejected (bad dtype or shape for an op).
+    #[error(transparent)]
+    Graph(#[from] crate::graph::GraphError),
+    /// A parameter file (safetensors, irpa, gguf) is malformed or unsupported.
+    #[error(transparent)]
+    Params(#[from] crate::params::ParamsError),
+    /// The IREE toolchain is missing or one of its tools failed.
+    #[error(transparent)]
+    Iree(#[from] crate::iree::IreeError),
+    /// A checkpoint could not be turned into a model graph.
+    #[error(transparent)]
+    Model(#[from] crate::models::ModelError),
+    /// StableHLO text could not be parsed.
+    #[error(transparent)]
+    Parse(#[from] crate::stablehlo::ParseError),
+    /// The interpreter could not evaluate a module.
+    #[error(transparent)]
+    Interp(#[from] crate::interp::InterpError),
+    /// Tokenizer data is malformed or text cannot be encoded.
+    #[error(transparent)]
+    Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    /// An I/O operation on a named path failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A command-line argument or option value is invalid.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// `Result` with kiln's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Export of a checkpoint to `<name>-gen.mlir`, `<name>.safetensors`, `<name>.irpa`.

@@ -1,0 +1,454 @@
+//! The typed tensor-graph DSL.
+//!
+//! A [`Graph`] is one function: an arena of [`Node`]s addressed by small
+//! `Copy` [`Value`] handles. Every value has a [`TensorType`] (dtype and
+//! static shape) fixed when it is built. One builder method per op checks
+//! operand dtypes and shapes and returns `Result<Value>`, so a bad build is
+//! a [`GraphError`] naming the op and the offending types — it never panics
+//! and never reaches the printer. A [`Module`] holds one or more graphs
+//! (functions) that may share parameters.
+//!
+//! ```
+//! use kiln::graph::{DType, Graph, TensorType};
+//! let mut g = Graph::new("f");
+//! let x = g.input(TensorType::new(DType::F32, &[2, 3]));
+//! let w = g.parameter("w", TensorType::new(DType::F32, &[4, 3])).unwrap();
+//! let y = g.linear(x, w).unwrap();
+//! assert_eq!(g.ty(y).shape.as_slice(), &[2, 4]);
+//! g.set_outputs(&[y]);
+//! ```
+
+mod composite;
+mod ops;
+mod types;
+
+pub use ops::DotDims;
+pub use types::{DType, Shape, TensorType};
+
+use smallvec::SmallVec;
+use std::fmt;
+
+/// Handle to a value in a [`Graph`]: the index of the node that defines it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Value(pub u32);
+
+impl Value {
+    /// Index of the defining node in [`Graph::nodes`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+/// Elementwise binary ops (operands and result share one type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// `stablehlo.add`
+    Add,
+    /// `stablehlo.subtract`
+    Subtract,
+    /// `stablehlo.multiply`
+    Multiply,
+    /// `stablehlo.divide`
+    Divide,
+    /// `stablehlo.maximum`
+    Maximum,
+    /// `stablehlo.minimum`
+    Minimum,
+    /// `stablehlo.power`
+    Power,
+}
+
+impl BinaryOp {
+    /// All binary ops.
+    pub const ALL: [BinaryOp; 7] = [
+        BinaryOp::Add,
+        BinaryOp::Subtract,
+        BinaryOp::Multiply,
+        BinaryOp::Divide,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Power,
+    ];
+
+    /// Op name without dialect prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Subtract => "subtract",
+            BinaryOp::Multiply => "multiply",
+            BinaryOp::Divide => "divide",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Power => "power",
+        }
+    }
+}
+
+/// Elementwise unary ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `stablehlo.negate`
+    Negate,
+    /// `stablehlo.exponential`
+    Exponential,
+    /// `stablehlo.log`
+    Log,
+    /// `stablehlo.rsqrt`
+    Rsqrt,
+    /// `stablehlo.sqrt`
+    Sqrt,
+    /// `stablehlo.tanh`
+    Tanh,
+    /// `stablehlo.logistic`
+    Logistic,
+}
+
+impl UnaryOp {
+    /// All unary ops.
+    pub const ALL: [UnaryOp; 7] = [
+        UnaryOp::Negate,
+        UnaryOp::Exponential,
+        UnaryOp::Log,
+        UnaryOp::Rsqrt,
+        UnaryOp::Sqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Logistic,
+    ];
+
+    /// Op name without dialect prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Negate => "negate",
+            UnaryOp::Exponential => "exponential",
+            UnaryOp::Log => "log",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Logistic => "logistic",
+        }
+    }
+}
+
+/// Comparison direction of `stablehlo.compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompareDir {
+    /// equal
+    Eq,
+    /// not equal
+    Ne,
+    /// less than
+    Lt,
+    /// less or equal
+    Le,
+    /// greater than
+    Gt,
+    /// greater or equal
+    Ge,
+}
+
+impl CompareDir {
+    /// All directions.
+    pub const ALL: [CompareDir; 6] = [
+        CompareDir::Eq,
+        CompareDir::Ne,
+        CompareDir::Lt,
+        CompareDir::Le,
+        CompareDir::Gt,
+        CompareDir::Ge,
+    ];
+
+    /// MLIR spelling (`EQ`, `NE`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            CompareDir::Eq => "EQ",
+            CompareDir::Ne => "NE",
+            CompareDir::Lt => "LT",
+            CompareDir::Le => "LE",
+            CompareDir::Gt => "GT",
+            CompareDir::Ge => "GE",
+        }
+    }
+}
+
+/// The combining function of a [`Op::Reduce`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    /// Sum (init 0).
+    Sum,
+    /// Maximum (init -inf, or i32::MIN).
+    Max,
+    /// Minimum (init +inf, or i32::MAX).
+    Min,
+}
+
+impl ReduceKind {
+    /// The StableHLO op used in the reduction body.
+    pub fn body_op(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "add",
+            ReduceKind::Max => "maximum",
+            ReduceKind::Min => "minimum",
+        }
+    }
+}
+
+/// Literal data of a constant: one value per element (or one for a splat),
+/// stored as f64, which holds every f32/bf16/f16/i32/i1 value exactly.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Literal {
+    /// Every element has this value.
+    Splat(f64),
+    /// Row-major values, exactly `numel` of them.
+    Dense(Vec<f64>),
+}
+
+/// What a node computes. Attributes live here; operands are in
+/// [`Node::args`]; the result type in [`Node::ty`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// Function argument number `index`.
+    Input {
+        /// Position in the function signature.
+        index: usize,
+    },
+    /// A named external weight, in its stored dtype.
+    Parameter {
+        /// The checkpoint's tensor name (the archive key).
+        key: String,
+    },
+    /// A constant tensor.
+    Constant(Literal),
+    /// Element type conversion.
+    Convert,
+    /// Elementwise binary op.
+    Binary(BinaryOp),
+    /// Elementwise unary op.
+    Unary(UnaryOp),
+    /// Elementwise comparison, result i1.
+    Compare(CompareDir),
+    /// `select(pred, on_true, on_false)`.
+    Select,
+    /// `broadcast_in_dim`: operand dim i goes to result dim `dims[i]`.
+    BroadcastInDim {
+        /// Result dim of each operand dim.
+        dims: Vec<usize>,
+    },
+    /// Reshape to the node's type.
+    Reshape,
+    /// Permute dims: result dim i is operand dim `perm[i]`.
+    Transpose {
+        /// Permutation.
+        perm: Vec<usize>,
+    },
+    /// Strided slice.
+    Slice {
+        /// Start index per dim.
+        start: Vec<usize>,
+        /// Exclusive limit per dim.
+        limit: Vec<usize>,
+        /// Stride per dim (≥ 1).
+        strides: Vec<usize>,
+    },
+    /// Concatenation of all args along `dim`.
+    Concatenate {
+        /// The dim joined along.
+        dim: usize,
+    },
+    /// Indices along `dim`, broadcast over the other dims.
+    Iota {
+        /// The counting dim.
+        dim: usize,
+    },
+    /// General contraction.
+    DotGeneral(DotDims),
+    /// Reduction over `dims`; args are (operand, init scalar).
+    Reduce {
+        /// Combining function.
+        kind: ReduceKind,
+        /// Dims reduced away (sorted, unique).
+        dims: Vec<usize>,
+    },
+    /// Row gather (embedding lookup): args (table `[V, D]`, i32 ids of any
+    /// shape), result `ids.shape + [D]`.
+    GatherRows,
+    /// Index of the maximum along `dim` (lowest index on ties), as i32.
+    /// Args: (operand, i32 iota over operand's shape along `dim`, -inf init, 0 init).
+    Argmax {
+        /// The dim reduced away.
+        dim: usize,
+    },
+}
+
+impl Op {
+    /// Short op name for errors and statistics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input { .. } => "input",
+            Op::Parameter { .. } => "parameter",
+            Op::Constant(_) => "constant",
+            Op::Convert => "convert",
+            Op::Binary(b) => b.name(),
+            Op::Unary(u) => u.name(),
+            Op::Compare(_) => "compare",
+            Op::Select => "select",
+            Op::BroadcastInDim { .. } => "broadcast_in_dim",
+            Op::Reshape => "reshape",
+            Op::Transpose { .. } => "transpose",
+            Op::Slice { .. } => "slice",
+            Op::Concatenate { .. } => "concatenate",
+            Op::Iota { .. } => "iota",
+            Op::DotGeneral(_) => "dot_general",
+            Op::Reduce { .. } => "reduce",
+            Op::GatherRows => "gather",
+            Op::Argmax { .. } => "argmax",
+        }
+    }
+}
+
+/// One operation in a graph: op, operands, result type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// What it computes.
+    pub op: Op,
+    /// Operands, all defined by earlier nodes.
+    pub args: SmallVec<[Value; 4]>,
+    /// Result type.
+    pub ty: TensorType,
+}
+
+/// A rejected graph build: which op, and what was wrong with its operands.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("graph op `{op}`: {msg}")]
+pub struct GraphError {
+    /// The op being built.
+    pub op: &'static str,
+    /// What was wrong, naming the offending types.
+    pub msg: String,
+}
+
+/// One function: an arena of nodes in definition order, its inputs and outputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Graph {
+    /// Function name (printed as `@name`).
+    pub name: String,
+    /// Nodes in definition order; a [`Value`] indexes this.
+    pub nodes: Vec<Node>,
+    /// Function arguments, in order.
+    pub inputs: Vec<Value>,
+    /// Returned values, in order.
+    pub outputs: Vec<Value>,
+}
+
+impl Graph {
+    /// An empty function called `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Graph {
+            name: name.into(),
+            nodes: Vec::new(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    /// The type of a value.
+    pub fn ty(&self, v: Value) -> &TensorType {
+        &self.nodes[v.index()].ty
+    }
+
+    /// The node that defines a value.
+    pub fn node(&self, v: Value) -> &Node {
+        &self.nodes[v.index()]
+    }
+
+    /// Sets the returned values.
+    pub fn set_outputs(&mut self, outs: &[Value]) {
+        self.outputs = outs.to_vec();
+    }
+
+    /// Every parameter node, as (key, stored type), in definition order.
+    pub fn parameters(&self) -> impl Iterator<Item = (&str, &TensorType)> {
+        self.nodes.iter().filter_map(|n| match &n.op {
+            Op::Parameter { key } => Some((key.as_str(), &n.ty)),
+            _ => None,
+        })
+    }
+
+    /// Appends a node without checks; builder methods call this after
+    /// validating. The parser uses it too, after its own validation.
+    pub(crate) fn push(&mut self, op: Op, args: &[Value], ty: TensorType) -> Value {
+        let v = Value(self.nodes.len() as u32);
+        self.nodes.push(Node {
+            op,
+            args: SmallVec::from_slice(args),
+            ty,
+        });
+        v
+    }
+}
+
+/// A module: one or more functions, plus advisory attributes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Module {
+    /// Module name (printed as `module @name`).
+    pub name: String,
+    /// Advisory attributes, printed verbatim as `key = value`, in order.
+    /// They never change what the graph computes.
+    pub attributes: Vec<(String, String)>,
+    /// Functions, in order.
+    pub functions: Vec<Graph>,
+}
+
+impl Module {
+    /// An empty module.
+    pub fn new(name: impl Into<String>) -> Self {
+        Module {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Records which axes of the exported function's first argument are
+    /// independent, as the advisory `kiln.schedule` attribute, e.g.
+    /// `[("batch", 0), ("position", 1)]`.
+    pub fn set_schedule(&mut self, axes: &[(&str, usize)]) {
+        let text = axes
+            .iter()
+            .map(|(n, a)| format!("{n}=arg0[{a}]"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.attributes.retain(|(k, _)| k != "kiln.schedule");
+        self.attributes
+            .push(("kiln.schedule".into(), format!("\"independent: {text}\"")));
+    }
+
+    /// Every distinct parameter over all functions, as (key, stored type),
+    /// in order of first appearance. Errors if one key has two types.
+    pub fn parameters(&self) -> Result<Vec<(String, TensorType)>, GraphError> {
+        let mut seen: Vec<(String, TensorType)> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        for f in &self.functions {
+            for (k, t) in f.parameters() {
+                match index.get(k) {
+                    None => {
+                        index.insert(k.to_string(), seen.len());
+                        seen.push((k.to_string(), t.clone()));
+                    }
+                    Some(&i) if seen[i].1 != *t => {
+                        return Err(GraphError {
+                            op: "parameter",
+                            msg: format!("parameter \"{k}\" is used as {} and as {}", seen[i].1, t),
+                        })
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(seen)
+    }
+}

@@ -1,0 +1,626 @@
+//! One builder method per op. Each checks its operands and returns the
+//! new value, or a [`GraphError`] that names the op and the offending types.
+
+use super::{
+    BinaryOp, CompareDir, DType, Graph, GraphError, Literal, Op, ReduceKind, Shape, TensorType,
+    UnaryOp, Value,
+};
+
+/// Dimension numbers of a `dot_general`. The result's dims are the batch
+/// dims, then the lhs free dims, then the rhs free dims, each in order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct DotDims {
+    /// Batch dims of the lhs.
+    pub lhs_batch: Vec<usize>,
+    /// Batch dims of the rhs (paired with `lhs_batch`).
+    pub rhs_batch: Vec<usize>,
+    /// Contracting dims of the lhs.
+    pub lhs_contract: Vec<usize>,
+    /// Contracting dims of the rhs (paired with `lhs_contract`).
+    pub rhs_contract: Vec<usize>,
+}
+
+fn err<T>(op: &'static str, msg: impl Into<String>) -> Result<T, GraphError> {
+    Err(GraphError {
+        op,
+        msg: msg.into(),
+    })
+}
+
+fn unique_in_range(dims: &[usize], rank: usize) -> bool {
+    dims.iter().all(|&d| d < rank) && dims.iter().enumerate().all(|(i, d)| !dims[..i].contains(d))
+}
+
+impl Graph {
+    fn check_value(&self, op: &'static str, v: Value) -> Result<(), GraphError> {
+        if v.index() < self.nodes.len() {
+            Ok(())
+        } else {
+            err(
+                op,
+                format!("operand {v} is not defined in function @{}", self.name),
+            )
+        }
+    }
+
+    fn checked(&self, op: &'static str, vs: &[Value]) -> Result<(), GraphError> {
+        vs.iter().try_for_each(|&v| self.check_value(op, v))
+    }
+
+    /// Adds a function argument of type `ty`.
+    pub fn input(&mut self, ty: TensorType) -> Value {
+        let index = self.inputs.len();
+        let v = self.push(Op::Input { index }, &[], ty);
+        self.inputs.push(v);
+        v
+    }
+
+    /// A named external weight of its stored type. Using one key twice in a
+    /// function returns the same value; with another type it is an error.
+    pub fn parameter(&mut self, key: &str, ty: TensorType) -> Result<Value, GraphError> {
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Op::Parameter { key: k } = &n.op {
+                if k == key {
+                    if n.ty == ty {
+                        return Ok(Value(i as u32));
+                    }
+                    return err(
+                        "parameter",
+                        format!("\"{key}\" already declared as {}, now as {ty}", n.ty),
+                    );
+                }
+            }
+        }
+        if ty.checked_numel().is_none() {
+            return err(
+                "parameter",
+                format!("\"{key}\": element count of {ty} overflows"),
+            );
+        }
+        Ok(self.push(
+            Op::Parameter {
+                key: key.to_string(),
+            },
+            &[],
+            ty,
+        ))
+    }
+
+    /// A weight of stored dtype `stored`, converted in-graph to f32 when it
+    /// is stored as bf16 or f16 (loaded in its stored type, computed in f32).
+    pub fn weight(
+        &mut self,
+        key: &str,
+        stored: DType,
+        shape: &[usize],
+    ) -> Result<Value, GraphError> {
+        let p = self.parameter(key, TensorType::new(stored, shape))?;
+        if stored == DType::F32 {
+            Ok(p)
+        } else {
+            self.convert(p, DType::F32)
+        }
+    }
+
+    fn check_literal(dtype: DType, x: f64) -> Result<(), GraphError> {
+        let ok = match dtype {
+            DType::F32 => x.is_nan() || (x as f32) as f64 == x,
+            DType::BF16 => x.is_nan() || half::bf16::from_f64(x).to_f64() == x,
+            DType::F16 => x.is_nan() || half::f16::from_f64(x).to_f64() == x,
+            DType::I32 => x.fract() == 0.0 && x >= i32::MIN as f64 && x <= i32::MAX as f64,
+            DType::I1 => x == 0.0 || x == 1.0,
+        };
+        if ok {
+            Ok(())
+        } else {
+            err(
+                "constant",
+                format!("{x} is not exactly representable as {dtype}"),
+            )
+        }
+    }
+
+    /// A constant whose every element is `value` (must be exact in `dtype`).
+    pub fn splat(
+        &mut self,
+        dtype: DType,
+        shape: &[usize],
+        value: f64,
+    ) -> Result<Value, GraphError> {
+        Self::check_literal(dtype, value)?;
+        let ty = TensorType::new(dtype, shape);
+        if ty.checked_numel().is_none() {
+            return err("constant", format!("element count of {ty} overflows"));
+        }
+        Ok(self.push(Op::Constant(Literal::Splat(value)), &[], ty))
+    }
+
+    /// A rank-0 constant.
+    pub fn scalar(&mut self, dtype: DType, value: f64) -> Result<Value, GraphError> {
+        self.splat(dtype, &[], value)
+    }
+
+    /// A dense constant from row-major values (each exact in `dtype`).
+    pub fn dense(
+        &mut self,
+        dtype: DType,
+        shape: &[usize],
+        values: Vec<f64>,
+    ) -> Result<Value, GraphError> {
+        let ty = TensorType::new(dtype, shape);
+        if ty.checked_numel() != Some(values.len()) {
+            return err(
+                "constant",
+                format!("{} values given for {ty}", values.len()),
+            );
+        }
+        for &x in &values {
+            Self::check_literal(dtype, x)?;
+        }
+        Ok(self.push(Op::Constant(Literal::Dense(values)), &[], ty))
+    }
+
+    /// Converts `x` to element type `dtype` (same shape).
+    pub fn convert(&mut self, x: Value, dtype: DType) -> Result<Value, GraphError> {
+        self.checked("convert", &[x])?;
+        let ty = self.ty(x).with_dtype(dtype);
+        Ok(self.push(Op::Convert, &[x], ty))
+    }
+
+    /// Elementwise binary op; both operands must have the same type.
+    pub fn binary(&mut self, op: BinaryOp, a: Value, b: Value) -> Result<Value, GraphError> {
+        let name = op.name();
+        self.checked(name, &[a, b])?;
+        let (ta, tb) = (self.ty(a), self.ty(b));
+        if ta != tb {
+            return err(name, format!("operand types differ: {ta} and {tb}"));
+        }
+        let ok = match op {
+            BinaryOp::Power | BinaryOp::Divide => ta.dtype.is_float() || ta.dtype.is_int(),
+            _ => ta.dtype != DType::I1,
+        };
+        if !ok {
+            return err(name, format!("unsupported element type in {ta}"));
+        }
+        let ty = ta.clone();
+        Ok(self.push(Op::Binary(op), &[a, b], ty))
+    }
+
+    /// `a + b`
+    pub fn add(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.binary(BinaryOp::Add, a, b)
+    }
+    /// `a - b`
+    pub fn sub(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.binary(BinaryOp::Subtract, a, b)
+    }
+    /// `a * b`
+    pub fn mul(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.binary(BinaryOp::Multiply, a, b)
+    }
+    /// `a / b`
+    pub fn div(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.binary(BinaryOp::Divide, a, b)
+    }
+    /// `max(a, b)`
+    pub fn max(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.binary(BinaryOp::Maximum, a, b)
+    }
+    /// `min(a, b)`
+    pub fn min(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.binary(BinaryOp::Minimum, a, b)
+    }
+    /// `a ^ b`
+    pub fn pow(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.binary(BinaryOp::Power, a, b)
+    }
+
+    /// Elementwise unary op; float operands (negate also takes i32).
+    pub fn unary(&mut self, op: UnaryOp, x: Value) -> Result<Value, GraphError> {
+        let name = op.name();
+        self.checked(name, &[x])?;
+        let t = self.ty(x);
+        let ok = t.dtype.is_float() || (op == UnaryOp::Negate && t.dtype.is_int());
+        if !ok {
+            return err(name, format!("needs a float tensor, got {t}"));
+        }
+        let ty = t.clone();
+        Ok(self.push(Op::Unary(op), &[x], ty))
+    }
+
+    /// `-x`
+    pub fn neg(&mut self, x: Value) -> Result<Value, GraphError> {
+        self.unary(UnaryOp::Negate, x)
+    }
+    /// `e^x`
+    pub fn exp(&mut self, x: Value) -> Result<Value, GraphError> {
+        self.unary(UnaryOp::Exponential, x)
+    }
+    /// `ln x`
+    pub fn log(&mut self, x: Value) -> Result<Value, GraphError> {
+        self.unary(UnaryOp::Log, x)
+    }
+    /// `1/sqrt(x)`
+    pub fn rsqrt(&mut self, x: Value) -> Result<Value, GraphError> {
+        self.unary(UnaryOp::Rsqrt, x)
+    }
+    /// `sqrt(x)`
+    pub fn sqrt(&mut self, x: Value) -> Result<Value, GraphError> {
+        self.unary(UnaryOp::Sqrt, x)
+    }
+    /// `tanh(x)`
+    pub fn tanh(&mut self, x: Value) -> Result<Value, GraphError> {
+        self.unary(UnaryOp::Tanh, x)
+    }
+    /// `1/(1+e^-x)`
+    pub fn logistic(&mut self, x: Value) -> Result<Value, GraphError> {
+        self.unary(UnaryOp::Logistic, x)
+    }
+
+    /// Elementwise comparison; result is i1 of the operands' shape.
+    pub fn compare(&mut self, dir: CompareDir, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.checked("compare", &[a, b])?;
+        let (ta, tb) = (self.ty(a), self.ty(b));
+        if ta != tb {
+            return err("compare", format!("operand types differ: {ta} and {tb}"));
+        }
+        let ty = ta.with_dtype(DType::I1);
+        Ok(self.push(Op::Compare(dir), &[a, b], ty))
+    }
+
+    /// `pred ? on_true : on_false`, elementwise; `pred` is i1 of the same shape.
+    pub fn select(
+        &mut self,
+        pred: Value,
+        on_true: Value,
+        on_false: Value,
+    ) -> Result<Value, GraphError> {
+        self.checked("select", &[pred, on_true, on_false])?;
+        let (tp, tt, tf) = (self.ty(pred), self.ty(on_true), self.ty(on_false));
+        if tt != tf {
+            return err("select", format!("branch types differ: {tt} and {tf}"));
+        }
+        if tp.dtype != DType::I1 || tp.shape != tt.shape {
+            return err(
+                "select",
+                format!("predicate must be i1 shaped like {tt}, got {tp}"),
+            );
+        }
+        let ty = tt.clone();
+        Ok(self.push(Op::Select, &[pred, on_true, on_false], ty))
+    }
+
+    /// Broadcasts `x` to `shape`, operand dim i mapping to result dim `dims[i]`
+    /// (strictly increasing; each operand dim is 1 or equals its result dim).
+    pub fn broadcast_in_dim(
+        &mut self,
+        x: Value,
+        shape: &[usize],
+        dims: &[usize],
+    ) -> Result<Value, GraphError> {
+        self.checked("broadcast_in_dim", &[x])?;
+        let t = self.ty(x);
+        let bad = dims.len() != t.rank()
+            || dims.windows(2).any(|w| w[0] >= w[1])
+            || dims.iter().any(|&d| d >= shape.len())
+            || dims
+                .iter()
+                .zip(&t.shape)
+                .any(|(&d, &s)| s != 1 && s != shape[d]);
+        if bad {
+            return err(
+                "broadcast_in_dim",
+                format!("cannot broadcast {t} to shape {shape:?} with dims {dims:?}"),
+            );
+        }
+        let ty = TensorType::new(t.dtype, shape);
+        Ok(self.push(
+            Op::BroadcastInDim {
+                dims: dims.to_vec(),
+            },
+            &[x],
+            ty,
+        ))
+    }
+
+    /// Broadcasts `x` to `shape` aligning trailing dims (numpy style).
+    pub fn broadcast_to(&mut self, x: Value, shape: &[usize]) -> Result<Value, GraphError> {
+        self.checked("broadcast_in_dim", &[x])?;
+        let r = self.ty(x).rank();
+        if r > shape.len() {
+            return err(
+                "broadcast_in_dim",
+                format!("cannot broadcast {} to lower rank {shape:?}", self.ty(x)),
+            );
+        }
+        let dims: Vec<usize> = (shape.len() - r..shape.len()).collect();
+        self.broadcast_in_dim(x, shape, &dims)
+    }
+
+    /// Reshapes `x` to `shape` (same element count).
+    pub fn reshape(&mut self, x: Value, shape: &[usize]) -> Result<Value, GraphError> {
+        self.checked("reshape", &[x])?;
+        let t = self.ty(x);
+        let ty = TensorType::new(t.dtype, shape);
+        if ty.checked_numel() != Some(t.numel()) {
+            return err("reshape", format!("cannot reshape {t} to {ty}"));
+        }
+        Ok(self.push(Op::Reshape, &[x], ty))
+    }
+
+    /// Permutes dims: result dim i is operand dim `perm[i]`.
+    pub fn transpose(&mut self, x: Value, perm: &[usize]) -> Result<Value, GraphError> {
+        self.checked("transpose", &[x])?;
+        let t = self.ty(x);
+        if perm.len() != t.rank() || !unique_in_range(perm, t.rank()) {
+            return err(
+                "transpose",
+                format!("{perm:?} is not a permutation of the dims of {t}"),
+            );
+        }
+        let shape: Shape = perm.iter().map(|&p| t.shape[p]).collect();
+        let ty = TensorType {
+            dtype: t.dtype,
+            shape,
+        };
+        Ok(self.push(
+            Op::Transpose {
+                perm: perm.to_vec(),
+            },
+            &[x],
+            ty,
+        ))
+    }
+
+    /// Strided slice `[start, limit)` with `strides` per dim.
+    pub fn slice(
+        &mut self,
+        x: Value,
+        start: &[usize],
+        limit: &[usize],
+        strides: &[usize],
+    ) -> Result<Value, GraphError> {
+        self.checked("slice", &[x])?;
+        let t = self.ty(x);
+        let r = t.rank();
+        let bad = start.len() != r
+            || limit.len() != r
+            || strides.len() != r
+            || (0..r).any(|i| start[i] > limit[i] || limit[i] > t.shape[i] || strides[i] == 0);
+        if bad {
+            return err(
+                "slice",
+                format!("bad slice of {t}: start {start:?}, limit {limit:?}, strides {strides:?}"),
+            );
+        }
+        let shape: Shape = (0..r)
+            .map(|i| (limit[i] - start[i]).div_ceil(strides[i]))
+            .collect();
+        let ty = TensorType {
+            dtype: t.dtype,
+            shape,
+        };
+        Ok(self.push(
+            Op::Slice {
+                start: start.to_vec(),
+                limit: limit.to_vec(),
+                strides: strides.to_vec(),
+            },
+            &[x],
+            ty,
+        ))
+    }
+
+    /// Unit-stride slice of `x` along one dim: `[begin, end)`.
+    pub fn slice_dim(
+        &mut self,
+        x: Value,
+        dim: usize,
+        begin: usize,
+        end: usize,
+    ) -> Result<Value, GraphError> {
+        self.checked("slice", &[x])?;
+        let t = self.ty(x);
+        if dim >= t.rank() {
+            return err("slice", format!("dim {dim} out of range for {t}"));
+        }
+        let mut start = vec![0; t.rank()];
+        let mut limit: Vec<usize> = t.shape.to_vec();
+        start[dim] = begin;
+        limit[dim] = end;
+        let strides = vec![1; t.rank()];
+        self.slice(x, &start, &limit, &strides)
+    }
+
+    /// Concatenates `xs` along `dim`; all other dims and the dtype must agree.
+    pub fn concatenate(&mut self, xs: &[Value], dim: usize) -> Result<Value, GraphError> {
+        self.checked("concatenate", xs)?;
+        let Some(&first) = xs.first() else {
+            return err("concatenate", "needs at least one operand");
+        };
+        let t0 = self.ty(first).clone();
+        if dim >= t0.rank() {
+            return err("concatenate", format!("dim {dim} out of range for {t0}"));
+        }
+        let mut total = 0usize;
+        for &x in xs {
+            let t = self.ty(x);
+            let same_other = t.rank() == t0.rank()
+                && t.dtype == t0.dtype
+                && (0..t.rank()).all(|i| i == dim || t.shape[i] == t0.shape[i]);
+            if !same_other {
+                return err(
+                    "concatenate",
+                    format!("operands {t0} and {t} do not agree outside dim {dim}"),
+                );
+            }
+            total += t.shape[dim];
+        }
+        let mut ty = t0;
+        ty.shape[dim] = total;
+        Ok(self.push(Op::Concatenate { dim }, xs, ty))
+    }
+
+    /// Indices `0..shape[dim]` along `dim`, broadcast over the other dims.
+    pub fn iota(&mut self, dtype: DType, shape: &[usize], dim: usize) -> Result<Value, GraphError> {
+        let ty = TensorType::new(dtype, shape);
+        if dim >= shape.len() || dtype == DType::I1 || ty.checked_numel().is_none() {
+            return err("iota", format!("bad iota {ty} along dim {dim}"));
+        }
+        Ok(self.push(Op::Iota { dim }, &[], ty))
+    }
+
+    /// General dot product. Result dims: batch, lhs free, rhs free.
+    pub fn dot_general(&mut self, a: Value, b: Value, dims: DotDims) -> Result<Value, GraphError> {
+        self.checked("dot_general", &[a, b])?;
+        let (ta, tb) = (self.ty(a), self.ty(b));
+        let fail = |why: &str| -> Result<Value, GraphError> {
+            err(
+                "dot_general",
+                format!(
+                    "{why}: lhs {ta}, rhs {tb}, batching {:?} x {:?}, contracting {:?} x {:?}",
+                    dims.lhs_batch, dims.rhs_batch, dims.lhs_contract, dims.rhs_contract
+                ),
+            )
+        };
+        if ta.dtype != tb.dtype || !ta.dtype.is_float() {
+            return fail("operands must share one float element type");
+        }
+        if dims.lhs_batch.len() != dims.rhs_batch.len()
+            || dims.lhs_contract.len() != dims.rhs_contract.len()
+        {
+            return fail("dimension lists differ in length");
+        }
+        let lhs_used: Vec<usize> = dims
+            .lhs_batch
+            .iter()
+            .chain(&dims.lhs_contract)
+            .copied()
+            .collect();
+        let rhs_used: Vec<usize> = dims
+            .rhs_batch
+            .iter()
+            .chain(&dims.rhs_contract)
+            .copied()
+            .collect();
+        if !unique_in_range(&lhs_used, ta.rank()) || !unique_in_range(&rhs_used, tb.rank()) {
+            return fail("dims out of range or repeated");
+        }
+        let pairs = dims
+            .lhs_batch
+            .iter()
+            .zip(&dims.rhs_batch)
+            .chain(dims.lhs_contract.iter().zip(&dims.rhs_contract));
+        for (&l, &r) in pairs {
+            if ta.shape[l] != tb.shape[r] {
+                return fail("paired dims differ in size");
+            }
+        }
+        let mut shape: Shape = dims.lhs_batch.iter().map(|&d| ta.shape[d]).collect();
+        shape.extend(
+            (0..ta.rank())
+                .filter(|d| !lhs_used.contains(d))
+                .map(|d| ta.shape[d]),
+        );
+        shape.extend(
+            (0..tb.rank())
+                .filter(|d| !rhs_used.contains(d))
+                .map(|d| tb.shape[d]),
+        );
+        let ty = TensorType {
+            dtype: ta.dtype,
+            shape,
+        };
+        Ok(self.push(Op::DotGeneral(dims), &[a, b], ty))
+    }
+
+    /// Reduces `x` over `dims` with `kind`; the init constant is added first.
+    pub fn reduce(
+        &mut self,
+        x: Value,
+        kind: ReduceKind,
+        dims: &[usize],
+    ) -> Result<Value, GraphError> {
+        self.checked("reduce", &[x])?;
+        let t = self.ty(x).clone();
+        if dims.is_empty() || !unique_in_range(dims, t.rank()) || t.dtype == DType::I1 {
+            return err("reduce", format!("cannot reduce {t} over dims {dims:?}"));
+        }
+        let mut dims = dims.to_vec();
+        dims.sort_unstable();
+        let init = match (kind, t.dtype.is_float()) {
+            (ReduceKind::Sum, _) => 0.0,
+            (ReduceKind::Max, true) => f64::NEG_INFINITY,
+            (ReduceKind::Min, true) => f64::INFINITY,
+            (ReduceKind::Max, false) => i32::MIN as f64,
+            (ReduceKind::Min, false) => i32::MAX as f64,
+        };
+        let init = self.scalar(t.dtype, init)?;
+        let shape: Shape = (0..t.rank())
+            .filter(|d| !dims.contains(d))
+            .map(|d| t.shape[d])
+            .collect();
+        let ty = TensorType {
+            dtype: t.dtype,
+            shape,
+        };
+        Ok(self.push(Op::Reduce { kind, dims }, &[x, init], ty))
+    }
+
+    /// Sum over `dims`.
+    pub fn reduce_sum(&mut self, x: Value, dims: &[usize]) -> Result<Value, GraphError> {
+        self.reduce(x, ReduceKind::Sum, dims)
+    }
+    /// Maximum over `dims`.
+    pub fn reduce_max(&mut self, x: Value, dims: &[usize]) -> Result<Value, GraphError> {
+        self.reduce(x, ReduceKind::Max, dims)
+    }
+    /// Minimum over `dims`.
+    pub fn reduce_min(&mut self, x: Value, dims: &[usize]) -> Result<Value, GraphError> {
+        self.reduce(x, ReduceKind::Min, dims)
+    }
+
+    /// Rows of `table` (`[V, D]`) at i32 `ids` (any shape): result `ids.shape + [D]`.
+    pub fn gather_rows(&mut self, table: Value, ids: Value) -> Result<Value, GraphError> {
+        self.checked("gather", &[table, ids])?;
+        let (tt, ti) = (self.ty(table), self.ty(ids));
+        if tt.rank() != 2 || ti.dtype != DType::I32 || ti.rank() == 0 {
+            return err(
+                "gather",
+                format!("needs a [V, D] table and i32 ids of rank >= 1, got {tt} and {ti}"),
+            );
+        }
+        let mut shape = ti.shape.clone();
+        shape.push(tt.shape[1]);
+        let ty = TensorType {
+            dtype: tt.dtype,
+            shape,
+        };
+        Ok(self.push(Op::GatherRows, &[table, ids], ty))
+    }
+
+    /// Index of the largest element along `dim` as i32 (lowest index on ties),
+    /// one variadic reduce over (values, iota).
+    pub fn argmax(&mut self, x: Value, dim: usize) -> Result<Value, GraphError> {
+        self.checked("argmax", &[x])?;
+        let t = self.ty(x).clone();
+        if !t.dtype.is_float() || dim >= t.rank() {
+            return err(
+                "argmax",
+                format!("needs a float tensor with dim {dim}, got {t}"),
+            );
+        }
+        let iota = self.iota(DType::I32, &t.shape, dim)?;
+        let ninf = self.scalar(t.dtype, f64::NEG_INFINITY)?;
+        let zero = self.scalar(DType::I32, 0.0)?;
+        let shape: Shape = (0..t.rank())
+            .filter(|&d| d != dim)
+            .map(|d| t.shape[d])
+            .collect();
+        let ty = TensorType {
+            dtype: DType::I32,
+            shape,
+        };
+        Ok(self.push(Op::Argmax { dim }, &[x, iota, ninf, zero], ty))
+    }
+}

@@ -1,0 +1,135 @@
+//! Element types and tensor types of the graph DSL.
+
+use smallvec::SmallVec;
+use std::fmt;
+
+/// Element type of a tensor. Only what kiln's graphs need: no i64 (Vulkan
+/// cannot legalize it), index tensors are i32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    /// IEEE binary32.
+    F32,
+    /// bfloat16 (8-bit exponent, 7-bit mantissa).
+    BF16,
+    /// IEEE binary16.
+    F16,
+    /// Signed 32-bit integer.
+    I32,
+    /// Boolean (`i1` in MLIR).
+    I1,
+}
+
+impl DType {
+    /// All dtypes, in a fixed order.
+    pub const ALL: [DType; 5] = [DType::F32, DType::BF16, DType::F16, DType::I32, DType::I1];
+
+    /// The MLIR spelling: `f32`, `bf16`, `f16`, `i32`, `i1`.
+    pub fn mlir(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::BF16 => "bf16",
+            DType::F16 => "f16",
+            DType::I32 => "i32",
+            DType::I1 => "i1",
+        }
+    }
+
+    /// Parses an MLIR element type spelling.
+    pub fn from_mlir(s: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.mlir() == s)
+    }
+
+    /// Bytes per element in memory and in parameter files (i1 takes a byte).
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::BF16 | DType::F16 => 2,
+            DType::I1 => 1,
+        }
+    }
+
+    /// True for f32, bf16 and f16.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::BF16 | DType::F16)
+    }
+
+    /// True for i32 (i1 is a boolean, not an integer, for op checks).
+    pub fn is_int(self) -> bool {
+        self == DType::I32
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.mlir())
+    }
+}
+
+/// A static shape. Most tensors have rank ≤ 4, which stays inline.
+pub type Shape = SmallVec<[usize; 4]>;
+
+/// Element type plus static shape: what every graph value carries.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions, outermost first. Empty for a scalar.
+    pub shape: Shape,
+}
+
+impl TensorType {
+    /// A tensor type from a dtype and dims.
+    pub fn new(dtype: DType, shape: &[usize]) -> Self {
+        TensorType {
+            dtype,
+            shape: Shape::from_slice(shape),
+        }
+    }
+
+    /// A rank-0 tensor type.
+    pub fn scalar(dtype: DType) -> Self {
+        TensorType {
+            dtype,
+            shape: Shape::new(),
+        }
+    }
+
+    /// Rank (number of dims).
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Number of elements, or `None` on overflow.
+    pub fn checked_numel(&self) -> Option<usize> {
+        self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+    }
+
+    /// Number of elements (saturating; shapes in a built graph never overflow).
+    pub fn numel(&self) -> usize {
+        self.checked_numel().unwrap_or(usize::MAX)
+    }
+
+    /// Size in bytes of the tensor's data (saturating).
+    pub fn byte_size(&self) -> usize {
+        self.numel().saturating_mul(self.dtype.size())
+    }
+
+    /// The same shape with another dtype.
+    pub fn with_dtype(&self, dtype: DType) -> Self {
+        TensorType {
+            dtype,
+            shape: self.shape.clone(),
+        }
+    }
+}
+
+impl fmt::Display for TensorType {
+    /// MLIR spelling, e.g. `tensor<1x64xi32>` or `tensor<f32>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("tensor<")?;
+        for d in &self.shape {
+            write!(f, "{d}x")?;
+        }
+        write!(f, "{}>", self.dtype)
+    }
+}

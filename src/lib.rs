@@ -1,0 +1,35 @@
+//! kiln: a pure-Rust compiler front end that turns an LLM checkpoint into
+//! StableHLO MLIR with externalized weights, parameter files (`.safetensors`,
+//! `.irpa`) and, through `iree-compile`, one IREE module per target.
+//!
+//! The crate follows the pipeline, so a stage is found by its name:
+//!
+//! | stage | module |
+//! |---|---|
+//! | typed tensor-graph DSL | [`graph`] |
+//! | StableHLO printer (and parser) | [`stablehlo`] |
+//! | parameter files: safetensors, irpa, gguf | [`params`] |
+//! | model loaders (HF folders, GGUF) | [`models`] |
+//! | export of a checkpoint to MLIR + weights | [`export`] |
+//! | IREE toolchain driver | [`iree`] |
+//! | pure-Rust reference interpreter | [`interp`] |
+//! | tokenizer | [`tokenizer`] |
+//! | command-line interface | [`cli`] |
+
+pub mod cli;
+pub mod demo;
+pub mod error;
+pub mod export;
+pub mod graph;
+pub mod interp;
+pub mod iree;
+pub mod models;
+pub mod params;
+pub mod stablehlo;
+pub mod tokenizer;
+pub mod util;
+
+pub use error::{Error, Result};
+
+/// kiln's version, as recorded in manifests.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

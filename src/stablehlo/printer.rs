@@ -1,0 +1,477 @@
+//! The StableHLO printer: one op per line, every attribute in a fixed
+//! order, so the same module prints to the same bytes on every run.
+//!
+//! Simple ops use StableHLO's pretty forms; `slice`, `gather` and `reduce`
+//! (and the variadic reduce behind `argmax`) use the generic form, whose
+//! meaning does not depend on custom assembly formats.
+
+use crate::graph::{DType, Graph, Literal, Module, Op, TensorType, Value};
+use crate::{Error, Result};
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+
+/// How parameters (weights) appear in the printed module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConstantPolicy {
+    /// Every parameter becomes a `util.global` bound to
+    /// `#flow.parameter.named<"scope"::"key">` (the default, scope `model`).
+    ExternalAlways {
+        /// Parameter scope, matched by the runtime's `--parameters=SCOPE=file`.
+        scope: String,
+    },
+    /// Every parameter is inlined as an exact `stablehlo.constant dense<…>`.
+    InlineAlways,
+    /// Parameters smaller than `bytes` are inlined, larger ones external.
+    SizeThreshold {
+        /// Inline when the stored size is below this many bytes.
+        bytes: u64,
+        /// Scope of the external ones.
+        scope: String,
+    },
+}
+
+impl Default for ConstantPolicy {
+    fn default() -> Self {
+        ConstantPolicy::ExternalAlways {
+            scope: "model".into(),
+        }
+    }
+}
+
+impl ConstantPolicy {
+    /// Whether a parameter of this type is inlined.
+    fn inlines(&self, ty: &TensorType) -> bool {
+        match self {
+            ConstantPolicy::ExternalAlways { .. } => false,
+            ConstantPolicy::InlineAlways => true,
+            ConstantPolicy::SizeThreshold { bytes, .. } => (ty.byte_size() as u64) < *bytes,
+        }
+    }
+
+    fn scope(&self) -> &str {
+        match self {
+            ConstantPolicy::ExternalAlways { scope }
+            | ConstantPolicy::SizeThreshold { scope, .. } => scope,
+            ConstantPolicy::InlineAlways => "model",
+        }
+    }
+}
+
+/// Printer options.
+#[derive(Debug, Clone, Default)]
+pub struct PrintOptions {
+    /// How parameters are materialized.
+    pub constants: ConstantPolicy,
+}
+
+/// Where inlined parameter values come from.
+pub trait WeightSource {
+    /// The values of parameter `key` (row-major, `ty.numel()` of them),
+    /// exact in `ty.dtype`.
+    fn values(&self, key: &str, ty: &TensorType) -> Result<Vec<f64>>;
+}
+
+impl WeightSource for HashMap<String, Vec<f64>> {
+    fn values(&self, key: &str, ty: &TensorType) -> Result<Vec<f64>> {
+        let v = self
+            .get(key)
+            .ok_or_else(|| Error::Usage(format!("no values for parameter \"{key}\"")))?;
+        if v.len() != ty.numel() {
+            return Err(Error::Usage(format!(
+                "parameter \"{key}\": {} values for {ty}",
+                v.len()
+            )));
+        }
+        Ok(v.clone())
+    }
+}
+
+/// A symbol name for a parameter key: `[A-Za-z0-9_]` kept, anything else
+/// becomes `_`, a leading digit gets a `p_` prefix. Not injective by
+/// itself: [`print_module`] appends `_N` on a clash.
+pub fn sanitize_symbol(key: &str) -> String {
+    let mut s: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert_str(0, "p_");
+    }
+    s
+}
+
+/// Escapes a string for an MLIR string literal: printable ASCII stays,
+/// `"` and `\` and every other byte become `\XX` hex escapes.
+pub fn escape_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\' {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "\\{b:02X}");
+        }
+    }
+    out
+}
+
+fn float_bits_hex(x: f64, dtype: DType) -> String {
+    match dtype {
+        DType::BF16 => format!("0x{:04X}", half::bf16::from_f64(x).to_bits()),
+        DType::F16 => format!("0x{:04X}", half::f16::from_f64(x).to_bits()),
+        _ => format!("0x{:08X}", (x as f32).to_bits()),
+    }
+}
+
+/// An exact MLIR float literal for `x` in `dtype`: the shortest decimal
+/// that reads back to the same bits (MLIR parses decimals as f64, then
+/// rounds), else the hex bit pattern (always for NaN and ±inf).
+pub fn format_float(x: f64, dtype: DType) -> String {
+    if !x.is_finite() {
+        return float_bits_hex(x, dtype);
+    }
+    let f = x as f32;
+    let mut s = format!("{f:?}");
+    if let Some(e) = s.find('e') {
+        if !s[..e].contains('.') {
+            s.insert_str(e, ".0");
+        }
+    }
+    let back: f64 = s.parse().unwrap_or(f64::NAN);
+    let same = match dtype {
+        DType::BF16 => half::bf16::from_f64(back).to_bits() == half::bf16::from_f64(x).to_bits(),
+        DType::F16 => half::f16::from_f64(back).to_bits() == half::f16::from_f64(x).to_bits(),
+        _ => (back as f32).to_bits() == f.to_bits(),
+    };
+    if same {
+        s
+    } else {
+        float_bits_hex(x, dtype)
+    }
+}
+
+/// One element of a `dense<…>` literal in `dtype`.
+pub fn format_literal_value(x: f64, dtype: DType) -> String {
+    match dtype {
+        DType::I1 => (if x != 0.0 { "true" } else { "false" }).to_string(),
+        DType::I32 => format!("{}", x as i64),
+        _ => format_float(x, dtype),
+    }
+}
+
+fn dense_text(values: &[f64], ty: &TensorType) -> String {
+    fn rec(out: &mut String, vals: &[f64], shape: &[usize], dtype: DType) {
+        if shape.is_empty() {
+            out.push_str(&format_literal_value(vals[0], dtype));
+            return;
+        }
+        let inner: usize = shape[1..].iter().product();
+        out.push('[');
+        for i in 0..shape[0] {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            rec(out, &vals[i * inner..(i + 1) * inner], &shape[1..], dtype);
+        }
+        out.push(']');
+    }
+    let mut out = String::new();
+    rec(&mut out, values, &ty.shape, ty.dtype);
+    out
+}
+
+fn list(xs: &[usize]) -> String {
+    xs.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn i64_array(xs: &[usize]) -> String {
+    if xs.is_empty() {
+        "array<i64>".to_string()
+    } else {
+        format!("array<i64: {}>", list(xs))
+    }
+}
+
+fn compare_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::I32 => "SIGNED",
+        DType::I1 => "UNSIGNED",
+        _ => "FLOAT",
+    }
+}
+
+fn check_identifier(what: &str, name: &str) -> Result<()> {
+    let ok = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_$.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "{what} name \"{name}\" is not a valid MLIR identifier (letters, digits, _ $ .; not starting with a digit)"
+        )))
+    }
+}
+
+/// Where each parameter key goes: a global symbol, or inline.
+struct ParamPlan {
+    symbols: HashMap<String, String>,
+}
+
+/// Prints `module` as StableHLO text. `weights` supplies values for
+/// parameters the policy inlines (an error if it is needed and absent).
+pub fn print_module(
+    module: &Module,
+    opts: &PrintOptions,
+    weights: Option<&dyn WeightSource>,
+) -> Result<String> {
+    check_identifier("module", &module.name)?;
+    let params = module.parameters()?;
+    let policy = &opts.constants;
+    let mut out = String::new();
+    let _ = write!(out, "module @{}", module.name);
+    if !module.attributes.is_empty() {
+        let attrs: Vec<String> = module
+            .attributes
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect();
+        let _ = write!(out, " attributes {{{}}}", attrs.join(", "));
+    }
+    out.push_str(" {\n");
+
+    let mut plan = ParamPlan {
+        symbols: HashMap::new(),
+    };
+    let mut taken: HashSet<String> = module.functions.iter().map(|f| f.name.clone()).collect();
+    for (key, ty) in &params {
+        if policy.inlines(ty) {
+            continue;
+        }
+        let base = sanitize_symbol(key);
+        let mut sym = base.clone();
+        let mut n = 1;
+        while taken.contains(&sym) {
+            sym = format!("{base}_{n}");
+            n += 1;
+        }
+        taken.insert(sym.clone());
+        let _ = writeln!(
+            out,
+            "  util.global private @{sym} = #flow.parameter.named<\"{}\"::\"{}\"> : {ty}",
+            escape_string(policy.scope()),
+            escape_string(key)
+        );
+        plan.symbols.insert(key.clone(), sym);
+    }
+    for f in &module.functions {
+        print_function(&mut out, f, &plan, weights)?;
+    }
+    out.push_str("}\n");
+    Ok(out)
+}
+
+fn print_function(
+    out: &mut String,
+    g: &Graph,
+    plan: &ParamPlan,
+    weights: Option<&dyn WeightSource>,
+) -> Result<()> {
+    check_identifier("function", &g.name)?;
+    if g.outputs.is_empty() {
+        return Err(Error::Usage(format!(
+            "function @{} returns nothing",
+            g.name
+        )));
+    }
+    // SSA names: arguments are %argN, every other node %N in order.
+    let mut names: Vec<String> = Vec::with_capacity(g.nodes.len());
+    let mut counter = 0usize;
+    for n in &g.nodes {
+        names.push(match &n.op {
+            Op::Input { index } => format!("%arg{index}"),
+            Op::Argmax { .. } => {
+                counter += 1;
+                format!("%{}#1", counter - 1)
+            }
+            _ => {
+                counter += 1;
+                format!("%{}", counter - 1)
+            }
+        });
+    }
+    let args: Vec<String> = g
+        .inputs
+        .iter()
+        .map(|&v| format!("{}: {}", names[v.index()], g.ty(v)))
+        .collect();
+    let rets: Vec<String> = g.outputs.iter().map(|&v| g.ty(v).to_string()).collect();
+    let ret_sig = if rets.len() == 1 {
+        rets[0].clone()
+    } else {
+        format!("({})", rets.join(", "))
+    };
+    let _ = writeln!(
+        out,
+        "  func.func @{}({}) -> {} {{",
+        g.name,
+        args.join(", "),
+        ret_sig
+    );
+
+    let name = |v: Value| names[v.index()].as_str();
+    let ty = |v: Value| g.ty(v);
+    for (i, n) in g.nodes.iter().enumerate() {
+        let res = &names[i];
+        let a = |k: usize| name(n.args[k]);
+        let ta = |k: usize| ty(n.args[k]);
+        let t = &n.ty;
+        let line = match &n.op {
+            Op::Input { .. } => continue,
+            Op::Parameter { key } => match plan.symbols.get(key) {
+                Some(sym) => format!("{res} = util.global.load @{sym} : {t}"),
+                None => {
+                    let w = weights.ok_or_else(|| {
+                        Error::Usage(format!(
+                            "parameter \"{key}\" is to be inlined but no weights were given"
+                        ))
+                    })?;
+                    let vals = w.values(key, t)?;
+                    format!("{res} = stablehlo.constant dense<{}> : {t}", dense_text(&vals, t))
+                }
+            },
+            Op::Constant(Literal::Splat(x)) => format!(
+                "{res} = stablehlo.constant dense<{}> : {t}",
+                format_literal_value(*x, t.dtype)
+            ),
+            Op::Constant(Literal::Dense(vals)) => {
+                format!("{res} = stablehlo.constant dense<{}> : {t}", dense_text(vals, t))
+            }
+            Op::Convert => format!("{res} = stablehlo.convert {} : ({}) -> {t}", a(0), ta(0)),
+            Op::Binary(b) => format!("{res} = stablehlo.{} {}, {} : {t}", b.name(), a(0), a(1)),
+            Op::Unary(u) => format!("{res} = stablehlo.{} {} : {t}", u.name(), a(0)),
+            Op::Compare(dir) => format!(
+                "{res} = stablehlo.compare {}, {}, {}, {} : ({}, {}) -> {t}",
+                dir.name(),
+                a(0),
+                a(1),
+                compare_type(ta(0).dtype),
+                ta(0),
+                ta(1)
+            ),
+            Op::Select => format!("{res} = stablehlo.select {}, {}, {} : {}, {t}", a(0), a(1), a(2), ta(0)),
+            Op::BroadcastInDim { dims } => format!(
+                "{res} = stablehlo.broadcast_in_dim {}, dims = [{}] : ({}) -> {t}",
+                a(0),
+                list(dims),
+                ta(0)
+            ),
+            Op::Reshape => format!("{res} = stablehlo.reshape {} : ({}) -> {t}", a(0), ta(0)),
+            Op::Transpose { perm } => format!(
+                "{res} = stablehlo.transpose {}, dims = [{}] : ({}) -> {t}",
+                a(0),
+                list(perm),
+                ta(0)
+            ),
+            Op::Slice {
+                start,
+                limit,
+                strides,
+            } => format!(
+                "{res} = \"stablehlo.slice\"({}) {{start_indices = {}, limit_indices = {}, strides = {}}} : ({}) -> {t}",
+                a(0),
+                i64_array(start),
+                i64_array(limit),
+                i64_array(strides),
+                ta(0)
+            ),
+            Op::Concatenate { dim } => {
+                let ops: Vec<&str> = n.args.iter().map(|&v| name(v)).collect();
+                let tys: Vec<String> = n.args.iter().map(|&v| ty(v).to_string()).collect();
+                format!(
+                    "{res} = stablehlo.concatenate {}, dim = {dim} : ({}) -> {t}",
+                    ops.join(", "),
+                    tys.join(", ")
+                )
+            }
+            Op::Iota { dim } => format!("{res} = stablehlo.iota dim = {dim} : {t}"),
+            Op::DotGeneral(d) => {
+                let batching = if d.lhs_batch.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", batching_dims = [{}] x [{}]",
+                        list(&d.lhs_batch),
+                        list(&d.rhs_batch)
+                    )
+                };
+                format!(
+                    "{res} = stablehlo.dot_general {}, {}{batching}, contracting_dims = [{}] x [{}] : ({}, {}) -> {t}",
+                    a(0),
+                    a(1),
+                    list(&d.lhs_contract),
+                    list(&d.rhs_contract),
+                    ta(0),
+                    ta(1)
+                )
+            }
+            Op::Reduce { kind, dims } => {
+                let s = TensorType::scalar(t.dtype);
+                let r = format!("%r{}", &res[1..]);
+                format!(
+                    "{res} = \"stablehlo.reduce\"({}, {}) ({{\n    ^bb0({r}_a: {s}, {r}_b: {s}):\n      {r}_c = stablehlo.{} {r}_a, {r}_b : {s}\n      stablehlo.return {r}_c : {s}\n    }}) {{dimensions = {}}} : ({}, {}) -> {t}",
+                    a(0),
+                    a(1),
+                    kind.body_op(),
+                    i64_array(dims),
+                    ta(0),
+                    ta(1)
+                )
+            }
+            Op::GatherRows => {
+                let k = ta(1).rank();
+                let d = ta(0).shape[1];
+                format!(
+                    "{res} = \"stablehlo.gather\"({}, {}) {{dimension_numbers = #stablehlo.gather<offset_dims = [{k}], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = {k}>, slice_sizes = array<i64: 1, {d}>, indices_are_sorted = false}} : ({}, {}) -> {t}",
+                    a(0),
+                    a(1),
+                    ta(0),
+                    ta(1)
+                )
+            }
+            Op::Argmax { dim } => {
+                let base = res.trim_end_matches("#1");
+                let r = format!("%r{}", &base[1..]);
+                let vs = TensorType::scalar(ta(0).dtype);
+                let is = TensorType::scalar(DType::I32);
+                let b = TensorType::scalar(DType::I1);
+                let vt = t.with_dtype(ta(0).dtype);
+                format!(
+                    "{base}:2 = \"stablehlo.reduce\"({}, {}, {}, {}) ({{\n    ^bb0({r}_av: {vs}, {r}_ai: {is}, {r}_bv: {vs}, {r}_bi: {is}):\n      {r}_gt = stablehlo.compare GT, {r}_av, {r}_bv, FLOAT : ({vs}, {vs}) -> {b}\n      {r}_eq = stablehlo.compare EQ, {r}_av, {r}_bv, FLOAT : ({vs}, {vs}) -> {b}\n      {r}_lt = stablehlo.compare LT, {r}_ai, {r}_bi, SIGNED : ({is}, {is}) -> {b}\n      {r}_tie = stablehlo.and {r}_eq, {r}_lt : {b}\n      {r}_pick = stablehlo.or {r}_gt, {r}_tie : {b}\n      {r}_v = stablehlo.select {r}_pick, {r}_av, {r}_bv : {b}, {vs}\n      {r}_i = stablehlo.select {r}_pick, {r}_ai, {r}_bi : {b}, {is}\n      stablehlo.return {r}_v, {r}_i : {vs}, {is}\n    }}) {{dimensions = array<i64: {dim}>}} : ({}, {}, {}, {}) -> ({vt}, {t})",
+                    a(0),
+                    a(1),
+                    a(2),
+                    a(3),
+                    ta(0),
+                    ta(1),
+                    ta(2),
+                    ta(3)
+                )
+            }
+        };
+        let _ = writeln!(out, "    {line}");
+    }
+    let outs: Vec<&str> = g.outputs.iter().map(|&v| name(v)).collect();
+    let _ = writeln!(out, "    return {} : {}", outs.join(", "), rets.join(", "));
+    out.push_str("  }\n");
+    Ok(())
+}
