@@ -1,6 +1,72 @@
-//! The `kiln` command line.
+//! The `kiln` command line: one file per verb, each with a clap `Args`
+//! struct and a `run` function returning the process exit code.
+//!
+//! Exit codes: 0 success, 1 a check failed (e.g. `demo` printed FAIL),
+//! 2 bad input or a failed tool (the error is printed on one line).
 
-/// Runs the CLI and returns the process exit code.
+pub mod compile;
+pub mod demo;
+pub mod export;
+pub mod generate;
+pub mod interp;
+pub mod package;
+pub mod params;
+pub mod run;
+pub mod toolchain;
+
+use clap::{Parser, Subcommand};
+
+/// kiln: LLM checkpoint → StableHLO + parameter archive → IREE modules for Android.
+#[derive(Debug, Parser)]
+#[command(name = "kiln", version, about, propagate_version = true)]
+pub struct Cli {
+    /// The verb to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// kiln's verbs.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build a small model in-process, export, compile, run and check it.
+    Demo(demo::Args),
+    /// Show or install the pinned IREE toolchain.
+    Toolchain(toolchain::Args),
+    /// Inspect, convert and compare parameter files (safetensors, irpa, gguf).
+    Params(params::Args),
+    /// Export a checkpoint to MLIR + safetensors + irpa + manifest.
+    Export(export::Args),
+    /// Compile an exported module with iree-compile for one or more targets.
+    Compile(compile::Args),
+    /// Run a compiled module on token ids and print the predicted ids.
+    Run(run::Args),
+    /// Run an exported MLIR module with kiln's own interpreter.
+    Interp(interp::Args),
+    /// Generate text with the phone's redecode loop.
+    Generate(generate::Args),
+    /// Lay out the files an Android app ships.
+    Package(package::Args),
+}
+
+/// Parses the process arguments, runs the verb, returns the exit code.
 pub fn main() -> i32 {
-    0
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Toolchain(a) => toolchain::run(a),
+        Command::Params(a) => params::run(a),
+        Command::Export(a) => export::run(a),
+        Command::Compile(a) => compile::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Interp(a) => interp::run(a),
+        Command::Generate(a) => generate::run(a),
+        Command::Package(a) => package::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kiln: error: {e}");
+            2
+        }
+    }
 }
