@@ -1,1 +1,366 @@
-//! Export of a checkpoint to `<name>-gen.mlir`, `<name>.safetensors`, `<name>.irpa`.
+//! Export of a checkpoint: `<name>-gen.mlir` (StableHLO, weights external),
+//! `<name>.safetensors` and `<name>.irpa` (the same tensors, keyed by their
+//! HF names) and `<name>.json` (the manifest).
+//!
+//! Weights are streamed one tensor at a time (read → convert → written to
+//! both files), so memory stays near one tensor's size. Everything is
+//! written into a staging directory inside the output directory and only
+//! renamed into place once all four files are complete: a failed export
+//! leaves no partial output.
+
+use crate::graph::{DType, Module};
+use crate::models::llama::{build_graph, GraphOptions};
+use crate::models::{Checkpoint, LlamaConfig};
+use crate::params::convert::{f32_to_bf16_rne, f32_to_f16};
+use crate::params::irpa::{EntrySpec, IrpaWriter};
+use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
+use crate::params::DType as StDType;
+use crate::stablehlo::{print_module, ConstantPolicy, PrintOptions, WeightSource};
+use crate::{Error, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Options of [`export`].
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    /// Fixed sequence length.
+    pub seq: usize,
+    /// Output directory (created when missing).
+    pub out_dir: PathBuf,
+    /// Base name of the files; default: the checkpoint's name.
+    pub name: Option<String>,
+    /// Exported function name; default: the name, made a valid identifier.
+    pub function: Option<String>,
+    /// Stored dtype of the weights (bf16, f16 or f32).
+    pub weights: DType,
+    /// Constant materialization policy (carries the parameter scope).
+    pub constants: ConstantPolicy,
+    /// Show a progress bar on a terminal.
+    pub progress: bool,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            seq: 64,
+            out_dir: PathBuf::from("."),
+            name: None,
+            function: None,
+            weights: DType::BF16,
+            constants: ConstantPolicy::default(),
+            progress: false,
+        }
+    }
+}
+
+/// Size and hash of one written file.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct FileRecord {
+    /// File name, relative to the manifest's directory.
+    pub path: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Lower-case hex sha256 of the contents.
+    pub sha256: String,
+}
+
+/// The export manifest, written as `<name>.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Manifest {
+    /// kiln's version.
+    pub kiln_version: String,
+    /// Base name of the files.
+    pub name: String,
+    /// Exported function.
+    pub function: String,
+    /// Fixed sequence length.
+    pub seq: usize,
+    /// Parameter scope the runtime must open the archive under.
+    pub scope: String,
+    /// Function signature, input.
+    pub input: String,
+    /// Function signature, output.
+    pub output: String,
+    /// Model family.
+    pub architecture: String,
+    /// Hyperparameters.
+    pub config: LlamaConfig,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// BOS id, when known.
+    pub bos_token_id: Option<u32>,
+    /// EOS ids.
+    pub eos_token_ids: Vec<u32>,
+    /// Stored dtype of the weights.
+    pub weights_dtype: String,
+    /// Constant policy used for the MLIR.
+    pub constants: String,
+    /// Number of parameter tensors.
+    pub parameter_tensors: usize,
+    /// Number of scalar parameters.
+    pub parameter_count: u64,
+    /// Bytes of parameter data as stored.
+    pub parameter_bytes: u64,
+    /// Where the checkpoint came from.
+    pub source: String,
+    /// The written files: `mlir`, `safetensors`, `irpa`.
+    pub files: std::collections::BTreeMap<String, FileRecord>,
+}
+
+/// What [`export`] wrote, with timings.
+#[derive(Debug, Clone)]
+pub struct ExportReport {
+    /// The manifest (also written to disk).
+    pub manifest: Manifest,
+    /// Path of the manifest.
+    pub manifest_path: PathBuf,
+    /// Paths of the MLIR, safetensors and irpa files.
+    pub mlir: PathBuf,
+    /// Safetensors path.
+    pub safetensors: PathBuf,
+    /// IRPA path.
+    pub irpa: PathBuf,
+    /// Seconds spent building and printing the graph.
+    pub graph_seconds: f64,
+    /// Seconds spent converting and writing weights.
+    pub weights_seconds: f64,
+}
+
+/// Makes `name` a valid MLIR identifier: characters outside
+/// `[A-Za-z0-9_]` become `_`; a leading digit gets an `m_` prefix.
+pub fn identifier(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert_str(0, "m_");
+    }
+    s
+}
+
+/// Converts f32 values to the stored little-endian bytes of `dtype`.
+pub fn encode_weights(values: &[f32], dtype: DType) -> Result<Vec<u8>> {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    match dtype {
+        DType::F32 => Ok(values.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        DType::BF16 | DType::F16 => {
+            let mut bits = vec![0u16; values.len()];
+            bits.par_chunks_mut(CHUNK)
+                .zip(values.par_chunks(CHUNK))
+                .for_each(|(d, s)| {
+                    if dtype == DType::BF16 {
+                        f32_to_bf16_rne(s, d)
+                    } else {
+                        f32_to_f16(s, d)
+                    }
+                });
+            let mut out = vec![0u8; values.len() * 2];
+            out.par_chunks_mut(CHUNK * 2)
+                .zip(bits.par_chunks(CHUNK))
+                .for_each(|(o, b)| {
+                    for (k, v) in b.iter().enumerate() {
+                        o[2 * k..2 * k + 2].copy_from_slice(&v.to_le_bytes());
+                    }
+                });
+            Ok(out)
+        }
+        other => Err(Error::Usage(format!("weights cannot be stored as {other}"))),
+    }
+}
+
+fn st_dtype(d: DType) -> StDType {
+    match d {
+        DType::BF16 => StDType::BF16,
+        DType::F16 => StDType::F16,
+        _ => StDType::F32,
+    }
+}
+
+/// Inline weights for the printer: values read from the checkpoint and
+/// rounded to the stored dtype.
+struct CheckpointWeights<'a>(&'a Checkpoint);
+
+impl WeightSource for CheckpointWeights<'_> {
+    fn values(&self, key: &str, ty: &crate::graph::TensorType) -> Result<Vec<f64>> {
+        let v = self.0.read_f32(key)?;
+        Ok(v.iter()
+            .map(|&x| match ty.dtype {
+                DType::BF16 => half::bf16::from_f32(x).to_f64(),
+                DType::F16 => half::f16::from_f32(x).to_f64(),
+                _ => x as f64,
+            })
+            .collect())
+    }
+}
+
+fn policy_name(p: &ConstantPolicy) -> String {
+    match p {
+        ConstantPolicy::ExternalAlways { .. } => "external".into(),
+        ConstantPolicy::InlineAlways => "inline".into(),
+        ConstantPolicy::SizeThreshold { bytes, .. } => format!("threshold={bytes}"),
+    }
+}
+
+fn policy_scope(p: &ConstantPolicy) -> String {
+    match p {
+        ConstantPolicy::ExternalAlways { scope } | ConstantPolicy::SizeThreshold { scope, .. } => scope.clone(),
+        ConstantPolicy::InlineAlways => "model".into(),
+    }
+}
+
+/// Builds the forward module of `ckpt` (one function, argmax in the graph).
+pub fn build_module(ckpt: &Checkpoint, seq: usize, weights: DType, module_name: &str, function: &str) -> Result<Module> {
+    let g = build_graph(
+        &ckpt.config,
+        &GraphOptions {
+            seq,
+            weight_dtype: weights,
+            function: function.to_string(),
+        },
+    )?;
+    let mut m = Module::new(module_name);
+    m.set_schedule(&[("batch", 0), ("position", 1)]);
+    m.functions.push(g);
+    Ok(m)
+}
+
+fn record(path: &Path) -> Result<FileRecord> {
+    let bytes = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    Ok(FileRecord {
+        path: path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        bytes,
+        sha256: crate::util::sha256_file(path)?,
+    })
+}
+
+/// Exports `ckpt`: see the module docs.
+pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
+    if !matches!(opts.weights, DType::BF16 | DType::F16 | DType::F32) {
+        return Err(Error::Usage(format!("--weights must be bf16, f16 or f32, not {}", opts.weights)));
+    }
+    let name = opts.name.clone().unwrap_or_else(|| ckpt.name.clone());
+    if name.is_empty() || name.contains(['/', '\\']) {
+        return Err(Error::Usage(format!("--name \"{name}\" must be a plain file name")));
+    }
+    let function = opts.function.clone().unwrap_or_else(|| identifier(&name));
+    let t0 = Instant::now();
+    let module = build_module(ckpt, opts.seq, opts.weights, &identifier(&name), &function)?;
+    let text = print_module(
+        &module,
+        &PrintOptions {
+            constants: opts.constants.clone(),
+        },
+        Some(&CheckpointWeights(ckpt)),
+    )?;
+    let graph_seconds = t0.elapsed().as_secs_f64();
+
+    std::fs::create_dir_all(&opts.out_dir).map_err(|e| {
+        Error::io(&opts.out_dir, std::io::Error::new(e.kind(), format!("cannot create output directory: {e}")))
+    })?;
+    let staging = tempfile::Builder::new()
+        .prefix(".kiln-export-")
+        .tempdir_in(&opts.out_dir)
+        .map_err(|e| Error::io(&opts.out_dir, std::io::Error::new(e.kind(), format!("output directory is not writable: {e}"))))?;
+    let st_path = staging.path().join(format!("{name}.safetensors"));
+    let irpa_path = staging.path().join(format!("{name}.irpa"));
+    let mlir_path = staging.path().join(format!("{name}-gen.mlir"));
+    crate::util::write_atomic(&mlir_path, text.as_bytes())?;
+
+    let t1 = Instant::now();
+    let wd = opts.weights;
+    let tensors = ckpt.tensors();
+    let specs: Vec<TensorSpec> = tensors
+        .iter()
+        .map(|(n, s)| TensorSpec::new(n.clone(), st_dtype(wd), &s.iter().map(|&d| d as u64).collect::<Vec<_>>()))
+        .collect();
+    let entries: Vec<EntrySpec> = tensors
+        .iter()
+        .map(|(n, s)| EntrySpec::data(n.clone(), (s.iter().product::<usize>() * wd.size()) as u64))
+        .collect();
+    let meta = vec![("format".to_string(), "pt".to_string())];
+    let mut st = SafetensorsWriter::new(&st_path, &specs, &meta)?;
+    let mut irpa = IrpaWriter::new(&irpa_path, entries)?;
+    let bar = progress_bar(opts.progress, tensors.len() as u64);
+    let mut count = 0u64;
+    let mut bytes_total = 0u64;
+    for (n, s) in tensors {
+        let values = ckpt.read_f32(n)?;
+        let bytes = encode_weights(&values, wd)?;
+        drop(values);
+        st.write_tensor(n, &bytes)?;
+        irpa.write_tensor(n, &bytes)?;
+        count += s.iter().product::<usize>() as u64;
+        bytes_total += bytes.len() as u64;
+        bar.inc(1);
+    }
+    st.finish()?;
+    irpa.finish()?;
+    bar.finish_and_clear();
+    let weights_seconds = t1.elapsed().as_secs_f64();
+
+    let out = |p: &Path| opts.out_dir.join(p.file_name().unwrap_or_default());
+    let mut files = std::collections::BTreeMap::new();
+    files.insert("mlir".to_string(), record(&mlir_path)?);
+    files.insert("safetensors".to_string(), record(&st_path)?);
+    files.insert("irpa".to_string(), record(&irpa_path)?);
+    let seq = opts.seq;
+    let manifest = Manifest {
+        kiln_version: crate::VERSION.to_string(),
+        name: name.clone(),
+        function: function.clone(),
+        seq,
+        scope: policy_scope(&opts.constants),
+        input: format!("tensor<1x{seq}xi32>"),
+        output: format!("tensor<{seq}xi32>"),
+        architecture: ckpt.config.family.name().to_string(),
+        config: ckpt.config.clone(),
+        vocab_size: ckpt.config.vocab_size,
+        bos_token_id: ckpt.config.bos_token_id,
+        eos_token_ids: ckpt.config.eos_token_ids.clone(),
+        weights_dtype: wd.to_string(),
+        constants: policy_name(&opts.constants),
+        parameter_tensors: tensors.len(),
+        parameter_count: count,
+        parameter_bytes: bytes_total,
+        source: ckpt.path.display().to_string(),
+        files,
+    };
+    let manifest_staged = staging.path().join(format!("{name}.json"));
+    let json = serde_json::to_string_pretty(&manifest).map_err(|e| Error::Usage(e.to_string()))? + "\n";
+    crate::util::write_atomic(&manifest_staged, json.as_bytes())?;
+    // Everything is complete: move it into place.
+    for p in [&mlir_path, &st_path, &irpa_path, &manifest_staged] {
+        std::fs::rename(p, out(p)).map_err(|e| Error::io(out(p), e))?;
+    }
+    Ok(ExportReport {
+        manifest,
+        manifest_path: out(&manifest_staged),
+        mlir: out(&mlir_path),
+        safetensors: out(&st_path),
+        irpa: out(&irpa_path),
+        graph_seconds,
+        weights_seconds,
+    })
+}
+
+/// A tensor-count progress bar on stderr, hidden when disabled or when
+/// stderr is not a terminal.
+pub fn progress_bar(enabled: bool, len: u64) -> indicatif::ProgressBar {
+    if !enabled {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(Some(len), indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} tensors {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix("writing weights");
+    bar
+}

@@ -1,12 +1,132 @@
-//! `kiln export`.
+//! `kiln export CHECKPOINT --seq N …`: checkpoint → MLIR + safetensors + irpa + manifest.
+
+use crate::export::{export, ExportOptions};
+use crate::graph::DType;
+use crate::models::Checkpoint;
+use crate::stablehlo::ConstantPolicy;
+use crate::{Error, Result};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 
 /// Arguments of `kiln export`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// HF folder (config.json + safetensors) or GGUF file.
+    pub checkpoint: PathBuf,
+    /// Fixed sequence length of the exported function.
+    #[arg(long)]
+    pub seq: usize,
+    /// Output directory.
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    /// Base name of the output files (default: the checkpoint's folder or file name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Exported function name (default: the name).
+    #[arg(long)]
+    pub function: Option<String>,
+    /// Stored dtype of the weights: bf16, f16 or f32.
+    #[arg(long, default_value = "bf16")]
+    pub weights: String,
+    /// Parameter scope the runtime opens the archive under.
+    #[arg(long, default_value = "model")]
+    pub scope: String,
+    /// Constant policy: external, inline or threshold=BYTES.
+    #[arg(long, default_value = "external")]
+    pub constants: String,
+}
+
+/// Parses `--weights`.
+pub fn parse_weights(s: &str) -> Result<DType> {
+    match s {
+        "bf16" => Ok(DType::BF16),
+        "f16" => Ok(DType::F16),
+        "f32" => Ok(DType::F32),
+        _ => Err(Error::Usage(format!("--weights {s}: expected bf16, f16 or f32"))),
+    }
+}
+
+/// Parses `--constants` with the scope.
+pub fn parse_constants(s: &str, scope: &str) -> Result<ConstantPolicy> {
+    if scope.is_empty() {
+        return Err(Error::Usage("--scope must not be empty".into()));
+    }
+    match s {
+        "external" => Ok(ConstantPolicy::ExternalAlways { scope: scope.into() }),
+        "inline" => Ok(ConstantPolicy::InlineAlways),
+        _ => match s.strip_prefix("threshold=").map(str::parse::<u64>) {
+            Some(Ok(bytes)) => Ok(ConstantPolicy::SizeThreshold {
+                bytes,
+                scope: scope.into(),
+            }),
+            _ => Err(Error::Usage(format!(
+                "--constants {s}: expected external, inline or threshold=BYTES"
+            ))),
+        },
+    }
+}
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / 1024.0 / 1024.0)
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
 
 /// Runs `kiln export`.
-pub fn run(_args: Args) -> crate::Result<i32> {
-    Err(crate::Error::Usage(
-        "`kiln export` is not implemented yet".into(),
-    ))
+pub fn run(a: Args) -> Result<i32> {
+    let weights = parse_weights(&a.weights)?;
+    let constants = parse_constants(&a.constants, &a.scope)?;
+    let t = std::time::Instant::now();
+    let ckpt = Checkpoint::open(&a.checkpoint)?;
+    let opts = ExportOptions {
+        seq: a.seq,
+        out_dir: a.out.clone(),
+        name: a.name,
+        function: a.function,
+        weights,
+        constants,
+        progress: std::io::stderr().is_terminal(),
+    };
+    let r = export(&ckpt, &opts)?;
+    let m = &r.manifest;
+    let c = &m.config;
+    eprintln!("kiln export: {} ({}) → {}", a.checkpoint.display(), m.architecture, a.out.display());
+    eprintln!(
+        "  model     {} layers, hidden {}, heads {}/{} (head dim {}), ffn {}, vocab {}{}",
+        c.num_layers,
+        c.hidden_size,
+        c.num_heads,
+        c.num_kv_heads,
+        c.head_dim,
+        c.intermediate_size,
+        c.vocab_size,
+        if c.tie_word_embeddings { ", tied head" } else { "" }
+    );
+    eprintln!(
+        "  function  @{}(tensor<1x{}xi32>) -> tensor<{}xi32>, scope \"{}\", constants {}",
+        m.function, m.seq, m.seq, m.scope, m.constants
+    );
+    eprintln!(
+        "  weights   {} tensors, {} parameters, {} as {}",
+        m.parameter_tensors,
+        m.parameter_count,
+        human(m.parameter_bytes),
+        m.weights_dtype
+    );
+    for p in [&r.mlir, &r.safetensors, &r.irpa, &r.manifest_path] {
+        let size = std::fs::metadata(p).map(|md| md.len()).unwrap_or(0);
+        eprintln!("  wrote     {} ({})", p.display(), human(size));
+    }
+    eprintln!(
+        "  time      graph {:.2}s, weights {:.2}s, total {:.2}s",
+        r.graph_seconds,
+        r.weights_seconds,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(0)
 }

@@ -16,3 +16,6 @@ impl From<crate::graph::GraphError> for ModelError {
         ModelError(format!("internal graph build error: {e}"))
     }
 }
+
+pub mod checkpoint;
+pub use checkpoint::{Checkpoint, GgufTokenizerData};

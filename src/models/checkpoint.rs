@@ -1,0 +1,431 @@
+//! Opening a checkpoint — an HF folder (config.json + safetensors, single
+//! or sharded), a GGUF file, or a synthetic in-process model — as one
+//! [`Checkpoint`]: a [`LlamaConfig`] plus tensors under their HF names.
+
+use super::config::{Family, LlamaConfig, RopeScaling};
+use super::llama::expected_tensors;
+use super::ModelError;
+use crate::params::gguf::{GgufFile, GgufValue};
+use crate::params::safetensors;
+use crate::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// Where a checkpoint's tensors come from.
+enum Source {
+    /// HF safetensors (names are already HF names).
+    Hf(safetensors::Checkpoint),
+    /// GGUF, with (HF name, GGUF name, row permutation heads) per tensor.
+    Gguf {
+        file: Box<GgufFile>,
+        map: Vec<(String, String, Option<usize>)>,
+    },
+    /// Deterministic pseudo-random weights (the demo model).
+    Synthetic { seed: u64 },
+}
+
+/// Tokenizer data carried by a GGUF checkpoint (plain values, so the
+/// tokenizer module does not depend on the GGUF reader).
+#[derive(Debug, Clone, Default)]
+pub struct GgufTokenizerData {
+    /// `tokenizer.ggml.model` (e.g. `gpt2`).
+    pub model: String,
+    /// `tokenizer.ggml.pre` (e.g. `smollm`).
+    pub pre: String,
+    /// `tokenizer.ggml.tokens`.
+    pub tokens: Vec<String>,
+    /// `tokenizer.ggml.merges`.
+    pub merges: Vec<String>,
+    /// `tokenizer.ggml.token_type`, when present.
+    pub token_types: Option<Vec<i32>>,
+    /// `tokenizer.chat_template`, when present.
+    pub chat_template: Option<String>,
+}
+
+/// A checkpoint opened for export: hyperparameters and named tensors.
+pub struct Checkpoint {
+    /// Default export name (folder or file stem).
+    pub name: String,
+    /// Where it was opened from.
+    pub path: PathBuf,
+    /// Hyperparameters.
+    pub config: LlamaConfig,
+    source: Source,
+    /// (HF name, shape) of every tensor the graph needs, in graph order.
+    tensors: Vec<(String, Vec<usize>)>,
+    /// Tokenizer data found in a GGUF file.
+    pub gguf_tokenizer: Option<GgufTokenizerData>,
+}
+
+fn model_err(path: &Path, msg: impl std::fmt::Display) -> Error {
+    Error::Model(ModelError(format!("{}: {msg}", path.display())))
+}
+
+/// Names a checkpoint may carry that the graph does not use and that are
+/// safe to ignore (derived buffers some exporters save).
+fn ignorable(name: &str) -> bool {
+    name.ends_with("rotary_emb.inv_freq")
+}
+
+fn stem_name(path: &Path) -> String {
+    let base = if path.is_dir() {
+        path.file_name()
+    } else {
+        path.file_stem()
+    };
+    base.map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into())
+}
+
+impl Checkpoint {
+    /// Opens an HF folder (or its config.json), or a GGUF file (detected by
+    /// its magic bytes, not its extension).
+    pub fn open(path: impl AsRef<Path>) -> Result<Checkpoint> {
+        let path = path.as_ref();
+        if !path.exists() {
+            return Err(model_err(path, "no such file or directory"));
+        }
+        if path.is_dir() {
+            return Self::open_hf(path);
+        }
+        if path.file_name().is_some_and(|n| n == "config.json") {
+            return Self::open_hf(path.parent().unwrap_or(Path::new(".")));
+        }
+        let mut magic = [0u8; 4];
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let n = f.read(&mut magic).map_err(|e| Error::io(path, e))?;
+        if n == 4 && &magic == b"GGUF" {
+            return Self::open_gguf(path);
+        }
+        Err(model_err(
+            path,
+            "not a checkpoint: expected an HF folder (config.json + *.safetensors) or a GGUF file",
+        ))
+    }
+
+    /// Opens an HF folder: `config.json` plus `model.safetensors` or shards.
+    pub fn open_hf(dir: &Path) -> Result<Checkpoint> {
+        let cfg_path = dir.join("config.json");
+        if !cfg_path.is_file() {
+            return Err(model_err(dir, "no config.json in this folder"));
+        }
+        let config = LlamaConfig::from_hf_json_file(&cfg_path)?;
+        let st = safetensors::open_checkpoint(dir)?;
+        let mut available: Vec<(String, Vec<usize>)> = st
+            .tensors()
+            .map(|t| (t.name.to_string(), t.shape.iter().map(|&d| d as usize).collect()))
+            .collect();
+        if config.tie_word_embeddings {
+            // A tied checkpoint may still carry a copy of the head; the
+            // graph reuses the embedding, as transformers does.
+            available.retain(|(n, _)| n != "lm_head.weight");
+        }
+        let tensors = check_tensors(dir, &config, &available)?;
+        Ok(Checkpoint {
+            name: stem_name(dir),
+            path: dir.to_path_buf(),
+            config,
+            source: Source::Hf(st),
+            tensors,
+            gguf_tokenizer: None,
+        })
+    }
+
+    /// Opens a GGUF file of architecture `llama` or `mistral`.
+    pub fn open_gguf(path: &Path) -> Result<Checkpoint> {
+        let file = GgufFile::open(path)?;
+        let (config, tok) = gguf_config(path, &file)?;
+        let mut map = Vec::new();
+        let mut available = Vec::new();
+        for t in file.tensors() {
+            let shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
+            let Some((hf, heads)) = gguf_to_hf(&t.name, &config) else {
+                return Err(model_err(
+                    path,
+                    format!("unexpected tensor \"{}\" (not part of a {} checkpoint kiln supports)", t.name, config.family.name()),
+                ));
+            };
+            available.push((hf.clone(), shape));
+            map.push((hf, t.name.clone(), heads));
+        }
+        let tensors = check_tensors(path, &config, &available)?;
+        Ok(Checkpoint {
+            name: stem_name(path),
+            path: path.to_path_buf(),
+            config,
+            source: Source::Gguf {
+                file: Box::new(file),
+                map,
+            },
+            tensors,
+            gguf_tokenizer: Some(tok),
+        })
+    }
+
+    /// A deterministic pseudo-random model with `config` (the demo model):
+    /// matrices uniform in ±0.4·√3/… scaled like an initializer range of
+    /// 0.4, norm weights 1 + 0.2·u.
+    pub fn synthetic(name: &str, config: LlamaConfig, seed: u64) -> Result<Checkpoint> {
+        config.validate()?;
+        let tensors = expected_tensors(&config);
+        Ok(Checkpoint {
+            name: name.to_string(),
+            path: PathBuf::from(format!("<synthetic {name}>")),
+            config,
+            source: Source::Synthetic { seed },
+            tensors,
+            gguf_tokenizer: None,
+        })
+    }
+
+    /// (HF name, shape) of every tensor the graph uses, in graph order.
+    pub fn tensors(&self) -> &[(String, Vec<usize>)] {
+        &self.tensors
+    }
+
+    /// The f32 values of `name` (HF name, HF layout): upcast from f16/bf16,
+    /// dequantized and un-permuted for GGUF, generated for synthetic models.
+    pub fn read_f32(&self, name: &str) -> Result<Vec<f32>> {
+        match &self.source {
+            Source::Hf(st) => {
+                let t = st
+                    .get(name)
+                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+                if !t.dtype.is_float() {
+                    return Err(model_err(
+                        &self.path,
+                        format!("tensor \"{name}\" has non-float dtype {:?}", t.dtype),
+                    ));
+                }
+                Ok(t.to_f32())
+            }
+            Source::Gguf { file, map } => {
+                let (_, gname, heads) = map
+                    .iter()
+                    .find(|(hf, _, _)| hf == name)
+                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+                let info = file
+                    .tensor(gname)
+                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{gname}\"")))?;
+                let v = file.dequantize(info)?;
+                Ok(match heads {
+                    Some(n) => {
+                        let s = info.shape();
+                        unpermute_rows(&v, s[0] as usize, s[1] as usize, *n)
+                    }
+                    None => v,
+                })
+            }
+            Source::Synthetic { seed } => {
+                let shape = self
+                    .tensors
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, s)| s.clone())
+                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+                Ok(synthetic_values(*seed, name, &shape))
+            }
+        }
+    }
+}
+
+/// Checks the checkpoint holds exactly the tensors the config implies,
+/// with the shapes it implies; returns them in graph order.
+fn check_tensors(
+    path: &Path,
+    cfg: &LlamaConfig,
+    available: &[(String, Vec<usize>)],
+) -> Result<Vec<(String, Vec<usize>)>> {
+    let expected = expected_tensors(cfg);
+    for (name, shape) in &expected {
+        match available.iter().find(|(n, _)| n == name) {
+            None => {
+                return Err(model_err(path, format!("missing tensor \"{name}\" (expected shape {shape:?} from the config)")))
+            }
+            Some((_, found)) if found != shape => {
+                return Err(model_err(
+                    path,
+                    format!("tensor \"{name}\": expected shape {shape:?} from the config, found {found:?}"),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    for (name, _) in available {
+        if !ignorable(name) && !expected.iter().any(|(n, _)| n == name) {
+            return Err(model_err(
+                path,
+                format!("unexpected tensor \"{name}\" (the {} graph does not use it; biases and extra heads are not supported yet)", cfg.family.name()),
+            ));
+        }
+    }
+    Ok(expected)
+}
+
+/// Maps a GGUF tensor name to its HF name, with the head count whose row
+/// permutation must be undone (Q and K only).
+fn gguf_to_hf(name: &str, cfg: &LlamaConfig) -> Option<(String, Option<usize>)> {
+    match name {
+        "token_embd.weight" => return Some(("model.embed_tokens.weight".into(), None)),
+        "output_norm.weight" => return Some(("model.norm.weight".into(), None)),
+        "output.weight" => return Some(("lm_head.weight".into(), None)),
+        _ => {}
+    }
+    let rest = name.strip_prefix("blk.")?;
+    let (layer, part) = rest.split_once('.')?;
+    let l: usize = layer.parse().ok()?;
+    let (hf, heads) = match part {
+        "attn_norm.weight" => ("input_layernorm.weight", None),
+        "attn_q.weight" => ("self_attn.q_proj.weight", Some(cfg.num_heads)),
+        "attn_k.weight" => ("self_attn.k_proj.weight", Some(cfg.num_kv_heads)),
+        "attn_v.weight" => ("self_attn.v_proj.weight", None),
+        "attn_output.weight" => ("self_attn.o_proj.weight", None),
+        "ffn_norm.weight" => ("post_attention_layernorm.weight", None),
+        "ffn_gate.weight" => ("mlp.gate_proj.weight", None),
+        "ffn_up.weight" => ("mlp.up_proj.weight", None),
+        "ffn_down.weight" => ("mlp.down_proj.weight", None),
+        _ => return None,
+    };
+    Some((format!("model.layers.{l}.{hf}"), heads))
+}
+
+/// Undoes llama.cpp's Q/K row permutation: view `[rows, cols]` as
+/// `[n, rows/n/2, 2, cols]`, swap axes 1 and 2, view back.
+pub fn unpermute_rows(v: &[f32], rows: usize, cols: usize, n: usize) -> Vec<f32> {
+    let hd = rows / n;
+    let half = hd / 2;
+    let mut out = vec![0f32; v.len()];
+    for h in 0..n {
+        for a in 0..2 {
+            for b in 0..half {
+                let dst = h * hd + a * half + b;
+                let src = h * hd + b * 2 + a;
+                out[dst * cols..(dst + 1) * cols].copy_from_slice(&v[src * cols..(src + 1) * cols]);
+            }
+        }
+    }
+    out
+}
+
+fn meta_u(file: &GgufFile, path: &Path, key: &str) -> Result<usize> {
+    file.get_metadata(key)
+        .and_then(GgufValue::as_u64)
+        .map(|x| x as usize)
+        .ok_or_else(|| model_err(path, format!("missing or non-integer GGUF metadata \"{key}\"")))
+}
+
+fn meta_f(file: &GgufFile, key: &str) -> Option<f64> {
+    file.get_metadata(key).and_then(GgufValue::as_f64)
+}
+
+fn meta_strings(file: &GgufFile, key: &str) -> Vec<String> {
+    file.get_metadata(key)
+        .and_then(GgufValue::as_string_array)
+        .map(|v| v.into_iter().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Hyperparameters and tokenizer data from GGUF metadata.
+fn gguf_config(path: &Path, file: &GgufFile) -> Result<(LlamaConfig, GgufTokenizerData)> {
+    let arch = file
+        .get_metadata("general.architecture")
+        .and_then(GgufValue::as_str)
+        .ok_or_else(|| model_err(path, "missing GGUF metadata \"general.architecture\""))?
+        .to_string();
+    let family = Family::parse(&arch).map_err(|e| model_err(path, format!("general.architecture: {}", e.0)))?;
+    let a = arch.as_str();
+    let hidden = meta_u(file, path, &format!("{a}.embedding_length"))?;
+    let heads = meta_u(file, path, &format!("{a}.attention.head_count"))?;
+    let kv = meta_u(file, path, &format!("{a}.attention.head_count_kv")).unwrap_or(heads);
+    let head_dim = meta_u(file, path, &format!("{a}.attention.key_length"))
+        .or_else(|_| meta_u(file, path, &format!("{a}.rope.dimension_count")))
+        .unwrap_or(if heads > 0 { hidden / heads } else { 0 });
+    let tokens = meta_strings(file, "tokenizer.ggml.tokens");
+    let vocab = meta_u(file, path, &format!("{a}.vocab_size")).unwrap_or(tokens.len());
+    let rope_scaling = match file
+        .get_metadata(&format!("{a}.rope.scaling.type"))
+        .and_then(GgufValue::as_str)
+    {
+        None | Some("none") => RopeScaling::Default,
+        Some("linear") => RopeScaling::Linear {
+            factor: meta_f(file, &format!("{a}.rope.scaling.factor")).unwrap_or(1.0),
+        },
+        Some(other) => {
+            return Err(model_err(path, format!("unsupported GGUF rope scaling \"{other}\" (supported: none, linear)")))
+        }
+    };
+    if file.tensor("rope_freqs.weight").is_some() {
+        return Err(model_err(path, "GGUF RoPE frequency tensor rope_freqs.weight (Llama 3 scaling) is not supported for GGUF input; export the HF folder instead"));
+    }
+    let u32_meta = |k: &str| file.get_metadata(k).and_then(GgufValue::as_u64).map(|x| x as u32);
+    let config = LlamaConfig {
+        family,
+        hidden_size: hidden,
+        intermediate_size: meta_u(file, path, &format!("{a}.feed_forward_length"))?,
+        num_layers: meta_u(file, path, &format!("{a}.block_count"))?,
+        num_heads: heads,
+        num_kv_heads: kv,
+        head_dim,
+        vocab_size: vocab,
+        rms_norm_eps: meta_f(file, &format!("{a}.attention.layer_norm_rms_epsilon")).unwrap_or(1e-5),
+        rope_theta: meta_f(file, &format!("{a}.rope.freq_base")).unwrap_or(10000.0),
+        rope_scaling,
+        tie_word_embeddings: file.tensor("output.weight").is_none(),
+        max_position_embeddings: meta_u(file, path, &format!("{a}.context_length")).unwrap_or(2048),
+        sliding_window: None,
+        bos_token_id: u32_meta("tokenizer.ggml.bos_token_id"),
+        eos_token_ids: u32_meta("tokenizer.ggml.eos_token_id").into_iter().collect(),
+    };
+    config.validate().map_err(|e| model_err(path, e.0))?;
+    let tok = GgufTokenizerData {
+        model: file
+            .get_metadata("tokenizer.ggml.model")
+            .and_then(GgufValue::as_str)
+            .unwrap_or("")
+            .to_string(),
+        pre: file
+            .get_metadata("tokenizer.ggml.pre")
+            .and_then(GgufValue::as_str)
+            .unwrap_or("")
+            .to_string(),
+        tokens,
+        merges: meta_strings(file, "tokenizer.ggml.merges"),
+        token_types: file
+            .get_metadata("tokenizer.ggml.token_type")
+            .and_then(GgufValue::as_array)
+            .map(|a| a.iter().map(|v| v.as_i64().unwrap_or(0) as i32).collect()),
+        chat_template: file
+            .get_metadata("tokenizer.chat_template")
+            .and_then(GgufValue::as_str)
+            .map(str::to_string),
+    };
+    Ok((config, tok))
+}
+
+/// splitmix64: a tiny deterministic generator for synthetic weights.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Deterministic values for a synthetic tensor: norms `1 + 0.2·u`,
+/// matrices uniform with standard deviation 0.4 / √fan_in · √fan_in… kept
+/// simple: uniform in ±0.4·√3 / √(cols/16) so activations stay O(1).
+fn synthetic_values(seed: u64, name: &str, shape: &[usize]) -> Vec<f32> {
+    let mut s = seed;
+    for b in name.bytes() {
+        s = s.wrapping_mul(0x100_0000_01B3) ^ b as u64;
+    }
+    let n: usize = shape.iter().product();
+    let uni = |s: &mut u64| (splitmix(s) >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+    if shape.len() == 1 {
+        (0..n).map(|_| (1.0 + 0.2 * uni(&mut s)) as f32).collect()
+    } else {
+        let cols = shape[shape.len() - 1] as f64;
+        let amp = 0.4 * 3f64.sqrt() / (cols / 16.0).sqrt().max(1.0);
+        (0..n).map(|_| (amp * uni(&mut s)) as f32).collect()
+    }
+}
