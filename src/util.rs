@@ -48,7 +48,8 @@ impl AtomicFile {
         {
             use std::os::unix::fs::PermissionsExt;
             let perms = std::fs::Permissions::from_mode(0o644);
-            std::fs::set_permissions(self.tmp.path(), perms).map_err(|e| Error::io(&self.dest, e))?;
+            std::fs::set_permissions(self.tmp.path(), perms)
+                .map_err(|e| Error::io(&self.dest, e))?;
         }
         let dest = self.dest.clone();
         self.tmp

@@ -73,7 +73,10 @@ impl<'de> Deserialize<'de> for Pairs {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<Pairs, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Pairs, A::Error> {
                 let mut v = Vec::new();
                 while let Some(kv) = m.next_entry::<String, serde_json::Value>()? {
                     v.push(kv);
@@ -335,7 +338,9 @@ fn parse_info(path: &Path, name: String, value: serde_json::Value) -> Result<Ten
     for (k, v) in obj {
         match k.as_str() {
             "dtype" => {
-                let s = v.as_str().ok_or_else(|| bad("`dtype` is not a string".into()))?;
+                let s = v
+                    .as_str()
+                    .ok_or_else(|| bad("`dtype` is not a string".into()))?;
                 dtype = Some(DType::from_safetensors_name(s).ok_or_else(|| {
                     ParamsError::UnknownDType {
                         file: path.to_path_buf(),
@@ -345,7 +350,9 @@ fn parse_info(path: &Path, name: String, value: serde_json::Value) -> Result<Ten
                 })?);
             }
             "shape" => {
-                let arr = v.as_array().ok_or_else(|| bad("`shape` is not an array".into()))?;
+                let arr = v
+                    .as_array()
+                    .ok_or_else(|| bad("`shape` is not an array".into()))?;
                 let dims: Option<Vec<u64>> = arr.iter().map(|d| d.as_u64()).collect();
                 shape = Some(dims.ok_or_else(|| {
                     bad("`shape` must hold non-negative integers below 2^64".into())
@@ -360,7 +367,7 @@ fn parse_info(path: &Path, name: String, value: serde_json::Value) -> Result<Ten
                     (Some(a), Some(b)) => offsets = Some((a, b)),
                     _ => {
                         return Err(bad(
-                            "`data_offsets` must be non-negative integers below 2^64".into()
+                            "`data_offsets` must be non-negative integers below 2^64".into(),
                         ))
                     }
                 }
