@@ -87,10 +87,10 @@ if venv_ok; then
   log "(a) IREE $IREE_VERSION venv present: $VENV"
 else
   if ! have_python_venv; then
-    if [[ $DO_APT -eq 1 ]] || [[ $(id -u) -eq 0 ]]; then
+    if [[ $DO_APT -eq 1 ]]; then
       apt_install python3 python3-venv python3-pip
     else
-      log "python3 with venv/ensurepip is missing: install python3-venv"
+      log "python3 with venv/ensurepip is missing: install python3 and python3-venv"
       exit 1
     fi
   fi

@@ -143,3 +143,19 @@ fn inline_input_and_npy() {
     assert_eq!(npy.len(), 10 + hlen + 16);
     assert!(HostTensor::i32(vec![2, 2], vec![1]).is_err());
 }
+
+#[test]
+fn install_script_pins_the_same_version() {
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/install-deps.sh"
+    ))
+    .unwrap();
+    assert!(
+        script.contains(&format!("IREE_VERSION={}", flags::IREE_VERSION)),
+        "scripts/install-deps.sh must pin IREE {}",
+        flags::IREE_VERSION
+    );
+    assert!(script.contains(flags::AARCH64_WHEEL_PLATFORM));
+    assert!(script.contains(&format!("--python-version {}", flags::AARCH64_WHEEL_PYTHON)));
+}
