@@ -418,3 +418,105 @@ fn long_text_is_fast() {
     *by_len.entry(ids.len()).or_default() += 1;
     assert!(!ids.is_empty());
 }
+
+/// The fixture of the `fixtures` branch (`scripts/make_smollm2_fixtures.py`):
+/// `ids` from transformers' GGUF loader (plain ByteLevel), `ids_llama_cpp`
+/// with the `smollm` digit split.
+fn fixtures_branch_cases() -> Value {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smollm2/tokenizer_cases.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Checks `tok` against the fixtures-branch cases, ids taken from `ids_key`.
+fn check_fixtures_branch_cases(tok: &Tokenizer, ids_key: &str) {
+    let fx = fixtures_branch_cases();
+    let cases = fx["cases"].as_array().unwrap();
+    assert!(cases.len() >= 50);
+    let mut failures = Vec::new();
+    for case in cases {
+        let text = case["text"].as_str().unwrap();
+        let want = ids(&case[ids_key]);
+        let got = tok.encode(text).unwrap();
+        if got != want {
+            failures.push(format!("{text:?}: kiln {got:?}, expected {want:?}"));
+            continue;
+        }
+        if ids_key == "ids" {
+            let tokens: Vec<&str> = got.iter().map(|&i| tok.id_to_token(i).unwrap()).collect();
+            let want_tokens: Vec<&str> = case["tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap())
+                .collect();
+            if tokens != want_tokens {
+                failures.push(format!("{text:?}: tokens {tokens:?} != {want_tokens:?}"));
+            }
+        }
+        let decoded = tok.decode(&got).unwrap();
+        if decoded != case["decoded"].as_str().unwrap() || decoded != text {
+            failures.push(format!("{text:?}: decodes to {decoded:?}"));
+        }
+        let skipped = tok.decode_skipping_special(&got).unwrap();
+        if skipped != case["decoded_skip_special"].as_str().unwrap() {
+            failures.push(format!("{text:?}: skip-special decode {skipped:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // A bare tokenizer.json has no template (transformers keeps it beside).
+    if tok.chat_template().is_none() {
+        return;
+    }
+    let chat = &fx["chat_example"];
+    let messages: Vec<(&str, &str)> = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    let gen = chat["add_generation_prompt"].as_bool().unwrap();
+    assert_eq!(
+        tok.apply_chat(&messages, gen).unwrap(),
+        chat["text"].as_str().unwrap()
+    );
+    assert_eq!(tok.chat_template(), fx["chat_template"].as_str());
+}
+
+#[test]
+fn gguf_tokenizer_matches_fixtures_branch_cases() {
+    let Some((_, tok)) = gguf_tokenizer() else {
+        return;
+    };
+    check_fixtures_branch_cases(&tok, "ids_llama_cpp");
+    // Switched to the plain split, it is transformers' GGUF tokenizer.
+    let tok = tok.with_pre_tokenizer(PreTokenizer::Gpt2);
+    check_fixtures_branch_cases(&tok, "ids");
+}
+
+/// The tokenizer.json transformers itself saved from the GGUF, when the
+/// fixture scripts left one in the cache (`tokenizer_json_in_cache`).
+#[test]
+fn transformers_saved_tokenizer_json_matches() {
+    let path = kiln::util::cache_dir()
+        .join("smollm2")
+        .join("tokenizer.json");
+    if !path.is_file() {
+        eprintln!(
+            "note: {} is missing (written by scripts/make_smollm2_fixtures.py); skipped",
+            path.display()
+        );
+        return;
+    }
+    let tok = Tokenizer::from_tokenizer_json(&path).unwrap();
+    assert_eq!(tok.pre_tokenizer(), PreTokenizer::Gpt2);
+    assert_eq!(tok.vocab_size(), 49152);
+    assert_eq!(tok.token_to_id("<|im_start|>"), Some(1));
+    check_fixtures_branch_cases(&tok, "ids");
+    check_cases(&tok, "ids_plain_bytelevel");
+}

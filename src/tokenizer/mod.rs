@@ -186,6 +186,19 @@ impl Tokenizer {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// Like [`Tokenizer::decode`], leaving out special tokens (HF
+    /// `decode(ids, skip_special_tokens=True)`).
+    pub fn decode_skipping_special(&self, ids: &[u32]) -> crate::Result<String> {
+        let mut bytes = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            let b = self.decode_token_bytes(id)?;
+            if !self.is_special(id) {
+                bytes.extend_from_slice(b);
+            }
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// The raw bytes one token stands for, which may be part of a UTF-8
     /// character; see [`StreamDecoder`] for streaming text.
     pub fn decode_token_bytes(&self, id: u32) -> crate::Result<&[u8]> {
@@ -232,6 +245,15 @@ impl Tokenizer {
     /// The pre-tokenizer in use.
     pub fn pre_tokenizer(&self) -> PreTokenizer {
         self.pre
+    }
+
+    /// The same tokenizer with another pre-tokenizer. For instance
+    /// transformers' GGUF loader gives SmolLM2 (`smollm`) the plain
+    /// [`PreTokenizer::Gpt2`] split instead of the model's own digit split;
+    /// this reproduces it.
+    pub fn with_pre_tokenizer(mut self, pre: PreTokenizer) -> Tokenizer {
+        self.pre = pre;
+        self
     }
 
     /// The chat template's source text, if the tokenizer carries one.
