@@ -225,3 +225,11 @@ fn gguf_parts_errors() {
             .to_string();
     assert!(err.contains("999"), "{err}");
 }
+
+#[test]
+fn huge_or_sparse_ids_are_rejected() {
+    let mut doc = tiny_json(byte_level());
+    doc["model"]["vocab"]["Ġthe"] = json!(4_000_000_000u32);
+    let err = load(&doc).unwrap_err().to_string();
+    assert!(err.contains("4000000000"), "{err}");
+}

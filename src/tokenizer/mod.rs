@@ -97,6 +97,14 @@ impl Tokenizer {
             .copied()
             .max();
         let size = max_id.map_or(0, |m| m as usize + 1);
+        // Ids must be 0..size without gaps; check before allocating `size`.
+        if size > bpe.vocab.len() + added.len() {
+            return Err(TokenizerError::Malformed(format!(
+                "token ids run to {} but there are only {} tokens",
+                size - 1,
+                bpe.vocab.len() + added.len()
+            )));
+        }
         let mut id_tokens: Vec<Option<String>> = vec![None; size];
         for (token, &id) in &bpe.vocab {
             id_tokens[id as usize] = Some(token.clone());
