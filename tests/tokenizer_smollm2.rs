@@ -8,7 +8,6 @@
 
 use kiln::tokenizer::{PreTokenizer, StreamDecoder, Tokenizer};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -406,17 +405,23 @@ fn long_text_is_fast() {
     };
     let fx = fixture();
     let mut text = String::new();
+    // Bytes the vocabulary lacks are dropped (as in HF): count them.
+    let mut dropped = 0;
     for c in fx["cases"].as_array().unwrap() {
         text.push_str(c["text"].as_str().unwrap());
+        dropped += c["text"].as_str().unwrap().len() - c["decoded"].as_str().unwrap().len();
     }
     let text = text.repeat(50) + &" ".repeat(20_000) + &"a".repeat(20_000);
     let start = std::time::Instant::now();
     let ids = tok.encode(&text).unwrap();
     let elapsed = start.elapsed();
+    eprintln!(
+        "encoded {} bytes into {} ids in {elapsed:?}",
+        text.len(),
+        ids.len()
+    );
     assert!(elapsed.as_secs_f64() < 5.0, "encode took {elapsed:?}");
-    let mut by_len: HashMap<usize, usize> = HashMap::new();
-    *by_len.entry(ids.len()).or_default() += 1;
-    assert!(!ids.is_empty());
+    assert_eq!(tok.decode(&ids).unwrap().len(), text.len() - 50 * dropped);
 }
 
 /// The fixture of the `fixtures` branch (`scripts/make_smollm2_fixtures.py`):
