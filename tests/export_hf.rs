@@ -21,19 +21,46 @@ fn tiny_checkpoints_match_transformers_on_iree_host() {
         let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
         // f32 checkpoints are exported as f32, the bf16 one as bf16: the
         // references ran transformers on exactly those weights.
-        let weights = if exp.weights_dtype == "BF16" { DType::BF16 } else { DType::F32 };
+        let weights = if exp.weights_dtype == "BF16" {
+            DType::BF16
+        } else {
+            DType::F32
+        };
         for rs in &exp.seqs {
             let dir = tmpdir();
-            let r = export(&ckpt, &ExportOptions { seq: rs.seq, out_dir: dir.path().into(), weights, ..Default::default() }).unwrap();
+            let r = export(
+                &ckpt,
+                &ExportOptions {
+                    seq: rs.seq,
+                    out_dir: dir.path().into(),
+                    weights,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
             let vmfb = dir.path().join("m.vmfb");
             kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
             for (ci, c) in rs.cases.iter().enumerate() {
-                let opts = RunOptions { function: r.manifest.function.clone(), params: vec![("model".into(), r.irpa.clone())], ..Default::default() };
-                let out = run_module(&tc, &vmfb, &opts, &[HostTensor::i32(vec![1, rs.seq], c.input.clone()).unwrap()]).unwrap();
+                let opts = RunOptions {
+                    function: r.manifest.function.clone(),
+                    params: vec![("model".into(), r.irpa.clone())],
+                    ..Default::default()
+                };
+                let out = run_module(
+                    &tc,
+                    &vmfb,
+                    &opts,
+                    &[HostTensor::i32(vec![1, rs.seq], c.input.clone()).unwrap()],
+                )
+                .unwrap();
                 let got = out[0].as_i32().unwrap();
                 let bad = mismatches(got, &c.argmax, &c.margin, 0..rs.seq);
                 if !bad.is_empty() {
-                    failures.push(format!("{name} seq {} case {ci}: {}", rs.seq, bad.join("; ")));
+                    failures.push(format!(
+                        "{name} seq {} case {ci}: {}",
+                        rs.seq,
+                        bad.join("; ")
+                    ));
                 }
             }
         }
@@ -49,12 +76,36 @@ fn safetensors_and_irpa_give_the_same_result() {
     let rs = &exp.seqs[0];
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
     let dir = tmpdir();
-    let r = export(&ckpt, &ExportOptions { seq: rs.seq, out_dir: dir.path().into(), weights: DType::F32, ..Default::default() }).unwrap();
+    let r = export(
+        &ckpt,
+        &ExportOptions {
+            seq: rs.seq,
+            out_dir: dir.path().into(),
+            weights: DType::F32,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let vmfb = dir.path().join("m.vmfb");
     kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
     for params in [&r.irpa, &r.safetensors] {
-        let opts = RunOptions { function: r.manifest.function.clone(), params: vec![("model".into(), params.clone())], ..Default::default() };
-        let out = run_module(&tc, &vmfb, &opts, &[HostTensor::i32(vec![1, rs.seq], rs.cases[0].input.clone()).unwrap()]).unwrap();
-        assert_eq!(out[0].as_i32().unwrap(), &rs.cases[0].argmax[..], "params {}", params.display());
+        let opts = RunOptions {
+            function: r.manifest.function.clone(),
+            params: vec![("model".into(), params.clone())],
+            ..Default::default()
+        };
+        let out = run_module(
+            &tc,
+            &vmfb,
+            &opts,
+            &[HostTensor::i32(vec![1, rs.seq], rs.cases[0].input.clone()).unwrap()],
+        )
+        .unwrap();
+        assert_eq!(
+            out[0].as_i32().unwrap(),
+            &rs.cases[0].argmax[..],
+            "params {}",
+            params.display()
+        );
     }
 }

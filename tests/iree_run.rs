@@ -45,6 +45,7 @@ fn opts(b: &Built, device: Device, emulate: Option<Emulation>) -> RunOptions {
         params: vec![("model".into(), b.st.clone())],
         task_groups: None,
         emulate,
+        exact_outputs: None,
     }
 }
 

@@ -206,6 +206,7 @@ pub fn run(args: Args) -> crate::Result<i32> {
         params: vec![(scope, params)],
         task_groups,
         emulate: args.emulate.as_deref().map(Emulation::parse).transpose()?,
+        exact_outputs: None,
     };
     let tc = Toolchain::locate(args.iree_dir.as_deref())?;
     let input = HostTensor::i32(vec![1, seq], ids)?;

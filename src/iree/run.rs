@@ -123,6 +123,71 @@ impl HostTensor {
         format!("{}={}", self.type_string(), vals.join(","))
     }
 
+    /// Reads a numpy `.npy` (format 1.x, little-endian `<i4`, `<i8`, `<f4`, C order).
+    pub fn from_npy(bytes: &[u8]) -> std::result::Result<HostTensor, String> {
+        if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+            return Err("not a .npy file".into());
+        }
+        let hl = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+        let header = bytes
+            .get(10..10 + hl)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .ok_or("truncated .npy header")?;
+        let data = &bytes[10 + hl..];
+        if header.contains("'fortran_order': True") {
+            return Err("Fortran-order .npy is not supported".into());
+        }
+        let shape_text = header
+            .split("'shape':")
+            .nth(1)
+            .and_then(|s| s.split(')').next())
+            .map(|s| s.trim().trim_start_matches('('))
+            .ok_or("no shape in .npy header")?;
+        let shape: Vec<usize> = shape_text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse::<usize>().map_err(|_| format!("bad dim {s:?}")))
+            .collect::<std::result::Result<_, _>>()?;
+        let n: usize = shape.iter().product();
+        let take = |size: usize| -> std::result::Result<Vec<[u8; 8]>, String> {
+            if data.len() != n * size {
+                return Err(format!(
+                    "{} data bytes for {n} elements of {size} bytes",
+                    data.len()
+                ));
+            }
+            Ok(data
+                .chunks(size)
+                .map(|c| {
+                    let mut a = [0u8; 8];
+                    a[..size].copy_from_slice(c);
+                    a
+                })
+                .collect())
+        };
+        let td = if header.contains("'<f4'") {
+            TensorData::F32(
+                take(4)?
+                    .iter()
+                    .map(|a| f32::from_le_bytes([a[0], a[1], a[2], a[3]]))
+                    .collect(),
+            )
+        } else if header.contains("'<i4'") {
+            TensorData::I32(
+                take(4)?
+                    .iter()
+                    .map(|a| i32::from_le_bytes([a[0], a[1], a[2], a[3]]))
+                    .collect(),
+            )
+        } else if header.contains("'<i8'") {
+            TensorData::I64(take(8)?.iter().map(|a| i64::from_le_bytes(*a)).collect())
+        } else {
+            return Err(format!("unsupported .npy dtype in {header:?}"));
+        };
+        HostTensor::new(shape, td).map_err(|e| e.to_string())
+    }
+
     /// The tensor as a numpy `.npy` (format 1.0, little-endian, C order).
     pub fn to_npy(&self) -> Vec<u8> {
         let descr = match self.data {
@@ -198,6 +263,10 @@ pub struct RunOptions {
     pub task_groups: Option<usize>,
     /// Run the aarch64 runtime under qemu instead of the host runtime.
     pub emulate: Option<Emulation>,
+    /// When `Some(n)`, the function's `n` results are read back bit-exactly
+    /// through `.npy` files (`--output=@…`) instead of from the printed
+    /// text, which rounds floats to 6 digits.
+    pub exact_outputs: Option<usize>,
 }
 
 impl Default for RunOptions {
@@ -208,6 +277,7 @@ impl Default for RunOptions {
             params: Vec::new(),
             task_groups: None,
             emulate: None,
+            exact_outputs: None,
         }
     }
 }
@@ -312,6 +382,22 @@ pub fn run_module(
         f.write_all(&t.to_npy()).map_err(|e| Error::io(&p, e))?;
         cmd.arg(format!("--input=@{}", p.display()));
     }
+    let outdir = match opts.exact_outputs {
+        Some(n) => {
+            let d = tempfile::Builder::new()
+                .prefix("kiln-out-")
+                .tempdir()
+                .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+            for i in 0..n {
+                cmd.arg(format!(
+                    "--output=@{}",
+                    d.path().join(format!("output{i}.npy")).display()
+                ));
+            }
+            Some((d, n))
+        }
+        None => None,
+    };
     let tool = tc.run_module.clone();
     let out = cmd
         .stdin(Stdio::null())
@@ -331,7 +417,17 @@ pub fn run_module(
         }
         .into());
     }
-    parse_outputs(&String::from_utf8_lossy(&out.stdout))
+    match outdir {
+        Some((d, n)) => (0..n)
+            .map(|i| {
+                let p = d.path().join(format!("output{i}.npy"));
+                let bytes = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+                HostTensor::from_npy(&bytes)
+                    .map_err(|m| IreeError::BadOutput(format!("{}: {m}", p.display())).into())
+            })
+            .collect(),
+        None => parse_outputs(&String::from_utf8_lossy(&out.stdout)),
+    }
 }
 
 /// True when iree-run-module's error means there is no Vulkan driver/loader.

@@ -254,12 +254,14 @@ fn check_tensors(
                     format!("missing tensor \"{name}\" (expected shape {shape:?} from the config)"),
                 ))
             }
-            Some((_, found)) if found != shape => return Err(model_err(
-                path,
-                format!(
+            Some((_, found)) if found != shape => {
+                return Err(model_err(
+                    path,
+                    format!(
                     "tensor \"{name}\": expected shape {shape:?} from the config, found {found:?}"
                 ),
-            )),
+                ))
+            }
             Some(_) => {}
         }
     }

@@ -83,10 +83,20 @@ pub const TIE_MARGIN: f64 = 1e-3;
 
 /// Compares predicted ids with a reference under the tie rule; returns the
 /// mismatching positions that are not ties.
-pub fn mismatches(got: &[i32], want: &[i32], margin: &[f64], positions: std::ops::Range<usize>) -> Vec<String> {
+pub fn mismatches(
+    got: &[i32],
+    want: &[i32],
+    margin: &[f64],
+    positions: std::ops::Range<usize>,
+) -> Vec<String> {
     positions
         .filter(|&p| got[p] != want[p] && margin[p] >= TIE_MARGIN)
-        .map(|p| format!("pos {p}: got {}, want {} (margin {:.4})", got[p], want[p], margin[p]))
+        .map(|p| {
+            format!(
+                "pos {p}: got {}, want {} (margin {:.4})",
+                got[p], want[p], margin[p]
+            )
+        })
         .collect()
 }
 
@@ -151,7 +161,10 @@ pub fn smollm2_gguf() -> Option<PathBuf> {
         return Some(p);
     }
     if iree_required() {
-        panic!("SmolLM2 GGUF required (CI=true) but not available at {}", p.display());
+        panic!(
+            "SmolLM2 GGUF required (CI=true) but not available at {}",
+            p.display()
+        );
     }
     eprintln!("SKIP: SmolLM2 GGUF not available ({})", p.display());
     None
@@ -172,7 +185,11 @@ pub fn pad(ids: &[i32], seq: usize) -> Vec<i32> {
 /// Lists the files of a directory (names), sorted.
 pub fn files_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
-        .map(|r| r.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|r| {
+            r.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
