@@ -113,16 +113,18 @@ pub enum IrpaData<'a> {
 }
 
 impl<'a> IrpaData<'a> {
-    /// The parameter's bytes, expanding a splat.
-    pub fn expand(&self) -> Cow<'a, [u8]> {
+    /// The parameter's bytes, expanding a splat (which may be far larger
+    /// than the file: the allocation is fallible).
+    pub fn expand(&self) -> std::result::Result<Cow<'a, [u8]>, std::collections::TryReserveError> {
         match *self {
-            IrpaData::Data(d) => Cow::Borrowed(d),
+            IrpaData::Data(d) => Ok(Cow::Borrowed(d)),
             IrpaData::Splat { pattern, length } => {
-                let mut v = Vec::with_capacity(length as usize);
+                let mut v: Vec<u8> = Vec::new();
+                v.try_reserve_exact(usize::try_from(length).unwrap_or(usize::MAX))?;
                 while (v.len() as u64) < length {
                     v.extend_from_slice(pattern);
                 }
-                Cow::Owned(v)
+                Ok(Cow::Owned(v))
             }
         }
     }

@@ -276,7 +276,15 @@ impl ParamSource for IrpaSource {
         let d = self.r.get(name).ok_or_else(|| not_found(self.r.path(), name))?;
         Ok(match d {
             IrpaData::Data(b) => Cow::Borrowed(b),
-            s @ IrpaData::Splat { .. } => Cow::Owned(s.expand().into_owned()),
+            s @ IrpaData::Splat { length, .. } => Cow::Owned(
+                s.expand()
+                    .map_err(|_| ParamsError::Unsupported {
+                        file: self.r.path().to_path_buf(),
+                        tensor: name.to_string(),
+                        msg: format!("splat of {length} bytes does not fit in memory"),
+                    })?
+                    .into_owned(),
+            ),
         })
     }
     fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
