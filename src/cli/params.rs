@@ -254,6 +254,28 @@ fn target_dtype(d: SourceDType, want: OutDType) -> Option<DType> {
     })
 }
 
+/// Whether `item`'s output bytes are its stored bytes unchanged.
+fn is_copy(item: &Item) -> bool {
+    match item.out_dtype {
+        None => true,
+        Some(d) => item.in_dtype.plain() == Some(d),
+    }
+}
+
+/// Open input files for kernel copies, by path.
+#[derive(Default)]
+struct Files(HashMap<PathBuf, std::fs::File>);
+
+impl Files {
+    fn get(&mut self, p: &Path) -> std::result::Result<&std::fs::File, ParamsError> {
+        if !self.0.contains_key(p) {
+            let f = std::fs::File::open(p).map_err(|e| ParamsError::io(p, e))?;
+            self.0.insert(p.to_path_buf(), f);
+        }
+        Ok(&self.0[p])
+    }
+}
+
 /// Streams one tensor's output bytes to `sink` in chunks.
 fn produce(
     src: &dyn ParamSource,
@@ -414,6 +436,7 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
             .map(|s| s.name.clone())
             .collect();
         let mut w = IrpaWriter::new(&a.output, specs)?;
+        let mut files = Files::default();
         for it in &items {
             bar.set_message(it.name.clone());
             if splats.contains(&it.name) {
@@ -421,6 +444,13 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
                 continue;
             }
             w.begin_tensor(&it.name)?;
+            let src = sources[it.src].as_ref();
+            if let Some((p, off)) = src.file_range(&it.src_name).filter(|_| is_copy(it)) {
+                w.copy_chunk_from(files.get(p)?, p, off, it.nbytes)?;
+                bar.inc(it.nbytes);
+                w.end_tensor()?;
+                continue;
+            }
             produce(sources[it.src].as_ref(), it, &mut |bytes| {
                 bar.inc(bytes.len() as u64);
                 w.write_chunk(bytes)
@@ -437,9 +467,17 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
             })
             .collect();
         let mut w = SafetensorsWriter::new(&a.output, &specs, &[])?;
+        let mut files = Files::default();
         for it in &items {
             bar.set_message(it.name.clone());
             w.begin_tensor(&it.name)?;
+            let src = sources[it.src].as_ref();
+            if let Some((p, off)) = src.file_range(&it.src_name).filter(|_| is_copy(it)) {
+                w.copy_chunk_from(files.get(p)?, p, off, it.nbytes)?;
+                bar.inc(it.nbytes);
+                w.end_tensor()?;
+                continue;
+            }
             produce(sources[it.src].as_ref(), it, &mut |bytes| {
                 bar.inc(bytes.len() as u64);
                 w.write_chunk(bytes)
