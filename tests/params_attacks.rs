@@ -30,7 +30,13 @@ fn expected() -> Vec<(String, String, Option<String>)> {
 }
 
 fn open_native(path: &Path) -> Result<(), ParamsError> {
-    let dir = path.parent().unwrap().file_name().unwrap().to_str().unwrap();
+    let dir = path
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
     match dir {
         "safetensors" => SafeTensors::open(path).map(|_| ()),
         "irpa" => IrpaReader::open(path).map(|_| ()),
@@ -47,12 +53,17 @@ fn every_attack_is_rejected_with_a_precise_error() {
         let path = attacks().join(&rel);
         let err = open_native(&path).expect_err(&rel);
         let msg = err.to_string();
-        assert!(msg.contains(&path.display().to_string()), "{rel}: `{msg}` does not name the file");
+        assert!(
+            msg.contains(&path.display().to_string()),
+            "{rel}: `{msg}` does not name the file"
+        );
         assert!(msg.contains(&contains), "{rel}: `{msg}` lacks `{contains}`");
         assert_eq!(err.tensor(), tensor.as_deref(), "{rel}: `{msg}`");
         assert_eq!(err.file(), path);
         // The format-agnostic view rejects it too (empty files have no magic).
-        let any = open_any(&path).err().unwrap_or_else(|| panic!("{rel}: open_any accepted it"));
+        let any = open_any(&path)
+            .err()
+            .unwrap_or_else(|| panic!("{rel}: open_any accepted it"));
         assert!(any.to_string().contains(&path.display().to_string()));
     }
 }
@@ -111,7 +122,11 @@ fn mutate_all(name: &str, good: &[u8], open: &dyn Fn(Vec<u8>) -> bool) {
     for i in 0..3000 {
         let mut m = good.to_vec();
         for _ in 0..1 + rng.next() % 4 {
-            let pos = if i % 2 == 0 { rng.next() as usize % head } else { rng.next() as usize % m.len() };
+            let pos = if i % 2 == 0 {
+                rng.next() as usize % head
+            } else {
+                rng.next() as usize % m.len()
+            };
             m[pos] = match rng.next() % 4 {
                 0 => 0xff,
                 1 => 0,
@@ -128,33 +143,38 @@ fn thousands_of_mutations_never_panic() {
     let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/params");
     let g = std::fs::read(fx.join("gguf/q4_k.gguf")).unwrap();
     mutate_all("gguf", &g, &|b| {
-        GgufFile::from_bytes("m.gguf", b).map(|f| {
-            for t in f.tensors() {
-                let _ = f.dequantize(t);
-            }
-        })
-        .is_ok()
+        GgufFile::from_bytes("m.gguf", b)
+            .map(|f| {
+                for t in f.tensors() {
+                    let _ = f.dequantize(t);
+                }
+            })
+            .is_ok()
     });
     let g = std::fs::read(fx.join("gguf/metadata.gguf")).unwrap();
-    mutate_all("gguf-meta", &g, &|b| GgufFile::from_bytes("m.gguf", b).is_ok());
+    mutate_all("gguf-meta", &g, &|b| {
+        GgufFile::from_bytes("m.gguf", b).is_ok()
+    });
     let st = std::fs::read(fx.join("tiny.safetensors")).unwrap();
     mutate_all("safetensors", &st, &|b| {
-        SafeTensors::from_bytes("m.safetensors", b).map(|f| {
-            for t in f.tensors() {
-                let _ = t.to_f32();
-            }
-        })
-        .is_ok()
+        SafeTensors::from_bytes("m.safetensors", b)
+            .map(|f| {
+                for t in f.tensors() {
+                    let _ = t.to_f32();
+                }
+            })
+            .is_ok()
     });
     let ir = std::fs::read(fx.join("tiny.irpa")).unwrap();
     mutate_all("irpa", &ir, &|b| {
-        IrpaReader::from_bytes("m.irpa", b).map(|r| {
-            for e in r.entries() {
-                if e.len() < 1 << 20 {
-                    assert_eq!(r.data(e).expand().unwrap().len() as u64, e.len());
+        IrpaReader::from_bytes("m.irpa", b)
+            .map(|r| {
+                for e in r.entries() {
+                    if e.len() < 1 << 20 {
+                        assert_eq!(r.data(e).expand().unwrap().len() as u64, e.len());
+                    }
                 }
-            }
-        })
-        .is_ok()
+            })
+            .is_ok()
     });
 }

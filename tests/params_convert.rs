@@ -23,7 +23,7 @@ fn bf16_round_to_nearest_even() {
     assert_eq!(bf16(0xff80_0000), 0xff80); // -inf
     assert_eq!(bf16(0x0000_0000), 0x0000);
     assert_eq!(bf16(0x8000_0000), 0x8000); // -0
-    // Subnormals.
+                                           // Subnormals.
     assert_eq!(bf16(0x0000_0001), 0x0000);
     assert_eq!(bf16(0x0000_8000), 0x0000); // tie to even (0)
     assert_eq!(bf16(0x0001_8000), 0x0002); // tie to even (2)
@@ -75,7 +75,11 @@ fn f16_round_to_nearest_even() {
     assert_eq!(f16(-0.0), 0x8000);
     assert!(f16_bits_to_f32(f16(f32::NAN)).is_nan());
     assert!(f16_bits_to_f32(f16(f32::from_bits(0x7f80_0001))).is_nan());
-    assert_eq!(f16(f32::from_bits(0xffc0_0000)) & 0x8000, 0x8000, "NaN sign kept");
+    assert_eq!(
+        f16(f32::from_bits(0xffc0_0000)) & 0x8000,
+        0x8000,
+        "NaN sign kept"
+    );
 }
 
 #[test]

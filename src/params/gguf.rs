@@ -416,7 +416,7 @@ fn min_value_size(t: u32) -> u64 {
     match t {
         0 | 1 | 7 => 1,
         2 | 3 => 2,
-        4 | 5 | 6 => 4,
+        4..=6 => 4,
         8 | 10 | 11 | 12 => 8,
         9 => 12,
         _ => 1,
@@ -555,7 +555,10 @@ impl GgufFile {
                 return Err(ParamsError::InvalidMetadata {
                     file: file(),
                     key: "general.alignment".into(),
-                    msg: format!("must be a non-zero power of two u32, found {} {v}", v.type_name()),
+                    msg: format!(
+                        "must be a non-zero power of two u32, found {} {v}",
+                        v.type_name()
+                    ),
                 })
             }
         };
@@ -665,11 +668,14 @@ impl GgufFile {
         let mut prev_name = "";
         for &i in &order {
             let t = &tensors[i];
-            let end = t.offset.checked_add(t.nbytes).ok_or_else(|| ParamsError::Overflow {
-                file: file(),
-                tensor: Some(t.name.clone()),
-                what: "offset + size".into(),
-            })?;
+            let end = t
+                .offset
+                .checked_add(t.nbytes)
+                .ok_or_else(|| ParamsError::Overflow {
+                    file: file(),
+                    tensor: Some(t.name.clone()),
+                    what: "offset + size".into(),
+                })?;
             if end > data_len {
                 return Err(ParamsError::InvalidOffsets {
                     file: file(),

@@ -294,10 +294,15 @@ fn parse(path: &Path, b: &[u8]) -> Result<(u64, Vec<IrpaEntry>)> {
         )));
     }
     if u64_at(b, 16) != 0 {
-        return Err(hdr("chained headers (next_header_offset ≠ 0) are not supported".into()));
+        return Err(hdr(
+            "chained headers (next_header_offset ≠ 0) are not supported".into(),
+        ));
     }
     if u64_at(b, 24) != 0 {
-        return Err(hdr(format!("reserved header flags are set ({:#x})", u64_at(b, 24))));
+        return Err(hdr(format!(
+            "reserved header flags are set ({:#x})",
+            u64_at(b, 24)
+        )));
     }
     let count = u64_at(b, 32);
     let segs = [
@@ -390,13 +395,19 @@ fn parse(path: &Path, b: &[u8]) -> Result<(u64, Vec<IrpaEntry>)> {
             })?
             .to_string();
         if flags != 0 {
-            return Err(ent(Some(&name), format!("reserved entry flags are set ({flags:#x})")));
+            return Err(ent(
+                Some(&name),
+                format!("reserved entry flags are set ({flags:#x})"),
+            ));
         }
         let metadata = if meta_r.length == 0 {
             Vec::new()
         } else {
             let end = meta_r.within(mseg.length).ok_or_else(|| {
-                ent(Some(&name), "metadata range is outside the metadata segment".into())
+                ent(
+                    Some(&name),
+                    "metadata range is outside the metadata segment".into(),
+                )
             })?;
             meta[meta_r.offset as usize..end as usize].to_vec()
         };
@@ -530,7 +541,12 @@ pub fn describe(dtype: DType, shape: &[u64]) -> Vec<u8> {
 pub fn parse_description(meta: &[u8]) -> Option<(DType, Vec<u64>)> {
     let v: serde_json::Value = serde_json::from_slice(meta).ok()?;
     let dtype = DType::from_safetensors_name(v.get("dtype")?.as_str()?)?;
-    let shape: Option<Vec<u64>> = v.get("shape")?.as_array()?.iter().map(|d| d.as_u64()).collect();
+    let shape: Option<Vec<u64>> = v
+        .get("shape")?
+        .as_array()?
+        .iter()
+        .map(|d| d.as_u64())
+        .collect();
     let shape = shape?;
     // Only trust a description that matches the entry's byte count later.
     Some((dtype, shape))
@@ -539,7 +555,8 @@ pub fn parse_description(meta: &[u8]) -> Option<(DType, Vec<u64>)> {
 /// The element pattern of a constant tensor: `Some(first element)` when all
 /// `elem_size`-byte elements of `bytes` are equal (and there is at least one).
 pub fn splat_pattern(bytes: &[u8], elem_size: usize) -> Option<Vec<u8>> {
-    if bytes.is_empty() || !matches!(elem_size, 1 | 2 | 4 | 8 | 16) || bytes.len() % elem_size != 0 {
+    if bytes.is_empty() || !matches!(elem_size, 1 | 2 | 4 | 8 | 16) || bytes.len() % elem_size != 0
+    {
         return None;
     }
     let first = &bytes[..elem_size];
@@ -648,7 +665,12 @@ impl IrpaWriter {
         for s in &specs {
             let at = align_up(cursor, ENTRY_ALIGNMENT);
             entry_at.push(at);
-            cursor = at + if s.splat.is_some() { SPLAT_ENTRY_SIZE } else { DATA_ENTRY_SIZE };
+            cursor = at
+                + if s.splat.is_some() {
+                    SPLAT_ENTRY_SIZE
+                } else {
+                    DATA_ENTRY_SIZE
+                };
         }
         let table_end = cursor;
         // Metadata segment: name then metadata, per entry, unaligned.
@@ -671,7 +693,9 @@ impl IrpaWriter {
             } else {
                 let at = align_up(scur, DATA_ALIGNMENT);
                 data_rel.push(Some(at));
-                scur = at.checked_add(s.length).ok_or_else(|| ovf("storage segment"))?;
+                scur = at
+                    .checked_add(s.length)
+                    .ok_or_else(|| ovf("storage segment"))?;
             }
         }
         let storage_len = scur;
@@ -742,7 +766,8 @@ impl IrpaWriter {
         let file = crate::util::AtomicFile::create(&path)
             .map_err(|e| ParamsError::from_crate(&path, e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        out.write_all(&head).map_err(|e| ParamsError::io(&path, e))?;
+        out.write_all(&head)
+            .map_err(|e| ParamsError::io(&path, e))?;
         let data_at = data_rel
             .iter()
             .map(|r| r.map(|o| storage_start + o))
@@ -791,11 +816,17 @@ impl IrpaWriter {
         }
         self.skip_splats();
         let Some(s) = self.specs.get(self.next) else {
-            return Err(self.err(Some(name), "not a declared DATA entry, or written twice".into()));
+            return Err(self.err(
+                Some(name),
+                "not a declared DATA entry, or written twice".into(),
+            ));
         };
         if s.name != name {
             let next = s.name.clone();
-            return Err(self.err(Some(name), format!("written out of order: `{next}` comes next")));
+            return Err(self.err(
+                Some(name),
+                format!("written out of order: `{next}` comes next"),
+            ));
         }
         let at = self.data_at[self.next].unwrap_or(self.pos);
         self.pad_to(at)?;
@@ -812,7 +843,10 @@ impl IrpaWriter {
         let total = done + bytes.len() as u64;
         if total > want {
             let name = self.specs[self.next].name.clone();
-            return Err(self.err(Some(&name), format!("{total} bytes written, {want} declared")));
+            return Err(self.err(
+                Some(&name),
+                format!("{total} bytes written, {want} declared"),
+            ));
         }
         self.out
             .write_all(bytes)
@@ -825,14 +859,23 @@ impl IrpaWriter {
     /// Appends `len` bytes of `src`, starting at `offset`, to the open
     /// entry, copied by the kernel (`copy_file_range` on Linux) without
     /// passing through user space.
-    pub fn copy_chunk_from(&mut self, src: &std::fs::File, src_path: &Path, offset: u64, len: u64) -> Result<()> {
+    pub fn copy_chunk_from(
+        &mut self,
+        src: &std::fs::File,
+        src_path: &Path,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
         let Some(done) = self.open else {
             return Err(self.err(None, "copy_chunk_from without begin_tensor".into()));
         };
         let want = self.specs[self.next].length;
         if done + len > want {
             let name = self.specs[self.next].name.clone();
-            return Err(self.err(Some(&name), format!("{} bytes written, {want} declared", done + len)));
+            return Err(self.err(
+                Some(&name),
+                format!("{} bytes written, {want} declared", done + len),
+            ));
         }
         super::kernel_copy(&mut self.out, &self.path, src, src_path, offset, len)?;
         self.pos += len;
@@ -848,7 +891,10 @@ impl IrpaWriter {
         let want = self.specs[self.next].length;
         if done != want {
             let name = self.specs[self.next].name.clone();
-            return Err(self.err(Some(&name), format!("{done} bytes written, {want} declared")));
+            return Err(self.err(
+                Some(&name),
+                format!("{done} bytes written, {want} declared"),
+            ));
         }
         self.next += 1;
         Ok(())

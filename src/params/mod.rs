@@ -93,8 +93,8 @@ pub(crate) fn kernel_copy(
     src.seek(SeekFrom::Start(offset))
         .map_err(|e| ParamsError::io(src_path, e))?;
     let mut take = src.take(len);
-    let n = std::io::copy(&mut take, out.get_mut().file())
-        .map_err(|e| ParamsError::io(out_path, e))?;
+    let n =
+        std::io::copy(&mut take, out.get_mut().file()).map_err(|e| ParamsError::io(out_path, e))?;
     if n != len {
         return Err(ParamsError::Truncated {
             file: src_path.to_path_buf(),

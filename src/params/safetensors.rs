@@ -73,7 +73,10 @@ impl<'de> Deserialize<'de> for Pairs {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<Pairs, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Pairs, A::Error> {
                 let mut v = Vec::new();
                 while let Some(kv) = m.next_entry::<String, serde_json::Value>()? {
                     v.push(kv);
@@ -335,7 +338,9 @@ fn parse_info(path: &Path, name: String, value: serde_json::Value) -> Result<Ten
     for (k, v) in obj {
         match k.as_str() {
             "dtype" => {
-                let s = v.as_str().ok_or_else(|| bad("`dtype` is not a string".into()))?;
+                let s = v
+                    .as_str()
+                    .ok_or_else(|| bad("`dtype` is not a string".into()))?;
                 dtype = Some(DType::from_safetensors_name(s).ok_or_else(|| {
                     ParamsError::UnknownDType {
                         file: path.to_path_buf(),
@@ -345,7 +350,9 @@ fn parse_info(path: &Path, name: String, value: serde_json::Value) -> Result<Ten
                 })?);
             }
             "shape" => {
-                let arr = v.as_array().ok_or_else(|| bad("`shape` is not an array".into()))?;
+                let arr = v
+                    .as_array()
+                    .ok_or_else(|| bad("`shape` is not an array".into()))?;
                 let dims: Option<Vec<u64>> = arr.iter().map(|d| d.as_u64()).collect();
                 shape = Some(dims.ok_or_else(|| {
                     bad("`shape` must hold non-negative integers below 2^64".into())
@@ -360,7 +367,7 @@ fn parse_info(path: &Path, name: String, value: serde_json::Value) -> Result<Ten
                     (Some(a), Some(b)) => offsets = Some((a, b)),
                     _ => {
                         return Err(bad(
-                            "`data_offsets` must be non-negative integers below 2^64".into()
+                            "`data_offsets` must be non-negative integers below 2^64".into(),
                         ))
                     }
                 }
@@ -665,14 +672,23 @@ impl SafetensorsWriter {
 
     /// Appends `len` bytes of `src`, starting at `offset`, to the open
     /// tensor, copied by the kernel (`copy_file_range` on Linux).
-    pub fn copy_chunk_from(&mut self, src: &std::fs::File, src_path: &Path, offset: u64, len: u64) -> Result<()> {
+    pub fn copy_chunk_from(
+        &mut self,
+        src: &std::fs::File,
+        src_path: &Path,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
         let Some(done) = self.open else {
             return Err(self.err(None, "copy_chunk_from without begin_tensor".into()));
         };
         let want = self.sizes[self.next];
         if done + len > want {
             let name = self.specs[self.next].name.clone();
-            return Err(self.err(Some(&name), format!("{} bytes written but shape × dtype is {want}", done + len)));
+            return Err(self.err(
+                Some(&name),
+                format!("{} bytes written but shape × dtype is {want}", done + len),
+            ));
         }
         super::kernel_copy(&mut self.out, &self.path, src, src_path, offset, len)?;
         self.open = Some(done + len);

@@ -113,7 +113,9 @@ pub fn detect(path: &Path) -> Result<Format> {
     let size = f.metadata().map_err(|e| ParamsError::io(path, e))?.len();
     let mut n = 0;
     while n < head.len() {
-        let k = f.read(&mut head[n..]).map_err(|e| ParamsError::io(path, e))?;
+        let k = f
+            .read(&mut head[n..])
+            .map_err(|e| ParamsError::io(path, e))?;
         if k == 0 {
             break;
         }
@@ -214,11 +216,17 @@ impl ParamSource for StSource {
         self.ck.locate(name)
     }
     fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>> {
-        let v = self.ck.get(name).ok_or_else(|| not_found(&self.path, name))?;
+        let v = self
+            .ck
+            .get(name)
+            .ok_or_else(|| not_found(&self.path, name))?;
         Ok(Cow::Borrowed(v.data))
     }
     fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
-        let v = self.ck.get(name).ok_or_else(|| not_found(&self.path, name))?;
+        let v = self
+            .ck
+            .get(name)
+            .ok_or_else(|| not_found(&self.path, name))?;
         Ok(v.to_f32())
     }
 }
@@ -286,7 +294,10 @@ impl ParamSource for IrpaSource {
         self.metas[i].offset.map(|o| (self.r.path(), o))
     }
     fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>> {
-        let d = self.r.get(name).ok_or_else(|| not_found(self.r.path(), name))?;
+        let d = self
+            .r
+            .get(name)
+            .ok_or_else(|| not_found(self.r.path(), name))?;
         Ok(match d {
             IrpaData::Data(b) => Cow::Borrowed(b),
             s @ IrpaData::Splat { length, .. } => Cow::Owned(
@@ -301,7 +312,10 @@ impl ParamSource for IrpaSource {
         })
     }
     fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
-        let &i = self.index.get(name).ok_or_else(|| not_found(self.r.path(), name))?;
+        let &i = self
+            .index
+            .get(name)
+            .ok_or_else(|| not_found(self.r.path(), name))?;
         let Some(dt) = self.metas[i].dtype.plain() else {
             return Err(ParamsError::Unsupported {
                 file: self.r.path().to_path_buf(),
@@ -359,7 +373,10 @@ impl ParamSource for GgufSource {
         Some((self.g.path(), self.g.data_start() + t.offset))
     }
     fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>> {
-        let t = self.file().tensor(name).ok_or_else(|| not_found(self.g.path(), name))?;
+        let t = self
+            .file()
+            .tensor(name)
+            .ok_or_else(|| not_found(self.g.path(), name))?;
         Ok(Cow::Borrowed(self.g.tensor_data(t)))
     }
     fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
