@@ -856,6 +856,33 @@ impl IrpaWriter {
         Ok(())
     }
 
+    /// Appends `len` bytes of `src`, starting at `offset`, to the open
+    /// entry, copied by the kernel (`copy_file_range` on Linux) without
+    /// passing through user space.
+    pub fn copy_chunk_from(
+        &mut self,
+        src: &std::fs::File,
+        src_path: &Path,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let Some(done) = self.open else {
+            return Err(self.err(None, "copy_chunk_from without begin_tensor".into()));
+        };
+        let want = self.specs[self.next].length;
+        if done + len > want {
+            let name = self.specs[self.next].name.clone();
+            return Err(self.err(
+                Some(&name),
+                format!("{} bytes written, {want} declared", done + len),
+            ));
+        }
+        super::kernel_copy(&mut self.out, &self.path, src, src_path, offset, len)?;
+        self.pos += len;
+        self.open = Some(done + len);
+        Ok(())
+    }
+
     /// Closes the open entry, checking its byte count.
     pub fn end_tensor(&mut self) -> Result<()> {
         let Some(done) = self.open.take() else {

@@ -75,3 +75,34 @@ pub(crate) fn align_up(x: u64, a: u64) -> u64 {
     }
     x.div_ceil(a) * a
 }
+
+/// Copies `len` bytes of `src` at `offset` to the end of `out` (flushed
+/// first) with `std::io::copy` between files, which Linux turns into
+/// `copy_file_range`: no page of the input enters the process.
+pub(crate) fn kernel_copy(
+    out: &mut std::io::BufWriter<crate::util::AtomicFile>,
+    out_path: &Path,
+    src: &std::fs::File,
+    src_path: &Path,
+    offset: u64,
+    len: u64,
+) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    out.flush().map_err(|e| ParamsError::io(out_path, e))?;
+    let mut src = src;
+    src.seek(SeekFrom::Start(offset))
+        .map_err(|e| ParamsError::io(src_path, e))?;
+    let mut take = src.take(len);
+    let n =
+        std::io::copy(&mut take, out.get_mut().file()).map_err(|e| ParamsError::io(out_path, e))?;
+    if n != len {
+        return Err(ParamsError::Truncated {
+            file: src_path.to_path_buf(),
+            tensor: None,
+            what: format!("copy of [{offset}, +{len})"),
+            needed: len,
+            available: n,
+        });
+    }
+    Ok(())
+}

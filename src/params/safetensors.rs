@@ -418,6 +418,14 @@ impl Checkpoint {
         Some(self.files[self.order[k].0].path())
     }
 
+    /// The file holding `name` and the file offset of its bytes.
+    pub fn locate(&self, name: &str) -> Option<(&Path, u64)> {
+        let &k = self.index.get(name)?;
+        let (f, t) = self.order[k];
+        let st = &self.files[f];
+        Some((st.path(), st.data_start() + st.tensors[t].data_offsets.0))
+    }
+
     /// Number of tensors over all shards.
     pub fn len(&self) -> usize {
         self.order.len()
@@ -659,6 +667,31 @@ impl SafetensorsWriter {
             .write_all(bytes)
             .map_err(|e| ParamsError::io(&self.path, e))?;
         self.open = Some(total);
+        Ok(())
+    }
+
+    /// Appends `len` bytes of `src`, starting at `offset`, to the open
+    /// tensor, copied by the kernel (`copy_file_range` on Linux).
+    pub fn copy_chunk_from(
+        &mut self,
+        src: &std::fs::File,
+        src_path: &Path,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let Some(done) = self.open else {
+            return Err(self.err(None, "copy_chunk_from without begin_tensor".into()));
+        };
+        let want = self.sizes[self.next];
+        if done + len > want {
+            let name = self.specs[self.next].name.clone();
+            return Err(self.err(
+                Some(&name),
+                format!("{} bytes written but shape × dtype is {want}", done + len),
+            ));
+        }
+        super::kernel_copy(&mut self.out, &self.path, src, src_path, offset, len)?;
+        self.open = Some(done + len);
         Ok(())
     }
 

@@ -94,6 +94,12 @@ pub trait ParamSource: Send + Sync {
     fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>>;
     /// The values of `name` as f32 (GGUF tensors are dequantized).
     fn to_f32(&self, name: &str) -> Result<Vec<f32>>;
+    /// The file holding `name`'s stored bytes and their offset in it, when
+    /// they are one contiguous range of one file (not for splats).
+    fn file_range(&self, name: &str) -> Option<(&Path, u64)> {
+        let _ = name;
+        None
+    }
     /// The meta of `name`.
     fn meta(&self, name: &str) -> Option<&TensorMeta> {
         self.tensors().iter().find(|t| t.name == name)
@@ -206,6 +212,9 @@ impl ParamSource for StSource {
     fn tensors(&self) -> &[TensorMeta] {
         &self.metas
     }
+    fn file_range(&self, name: &str) -> Option<(&Path, u64)> {
+        self.ck.locate(name)
+    }
     fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>> {
         let v = self
             .ck
@@ -279,6 +288,10 @@ impl ParamSource for IrpaSource {
     }
     fn tensors(&self) -> &[TensorMeta] {
         &self.metas
+    }
+    fn file_range(&self, name: &str) -> Option<(&Path, u64)> {
+        let &i = self.index.get(name)?;
+        self.metas[i].offset.map(|o| (self.r.path(), o))
     }
     fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>> {
         let d = self
@@ -354,6 +367,10 @@ impl ParamSource for GgufSource {
     }
     fn tensors(&self) -> &[TensorMeta] {
         &self.metas
+    }
+    fn file_range(&self, name: &str) -> Option<(&Path, u64)> {
+        let t = self.g.tensor(name)?;
+        Some((self.g.path(), self.g.data_start() + t.offset))
     }
     fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>> {
         let t = self
