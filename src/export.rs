@@ -132,7 +132,13 @@ pub struct ExportReport {
 pub fn identifier(name: &str) -> String {
     let mut s: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert_str(0, "m_");
@@ -206,13 +212,21 @@ fn policy_name(p: &ConstantPolicy) -> String {
 
 fn policy_scope(p: &ConstantPolicy) -> String {
     match p {
-        ConstantPolicy::ExternalAlways { scope } | ConstantPolicy::SizeThreshold { scope, .. } => scope.clone(),
+        ConstantPolicy::ExternalAlways { scope } | ConstantPolicy::SizeThreshold { scope, .. } => {
+            scope.clone()
+        }
         ConstantPolicy::InlineAlways => "model".into(),
     }
 }
 
 /// Builds the forward module of `ckpt` (one function, argmax in the graph).
-pub fn build_module(ckpt: &Checkpoint, seq: usize, weights: DType, module_name: &str, function: &str) -> Result<Module> {
+pub fn build_module(
+    ckpt: &Checkpoint,
+    seq: usize,
+    weights: DType,
+    module_name: &str,
+    function: &str,
+) -> Result<Module> {
     let g = build_graph(
         &ckpt.config,
         &GraphOptions {
@@ -228,7 +242,9 @@ pub fn build_module(ckpt: &Checkpoint, seq: usize, weights: DType, module_name: 
 }
 
 fn record(path: &Path) -> Result<FileRecord> {
-    let bytes = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    let bytes = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len();
     Ok(FileRecord {
         path: path
             .file_name()
@@ -242,11 +258,16 @@ fn record(path: &Path) -> Result<FileRecord> {
 /// Exports `ckpt`: see the module docs.
 pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     if !matches!(opts.weights, DType::BF16 | DType::F16 | DType::F32) {
-        return Err(Error::Usage(format!("--weights must be bf16, f16 or f32, not {}", opts.weights)));
+        return Err(Error::Usage(format!(
+            "--weights must be bf16, f16 or f32, not {}",
+            opts.weights
+        )));
     }
     let name = opts.name.clone().unwrap_or_else(|| ckpt.name.clone());
     if name.is_empty() || name.contains(['/', '\\']) {
-        return Err(Error::Usage(format!("--name \"{name}\" must be a plain file name")));
+        return Err(Error::Usage(format!(
+            "--name \"{name}\" must be a plain file name"
+        )));
     }
     let function = opts.function.clone().unwrap_or_else(|| identifier(&name));
     let t0 = Instant::now();
@@ -261,12 +282,20 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let graph_seconds = t0.elapsed().as_secs_f64();
 
     std::fs::create_dir_all(&opts.out_dir).map_err(|e| {
-        Error::io(&opts.out_dir, std::io::Error::new(e.kind(), format!("cannot create output directory: {e}")))
+        Error::io(
+            &opts.out_dir,
+            std::io::Error::new(e.kind(), format!("cannot create output directory: {e}")),
+        )
     })?;
     let staging = tempfile::Builder::new()
         .prefix(".kiln-export-")
         .tempdir_in(&opts.out_dir)
-        .map_err(|e| Error::io(&opts.out_dir, std::io::Error::new(e.kind(), format!("output directory is not writable: {e}"))))?;
+        .map_err(|e| {
+            Error::io(
+                &opts.out_dir,
+                std::io::Error::new(e.kind(), format!("output directory is not writable: {e}")),
+            )
+        })?;
     let st_path = staging.path().join(format!("{name}.safetensors"));
     let irpa_path = staging.path().join(format!("{name}.irpa"));
     let mlir_path = staging.path().join(format!("{name}-gen.mlir"));
@@ -277,7 +306,13 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let tensors = ckpt.tensors();
     let specs: Vec<TensorSpec> = tensors
         .iter()
-        .map(|(n, s)| TensorSpec::new(n.clone(), st_dtype(wd), &s.iter().map(|&d| d as u64).collect::<Vec<_>>()))
+        .map(|(n, s)| {
+            TensorSpec::new(
+                n.clone(),
+                st_dtype(wd),
+                &s.iter().map(|&d| d as u64).collect::<Vec<_>>(),
+            )
+        })
         .collect();
     let entries: Vec<EntrySpec> = tensors
         .iter()
@@ -332,7 +367,8 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         files,
     };
     let manifest_staged = staging.path().join(format!("{name}.json"));
-    let json = serde_json::to_string_pretty(&manifest).map_err(|e| Error::Usage(e.to_string()))? + "\n";
+    let json =
+        serde_json::to_string_pretty(&manifest).map_err(|e| Error::Usage(e.to_string()))? + "\n";
     crate::util::write_atomic(&manifest_staged, json.as_bytes())?;
     // Everything is complete: move it into place.
     for p in [&mlir_path, &st_path, &irpa_path, &manifest_staged] {
@@ -355,11 +391,16 @@ pub fn progress_bar(enabled: bool, len: u64) -> indicatif::ProgressBar {
     if !enabled {
         return indicatif::ProgressBar::hidden();
     }
-    let bar = indicatif::ProgressBar::with_draw_target(Some(len), indicatif::ProgressDrawTarget::stderr());
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(len),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} tensors {elapsed}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {pos}/{len} tensors {elapsed}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     bar.set_prefix("writing weights");
     bar

@@ -20,6 +20,7 @@ pub mod cli;
 pub mod demo;
 pub mod error;
 pub mod export;
+pub mod generate;
 pub mod graph;
 pub mod interp;
 pub mod iree;

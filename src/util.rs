@@ -39,9 +39,18 @@ impl AtomicFile {
         self.tmp.as_file_mut()
     }
 
-    /// Flushes, syncs nothing (speed over durability), and renames into place.
+    /// Flushes, syncs nothing (speed over durability), gives the file the
+    /// usual `0644` mode (temporary files start private) and renames it
+    /// into place.
     pub fn commit(mut self) -> Result<PathBuf> {
         self.tmp.flush().map_err(|e| Error::io(&self.dest, e))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let perms = std::fs::Permissions::from_mode(0o644);
+            std::fs::set_permissions(self.tmp.path(), perms)
+                .map_err(|e| Error::io(&self.dest, e))?;
+        }
         let dest = self.dest.clone();
         self.tmp
             .persist(&dest)

@@ -1,12 +1,111 @@
-//! `kiln compile`.
+//! `kiln compile`: run iree-compile for one or more targets.
+
+use crate::iree::compile::compile_many;
+use crate::iree::flags::Target;
+use crate::iree::Toolchain;
+use crate::Error;
+use std::path::PathBuf;
 
 /// Arguments of `kiln compile`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The StableHLO module (`NAME-gen.mlir` or `NAME.mlir`).
+    pub module: PathBuf,
+    /// Targets: host, arm64, arm32, vulkan (comma-separated or repeated).
+    #[arg(
+        long,
+        short = 't',
+        value_delimiter = ',',
+        required = true,
+        value_name = "LIST"
+    )]
+    pub target: Vec<String>,
+    /// Vulkan target name for `--iree-vulkan-target` (default valhall).
+    #[arg(long, value_name = "NAME")]
+    pub vulkan_target: Option<String>,
+    /// Output directory (default: the module's directory). Files are `NAME-<target>.vmfb`.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Compile at most N targets at once (default: number of CPUs).
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Use the IREE venv (or tool directory) at DIR.
+    #[arg(long, value_name = "DIR")]
+    pub iree_dir: Option<PathBuf>,
+    /// Extra flags passed to iree-compile unchanged (after `--`).
+    #[arg(last = true, value_name = "IREE FLAGS")]
+    pub extra: Vec<String>,
+}
+
+/// The module name used in output files: the file stem without `-gen`.
+pub fn module_name(module: &std::path::Path) -> crate::Result<String> {
+    let stem = module
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Error::Usage(format!("{}: not a module file name", module.display())))?;
+    Ok(stem.strip_suffix("-gen").unwrap_or(&stem).to_string())
+}
 
 /// Runs `kiln compile`.
-pub fn run(_args: Args) -> crate::Result<i32> {
-    Err(crate::Error::Usage(
-        "`kiln compile` is not implemented yet".into(),
-    ))
+pub fn run(args: Args) -> crate::Result<i32> {
+    let list = args.target.join(",");
+    let targets = Target::parse_list(&list, args.vulkan_target.as_deref())?;
+    if args.vulkan_target.is_some() && !targets.iter().any(|t| matches!(t, Target::Vulkan { .. })) {
+        return Err(Error::Usage(
+            "--vulkan-target given but no vulkan target in --target".into(),
+        ));
+    }
+    if !args.module.is_file() {
+        return Err(Error::io(
+            &args.module,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "module not found"),
+        ));
+    }
+    let name = module_name(&args.module)?;
+    let out_dir = match args.out {
+        Some(d) => d,
+        None => match args.module.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        },
+    };
+    if args.jobs == Some(0) {
+        return Err(Error::Usage("--jobs must be at least 1".into()));
+    }
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let tc = Toolchain::locate(args.iree_dir.as_deref())?;
+    let start = std::time::Instant::now();
+    eprintln!(
+        "kiln: compiling {} for {} ({} at a time)",
+        args.module.display(),
+        targets
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        jobs.min(targets.len())
+    );
+    let outs = compile_many(
+        &tc,
+        &args.module,
+        &targets,
+        &out_dir,
+        &name,
+        jobs,
+        &args.extra,
+    )?;
+    for o in &outs {
+        println!("{}", o.display());
+    }
+    eprintln!(
+        "kiln: compiled {} module(s) in {:.1} s",
+        outs.len(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(0)
 }

@@ -1,12 +1,28 @@
-//! `kiln demo`.
+//! `kiln demo [--out DIR]`: export, compile, run and check a tiny model.
+
+use std::path::PathBuf;
 
 /// Arguments of `kiln demo`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Directory for the demo's files.
+    #[arg(long, default_value = "kiln-demo")]
+    pub out: PathBuf,
+}
 
-/// Runs `kiln demo`.
-pub fn run(_args: Args) -> crate::Result<i32> {
-    Err(crate::Error::Usage(
-        "`kiln demo` is not implemented yet".into(),
-    ))
+/// Runs `kiln demo`: exit 0 on PASS, 1 on FAIL.
+pub fn run(a: Args) -> crate::Result<i32> {
+    let t = std::time::Instant::now();
+    let r = crate::demo::run(&a.out)?;
+    let verdict = if r.pass { "PASS" } else { "FAIL" };
+    println!(
+        "{verdict} ({:.1}s): IREE and kiln's interpreter {} the expected ids",
+        t.elapsed().as_secs_f64(),
+        if r.pass {
+            "both give"
+        } else {
+            "do not both give"
+        }
+    );
+    Ok(if r.pass { 0 } else { 1 })
 }

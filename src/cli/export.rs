@@ -42,7 +42,9 @@ pub fn parse_weights(s: &str) -> Result<DType> {
         "bf16" => Ok(DType::BF16),
         "f16" => Ok(DType::F16),
         "f32" => Ok(DType::F32),
-        _ => Err(Error::Usage(format!("--weights {s}: expected bf16, f16 or f32"))),
+        _ => Err(Error::Usage(format!(
+            "--weights {s}: expected bf16, f16 or f32"
+        ))),
     }
 }
 
@@ -52,7 +54,9 @@ pub fn parse_constants(s: &str, scope: &str) -> Result<ConstantPolicy> {
         return Err(Error::Usage("--scope must not be empty".into()));
     }
     match s {
-        "external" => Ok(ConstantPolicy::ExternalAlways { scope: scope.into() }),
+        "external" => Ok(ConstantPolicy::ExternalAlways {
+            scope: scope.into(),
+        }),
         "inline" => Ok(ConstantPolicy::InlineAlways),
         _ => match s.strip_prefix("threshold=").map(str::parse::<u64>) {
             Some(Ok(bytes)) => Ok(ConstantPolicy::SizeThreshold {
@@ -95,7 +99,12 @@ pub fn run(a: Args) -> Result<i32> {
     let r = export(&ckpt, &opts)?;
     let m = &r.manifest;
     let c = &m.config;
-    eprintln!("kiln export: {} ({}) → {}", a.checkpoint.display(), m.architecture, a.out.display());
+    eprintln!(
+        "kiln export: {} ({}) → {}",
+        a.checkpoint.display(),
+        m.architecture,
+        a.out.display()
+    );
     eprintln!(
         "  model     {} layers, hidden {}, heads {}/{} (head dim {}), ffn {}, vocab {}{}",
         c.num_layers,
@@ -105,7 +114,11 @@ pub fn run(a: Args) -> Result<i32> {
         c.head_dim,
         c.intermediate_size,
         c.vocab_size,
-        if c.tie_word_embeddings { ", tied head" } else { "" }
+        if c.tie_word_embeddings {
+            ", tied head"
+        } else {
+            ""
+        }
     );
     eprintln!(
         "  function  @{}(tensor<1x{}xi32>) -> tensor<{}xi32>, scope \"{}\", constants {}",

@@ -1,12 +1,607 @@
-//! `kiln params`.
+//! `kiln params`: inspect, convert and compare parameter files
+//! (safetensors, irpa, gguf). The format of an input is chosen by its magic
+//! bytes, never its extension; the output format by the output's extension.
+
+use crate::params::gguf::{GgufFile, GgufValue};
+use crate::params::irpa::{self, EntrySpec, IrpaWriter};
+use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
+use crate::params::source::detect;
+use crate::params::{convert, open_any, DType, Format, ParamSource, ParamsError, SourceDType};
+use crate::{Error, Result};
+use clap::{Subcommand, ValueEnum};
+use std::collections::{HashMap, HashSet};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln params`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// `kiln params` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// List every tensor (name, dtype, shape, bytes, offset), totals, GGUF
+    /// metadata and IRPA entry kinds.
+    Inspect {
+        /// A .safetensors, .irpa or .gguf file, or a sharded checkpoint.
+        file: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Convert and merge parameter files into one .irpa or .safetensors.
+    Convert(ConvertArgs),
+    /// Compare two files tensor by tensor (exit 1 when they differ).
+    Diff {
+        /// First file.
+        a: PathBuf,
+        /// Second file.
+        b: PathBuf,
+        /// Largest absolute difference still counted as equal.
+        #[arg(long, default_value_t = 0.0)]
+        tolerance: f64,
+    },
+}
+
+/// Output element type of `kiln params convert`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutDType {
+    /// Keep each tensor's dtype (GGUF quantized tensors become f32).
+    Keep,
+    /// Float tensors become f32.
+    F32,
+    /// Float tensors become bf16 (round to nearest even).
+    Bf16,
+    /// Float tensors become f16 (round to nearest even).
+    F16,
+}
+
+/// Arguments of `kiln params convert`.
+#[derive(Debug, clap::Args)]
+pub struct ConvertArgs {
+    /// Input files (any format; several are merged, duplicate names are an error).
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Output: OUT.irpa or OUT.safetensors.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Element type of float tensors in the output.
+    #[arg(long, value_enum, default_value_t = OutDType::Keep)]
+    pub dtype: OutDType,
+    /// Rename a tensor: OLD=NEW (repeatable).
+    #[arg(long, value_name = "OLD=NEW")]
+    pub rename: Vec<String>,
+    /// Leave a tensor out (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub exclude: Vec<String>,
+    /// IRPA only: store each tensor's dtype and shape as entry metadata.
+    #[arg(long)]
+    pub describe: bool,
+    /// IRPA only: write constant-valued tensors as SPLAT entries.
+    #[arg(long)]
+    pub splat: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
 
 /// Runs `kiln params`.
-pub fn run(_args: Args) -> crate::Result<i32> {
-    Err(crate::Error::Usage(
-        "`kiln params` is not implemented yet".into(),
-    ))
+pub fn run(args: Args) -> Result<i32> {
+    match args.command {
+        Cmd::Inspect { file, json } => inspect(&file, json),
+        Cmd::Convert(a) => convert_cmd(a),
+        Cmd::Diff { a, b, tolerance } => diff(&a, &b, tolerance),
+    }
+}
+
+fn gguf_json(v: &GgufValue) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        GgufValue::String(s) => J::from(s.as_str()),
+        GgufValue::Bool(b) => J::from(*b),
+        GgufValue::F32(f) => serde_json::Number::from_f64(*f as f64).map_or(J::Null, J::Number),
+        GgufValue::F64(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        GgufValue::Array(_, items) => J::Array(items.iter().map(gguf_json).collect()),
+        other => match other.as_i64() {
+            Some(i) => J::from(i),
+            None => J::from(other.as_u64().unwrap_or(0)),
+        },
+    }
+}
+
+fn inspect(path: &Path, json: bool) -> Result<i32> {
+    let src = open_any(path)?;
+    let gguf = if src.format() == Format::Gguf {
+        Some(GgufFile::open(path)?)
+    } else {
+        None
+    };
+    let tensors = src.tensors();
+    let total: u64 = tensors.iter().map(|t| t.nbytes).sum();
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    if src.format() == Format::Irpa {
+        for t in tensors {
+            match kinds.iter_mut().find(|(k, _)| *k == t.kind) {
+                Some((_, n)) => *n += 1,
+                None => kinds.push((t.kind, 1)),
+            }
+        }
+    }
+    if json {
+        let ts: Vec<serde_json::Value> = tensors
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "name": t.name,
+                    "dtype": t.dtype.to_string(),
+                    "shape": t.shape,
+                    "nbytes": t.nbytes,
+                    "offset": t.offset,
+                    "kind": if t.kind.is_empty() { None } else { Some(t.kind) },
+                })
+            })
+            .collect();
+        let mut out = serde_json::json!({
+            "file": path.display().to_string(),
+            "format": src.format().to_string(),
+            "tensor_count": tensors.len(),
+            "total_bytes": total,
+            "tensors": ts,
+        });
+        if let Some(g) = &gguf {
+            let meta: serde_json::Map<String, serde_json::Value> = g
+                .metadata()
+                .iter()
+                .map(|(k, v)| (k.clone(), gguf_json(v)))
+                .collect();
+            out["version"] = g.version().into();
+            out["alignment"] = g.alignment().into();
+            out["metadata"] = meta.into();
+        }
+        if !kinds.is_empty() {
+            let k: serde_json::Map<String, serde_json::Value> = kinds
+                .iter()
+                .map(|(k, n)| (k.to_string(), (*n).into()))
+                .collect();
+            out["entry_kinds"] = k.into();
+        }
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return Ok(0);
+    }
+    match &gguf {
+        Some(g) => println!(
+            "{}: gguf v{}, {} tensors, {} metadata keys, alignment {}",
+            path.display(),
+            g.version(),
+            tensors.len(),
+            g.metadata().len(),
+            g.alignment()
+        ),
+        None => println!(
+            "{}: {}, {} tensors",
+            path.display(),
+            src.format(),
+            tensors.len()
+        ),
+    }
+    if let Some(g) = &gguf {
+        for (k, v) in g.metadata() {
+            println!("  {k} = {v}");
+        }
+    }
+    let name_w = tensors
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!(
+        "{:<name_w$}  {:<6}  {:<20}  {:>12}  {:>12}{}",
+        "name",
+        "dtype",
+        "shape",
+        "bytes",
+        "offset",
+        if kinds.is_empty() { "" } else { "  kind" }
+    );
+    for t in tensors {
+        let shape = format!(
+            "[{}]",
+            t.shape
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let off = t.offset.map_or("-".to_string(), |o| o.to_string());
+        let kind = if kinds.is_empty() {
+            String::new()
+        } else {
+            format!("  {}", t.kind)
+        };
+        println!(
+            "{:<name_w$}  {:<6}  {:<20}  {:>12}  {:>12}{kind}",
+            t.name,
+            t.dtype.to_string(),
+            shape,
+            t.nbytes,
+            off
+        );
+    }
+    let numel: u64 = tensors
+        .iter()
+        .map(|t| t.shape.iter().product::<u64>())
+        .sum();
+    println!(
+        "total: {} tensors, {numel} elements, {total} bytes",
+        tensors.len()
+    );
+    if !kinds.is_empty() {
+        let k: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        println!("entries: {}", k.join(", "));
+    }
+    Ok(0)
+}
+
+/// One tensor of the output.
+struct Item {
+    src: usize,
+    src_name: String,
+    name: String,
+    shape: Vec<u64>,
+    in_dtype: SourceDType,
+    /// None: raw bytes copied (undescribed IRPA entry).
+    out_dtype: Option<DType>,
+    nbytes: u64,
+}
+
+fn target_dtype(d: SourceDType, want: OutDType) -> Option<DType> {
+    let plain = match d {
+        SourceDType::Plain(p) => p,
+        SourceDType::Ggml(g) => g.plain().unwrap_or(DType::F32),
+        SourceDType::Raw => return None,
+    };
+    if !plain.is_float() {
+        return Some(plain);
+    }
+    Some(match want {
+        OutDType::Keep => plain,
+        OutDType::F32 => DType::F32,
+        OutDType::Bf16 => DType::BF16,
+        OutDType::F16 => DType::F16,
+    })
+}
+
+/// Whether `item`'s output bytes are its stored bytes unchanged.
+fn is_copy(item: &Item) -> bool {
+    match item.out_dtype {
+        None => true,
+        Some(d) => item.in_dtype.plain() == Some(d),
+    }
+}
+
+/// Open input files for kernel copies, by path.
+#[derive(Default)]
+struct Files(HashMap<PathBuf, std::fs::File>);
+
+impl Files {
+    fn get(&mut self, p: &Path) -> std::result::Result<&std::fs::File, ParamsError> {
+        if !self.0.contains_key(p) {
+            let f = std::fs::File::open(p).map_err(|e| ParamsError::io(p, e))?;
+            self.0.insert(p.to_path_buf(), f);
+        }
+        Ok(&self.0[p])
+    }
+}
+
+/// Streams one tensor's output bytes to `sink` in chunks.
+fn produce(
+    src: &dyn ParamSource,
+    item: &Item,
+    sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), ParamsError>,
+) -> std::result::Result<(), ParamsError> {
+    let stored = item.in_dtype.plain();
+    match (stored, item.out_dtype) {
+        (_, None) => sink(&src.raw(&item.src_name)?),
+        (Some(a), Some(b)) if a == b => sink(&src.raw(&item.src_name)?),
+        (Some(a), Some(b)) if !matches!(item.in_dtype, SourceDType::Ggml(g) if g.plain().is_none()) =>
+        {
+            // Plain → plain conversion, a chunk at a time.
+            let raw = src.raw(&item.src_name)?;
+            let chunk = (1 << 20) * a.size();
+            let (mut f, mut out) = (Vec::new(), Vec::new());
+            for c in raw.chunks(chunk) {
+                convert::bytes_to_f32(a, c, &mut f);
+                out.clear();
+                convert::f32_to_bytes(b, &f, &mut out);
+                sink(&out)?;
+            }
+            Ok(())
+        }
+        (_, Some(b)) => {
+            let f = src.to_f32(&item.src_name)?;
+            let mut out = Vec::with_capacity(f.len() * b.size());
+            convert::f32_to_bytes(b, &f, &mut out);
+            sink(&out)
+        }
+    }
+}
+
+fn convert_cmd(a: ConvertArgs) -> Result<i32> {
+    let ext = a
+        .output
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let to_irpa = match ext.as_str() {
+        "irpa" => true,
+        "safetensors" => false,
+        _ => {
+            return Err(Error::Usage(format!(
+                "-o {}: the output must end in .irpa or .safetensors",
+                a.output.display()
+            )))
+        }
+    };
+    if !to_irpa && (a.describe || a.splat) {
+        return Err(Error::Usage(
+            "--describe and --splat only apply to .irpa output".into(),
+        ));
+    }
+    let mut renames: HashMap<String, String> = HashMap::new();
+    for r in &a.rename {
+        let Some((old, new)) = r
+            .split_once('=')
+            .filter(|(o, n)| !o.is_empty() && !n.is_empty())
+        else {
+            return Err(Error::Usage(format!("--rename {r}: expected OLD=NEW")));
+        };
+        if renames.insert(old.to_string(), new.to_string()).is_some() {
+            return Err(Error::Usage(format!("--rename {old}=…: given twice")));
+        }
+    }
+    let excludes: HashSet<&str> = a.exclude.iter().map(String::as_str).collect();
+
+    let sources: Vec<Box<dyn ParamSource>> = a
+        .inputs
+        .iter()
+        .map(open_any)
+        .collect::<std::result::Result<_, _>>()?;
+    let mut items = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let (mut used_r, mut used_x) = (HashSet::new(), HashSet::new());
+    for (si, src) in sources.iter().enumerate() {
+        for t in src.tensors() {
+            if excludes.contains(t.name.as_str()) {
+                used_x.insert(t.name.clone());
+                continue;
+            }
+            let name = match renames.get(&t.name) {
+                Some(n) => {
+                    used_r.insert(t.name.clone());
+                    n.clone()
+                }
+                None => t.name.clone(),
+            };
+            if !seen.insert(name.clone()) {
+                return Err(ParamsError::DuplicateName {
+                    file: src.path().to_path_buf(),
+                    tensor: name,
+                }
+                .into());
+            }
+            let out_dtype = target_dtype(t.dtype, a.dtype);
+            let nbytes = match out_dtype {
+                None => t.nbytes,
+                Some(d) => t.shape.iter().product::<u64>() * d.size() as u64,
+            };
+            items.push(Item {
+                src: si,
+                src_name: t.name.clone(),
+                name,
+                shape: t.shape.clone(),
+                in_dtype: t.dtype,
+                out_dtype,
+                nbytes,
+            });
+        }
+    }
+    if let Some(x) = a.exclude.iter().find(|x| !used_x.contains(*x)) {
+        return Err(Error::Usage(format!(
+            "--exclude {x}: no input has that tensor"
+        )));
+    }
+    if let Some(r) = renames.keys().find(|r| !used_r.contains(*r)) {
+        return Err(Error::Usage(format!(
+            "--rename {r}=…: no input has that tensor"
+        )));
+    }
+
+    let total: u64 = items.iter().map(|i| i.nbytes).sum();
+    let bar = if a.quiet || !std::io::stderr().is_terminal() || total < (64 << 20) {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let b = indicatif::ProgressBar::new(total);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+        ) {
+            b.set_style(style);
+        }
+        b
+    };
+
+    if to_irpa {
+        let mut specs = Vec::with_capacity(items.len());
+        for it in &items {
+            let mut spec = EntrySpec::data(&it.name, it.nbytes);
+            if a.splat && it.nbytes > 0 {
+                let elem = it.out_dtype.map_or(1, DType::size);
+                let mut pattern: Option<Option<Vec<u8>>> = None;
+                produce(sources[it.src].as_ref(), it, &mut |bytes| {
+                    let p = irpa::splat_pattern(bytes, elem);
+                    pattern = Some(match (pattern.take(), p) {
+                        (None, p) => p,
+                        (Some(Some(prev)), Some(p)) if prev == p => Some(p),
+                        _ => None,
+                    });
+                    Ok(())
+                })?;
+                if let Some(Some(p)) = pattern {
+                    spec = EntrySpec::splat(&it.name, &p, it.nbytes);
+                }
+            }
+            if a.describe {
+                if let Some(d) = it.out_dtype {
+                    spec = spec.with_metadata(irpa::describe(d, &it.shape));
+                }
+            }
+            specs.push(spec);
+        }
+        let splats: HashSet<String> = specs
+            .iter()
+            .filter(|s| s.splat.is_some())
+            .map(|s| s.name.clone())
+            .collect();
+        let mut w = IrpaWriter::new(&a.output, specs)?;
+        let mut files = Files::default();
+        for it in &items {
+            bar.set_message(it.name.clone());
+            if splats.contains(&it.name) {
+                bar.inc(it.nbytes);
+                continue;
+            }
+            w.begin_tensor(&it.name)?;
+            let src = sources[it.src].as_ref();
+            if let Some((p, off)) = src.file_range(&it.src_name).filter(|_| is_copy(it)) {
+                w.copy_chunk_from(files.get(p)?, p, off, it.nbytes)?;
+                bar.inc(it.nbytes);
+                w.end_tensor()?;
+                continue;
+            }
+            produce(sources[it.src].as_ref(), it, &mut |bytes| {
+                bar.inc(bytes.len() as u64);
+                w.write_chunk(bytes)
+            })?;
+            w.end_tensor()?;
+        }
+        w.finish()?;
+    } else {
+        let specs: Vec<TensorSpec> = items
+            .iter()
+            .map(|it| match it.out_dtype {
+                Some(d) => TensorSpec::new(&it.name, d, &it.shape),
+                None => TensorSpec::new(&it.name, DType::U8, &[it.nbytes]),
+            })
+            .collect();
+        let mut w = SafetensorsWriter::new(&a.output, &specs, &[])?;
+        let mut files = Files::default();
+        for it in &items {
+            bar.set_message(it.name.clone());
+            w.begin_tensor(&it.name)?;
+            let src = sources[it.src].as_ref();
+            if let Some((p, off)) = src.file_range(&it.src_name).filter(|_| is_copy(it)) {
+                w.copy_chunk_from(files.get(p)?, p, off, it.nbytes)?;
+                bar.inc(it.nbytes);
+                w.end_tensor()?;
+                continue;
+            }
+            produce(sources[it.src].as_ref(), it, &mut |bytes| {
+                bar.inc(bytes.len() as u64);
+                w.write_chunk(bytes)
+            })?;
+            w.end_tensor()?;
+        }
+        w.finish()?;
+    }
+    bar.finish_and_clear();
+    Ok(0)
+}
+
+/// Largest |a − b| over two equally long vectors (NaN vs NaN counts as equal,
+/// NaN vs a number as infinite).
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| {
+            if x.is_nan() && y.is_nan() || x == y {
+                0.0
+            } else {
+                let d = (x as f64 - y as f64).abs();
+                if d.is_nan() {
+                    f64::INFINITY
+                } else {
+                    d
+                }
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+fn diff(pa: &Path, pb: &Path, tolerance: f64) -> Result<i32> {
+    let (a, b) = (open_any(pa)?, open_any(pb)?);
+    println!(
+        "A = {} ({}), B = {} ({})",
+        pa.display(),
+        detect_name(pa),
+        pb.display(),
+        detect_name(pb)
+    );
+    let mut differ = 0usize;
+    let mut same = 0usize;
+    for ta in a.tensors() {
+        let Some(tb) = b.meta(&ta.name) else {
+            println!("{}: only in A", ta.name);
+            differ += 1;
+            continue;
+        };
+        let mut notes = Vec::new();
+        let mut bad = false;
+        if ta.dtype != tb.dtype {
+            notes.push(format!("dtype {} vs {}", ta.dtype, tb.dtype));
+        }
+        let raw_side = ta.dtype == SourceDType::Raw || tb.dtype == SourceDType::Raw;
+        if !raw_side && ta.shape != tb.shape {
+            notes.push(format!("shape {:?} vs {:?}", ta.shape, tb.shape));
+            bad = true;
+        } else if raw_side {
+            if a.raw(&ta.name)? == b.raw(&tb.name)? {
+                notes.push("bytes identical".into());
+            } else {
+                notes.push("bytes differ".into());
+                bad = true;
+            }
+        } else {
+            let d = max_abs_diff(&a.to_f32(&ta.name)?, &b.to_f32(&tb.name)?);
+            notes.push(format!("max abs diff {d:e}"));
+            bad |= d > tolerance;
+        }
+        if bad || ta.dtype != tb.dtype {
+            println!("{}: {}", ta.name, notes.join(", "));
+        }
+        if bad {
+            differ += 1;
+        } else {
+            same += 1;
+        }
+    }
+    for tb in b.tensors() {
+        if a.meta(&tb.name).is_none() {
+            println!("{}: only in B", tb.name);
+            differ += 1;
+        }
+    }
+    println!("{same} tensors equal, {differ} differ");
+    Ok(if differ == 0 { 0 } else { 1 })
+}
+
+fn detect_name(p: &Path) -> String {
+    if p.is_dir() {
+        return "safetensors checkpoint".into();
+    }
+    detect(p).map_or_else(|_| "?".into(), |f| f.to_string())
 }

@@ -1,12 +1,245 @@
-//! `kiln run`.
+//! `kiln run`: run a compiled module on token ids, print the predicted ids.
+
+use crate::iree::flags::Device;
+use crate::iree::run::{run_module, Emulation, HostTensor, RunOptions};
+use crate::iree::Toolchain;
+use crate::Error;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln run`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The compiled module (`NAME-<target>.vmfb`).
+    pub module: PathBuf,
+    /// Parameter file (.irpa, .safetensors or .gguf) opened under the scope
+    /// (default: the manifest's `irpa`, else NAME.irpa beside the module).
+    #[arg(long, short = 'p', value_name = "FILE")]
+    pub params: Option<PathBuf>,
+    /// Token ids, comma-separated (padded with 0 up to SEQ).
+    #[arg(long, value_name = "IDS", required = true, allow_hyphen_values = true)]
+    pub tokens: String,
+    /// Sequence length SEQ (default: `seq` in NAME.json beside the module).
+    #[arg(long, value_name = "N")]
+    pub seq: Option<usize>,
+    /// Function to call (default: `function` in NAME.json).
+    #[arg(long, value_name = "NAME")]
+    pub function: Option<String>,
+    /// Runtime device: local-task, local-sync or vulkan.
+    #[arg(long, default_value = "local-task", value_name = "DEVICE")]
+    pub device: String,
+    /// Fix the number of local-task worker groups (default: $KILN_TASK_GROUPS, else IREE's detection).
+    #[arg(long, value_name = "N")]
+    pub task_groups: Option<usize>,
+    /// Run the aarch64 runtime under qemu (`arm64`), for arm64 modules.
+    #[arg(long, value_name = "ARCH")]
+    pub emulate: Option<String>,
+    /// Parameter scope (default: `scope` in NAME.json, else `model`).
+    #[arg(long, value_name = "SCOPE")]
+    pub scope: Option<String>,
+    /// Use the IREE venv (or tool directory) at DIR.
+    #[arg(long, value_name = "DIR")]
+    pub iree_dir: Option<PathBuf>,
+}
+
+/// The fields of an export manifest (`NAME.json`) that `kiln run` reads.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// Sequence length.
+    pub seq: Option<usize>,
+    /// Exported function name.
+    pub function: Option<String>,
+    /// Parameter scope.
+    pub scope: Option<String>,
+    /// Parameter archive, relative to the manifest's directory.
+    pub irpa: Option<String>,
+}
+
+/// Strips a `-host`/`-arm64`/`-arm32`/`-vulkan` suffix from a vmfb stem.
+pub fn model_name(vmfb: &Path) -> String {
+    let stem = vmfb
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for t in crate::iree::flags::TARGET_NAMES {
+        if let Some(n) = stem.strip_suffix(&format!("-{t}")) {
+            return n.to_string();
+        }
+    }
+    stem
+}
+
+/// Reads `NAME.json` beside the module; `Ok(None)` when there is none.
+pub fn read_manifest(path: &Path) -> crate::Result<Option<Manifest>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::Usage(format!("{}: not valid JSON: {e}", path.display())))?;
+    let bad = |k: &str, want: &str| {
+        Error::Usage(format!("{}: key \"{k}\" must be {want}", path.display()))
+    };
+    let seq = match v.get("seq") {
+        None => None,
+        Some(s) => Some(
+            s.as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .filter(|&n| n > 0)
+                .ok_or_else(|| bad("seq", "a positive integer"))?,
+        ),
+    };
+    let string = |k: &str| -> crate::Result<Option<String>> {
+        match v.get(k) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(s) => Ok(Some(
+                s.as_str().ok_or_else(|| bad(k, "a string"))?.to_string(),
+            )),
+        }
+    };
+    Ok(Some(Manifest {
+        seq,
+        function: string("function")?,
+        scope: string("scope")?,
+        irpa: string("irpa")?,
+    }))
+}
+
+/// Parses `1,2,3` (spaces allowed) into token ids.
+pub fn parse_tokens(s: &str) -> crate::Result<Vec<i32>> {
+    let ids: Vec<i32> = s
+        .split([',', ' '])
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| {
+            t.trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|&v| v >= 0)
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "--tokens: '{t}' is not a token id (non-negative integer)"
+                    ))
+                })
+        })
+        .collect::<crate::Result<_>>()?;
+    if ids.is_empty() {
+        return Err(Error::Usage("--tokens: no token ids given".into()));
+    }
+    Ok(ids)
+}
 
 /// Runs `kiln run`.
-pub fn run(_args: Args) -> crate::Result<i32> {
-    Err(crate::Error::Usage(
-        "`kiln run` is not implemented yet".into(),
-    ))
+pub fn run(args: Args) -> crate::Result<i32> {
+    if !args.module.is_file() {
+        return Err(Error::io(
+            &args.module,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "module not found"),
+        ));
+    }
+    let dir = match args.module.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = model_name(&args.module);
+    let manifest_path = dir.join(format!("{name}.json"));
+    let manifest = read_manifest(&manifest_path)?;
+    let m = manifest.clone().unwrap_or_default();
+    let missing = |what: &str, flag: &str| {
+        Error::Usage(if manifest.is_some() {
+            format!("{} has no \"{what}\": pass {flag}", manifest_path.display())
+        } else {
+            format!(
+                "no manifest {} beside the module: pass {flag}",
+                manifest_path.display()
+            )
+        })
+    };
+    let seq = args
+        .seq
+        .or(m.seq)
+        .ok_or_else(|| missing("seq", "--seq N"))?;
+    if seq == 0 {
+        return Err(Error::Usage("--seq must be at least 1".into()));
+    }
+    let function = args
+        .function
+        .or(m.function)
+        .ok_or_else(|| missing("function", "--function NAME"))?;
+    let scope = args.scope.or(m.scope).unwrap_or_else(|| "model".into());
+    let params = match args.params {
+        Some(p) => p,
+        None => {
+            let cand = match &m.irpa {
+                Some(f) => dir.join(f),
+                None => dir.join(format!("{name}.irpa")),
+            };
+            if !cand.is_file() {
+                return Err(Error::Usage(format!(
+                    "no parameter file given and {} does not exist: pass --params FILE",
+                    cand.display()
+                )));
+            }
+            cand
+        }
+    };
+    let mut ids = parse_tokens(&args.tokens)?;
+    if ids.len() > seq {
+        return Err(Error::Usage(format!(
+            "--tokens has {} ids but the module takes SEQ = {seq}",
+            ids.len()
+        )));
+    }
+    ids.resize(seq, 0);
+    let task_groups =
+        match args.task_groups {
+            Some(n) => Some(n),
+            None => match std::env::var("KILN_TASK_GROUPS") {
+                Ok(v) if !v.trim().is_empty() => Some(v.trim().parse::<usize>().map_err(|_| {
+                    Error::Usage(format!("KILN_TASK_GROUPS='{v}' is not a number"))
+                })?),
+                _ => None,
+            },
+        };
+    let opts = RunOptions {
+        device: Device::parse(&args.device)?,
+        function,
+        params: vec![(scope, params)],
+        task_groups,
+        emulate: args.emulate.as_deref().map(Emulation::parse).transpose()?,
+        exact_outputs: None,
+    };
+    let tc = Toolchain::locate(args.iree_dir.as_deref())?;
+    let input = HostTensor::i32(vec![1, seq], ids)?;
+    let start = std::time::Instant::now();
+    let outs = run_module(&tc, &args.module, &opts, &[input])?;
+    let elapsed = start.elapsed();
+    let out = match outs.as_slice() {
+        [one] => one,
+        _ => {
+            return Err(Error::Usage(format!(
+                "{} returned {} results; kiln run expects one tensor<{seq}xi32>",
+                args.module.display(),
+                outs.len()
+            )))
+        }
+    };
+    let ids = match (out.as_i32(), out.shape.as_slice()) {
+        (Some(v), [n]) if *n == seq => v,
+        _ => {
+            return Err(Error::Usage(format!(
+                "{} returned tensor<{}>, expected tensor<{seq}xi32>",
+                args.module.display(),
+                out.type_string()
+            )))
+        }
+    };
+    let line: Vec<String> = ids.iter().map(|v| v.to_string()).collect();
+    println!("{}", line.join(" "));
+    eprintln!(
+        "kiln: {} on {} in {:.3} s",
+        opts.function,
+        opts.device.name(),
+        elapsed.as_secs_f64()
+    );
+    Ok(0)
 }

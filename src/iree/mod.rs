@@ -1,6 +1,137 @@
 //! Driver for the external IREE tools (`iree-compile`, `iree-run-module`, …).
+//!
+//! kiln never links IREE: it finds the pinned release's native executables
+//! ([`toolchain`]), builds their flags in one place ([`flags`]), and runs
+//! them as child processes ([`compile`], [`run`]).
+//!
+//! ```no_run
+//! use kiln::iree::{compile, flags::Target, run, Toolchain};
+//! # fn main() -> kiln::Result<()> {
+//! let tc = Toolchain::find()?;
+//! let out = std::path::Path::new("out/model-host.vmfb");
+//! compile::compile(&tc, "model-gen.mlir".as_ref(), &Target::Host, out, &[])?;
+//! # Ok(()) }
+//! ```
 
-/// The IREE toolchain is missing or a tool failed.
+pub mod compile;
+pub mod flags;
+pub mod run;
+pub mod toolchain;
+
+pub use compile::{compile, compile_many};
+pub use flags::{Device, Target, IREE_VERSION};
+pub use run::{run_module, Emulation, HostTensor, RunOptions, TensorData};
+pub use toolchain::Toolchain;
+
+use std::path::PathBuf;
+
+/// What to run when the toolchain or an emulator piece is missing.
+const INSTALL_HINT: &str = "run `kiln toolchain install` (or scripts/install-deps.sh)";
+const EMULATOR_HINT: &str =
+    "run scripts/install-deps.sh (or `kiln toolchain install --emulators` for the aarch64 runtime)";
+
+/// The IREE toolchain is missing or one of its tools failed.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct IreeError(pub String);
+pub enum IreeError {
+    /// No usable IREE installation was found.
+    #[error("IREE {IREE_VERSION} not found ({looked}); {INSTALL_HINT}", IREE_VERSION = flags::IREE_VERSION)]
+    NotFound {
+        /// Where kiln looked, in order.
+        looked: String,
+    },
+    /// A tool named by a flag or environment variable does not exist.
+    #[error("{what} points to {}, which is not an executable; fix it or {INSTALL_HINT}", path.display())]
+    BadToolPath {
+        /// The flag or variable that named it.
+        what: String,
+        /// The path given.
+        path: PathBuf,
+    },
+    /// Installing the pinned venv failed.
+    #[error("installing IREE failed: {0}")]
+    Install(String),
+    /// `--target` named something other than host, arm64, arm32 or vulkan.
+    #[error("unknown target '{0}': expected host, arm64, arm32 or vulkan (comma-separated)")]
+    UnknownTarget(String),
+    /// A Vulkan target name iree-compile would crash on.
+    #[error("unknown Vulkan target '{0}' for iree-compile {v}: use one of valhall (default), valhall1-4, mali-g57/g77/g78/g310/g510/g615/g710/g715/g720/g725, adreno, adreno-NNN, vp_android_baseline_2022, llvmpipe, rdna1-4, ampere, … (see spec/iree.md)", v = flags::IREE_VERSION)]
+    UnknownVulkanTarget(String),
+    /// `--device` named an unknown runtime device.
+    #[error("unknown device '{0}': expected local-task, local-sync or vulkan")]
+    UnknownDevice(String),
+    /// `--emulate` named an unknown architecture.
+    #[error("unknown emulation '{0}': only arm64 is supported")]
+    UnknownEmulation(String),
+    /// iree-compile exited with an error; carries its stderr.
+    #[error("iree-compile failed for target {target} on {} ({status}):\n{stderr}", mlir.display())]
+    CompileFailed {
+        /// The input module.
+        mlir: PathBuf,
+        /// The target being compiled.
+        target: String,
+        /// Exit status as text.
+        status: String,
+        /// iree-compile's stderr (trimmed).
+        stderr: String,
+    },
+    /// iree-run-module exited with an error; carries its stderr.
+    #[error("iree-run-module failed on {} ({status}): {stderr}", module.display())]
+    RunFailed {
+        /// The module being run.
+        module: PathBuf,
+        /// Exit status as text.
+        status: String,
+        /// iree-run-module's stderr (trimmed).
+        stderr: String,
+    },
+    /// A tool could not be started.
+    #[error("cannot start {}: {source}", tool.display())]
+    Spawn {
+        /// The executable.
+        tool: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--device vulkan` on a machine without a Vulkan driver.
+    #[error("no Vulkan driver available ({0}); install one: apt-get install mesa-vulkan-drivers libvulkan1 (or run scripts/install-deps.sh)")]
+    VulkanUnavailable(String),
+    /// qemu or the aarch64 runtime for `--emulate arm64` is missing.
+    #[error("{0} not found; {EMULATOR_HINT}")]
+    EmulatorMissing(String),
+    /// iree-run-module printed something kiln cannot parse.
+    #[error("cannot parse iree-run-module output: {0}")]
+    BadOutput(String),
+    /// An input tensor is inconsistent (shape vs. data).
+    #[error("bad input tensor: {0}")]
+    BadInput(String),
+}
+
+/// Turns an exit status into short text (`exit status 1`, `signal 11`).
+pub(crate) fn status_text(status: &std::process::ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exit status {code}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            return format!("killed by signal {sig}");
+        }
+    }
+    "unknown exit status".to_string()
+}
+
+/// Keeps at most `max_lines` lines of a tool's stderr (head and tail).
+pub(crate) fn trim_log(text: &str, max_lines: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    if lines.len() <= max_lines {
+        return lines.join("\n");
+    }
+    let head = max_lines / 2;
+    let tail = max_lines - head;
+    let mut out: Vec<String> = lines[..head].iter().map(|s| s.to_string()).collect();
+    out.push(format!("… ({} lines omitted) …", lines.len() - max_lines));
+    out.extend(lines[lines.len() - tail..].iter().map(|s| s.to_string()));
+    out.join("\n")
+}

@@ -113,7 +113,12 @@ impl Checkpoint {
         let st = safetensors::open_checkpoint(dir)?;
         let mut available: Vec<(String, Vec<usize>)> = st
             .tensors()
-            .map(|t| (t.name.to_string(), t.shape.iter().map(|&d| d as usize).collect()))
+            .map(|t| {
+                (
+                    t.name.to_string(),
+                    t.shape.iter().map(|&d| d as usize).collect(),
+                )
+            })
             .collect();
         if config.tie_word_embeddings {
             // A tied checkpoint may still carry a copy of the head; the
@@ -142,7 +147,11 @@ impl Checkpoint {
             let Some((hf, heads)) = gguf_to_hf(&t.name, &config) else {
                 return Err(model_err(
                     path,
-                    format!("unexpected tensor \"{}\" (not part of a {} checkpoint kiln supports)", t.name, config.family.name()),
+                    format!(
+                        "unexpected tensor \"{}\" (not part of a {} checkpoint kiln supports)",
+                        t.name,
+                        config.family.name()
+                    ),
                 ));
             };
             available.push((hf.clone(), shape));
@@ -240,12 +249,17 @@ fn check_tensors(
     for (name, shape) in &expected {
         match available.iter().find(|(n, _)| n == name) {
             None => {
-                return Err(model_err(path, format!("missing tensor \"{name}\" (expected shape {shape:?} from the config)")))
+                return Err(model_err(
+                    path,
+                    format!("missing tensor \"{name}\" (expected shape {shape:?} from the config)"),
+                ))
             }
             Some((_, found)) if found != shape => {
                 return Err(model_err(
                     path,
-                    format!("tensor \"{name}\": expected shape {shape:?} from the config, found {found:?}"),
+                    format!(
+                    "tensor \"{name}\": expected shape {shape:?} from the config, found {found:?}"
+                ),
                 ))
             }
             Some(_) => {}
@@ -311,7 +325,12 @@ fn meta_u(file: &GgufFile, path: &Path, key: &str) -> Result<usize> {
     file.get_metadata(key)
         .and_then(GgufValue::as_u64)
         .map(|x| x as usize)
-        .ok_or_else(|| model_err(path, format!("missing or non-integer GGUF metadata \"{key}\"")))
+        .ok_or_else(|| {
+            model_err(
+                path,
+                format!("missing or non-integer GGUF metadata \"{key}\""),
+            )
+        })
 }
 
 fn meta_f(file: &GgufFile, key: &str) -> Option<f64> {
@@ -332,7 +351,8 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<(LlamaConfig, GgufTokeniz
         .and_then(GgufValue::as_str)
         .ok_or_else(|| model_err(path, "missing GGUF metadata \"general.architecture\""))?
         .to_string();
-    let family = Family::parse(&arch).map_err(|e| model_err(path, format!("general.architecture: {}", e.0)))?;
+    let family = Family::parse(&arch)
+        .map_err(|e| model_err(path, format!("general.architecture: {}", e.0)))?;
     let a = arch.as_str();
     let hidden = meta_u(file, path, &format!("{a}.embedding_length"))?;
     let heads = meta_u(file, path, &format!("{a}.attention.head_count"))?;
@@ -351,13 +371,20 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<(LlamaConfig, GgufTokeniz
             factor: meta_f(file, &format!("{a}.rope.scaling.factor")).unwrap_or(1.0),
         },
         Some(other) => {
-            return Err(model_err(path, format!("unsupported GGUF rope scaling \"{other}\" (supported: none, linear)")))
+            return Err(model_err(
+                path,
+                format!("unsupported GGUF rope scaling \"{other}\" (supported: none, linear)"),
+            ))
         }
     };
     if file.tensor("rope_freqs.weight").is_some() {
         return Err(model_err(path, "GGUF RoPE frequency tensor rope_freqs.weight (Llama 3 scaling) is not supported for GGUF input; export the HF folder instead"));
     }
-    let u32_meta = |k: &str| file.get_metadata(k).and_then(GgufValue::as_u64).map(|x| x as u32);
+    let u32_meta = |k: &str| {
+        file.get_metadata(k)
+            .and_then(GgufValue::as_u64)
+            .map(|x| x as u32)
+    };
     let config = LlamaConfig {
         family,
         hidden_size: hidden,
@@ -367,14 +394,17 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<(LlamaConfig, GgufTokeniz
         num_kv_heads: kv,
         head_dim,
         vocab_size: vocab,
-        rms_norm_eps: meta_f(file, &format!("{a}.attention.layer_norm_rms_epsilon")).unwrap_or(1e-5),
+        rms_norm_eps: meta_f(file, &format!("{a}.attention.layer_norm_rms_epsilon"))
+            .unwrap_or(1e-5),
         rope_theta: meta_f(file, &format!("{a}.rope.freq_base")).unwrap_or(10000.0),
         rope_scaling,
         tie_word_embeddings: file.tensor("output.weight").is_none(),
         max_position_embeddings: meta_u(file, path, &format!("{a}.context_length")).unwrap_or(2048),
         sliding_window: None,
         bos_token_id: u32_meta("tokenizer.ggml.bos_token_id"),
-        eos_token_ids: u32_meta("tokenizer.ggml.eos_token_id").into_iter().collect(),
+        eos_token_ids: u32_meta("tokenizer.ggml.eos_token_id")
+            .into_iter()
+            .collect(),
     };
     config.validate().map_err(|e| model_err(path, e.0))?;
     let tok = GgufTokenizerData {

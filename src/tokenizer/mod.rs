@@ -1,6 +1,348 @@
 //! Tokenizers: byte-level BPE from a GGUF vocabulary or an HF `tokenizer.json`.
+//!
+//! [`Tokenizer`] reproduces HF `tokenizers` for GPT-2-style byte-level BPE
+//! (SmolLM2, StarCoder, GPT-2): added/special tokens are matched in the raw
+//! text first, the rest is pre-tokenized ([`PreTokenizer`]), each word is
+//! spelled in GPT-2's byte alphabet and merged by rank. Decoding maps tokens
+//! back to bytes and replaces invalid UTF-8 with U+FFFD, as HF does.
+//!
+//! ```no_run
+//! # fn main() -> kiln::Result<()> {
+//! let tok = kiln::tokenizer::Tokenizer::from_tokenizer_json("tokenizer.json")?;
+//! let prompt = tok.apply_chat(&[("user", "Hello!")], true)?;
+//! let ids = tok.encode(&prompt)?;
+//! assert_eq!(tok.decode(&ids)?, prompt);
+//! # Ok(()) }
+//! ```
+//!
+//! See `spec/tokenizer.md` for what is supported.
 
-/// Tokenizer data is malformed or text cannot be encoded.
+mod added;
+mod bpe;
+mod byte_level;
+mod chat;
+mod gguf;
+mod hf_json;
+mod pretokenize;
+
+pub use pretokenize::PreTokenizer;
+
+use added::{AddedToken, AddedTokens};
+use bpe::Bpe;
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// Tokenizer data is malformed, unsupported, or an id is out of range.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct TokenizerError(pub String);
+pub enum TokenizerError {
+    /// The vocabulary, merges or tokenizer file contradict themselves.
+    #[error("malformed tokenizer: {0}")]
+    Malformed(String),
+    /// A tokenizer file could not be parsed as JSON of the expected shape.
+    #[error("{path}: {message}")]
+    File {
+        /// The file at fault.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The tokenizer uses a feature kiln does not implement.
+    #[error("unsupported tokenizer: {0}")]
+    Unsupported(String),
+    /// A token id is not in the vocabulary.
+    #[error("token id {id} is out of range (vocabulary size {vocab_size})")]
+    UnknownId {
+        /// The offending id.
+        id: u32,
+        /// The number of ids the tokenizer knows.
+        vocab_size: usize,
+    },
+    /// The tokenizer has no chat template, or one kiln cannot render.
+    #[error("chat template: {0}")]
+    ChatTemplate(String),
+}
+
+/// A byte-level BPE tokenizer with its special tokens and chat template.
+#[derive(Debug, Clone)]
+pub struct Tokenizer {
+    bpe: Bpe,
+    pre: PreTokenizer,
+    added: AddedTokens,
+    /// Each id's token string (added tokens: their content).
+    id_tokens: Vec<String>,
+    /// Each id's bytes, as the byte-level decoder produces them.
+    id_bytes: Vec<Vec<u8>>,
+    /// Ids of special (control) tokens.
+    special: Vec<bool>,
+    bos: Option<u32>,
+    eos: Option<u32>,
+    chat_template: Option<String>,
+}
+
+impl Tokenizer {
+    /// Assembles a tokenizer; `vocab_size` ids `0..vocab_size` must all be
+    /// named by the vocabulary or the added tokens.
+    fn assemble(
+        bpe: Bpe,
+        pre: PreTokenizer,
+        added: Vec<AddedToken>,
+        bos: Option<u32>,
+        eos: Option<u32>,
+        chat_template: Option<String>,
+    ) -> Result<Tokenizer, TokenizerError> {
+        let max_id = bpe
+            .vocab
+            .values()
+            .chain(added.iter().map(|t| &t.id))
+            .copied()
+            .max();
+        let size = max_id.map_or(0, |m| m as usize + 1);
+        // Ids must be 0..size without gaps; check before allocating `size`.
+        if size > bpe.vocab.len() + added.len() {
+            return Err(TokenizerError::Malformed(format!(
+                "token ids run to {} but there are only {} tokens",
+                size - 1,
+                bpe.vocab.len() + added.len()
+            )));
+        }
+        let mut id_tokens: Vec<Option<String>> = vec![None; size];
+        for (token, &id) in &bpe.vocab {
+            id_tokens[id as usize] = Some(token.clone());
+        }
+        let mut special = vec![false; size];
+        // Added tokens decode to their content (HF looks them up first).
+        for t in &added {
+            id_tokens[t.id as usize] = Some(t.content.clone());
+            special[t.id as usize] = t.special;
+        }
+        let id_tokens: Vec<String> = id_tokens
+            .into_iter()
+            .enumerate()
+            .map(|(id, t)| {
+                t.ok_or_else(|| {
+                    TokenizerError::Malformed(format!(
+                        "ids run to {} but no token has id {id}",
+                        size - 1
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        for (what, id) in [("bos", bos), ("eos", eos)] {
+            if let Some(id) = id {
+                if id as usize >= size {
+                    return Err(TokenizerError::Malformed(format!(
+                        "{what} token id {id} is out of range (vocabulary size {size})"
+                    )));
+                }
+            }
+        }
+        let id_bytes = id_tokens
+            .iter()
+            .map(|t| byte_level::decode_token(t))
+            .collect();
+        Ok(Tokenizer {
+            bpe,
+            pre,
+            added: AddedTokens::new(added),
+            id_tokens,
+            id_bytes,
+            special,
+            bos,
+            eos,
+            chat_template,
+        })
+    }
+
+    /// Token ids of `text`, without adding any special token (HF
+    /// `encode(text, add_special_tokens=False)`). Special tokens written in
+    /// the text, like `<|im_start|>`, become their ids.
+    pub fn encode(&self, text: &str) -> crate::Result<Vec<u32>> {
+        let mut ids = Vec::with_capacity(text.len() / 3 + 1);
+        // BPE of a word depends only on its bytes: cache it for this call.
+        let mut cache: HashMap<&str, Range<usize>> = HashMap::new();
+        let mut words: Vec<Range<usize>> = Vec::new();
+        for piece in self.added.split(text) {
+            match piece {
+                added::Piece::Token(id) => ids.push(id),
+                added::Piece::Text(range) => {
+                    let part = &text[range];
+                    words.clear();
+                    self.pre.split(part, &mut words);
+                    for w in &words {
+                        let word = &part[w.clone()];
+                        if let Some(r) = cache.get(word) {
+                            ids.extend_from_within(r.clone());
+                            continue;
+                        }
+                        let start = ids.len();
+                        self.bpe.encode_word(word.as_bytes(), &mut ids);
+                        cache.insert(word, start..ids.len());
+                    }
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Text of `ids` (HF `decode(ids)` with special tokens kept): token
+    /// bytes concatenated, invalid UTF-8 replaced by U+FFFD.
+    pub fn decode(&self, ids: &[u32]) -> crate::Result<String> {
+        let mut bytes = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            bytes.extend_from_slice(self.decode_token_bytes(id)?);
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Like [`Tokenizer::decode`], leaving out special tokens (HF
+    /// `decode(ids, skip_special_tokens=True)`).
+    pub fn decode_skipping_special(&self, ids: &[u32]) -> crate::Result<String> {
+        let mut bytes = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            let b = self.decode_token_bytes(id)?;
+            if !self.is_special(id) {
+                bytes.extend_from_slice(b);
+            }
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// The raw bytes one token stands for, which may be part of a UTF-8
+    /// character; see [`StreamDecoder`] for streaming text.
+    pub fn decode_token_bytes(&self, id: u32) -> crate::Result<&[u8]> {
+        self.id_bytes
+            .get(id as usize)
+            .map(Vec::as_slice)
+            .ok_or_else(|| self.unknown(id).into())
+    }
+
+    /// The token string of `id` in the vocabulary's own spelling (byte-level
+    /// characters, e.g. `Ġthe`; added tokens as written, e.g. `<|im_end|>`).
+    pub fn id_to_token(&self, id: u32) -> Option<&str> {
+        self.id_tokens.get(id as usize).map(String::as_str)
+    }
+
+    /// The id of a token given in the vocabulary's spelling, or of an added
+    /// token given by its content.
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.added
+            .id_of(token)
+            .or_else(|| self.bpe.vocab.get(token).copied())
+    }
+
+    /// True for special (control) tokens such as `<|im_end|>`.
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// The beginning-of-sequence token, if the tokenizer names one.
+    pub fn bos(&self) -> Option<u32> {
+        self.bos
+    }
+
+    /// The end-of-sequence token, if the tokenizer names one.
+    pub fn eos(&self) -> Option<u32> {
+        self.eos
+    }
+
+    /// The number of token ids (vocabulary plus added tokens).
+    pub fn vocab_size(&self) -> usize {
+        self.id_tokens.len()
+    }
+
+    /// The pre-tokenizer in use.
+    pub fn pre_tokenizer(&self) -> PreTokenizer {
+        self.pre
+    }
+
+    /// The same tokenizer with another pre-tokenizer. For instance
+    /// transformers' GGUF loader gives SmolLM2 (`smollm`) the plain
+    /// [`PreTokenizer::Gpt2`] split instead of the model's own digit split;
+    /// this reproduces it.
+    pub fn with_pre_tokenizer(mut self, pre: PreTokenizer) -> Tokenizer {
+        self.pre = pre;
+        self
+    }
+
+    /// The chat template's source text, if the tokenizer carries one.
+    pub fn chat_template(&self) -> Option<&str> {
+        self.chat_template.as_deref()
+    }
+
+    /// Renders a conversation of `(role, content)` messages with the
+    /// tokenizer's chat template, as transformers'
+    /// `apply_chat_template(messages, tokenize=False, add_generation_prompt=…)`
+    /// does. Only ChatML templates (those writing `<|im_start|>`) are
+    /// supported, including a default system prompt the template inserts
+    /// when the first message is not a system message (SmolLM2 does).
+    pub fn apply_chat<R: AsRef<str>, C: AsRef<str>>(
+        &self,
+        messages: &[(R, C)],
+        add_generation_prompt: bool,
+    ) -> crate::Result<String> {
+        let template = self.chat_template.as_deref().ok_or_else(|| {
+            TokenizerError::ChatTemplate("the tokenizer has no chat template".into())
+        })?;
+        Ok(chat::render(template, messages, add_generation_prompt)?)
+    }
+
+    fn unknown(&self, id: u32) -> TokenizerError {
+        TokenizerError::UnknownId {
+            id,
+            vocab_size: self.vocab_size(),
+        }
+    }
+}
+
+/// Turns a stream of token ids into text as soon as it is complete UTF-8:
+/// a character split across tokens comes out with its last byte. The
+/// concatenated output equals [`Tokenizer::decode`] of all ids.
+#[derive(Debug, Default, Clone)]
+pub struct StreamDecoder {
+    pending: Vec<u8>,
+}
+
+impl StreamDecoder {
+    /// An empty decoder.
+    pub fn new() -> StreamDecoder {
+        StreamDecoder::default()
+    }
+
+    /// Adds one token and returns the text it completes (maybe empty).
+    pub fn push(&mut self, tokenizer: &Tokenizer, id: u32) -> crate::Result<String> {
+        self.pending
+            .extend_from_slice(tokenizer.decode_token_bytes(id)?);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    out.push_str(s);
+                    self.pending.clear();
+                    break;
+                }
+                Err(e) => {
+                    let good = e.valid_up_to();
+                    // Valid by construction: `good` bytes passed the check.
+                    out.push_str(&String::from_utf8_lossy(&self.pending[..good]));
+                    match e.error_len() {
+                        // An incomplete character at the end: wait for more.
+                        None => {
+                            self.pending.drain(..good);
+                            break;
+                        }
+                        Some(bad) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            self.pending.drain(..good + bad);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Flushes what is left (an incomplete character becomes U+FFFD).
+    pub fn finish(self) -> String {
+        String::from_utf8_lossy(&self.pending).into_owned()
+    }
+}

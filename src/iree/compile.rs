@@ -1,0 +1,164 @@
+//! Running `iree-compile`: one target, or several at once.
+
+use super::flags::Target;
+use super::toolchain::Toolchain;
+use super::IreeError;
+use crate::{Error, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The full `iree-compile` argument list for one compile (without the tool).
+pub fn compile_args(
+    mlir: &Path,
+    target: &Target,
+    out: &Path,
+    extra: &[String],
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> =
+        target.compile_flags().into_iter().map(Into::into).collect();
+    args.extend(extra.iter().map(Into::into));
+    args.push(mlir.as_os_str().to_owned());
+    args.push("-o".into());
+    args.push(out.as_os_str().to_owned());
+    args
+}
+
+/// Compiles `mlir` for `target` into `out` (a `.vmfb`).
+///
+/// The Vulkan target name is validated first (iree-compile crashes on
+/// unknown names). iree-compile writes into a temporary file beside `out`,
+/// renamed into place only on success, so a failed compile leaves no
+/// `.vmfb`. On failure the error carries iree-compile's stderr; on success
+/// its warnings are forwarded to stderr.
+pub fn compile(
+    tc: &Toolchain,
+    mlir: &Path,
+    target: &Target,
+    out: &Path,
+    extra: &[String],
+) -> Result<()> {
+    target.validate()?;
+    if !mlir.is_file() {
+        return Err(Error::io(
+            mlir,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "MLIR module not found"),
+        ));
+    }
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".kiln-tmp-")
+        .suffix(".vmfb")
+        .tempfile_in(&dir)
+        .map_err(|e| Error::io(&dir, e))?;
+    let output = Command::new(&tc.compile)
+        .args(compile_args(mlir, target, tmp.path(), extra))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| IreeError::Spawn {
+            tool: tc.compile.clone(),
+            source,
+        })?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        // `tmp` is dropped here, removing the partial output.
+        return Err(IreeError::CompileFailed {
+            mlir: mlir.to_path_buf(),
+            target: target.to_string(),
+            status: super::status_text(&output.status),
+            stderr: super::trim_log(&stderr, 60),
+        }
+        .into());
+    }
+    let size = std::fs::metadata(tmp.path()).map(|m| m.len()).unwrap_or(0);
+    if size == 0 {
+        return Err(IreeError::CompileFailed {
+            mlir: mlir.to_path_buf(),
+            target: target.to_string(),
+            status: "empty output".into(),
+            stderr: super::trim_log(&stderr, 60),
+        }
+        .into());
+    }
+    for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+        eprintln!("iree-compile ({target}): {line}");
+    }
+    // tempfile creates 0600; a compiled module is an ordinary output file.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644));
+    }
+    tmp.persist(out).map_err(|e| Error::io(out, e.error))?;
+    Ok(())
+}
+
+/// The output path `kiln compile` uses: `out_dir/NAME-<suffix>.vmfb`.
+pub fn output_path(out_dir: &Path, name: &str, target: &Target) -> PathBuf {
+    out_dir.join(format!("{name}-{}.vmfb", target.suffix()))
+}
+
+/// Compiles `mlir` for every target, at most `jobs` at once (threads), into
+/// `out_dir/NAME-<suffix>.vmfb`. Every target is validated before any
+/// compile starts; all compiles run to the end, and the first failure (in
+/// `targets` order) is returned. Returns the outputs in `targets` order.
+pub fn compile_many(
+    tc: &Toolchain,
+    mlir: &Path,
+    targets: &[Target],
+    out_dir: &Path,
+    name: &str,
+    jobs: usize,
+    extra: &[String],
+) -> Result<Vec<PathBuf>> {
+    for t in targets {
+        t.validate()?;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for t in targets {
+        if !seen.insert(t.suffix()) {
+            return Err(Error::Usage(format!(
+                "two targets would both write {}: name each target once",
+                output_path(out_dir, name, t).display()
+            )));
+        }
+    }
+    let outs: Vec<PathBuf> = targets
+        .iter()
+        .map(|t| output_path(out_dir, name, t))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<()>>>> =
+        Mutex::new((0..targets.len()).map(|_| None).collect());
+    let workers = jobs.max(1).min(targets.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= targets.len() {
+                    break;
+                }
+                let r = compile(tc, mlir, &targets[i], &outs[i], extra);
+                if let Ok(mut g) = results.lock() {
+                    g[i] = Some(r);
+                }
+            });
+        }
+    });
+    let results = results
+        .into_inner()
+        .map_err(|_| Error::Usage("a compile thread panicked".into()))?;
+    for r in results {
+        match r {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(e),
+            None => return Err(Error::Usage("a compile thread panicked".into())),
+        }
+    }
+    Ok(outs)
+}

@@ -1,0 +1,347 @@
+//! Every IREE flag kiln passes lives in this file, pinned to one IREE
+//! release. IREE renames flags between releases (`--iree-llvm-*` became
+//! `--iree-llvmcpu-*`), so a version bump is one edit here plus a test run.
+
+use super::IreeError;
+use std::fmt;
+
+/// The IREE release kiln drives (`iree-base-compiler` / `iree-base-runtime` on PyPI).
+pub const IREE_VERSION: &str = "3.13.0";
+
+/// Input dialect flag passed to every `iree-compile` call.
+pub const INPUT_TYPE_FLAG: &str = "--iree-input-type=stablehlo";
+
+/// Vulkan target used when none is named: Arm Mali "Valhall" (Mali-G57/G77
+/// class), which fits most Android phone GPUs and runs on lavapipe too.
+pub const DEFAULT_VULKAN_TARGET: &str = "valhall";
+
+/// Vulkan target names `iree-compile` 3.13.0 accepts for `--iree-vulkan-target`
+/// (each one checked against the real compiler). `adreno-NNN` and
+/// `adreno-NNNl` product names are accepted as well (see [`is_known_vulkan_target`]).
+/// An unknown name makes iree-compile 3.13.0 print `Unknown Vulkan target`
+/// and crash, so kiln rejects it first.
+pub const VULKAN_TARGETS: &[&str] = &[
+    // Arm Mali (phones)
+    "valhall",
+    "valhall1",
+    "valhall2",
+    "valhall3",
+    "valhall4",
+    "mali-g57",
+    "mali-g77",
+    "mali-g78",
+    "mali-g310",
+    "mali-g510",
+    "mali-g615",
+    "mali-g710",
+    "mali-g715",
+    "mali-g720",
+    "mali-g725",
+    "mali-g1",
+    // Qualcomm Adreno (phones)
+    "adreno",
+    // Khronos Android baseline profile (any Vulkan 1.1 Android phone)
+    "vp_android_baseline_2022",
+    // Mesa's CPU Vulkan driver
+    "llvmpipe",
+    // NVIDIA
+    "pascal",
+    "volta",
+    "turing",
+    "ampere",
+    "ada",
+    "sm_60",
+    "sm_61",
+    "sm_62",
+    "sm_70",
+    "sm_72",
+    "sm_75",
+    "sm_80",
+    "sm_86",
+    "sm_87",
+    "sm_89",
+    "a100",
+    "rtx3070",
+    "rtx3070ti",
+    "rtx3080",
+    "rtx3080ti",
+    "rtx3090",
+    "rtx3090ti",
+    "rtx4060",
+    "rtx4070",
+    "rtx4080",
+    "rtx4090",
+    // AMD
+    "rdna1",
+    "rdna2",
+    "rdna3",
+    "rdna4",
+    "cdna1",
+    "cdna2",
+    "cdna3",
+    "cdna4",
+    "gfx908",
+    "gfx90a",
+    "gfx942",
+    "gfx950",
+    "gfx1010",
+    "gfx1030",
+    "gfx1100",
+    "gfx1101",
+    "gfx1102",
+    "gfx1103",
+    "gfx1150",
+    "gfx1151",
+    "gfx1200",
+    "gfx1201",
+    "gfx1250",
+    "mi100",
+    "mi210",
+    "mi250",
+    "mi250x",
+    "mi300a",
+    "mi300x",
+    "mi308x",
+    "mi325x",
+    "mi350x",
+    "mi355x",
+    "mi455x",
+    "rx7700xt",
+    "rx7800xt",
+    "rx7900xt",
+    "rx7900xtx",
+    "rx9060xt",
+    "rx9070",
+    "rx9070xt",
+    "r9700",
+    "v710",
+    "w7700",
+    "w7800",
+    "w7900",
+    "phoenix",
+    "strix-point",
+    "strix-halo",
+];
+
+/// True when `name` is a Vulkan target iree-compile 3.13.0 accepts: one of
+/// [`VULKAN_TARGETS`], or `adreno-` followed by three digits and an optional `l`.
+pub fn is_known_vulkan_target(name: &str) -> bool {
+    if VULKAN_TARGETS.contains(&name) {
+        return true;
+    }
+    if let Some(rest) = name.strip_prefix("adreno-") {
+        let digits = rest.strip_suffix('l').unwrap_or(rest);
+        return digits.len() == 3 && digits.bytes().all(|b| b.is_ascii_digit());
+    }
+    false
+}
+
+/// Checks a Vulkan target name before it reaches iree-compile.
+pub fn validate_vulkan_target(name: &str) -> Result<(), IreeError> {
+    if is_known_vulkan_target(name) {
+        Ok(())
+    } else {
+        Err(IreeError::UnknownVulkanTarget(name.to_string()))
+    }
+}
+
+/// A compilation target: what `kiln compile --target` names and what the
+/// `-<suffix>.vmfb` file name records.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// The machine running kiln (llvm-cpu, `--iree-llvmcpu-target-cpu=host`).
+    Host,
+    /// Android arm64-v8a: `aarch64-linux-android29`, cortex-a76, `+dotprod`.
+    Arm64,
+    /// Android armeabi-v7a: `armv7a-linux-androideabi29`, cortex-a55, `+neon`.
+    Arm32,
+    /// A phone GPU through Vulkan/SPIR-V.
+    Vulkan {
+        /// The `--iree-vulkan-target` name (validated, see [`VULKAN_TARGETS`]).
+        target: String,
+    },
+}
+
+/// Target names accepted by [`Target::parse`].
+pub const TARGET_NAMES: &[&str] = &["host", "arm64", "arm32", "vulkan"];
+
+impl Target {
+    /// Parses `host`, `arm64`, `arm32` or `vulkan` (with [`DEFAULT_VULKAN_TARGET`]).
+    /// `vulkan:NAME` selects another Vulkan target.
+    pub fn parse(s: &str) -> Result<Target, IreeError> {
+        match s.trim() {
+            "host" => Ok(Target::Host),
+            "arm64" => Ok(Target::Arm64),
+            "arm32" => Ok(Target::Arm32),
+            "vulkan" => Target::vulkan(DEFAULT_VULKAN_TARGET),
+            other => match other.strip_prefix("vulkan:") {
+                Some(name) => Target::vulkan(name),
+                None => Err(IreeError::UnknownTarget(other.to_string())),
+            },
+        }
+    }
+
+    /// A Vulkan target with the given `--iree-vulkan-target` name, validated.
+    pub fn vulkan(name: &str) -> Result<Target, IreeError> {
+        validate_vulkan_target(name)?;
+        Ok(Target::Vulkan {
+            target: name.to_string(),
+        })
+    }
+
+    /// Parses a comma-separated list (`host,arm64`); `vulkan_target`
+    /// replaces the default Vulkan target name. Duplicates are dropped.
+    pub fn parse_list(list: &str, vulkan_target: Option<&str>) -> Result<Vec<Target>, IreeError> {
+        let mut out: Vec<Target> = Vec::new();
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let t = match (item, vulkan_target) {
+                ("vulkan", Some(name)) => Target::vulkan(name)?,
+                _ => Target::parse(item)?,
+            };
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+        if out.is_empty() {
+            return Err(IreeError::UnknownTarget(list.to_string()));
+        }
+        Ok(out)
+    }
+
+    /// The file-name suffix: `host`, `arm64`, `arm32` or `vulkan`.
+    pub fn suffix(&self) -> &'static str {
+        match self {
+            Target::Host => "host",
+            Target::Arm64 => "arm64",
+            Target::Arm32 => "arm32",
+            Target::Vulkan { .. } => "vulkan",
+        }
+    }
+
+    /// Validates the target (the Vulkan name) without building flags.
+    pub fn validate(&self) -> Result<(), IreeError> {
+        match self {
+            Target::Vulkan { target } => validate_vulkan_target(target),
+            _ => Ok(()),
+        }
+    }
+
+    /// The `iree-compile` flags for this target, [`INPUT_TYPE_FLAG`] first.
+    pub fn compile_flags(&self) -> Vec<String> {
+        const LOCAL: [&str; 2] = [
+            "--iree-hal-target-device=local",
+            "--iree-hal-local-target-device-backends=llvm-cpu",
+        ];
+        let mut f: Vec<String> = vec![INPUT_TYPE_FLAG.to_string()];
+        match self {
+            Target::Host => {
+                f.extend(LOCAL.iter().map(|s| s.to_string()));
+                f.push("--iree-llvmcpu-target-cpu=host".into());
+            }
+            Target::Arm64 => {
+                f.extend(LOCAL.iter().map(|s| s.to_string()));
+                f.push("--iree-llvmcpu-target-triple=aarch64-linux-android29".into());
+                f.push("--iree-llvmcpu-target-cpu=cortex-a76".into());
+                f.push("--iree-llvmcpu-target-cpu-features=+dotprod".into());
+            }
+            Target::Arm32 => {
+                f.extend(LOCAL.iter().map(|s| s.to_string()));
+                f.push("--iree-llvmcpu-target-triple=armv7a-linux-androideabi29".into());
+                f.push("--iree-llvmcpu-target-cpu=cortex-a55".into());
+                f.push("--iree-llvmcpu-target-cpu-features=+neon".into());
+            }
+            Target::Vulkan { target } => {
+                f.push("--iree-hal-target-device=vulkan".into());
+                f.push(format!("--iree-vulkan-target={target}"));
+            }
+        }
+        f
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Vulkan { target } if target != DEFAULT_VULKAN_TARGET => {
+                write!(f, "vulkan:{target}")
+            }
+            _ => f.write_str(self.suffix()),
+        }
+    }
+}
+
+impl std::str::FromStr for Target {
+    type Err = IreeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Target::parse(s)
+    }
+}
+
+/// A runtime HAL device for `iree-run-module --device=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Device {
+    /// Multi-threaded CPU (the phone's default).
+    #[default]
+    LocalTask,
+    /// Single-threaded CPU.
+    LocalSync,
+    /// Vulkan GPU (lavapipe on a machine without a GPU).
+    Vulkan,
+}
+
+impl Device {
+    /// Parses `local-task`, `local-sync` or `vulkan`.
+    pub fn parse(s: &str) -> Result<Device, IreeError> {
+        match s {
+            "local-task" => Ok(Device::LocalTask),
+            "local-sync" => Ok(Device::LocalSync),
+            "vulkan" => Ok(Device::Vulkan),
+            other => Err(IreeError::UnknownDevice(other.to_string())),
+        }
+    }
+
+    /// The IREE device name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::LocalTask => "local-task",
+            Device::LocalSync => "local-sync",
+            Device::Vulkan => "vulkan",
+        }
+    }
+
+    /// The `--device=` flag.
+    pub fn flag(self) -> String {
+        format!("--device={}", self.name())
+    }
+}
+
+impl std::str::FromStr for Device {
+    type Err = IreeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Device::parse(s)
+    }
+}
+
+/// `iree-run-module` flag fixing the number of local-task worker groups
+/// (3.13.0 accepts it; 0 means IREE's own topology detection).
+pub fn task_groups_flag(n: usize) -> String {
+    format!("--task_topology_group_count={n}")
+}
+
+/// `iree-run-module` flag binding a parameter file to a scope.
+pub fn parameters_flag(scope: &str, path: &std::path::Path) -> String {
+    format!("--parameters={scope}={}", path.display())
+}
+
+/// `iree-run-module` flag lifting the 1024-element print limit so every
+/// output element appears on stdout.
+pub const OUTPUT_MAX_ELEMENTS_FLAG: &str = "--output_max_element_count=2147483647";
+
+/// Emulator binary kiln uses to run the aarch64 `iree-run-module` on x86.
+pub const QEMU_AARCH64: &str = "qemu-aarch64-static";
+
+/// pip platform tag of the aarch64 runtime wheel used under qemu.
+pub const AARCH64_WHEEL_PLATFORM: &str = "manylinux_2_28_aarch64";
+
+/// Python version tag of the aarch64 runtime wheel used under qemu.
+pub const AARCH64_WHEEL_PYTHON: &str = "3.11";

@@ -1,0 +1,598 @@
+//! Finding (and installing) the pinned IREE tools.
+//!
+//! Lookup order, first hit wins:
+//! 1. an explicit directory (a CLI flag) or `$KILN_IREE_DIR` — a venv root,
+//!    a prefix with `lib/python3*/site-packages/iree`, or a directory that
+//!    holds the native tools themselves;
+//! 2. the pinned venv `util::cache_dir()/iree-3.13.0` (what
+//!    `kiln toolchain install` and `scripts/install-deps.sh` create);
+//! 3. `iree-compile` / `iree-run-module` on `PATH`; a Python console-script
+//!    wrapper there is resolved to the native executable in its venv.
+//!
+//! `$KILN_IREE_COMPILE` and `$KILN_IREE_RUN_MODULE` then override single tools.
+//! kiln always runs the native executables inside the wheels
+//! (`site-packages/iree/compiler/_mlir_libs/iree-compile`,
+//! `site-packages/iree/_runtime_libs/iree-run-module`), never the Python
+//! wrappers, so no Python starts per call.
+
+use super::flags::{self, IREE_VERSION};
+use super::IreeError;
+use crate::{util, Error, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Where each IREE tool kiln uses was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toolchain {
+    /// Native `iree-compile`.
+    pub compile: PathBuf,
+    /// Native `iree-run-module`.
+    pub run_module: PathBuf,
+    /// Native `iree-benchmark-module`, when present.
+    pub benchmark_module: Option<PathBuf>,
+    /// Native `iree-convert-parameters`, when present.
+    pub convert_parameters: Option<PathBuf>,
+    /// Native `iree-dump-parameters`, when present.
+    pub dump_parameters: Option<PathBuf>,
+    /// Native `iree-create-parameters`, when present.
+    pub create_parameters: Option<PathBuf>,
+    /// Native `iree-dump-module`, when present.
+    pub dump_module: Option<PathBuf>,
+    /// The venv or prefix the tools came from, when known.
+    pub root: Option<PathBuf>,
+    /// How the tools were found (`KILN_IREE_DIR`, `pinned venv`, `PATH`, …).
+    pub source: String,
+    /// `qemu-aarch64-static` (or `qemu-aarch64`), for `--emulate arm64`.
+    pub qemu_aarch64: Option<PathBuf>,
+    /// The aarch64 `iree-run-module` from the manylinux aarch64 runtime wheel.
+    pub aarch64_run_module: Option<PathBuf>,
+}
+
+/// The `--version` text of the main tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versions {
+    /// First version line of `iree-compile --version`.
+    pub compile: String,
+    /// The runtime package version (iree-run-module 3.13 has no `--version`).
+    pub runtime: String,
+}
+
+/// The pinned venv directory: `util::cache_dir()/iree-3.13.0`.
+pub fn pinned_venv_dir() -> PathBuf {
+    util::cache_dir().join(format!("iree-{IREE_VERSION}"))
+}
+
+/// Where the aarch64 runtime wheel is unpacked: `util::cache_dir()/iree-3.13.0-aarch64`.
+pub fn aarch64_runtime_dir() -> PathBuf {
+    util::cache_dir().join(format!("iree-{IREE_VERSION}-aarch64"))
+}
+
+/// Where downloaded wheels are kept: `util::cache_dir()/wheels`.
+pub fn wheel_dir() -> PathBuf {
+    util::cache_dir().join("wheels")
+}
+
+fn is_executable(p: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::metadata(p) {
+            Ok(m) => m.is_file() && m.permissions().mode() & 0o111 != 0,
+            Err(_) => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        p.is_file()
+    }
+}
+
+/// Looks a program up on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+/// True when `p` is a script starting with a `#!…python…` line (a pip console script).
+fn is_python_wrapper(p: &Path) -> bool {
+    use std::io::Read;
+    let mut buf = [0u8; 256];
+    let n = match std::fs::File::open(p).and_then(|mut f| f.read(&mut buf)) {
+        Ok(n) => n,
+        Err(_) => return false,
+    };
+    let head = &buf[..n];
+    if !head.starts_with(b"#!") {
+        return false;
+    }
+    let first = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    String::from_utf8_lossy(first).contains("python")
+}
+
+/// `site-packages` directories under a venv or prefix, sorted (deterministic).
+fn site_packages(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for lib in ["lib", "lib64"] {
+        let Ok(rd) = std::fs::read_dir(root.join(lib)) else {
+            continue;
+        };
+        let mut dirs: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+            .map(|e| e.path().join("site-packages"))
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        out.extend(dirs);
+    }
+    out
+}
+
+/// Optional runtime tools found in one directory.
+fn runtime_tool(dir: &Path, name: &str) -> Option<PathBuf> {
+    let p = dir.join(name);
+    is_executable(&p).then_some(p)
+}
+
+impl Toolchain {
+    fn with_tools(
+        compile: PathBuf,
+        run_module: PathBuf,
+        root: Option<PathBuf>,
+        source: &str,
+    ) -> Self {
+        let rt_dir = run_module
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let (qemu_aarch64, aarch64_run_module) = find_emulators();
+        Toolchain {
+            benchmark_module: runtime_tool(&rt_dir, "iree-benchmark-module"),
+            convert_parameters: runtime_tool(&rt_dir, "iree-convert-parameters"),
+            dump_parameters: runtime_tool(&rt_dir, "iree-dump-parameters"),
+            create_parameters: runtime_tool(&rt_dir, "iree-create-parameters"),
+            dump_module: runtime_tool(&rt_dir, "iree-dump-module"),
+            compile,
+            run_module,
+            root,
+            source: source.to_string(),
+            qemu_aarch64,
+            aarch64_run_module,
+        }
+    }
+
+    /// The toolchain inside a venv/prefix `root` or a directory of native
+    /// tools; `None` when `root` holds neither.
+    pub fn from_dir(root: &Path, source: &str) -> Option<Toolchain> {
+        for sp in site_packages(root) {
+            let c = sp.join("iree/compiler/_mlir_libs/iree-compile");
+            let r = sp.join("iree/_runtime_libs/iree-run-module");
+            if is_executable(&c) && is_executable(&r) {
+                return Some(Self::with_tools(c, r, Some(root.to_path_buf()), source));
+            }
+        }
+        // A directory holding the native tools (e.g. an IREE build's bin/).
+        for dir in [root.to_path_buf(), root.join("bin")] {
+            let c = dir.join("iree-compile");
+            let r = dir.join("iree-run-module");
+            if is_executable(&c)
+                && is_executable(&r)
+                && !is_python_wrapper(&c)
+                && !is_python_wrapper(&r)
+            {
+                return Some(Self::with_tools(c, r, Some(root.to_path_buf()), source));
+            }
+        }
+        None
+    }
+
+    /// Looks the tools up on `PATH`, resolving pip wrappers to their venv.
+    fn from_path() -> Option<Toolchain> {
+        let c = which("iree-compile")?;
+        if is_python_wrapper(&c) {
+            // venv/bin/iree-compile -> venv
+            let root = c.parent()?.parent()?;
+            return Self::from_dir(root, "PATH");
+        }
+        let r = which("iree-run-module")?;
+        if is_python_wrapper(&r) {
+            let root = r.parent()?.parent()?;
+            let tc = Self::from_dir(root, "PATH")?;
+            return Some(Self::with_tools(c, tc.run_module, tc.root, "PATH"));
+        }
+        Some(Self::with_tools(c, r, None, "PATH"))
+    }
+
+    /// Finds the toolchain: `explicit` directory (a CLI flag) first, then
+    /// `$KILN_IREE_DIR`, the pinned venv, and `PATH`; `$KILN_IREE_COMPILE`
+    /// and `$KILN_IREE_RUN_MODULE` override single tools.
+    pub fn locate(explicit: Option<&Path>) -> Result<Toolchain> {
+        let mut looked: Vec<String> = Vec::new();
+        let mut found: Option<Toolchain> = None;
+        if let Some(dir) = explicit {
+            found =
+                Some(
+                    Self::from_dir(dir, "--iree-dir").ok_or_else(|| IreeError::BadToolPath {
+                        what: "--iree-dir".into(),
+                        path: dir.to_path_buf(),
+                    })?,
+                );
+        } else if let Some(dir) = std::env::var_os("KILN_IREE_DIR").filter(|d| !d.is_empty()) {
+            let dir = PathBuf::from(dir);
+            found = Some(Self::from_dir(&dir, "KILN_IREE_DIR").ok_or_else(|| {
+                IreeError::BadToolPath {
+                    what: "KILN_IREE_DIR".into(),
+                    path: dir.clone(),
+                }
+            })?);
+        }
+        if found.is_none() {
+            let pinned = pinned_venv_dir();
+            found = Self::from_dir(&pinned, "pinned venv");
+            looked.push(pinned.display().to_string());
+        }
+        if found.is_none() {
+            found = Self::from_path();
+            looked.push("PATH".into());
+        }
+        let env_tool = |var: &str| -> Result<Option<PathBuf>> {
+            match std::env::var_os(var).filter(|v| !v.is_empty()) {
+                None => Ok(None),
+                Some(p) => {
+                    let p = PathBuf::from(p);
+                    if is_executable(&p) {
+                        Ok(Some(p))
+                    } else {
+                        Err(IreeError::BadToolPath {
+                            what: var.into(),
+                            path: p,
+                        }
+                        .into())
+                    }
+                }
+            }
+        };
+        let compile_env = env_tool("KILN_IREE_COMPILE")?;
+        let run_env = env_tool("KILN_IREE_RUN_MODULE")?;
+        match (found, compile_env, run_env) {
+            (Some(mut tc), c, r) => {
+                if let Some(c) = c {
+                    tc.compile = c;
+                    tc.source.push_str(" + KILN_IREE_COMPILE");
+                }
+                if let Some(r) = r {
+                    tc = Self {
+                        source: format!("{} + KILN_IREE_RUN_MODULE", tc.source),
+                        ..Self::with_tools(tc.compile, r, tc.root, "")
+                    };
+                }
+                Ok(tc)
+            }
+            (None, Some(c), Some(r)) => Ok(Self::with_tools(
+                c,
+                r,
+                None,
+                "KILN_IREE_COMPILE/KILN_IREE_RUN_MODULE",
+            )),
+            (None, _, _) => Err(IreeError::NotFound {
+                looked: looked.join(", "),
+            }
+            .into()),
+        }
+    }
+
+    /// [`Toolchain::locate`] without an explicit directory.
+    pub fn find() -> Result<Toolchain> {
+        Self::locate(None)
+    }
+
+    /// Finds the toolchain, installing the pinned venv when nothing is found.
+    pub fn find_or_install(progress: bool) -> Result<Toolchain> {
+        match Self::find() {
+            Err(Error::Iree(IreeError::NotFound { .. })) => Self::install(progress),
+            other => other,
+        }
+    }
+
+    /// The `--version` strings of iree-compile and the runtime.
+    pub fn versions(&self) -> Result<Versions> {
+        let out = Command::new(&self.compile)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| IreeError::Spawn {
+                tool: self.compile.clone(),
+                source,
+            })?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let compile = text
+            .lines()
+            .map(str::trim)
+            .find(|l| l.contains("version"))
+            .unwrap_or_else(|| text.trim())
+            .to_string();
+        Ok(Versions {
+            compile,
+            runtime: runtime_version(&self.run_module).unwrap_or_else(|| "unknown".into()),
+        })
+    }
+
+    /// Installs the pinned IREE into [`pinned_venv_dir`] (`python3 -m venv`,
+    /// then `pip install iree-base-compiler==3.13.0 iree-base-runtime==3.13.0`),
+    /// streaming pip's output to stderr when `progress` is set. Skips
+    /// everything when that venv already holds both packages at 3.13.0.
+    /// `$KILN_PYTHON` picks the interpreter (default `python3`).
+    pub fn install(progress: bool) -> Result<Toolchain> {
+        let dir = pinned_venv_dir();
+        if venv_complete(&dir) {
+            if progress {
+                eprintln!(
+                    "kiln: IREE {IREE_VERSION} already installed in {}",
+                    dir.display()
+                );
+            }
+            return Self::from_dir(&dir, "pinned venv").ok_or_else(|| {
+                IreeError::Install(format!("{} is incomplete", dir.display())).into()
+            });
+        }
+        std::fs::create_dir_all(util::cache_dir()).map_err(|e| Error::io(util::cache_dir(), e))?;
+        let py = dir.join("bin/python");
+        if !is_executable(&py) {
+            let python = std::env::var_os("KILN_PYTHON").unwrap_or_else(|| "python3".into());
+            if progress {
+                eprintln!("kiln: creating venv {}", dir.display());
+            }
+            let mut cmd = Command::new(&python);
+            cmd.arg("-m").arg("venv").arg(&dir);
+            run_install_step(
+                cmd,
+                progress,
+                &format!("{} -m venv", python.to_string_lossy()),
+            )
+            .map_err(|e| {
+                IreeError::Install(format!(
+                    "{e}; is python3-venv installed? (apt-get install python3-venv)"
+                ))
+            })?;
+        }
+        if progress {
+            eprintln!(
+                "kiln: pip install iree-base-compiler=={v} iree-base-runtime=={v} (about 580 MB)",
+                v = IREE_VERSION
+            );
+        }
+        let mut cmd = Command::new(&py);
+        cmd.args(["-m", "pip", "install", "--disable-pip-version-check"])
+            .arg(format!("iree-base-compiler=={IREE_VERSION}"))
+            .arg(format!("iree-base-runtime=={IREE_VERSION}"));
+        run_install_step(cmd, progress, "pip install").map_err(IreeError::Install)?;
+        if !venv_complete(&dir) {
+            return Err(IreeError::Install(format!(
+                "pip finished but {} lacks the native IREE tools",
+                dir.display()
+            ))
+            .into());
+        }
+        Self::from_dir(&dir, "pinned venv")
+            .ok_or_else(|| IreeError::Install(format!("{} is incomplete", dir.display())).into())
+    }
+
+    /// Downloads the manylinux aarch64 `iree-base-runtime==3.13.0` wheel and
+    /// unpacks it into [`aarch64_runtime_dir`], for `--emulate arm64`.
+    /// Needs the pinned venv (for pip). Returns the aarch64 `iree-run-module`.
+    /// qemu and the arm64 libc come from apt (`scripts/install-deps.sh`).
+    pub fn install_emulators(progress: bool) -> Result<PathBuf> {
+        let dest = aarch64_runtime_dir();
+        let run = dest.join("iree/_runtime_libs/iree-run-module");
+        if is_executable(&run) {
+            if progress {
+                eprintln!("kiln: aarch64 IREE runtime already in {}", dest.display());
+            }
+            return Ok(run);
+        }
+        let venv = pinned_venv_dir();
+        let py = venv.join("bin/python");
+        if !is_executable(&py) {
+            return Err(IreeError::Install(format!(
+                "{} missing: run `kiln toolchain install` first",
+                py.display()
+            ))
+            .into());
+        }
+        let wheels = wheel_dir();
+        std::fs::create_dir_all(&wheels).map_err(|e| Error::io(&wheels, e))?;
+        let wheel = match find_aarch64_wheel(&wheels)? {
+            Some(w) => w,
+            None => {
+                if progress {
+                    eprintln!(
+                        "kiln: pip download iree-base-runtime=={IREE_VERSION} ({})",
+                        flags::AARCH64_WHEEL_PLATFORM
+                    );
+                }
+                let mut cmd = Command::new(&py);
+                cmd.args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                ])
+                .args(["--platform", flags::AARCH64_WHEEL_PLATFORM])
+                .args(["--python-version", flags::AARCH64_WHEEL_PYTHON])
+                .arg("-d")
+                .arg(&wheels)
+                .arg(format!("iree-base-runtime=={IREE_VERSION}"));
+                run_install_step(cmd, progress, "pip download").map_err(IreeError::Install)?;
+                find_aarch64_wheel(&wheels)?.ok_or_else(|| {
+                    IreeError::Install(format!(
+                        "no aarch64 wheel in {} after pip download",
+                        wheels.display()
+                    ))
+                })?
+            }
+        };
+        if progress {
+            eprintln!("kiln: unpacking {}", wheel.display());
+        }
+        let mut cmd = Command::new(&py);
+        cmd.arg("-c").arg(UNPACK_WHEEL_PY).arg(&wheel).arg(&dest);
+        run_install_step(cmd, progress, "unpacking the wheel").map_err(IreeError::Install)?;
+        if !is_executable(&run) {
+            return Err(
+                IreeError::Install(format!("{} missing after unpacking", run.display())).into(),
+            );
+        }
+        Ok(run)
+    }
+}
+
+/// Unpacks a wheel (argv[1]) into a directory (argv[2]) keeping exec bits,
+/// via a `.partial` directory renamed at the end. Same code as in
+/// scripts/install-deps.sh, so both produce one layout.
+const UNPACK_WHEEL_PY: &str = r#"
+import os, shutil, sys, zipfile
+whl, dest = sys.argv[1], sys.argv[2]
+tmp = dest + ".partial"
+shutil.rmtree(tmp, ignore_errors=True)
+with zipfile.ZipFile(whl) as z:
+    for info in z.infolist():
+        z.extract(info, tmp)
+        mode = (info.external_attr >> 16) & 0o777
+        if mode:
+            os.chmod(os.path.join(tmp, info.filename), mode)
+rt = os.path.join(tmp, "iree", "_runtime_libs")
+if os.path.isdir(rt):
+    for n in os.listdir(rt):
+        if n.startswith("iree-"):
+            p = os.path.join(rt, n)
+            os.chmod(p, os.stat(p).st_mode | 0o755)
+shutil.rmtree(dest, ignore_errors=True)
+os.rename(tmp, dest)
+"#;
+
+fn find_aarch64_wheel(dir: &Path) -> Result<Option<PathBuf>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let prefix = format!("iree_base_runtime-{IREE_VERSION}-");
+    let mut hits: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            n.starts_with(&prefix) && n.contains("aarch64") && n.ends_with(".whl")
+        })
+        .collect();
+    hits.sort();
+    Ok(hits.into_iter().next())
+}
+
+/// Runs one install command; with `progress` its stdout and stderr go to our stderr.
+fn run_install_step(
+    mut cmd: Command,
+    progress: bool,
+    what: &str,
+) -> std::result::Result<(), String> {
+    cmd.stdin(Stdio::null());
+    if progress {
+        cmd.stdout(Stdio::from(std::io::stderr()))
+            .stderr(Stdio::inherit());
+        let status = cmd
+            .status()
+            .map_err(|e| format!("{what}: cannot start: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("{what} failed ({})", super::status_text(&status)))
+        }
+    } else {
+        let out = cmd
+            .output()
+            .map_err(|e| format!("{what}: cannot start: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} failed ({}): {}",
+                super::status_text(&out.status),
+                super::trim_log(&String::from_utf8_lossy(&out.stderr), 20)
+            ))
+        }
+    }
+}
+
+/// True when `dir` is a venv holding iree-base-compiler and iree-base-runtime
+/// at [`IREE_VERSION`] with their native tools.
+pub fn venv_complete(dir: &Path) -> bool {
+    site_packages(dir).iter().any(|sp| {
+        sp.join(format!("iree_base_compiler-{IREE_VERSION}.dist-info"))
+            .is_dir()
+            && sp
+                .join(format!("iree_base_runtime-{IREE_VERSION}.dist-info"))
+                .is_dir()
+            && is_executable(&sp.join("iree/compiler/_mlir_libs/iree-compile"))
+            && is_executable(&sp.join("iree/_runtime_libs/iree-run-module"))
+    })
+}
+
+/// The runtime wheel's version from `_runtime_libs/version.py` beside iree-run-module.
+fn runtime_version(run_module: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(run_module.parent()?.join("version.py")).ok()?;
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("VERSION"))?;
+    let v = line
+        .split('=')
+        .nth(1)?
+        .trim()
+        .trim_matches('"')
+        .trim_matches('\'');
+    Some(format!("iree-base-runtime {v}"))
+}
+
+/// Finds qemu-aarch64 and the aarch64 iree-run-module.
+/// `$KILN_QEMU_AARCH64` and `$KILN_IREE_AARCH64_DIR` override the defaults
+/// (`qemu-aarch64-static` on PATH, [`aarch64_runtime_dir`]).
+fn find_emulators() -> (Option<PathBuf>, Option<PathBuf>) {
+    let qemu = match std::env::var_os("KILN_QEMU_AARCH64").filter(|v| !v.is_empty()) {
+        Some(p) => Some(PathBuf::from(p)).filter(|p| is_executable(p)),
+        None => which(flags::QEMU_AARCH64).or_else(|| which("qemu-aarch64")),
+    };
+    let dir = std::env::var_os("KILN_IREE_AARCH64_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(aarch64_runtime_dir);
+    let run = [
+        dir.join("iree/_runtime_libs/iree-run-module"),
+        dir.join("iree-run-module"),
+    ]
+    .into_iter()
+    .find(|p| is_executable(p));
+    (qemu, run)
+}
+
+/// The directory qemu should treat as the aarch64 root (`QEMU_LD_PREFIX`),
+/// when the arm64 loader is not installed multiarch-style in `/lib`.
+pub fn qemu_ld_prefix() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("QEMU_LD_PREFIX").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    if Path::new("/lib/ld-linux-aarch64.so.1").exists() {
+        return None;
+    }
+    let cross = PathBuf::from("/usr/aarch64-linux-gnu");
+    cross
+        .join("lib/ld-linux-aarch64.so.1")
+        .exists()
+        .then_some(cross)
+}
+
+/// True when the aarch64 dynamic loader is available to qemu.
+pub fn arm64_libc_present() -> bool {
+    Path::new("/lib/ld-linux-aarch64.so.1").exists() || qemu_ld_prefix().is_some()
+}

@@ -1,0 +1,786 @@
+//! GGUF (versions 2 and 3, little-endian): a strict memory-mapped reader
+//! with typed metadata and dequantization to f32.
+//!
+//! Layout: magic `GGUF`, version u32, tensor count u64, metadata count u64,
+//! the key/value pairs, the tensor infos (name, n_dims u32, dims u64
+//! innermost first, type u32, offset u64), padding to `general.alignment`
+//! (default 32) and the data section. See `spec/gguf.md` for every rule.
+
+use super::{align_up, map_file, quant, Backing, ParamsError, Result};
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Default data alignment.
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// Most dimensions a GGML tensor has.
+pub const MAX_DIMS: u32 = 4;
+/// Deepest nesting of arrays accepted in metadata.
+pub const MAX_ARRAY_DEPTH: u32 = 8;
+
+/// GGML tensor types kiln knows the layout of.
+#[allow(non_camel_case_types, missing_docs)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GgmlType {
+    F32,
+    F16,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q8_1,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    Q8_K,
+    I8,
+    I16,
+    I32,
+    I64,
+    F64,
+    BF16,
+}
+
+impl GgmlType {
+    /// The type for a GGUF type id, if known.
+    pub fn from_id(id: u32) -> Option<GgmlType> {
+        use GgmlType::*;
+        Some(match id {
+            0 => F32,
+            1 => F16,
+            2 => Q4_0,
+            3 => Q4_1,
+            6 => Q5_0,
+            7 => Q5_1,
+            8 => Q8_0,
+            9 => Q8_1,
+            10 => Q2_K,
+            11 => Q3_K,
+            12 => Q4_K,
+            13 => Q5_K,
+            14 => Q6_K,
+            15 => Q8_K,
+            24 => I8,
+            25 => I16,
+            26 => I32,
+            27 => I64,
+            28 => F64,
+            30 => BF16,
+            _ => return None,
+        })
+    }
+
+    /// The GGUF type id.
+    pub fn id(self) -> u32 {
+        use GgmlType::*;
+        match self {
+            F32 => 0,
+            F16 => 1,
+            Q4_0 => 2,
+            Q4_1 => 3,
+            Q5_0 => 6,
+            Q5_1 => 7,
+            Q8_0 => 8,
+            Q8_1 => 9,
+            Q2_K => 10,
+            Q3_K => 11,
+            Q4_K => 12,
+            Q5_K => 13,
+            Q6_K => 14,
+            Q8_K => 15,
+            I8 => 24,
+            I16 => 25,
+            I32 => 26,
+            I64 => 27,
+            F64 => 28,
+            BF16 => 30,
+        }
+    }
+
+    /// Elements per block.
+    pub fn block_size(self) -> u64 {
+        use GgmlType::*;
+        match self {
+            F32 | F16 | BF16 | F64 | I8 | I16 | I32 | I64 => 1,
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 => 32,
+            Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => 256,
+        }
+    }
+
+    /// Bytes per block.
+    pub fn type_size(self) -> u64 {
+        use GgmlType::*;
+        match self {
+            F32 | I32 => 4,
+            F16 | BF16 | I16 => 2,
+            F64 | I64 => 8,
+            I8 => 1,
+            Q4_0 => 18,
+            Q4_1 => 20,
+            Q5_0 => 22,
+            Q5_1 => 24,
+            Q8_0 => 34,
+            Q8_1 => 36,
+            Q2_K => 84,
+            Q3_K => 110,
+            Q4_K => 144,
+            Q5_K => 176,
+            Q6_K => 210,
+            Q8_K => 292,
+        }
+    }
+
+    /// The plain dtype this type stores unquantized, if any.
+    pub fn plain(self) -> Option<super::DType> {
+        use super::DType as D;
+        use GgmlType::*;
+        Some(match self {
+            F32 => D::F32,
+            F16 => D::F16,
+            BF16 => D::BF16,
+            F64 => D::F64,
+            I8 => D::I8,
+            I16 => D::I16,
+            I32 => D::I32,
+            I64 => D::I64,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A typed metadata value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GgufValue {
+    /// type 0
+    U8(u8),
+    /// type 1
+    I8(i8),
+    /// type 2
+    U16(u16),
+    /// type 3
+    I16(i16),
+    /// type 4
+    U32(u32),
+    /// type 5
+    I32(i32),
+    /// type 6
+    F32(f32),
+    /// type 7 (stored as one byte, 0 or 1)
+    Bool(bool),
+    /// type 8 (u64 length + UTF-8 bytes)
+    String(String),
+    /// type 9: element type id and elements (all of that type)
+    Array(u32, Vec<GgufValue>),
+    /// type 10
+    U64(u64),
+    /// type 11
+    I64(i64),
+    /// type 12
+    F64(f64),
+}
+
+impl GgufValue {
+    /// An integer value (of any integer type) as u64, if non-negative.
+    pub fn as_u64(&self) -> Option<u64> {
+        use GgufValue::*;
+        match *self {
+            U8(v) => Some(v as u64),
+            U16(v) => Some(v as u64),
+            U32(v) => Some(v as u64),
+            U64(v) => Some(v),
+            I8(v) => u64::try_from(v).ok(),
+            I16(v) => u64::try_from(v).ok(),
+            I32(v) => u64::try_from(v).ok(),
+            I64(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// An integer value as i64.
+    pub fn as_i64(&self) -> Option<i64> {
+        use GgufValue::*;
+        match *self {
+            U8(v) => Some(v as i64),
+            U16(v) => Some(v as i64),
+            U32(v) => Some(v as i64),
+            U64(v) => i64::try_from(v).ok(),
+            I8(v) => Some(v as i64),
+            I16(v) => Some(v as i64),
+            I32(v) => Some(v as i64),
+            I64(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A float (or integer) value as f64.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            GgufValue::F32(v) => Some(v as f64),
+            GgufValue::F64(v) => Some(v),
+            _ => self.as_i64().map(|v| v as f64),
+        }
+    }
+
+    /// A boolean value.
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            GgufValue::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// A string value.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            GgufValue::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// An array's elements.
+    pub fn as_array(&self) -> Option<&[GgufValue]> {
+        match self {
+            GgufValue::Array(_, v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// An array of strings (e.g. `tokenizer.ggml.tokens`).
+    pub fn as_string_array(&self) -> Option<Vec<&str>> {
+        self.as_array()?.iter().map(|v| v.as_str()).collect()
+    }
+
+    /// The GGUF type name of this value.
+    pub fn type_name(&self) -> &'static str {
+        use GgufValue::*;
+        match self {
+            U8(_) => "u8",
+            I8(_) => "i8",
+            U16(_) => "u16",
+            I16(_) => "i16",
+            U32(_) => "u32",
+            I32(_) => "i32",
+            F32(_) => "f32",
+            Bool(_) => "bool",
+            String(_) => "string",
+            Array(..) => "array",
+            U64(_) => "u64",
+            I64(_) => "i64",
+            F64(_) => "f64",
+        }
+    }
+}
+
+impl fmt::Display for GgufValue {
+    /// Scalars print as themselves; arrays print their type and length
+    /// and, when short, their elements.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use GgufValue::*;
+        match self {
+            U8(v) => write!(f, "{v}"),
+            I8(v) => write!(f, "{v}"),
+            U16(v) => write!(f, "{v}"),
+            I16(v) => write!(f, "{v}"),
+            U32(v) => write!(f, "{v}"),
+            I32(v) => write!(f, "{v}"),
+            F32(v) => write!(f, "{v}"),
+            Bool(v) => write!(f, "{v}"),
+            String(s) => write!(f, "{s:?}"),
+            U64(v) => write!(f, "{v}"),
+            I64(v) => write!(f, "{v}"),
+            F64(v) => write!(f, "{v}"),
+            Array(_, v) if v.len() <= 8 => {
+                write!(f, "[")?;
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{x}")?;
+                }
+                write!(f, "]")
+            }
+            Array(t, v) => write!(f, "[{} × {}]", v.len(), value_type_name(*t)),
+        }
+    }
+}
+
+fn value_type_name(t: u32) -> &'static str {
+    [
+        "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64",
+        "f64",
+    ]
+    .get(t as usize)
+    .copied()
+    .unwrap_or("?")
+}
+
+/// One tensor's info record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GgufTensorInfo {
+    /// Tensor name.
+    pub name: String,
+    /// Storage type.
+    pub ggml_type: GgmlType,
+    /// Dimensions as GGUF lists them: innermost (fastest-varying) first.
+    pub dims: Vec<u64>,
+    /// Offset relative to the data section.
+    pub offset: u64,
+    /// Stored bytes.
+    pub nbytes: u64,
+}
+
+impl GgufTensorInfo {
+    /// Number of elements.
+    pub fn numel(&self) -> u64 {
+        self.dims.iter().product()
+    }
+
+    /// Row-major shape, outermost first (GGUF dims reversed): the HF shape.
+    pub fn shape(&self) -> Vec<u64> {
+        self.dims.iter().rev().copied().collect()
+    }
+}
+
+/// A validated, memory-mapped GGUF file.
+#[derive(Debug)]
+pub struct GgufFile {
+    path: PathBuf,
+    bytes: Backing,
+    version: u32,
+    metadata: Vec<(String, GgufValue)>,
+    meta_index: HashMap<String, usize>,
+    tensors: Vec<GgufTensorInfo>,
+    index: HashMap<String, usize>,
+    alignment: u64,
+    data_start: u64,
+}
+
+struct Cursor<'a> {
+    path: &'a Path,
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn remaining(&self) -> u64 {
+        (self.b.len() - self.pos) as u64
+    }
+    fn take(&mut self, n: u64, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(ParamsError::Truncated {
+                file: self.path.to_path_buf(),
+                tensor: None,
+                what: what(),
+                needed: n,
+                available: self.remaining(),
+            });
+        }
+        let s = &self.b[self.pos..self.pos + n as usize];
+        self.pos += n as usize;
+        Ok(s)
+    }
+    fn u32(&mut self, what: &dyn Fn() -> String) -> Result<u32> {
+        let s = self.take(4, what)?;
+        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn u64(&mut self, what: &dyn Fn() -> String) -> Result<u64> {
+        let s = self.take(8, what)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
+        let n = self.u64(what)?;
+        let s = self.take(n, what)?;
+        std::str::from_utf8(s)
+            .map(str::to_string)
+            .map_err(|_| ParamsError::InvalidUtf8 {
+                file: self.path.to_path_buf(),
+                tensor: None,
+                what: what(),
+            })
+    }
+}
+
+/// Smallest encoding of one value of type `t` (for plausibility checks).
+fn min_value_size(t: u32) -> u64 {
+    match t {
+        0 | 1 | 7 => 1,
+        2 | 3 => 2,
+        4..=6 => 4,
+        8 | 10 | 11 | 12 => 8,
+        9 => 12,
+        _ => 1,
+    }
+}
+
+fn read_value(c: &mut Cursor, key: &str, t: u32, depth: u32) -> Result<GgufValue> {
+    let what = || format!("metadata `{key}`");
+    let bad = |msg: String| ParamsError::InvalidMetadata {
+        file: c.path.to_path_buf(),
+        key: key.to_string(),
+        msg,
+    };
+    Ok(match t {
+        0 => GgufValue::U8(c.take(1, &what)?[0]),
+        1 => GgufValue::I8(c.take(1, &what)?[0] as i8),
+        2 => {
+            let s = c.take(2, &what)?;
+            GgufValue::U16(u16::from_le_bytes([s[0], s[1]]))
+        }
+        3 => {
+            let s = c.take(2, &what)?;
+            GgufValue::I16(i16::from_le_bytes([s[0], s[1]]))
+        }
+        4 => GgufValue::U32(c.u32(&what)?),
+        5 => GgufValue::I32(c.u32(&what)? as i32),
+        6 => GgufValue::F32(f32::from_bits(c.u32(&what)?)),
+        7 => match c.take(1, &what)?[0] {
+            0 => GgufValue::Bool(false),
+            1 => GgufValue::Bool(true),
+            v => return Err(bad(format!("bool byte is {v}, not 0 or 1"))),
+        },
+        8 => GgufValue::String(c.string(&what)?),
+        9 => {
+            if depth >= MAX_ARRAY_DEPTH {
+                return Err(bad(format!("arrays nested deeper than {MAX_ARRAY_DEPTH}")));
+            }
+            let et = c.u32(&what)?;
+            if et > 12 {
+                return Err(bad(format!("unknown array element type {et}")));
+            }
+            let n = c.u64(&what)?;
+            let max = c.remaining() / min_value_size(et);
+            if n > max {
+                return Err(ParamsError::TooMany {
+                    file: c.path.to_path_buf(),
+                    what: format!("array element (metadata `{key}`)"),
+                    count: n,
+                    max,
+                });
+            }
+            let mut v = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                v.push(read_value(c, key, et, depth + 1)?);
+            }
+            GgufValue::Array(et, v)
+        }
+        10 => GgufValue::U64(c.u64(&what)?),
+        11 => GgufValue::I64(c.u64(&what)? as i64),
+        12 => GgufValue::F64(f64::from_bits(c.u64(&what)?)),
+        other => return Err(bad(format!("unknown value type {other}"))),
+    })
+}
+
+impl GgufFile {
+    /// Memory-maps and validates `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let bytes = map_file(path)?;
+        Self::from_backing(path, bytes)
+    }
+
+    /// Validates bytes already in memory; `path` only labels errors.
+    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<Self> {
+        Self::from_backing(path.as_ref(), Backing::Vec(bytes))
+    }
+
+    fn from_backing(path: &Path, bytes: Backing) -> Result<Self> {
+        let file = || path.to_path_buf();
+        let mut c = Cursor {
+            path,
+            b: &bytes,
+            pos: 0,
+        };
+        let magic = c.take(4, &|| "GGUF magic".into())?;
+        if magic != b"GGUF" {
+            return Err(ParamsError::BadMagic {
+                file: file(),
+                format: "GGUF",
+            });
+        }
+        let version = c.u32(&|| "GGUF version".into())?;
+        if version != 2 && version != 3 {
+            return Err(ParamsError::UnsupportedVersion {
+                file: file(),
+                format: "GGUF",
+                version: if version.swap_bytes() == 2 || version.swap_bytes() == 3 {
+                    format!("{} (big-endian)", version.swap_bytes())
+                } else {
+                    version.to_string()
+                },
+            });
+        }
+        let n_tensors = c.u64(&|| "tensor count".into())?;
+        let n_kv = c.u64(&|| "metadata count".into())?;
+        // A KV needs ≥ 13 bytes (key length, type, 1-byte value); a tensor
+        // info ≥ 24 (name length, n_dims, type, offset).
+        let max_kv = c.remaining() / 13;
+        if n_kv > max_kv {
+            return Err(ParamsError::TooMany {
+                file: file(),
+                what: "metadata key/value".into(),
+                count: n_kv,
+                max: max_kv,
+            });
+        }
+        let mut metadata = Vec::with_capacity(n_kv as usize);
+        let mut meta_index = HashMap::new();
+        for i in 0..n_kv {
+            let key = c.string(&|| format!("metadata key {i}"))?;
+            let t = c.u32(&|| format!("type of metadata `{key}`"))?;
+            let v = read_value(&mut c, &key, t, 0)?;
+            if meta_index.insert(key.clone(), metadata.len()).is_some() {
+                return Err(ParamsError::InvalidMetadata {
+                    file: file(),
+                    key,
+                    msg: "duplicate key".into(),
+                });
+            }
+            metadata.push((key, v));
+        }
+        let alignment = match meta_index.get("general.alignment").map(|&i| &metadata[i].1) {
+            None => DEFAULT_ALIGNMENT,
+            Some(GgufValue::U32(a)) if *a > 0 && a.is_power_of_two() => *a as u64,
+            Some(v) => {
+                return Err(ParamsError::InvalidMetadata {
+                    file: file(),
+                    key: "general.alignment".into(),
+                    msg: format!(
+                        "must be a non-zero power of two u32, found {} {v}",
+                        v.type_name()
+                    ),
+                })
+            }
+        };
+        let max_t = c.remaining() / 24;
+        if n_tensors > max_t {
+            return Err(ParamsError::TooMany {
+                file: file(),
+                what: "tensor".into(),
+                count: n_tensors,
+                max: max_t,
+            });
+        }
+        let mut tensors = Vec::with_capacity(n_tensors as usize);
+        for i in 0..n_tensors {
+            let name = c.string(&|| format!("tensor {i} name"))?;
+            let tn = name.clone();
+            let what = move || format!("info of tensor `{tn}`");
+            let n_dims = c.u32(&what)?;
+            let t_err = |msg: String| ParamsError::InvalidHeader {
+                file: file(),
+                tensor: Some(name.clone()),
+                msg,
+            };
+            if n_dims > MAX_DIMS {
+                return Err(t_err(format!("{n_dims} dimensions (at most {MAX_DIMS})")));
+            }
+            let mut dims = Vec::with_capacity(n_dims as usize);
+            for _ in 0..n_dims {
+                let d = c.u64(&what)?;
+                if d > i64::MAX as u64 {
+                    return Err(t_err(format!("dimension {d} exceeds i64")));
+                }
+                dims.push(d);
+            }
+            let ty_id = c.u32(&what)?;
+            let ggml_type = GgmlType::from_id(ty_id).ok_or_else(|| ParamsError::UnknownDType {
+                file: file(),
+                tensor: name.clone(),
+                dtype: format!("ggml type {ty_id}"),
+            })?;
+            let offset = c.u64(&what)?;
+            let numel = dims
+                .iter()
+                .try_fold(1u64, |a, &d| a.checked_mul(d))
+                .filter(|&n| n <= i64::MAX as u64)
+                .ok_or_else(|| ParamsError::Overflow {
+                    file: file(),
+                    tensor: Some(name.clone()),
+                    what: "element count".into(),
+                })?;
+            let bs = ggml_type.block_size();
+            if dims.first().copied().unwrap_or(1) % bs != 0 {
+                return Err(t_err(format!(
+                    "innermost dimension {} is not a multiple of the {ggml_type} block size {bs}",
+                    dims.first().copied().unwrap_or(1)
+                )));
+            }
+            let nbytes = (numel / bs)
+                .checked_mul(ggml_type.type_size())
+                .ok_or_else(|| ParamsError::Overflow {
+                    file: file(),
+                    tensor: Some(name.clone()),
+                    what: "byte size".into(),
+                })?;
+            if offset % alignment != 0 {
+                return Err(ParamsError::Misaligned {
+                    file: file(),
+                    tensor: name,
+                    offset,
+                    alignment,
+                });
+            }
+            tensors.push(GgufTensorInfo {
+                name,
+                ggml_type,
+                dims,
+                offset,
+                nbytes,
+            });
+        }
+        let size = bytes.len() as u64;
+        let data_start = align_up(c.pos as u64, alignment);
+        if data_start > size && !tensors.is_empty() {
+            return Err(ParamsError::Truncated {
+                file: file(),
+                tensor: None,
+                what: "data section".into(),
+                needed: data_start,
+                available: size,
+            });
+        }
+        let data_len = size.saturating_sub(data_start);
+        let mut index = HashMap::new();
+        let mut seen = HashSet::new();
+        for (i, t) in tensors.iter().enumerate() {
+            if !seen.insert(t.name.as_str()) {
+                return Err(ParamsError::DuplicateName {
+                    file: file(),
+                    tensor: t.name.clone(),
+                });
+            }
+            index.insert(t.name.clone(), i);
+        }
+        let mut order: Vec<usize> = (0..tensors.len()).collect();
+        order.sort_by_key(|&i| (tensors[i].offset, tensors[i].nbytes));
+        let mut prev_end = 0u64;
+        let mut prev_name = "";
+        for &i in &order {
+            let t = &tensors[i];
+            let end = t
+                .offset
+                .checked_add(t.nbytes)
+                .ok_or_else(|| ParamsError::Overflow {
+                    file: file(),
+                    tensor: Some(t.name.clone()),
+                    what: "offset + size".into(),
+                })?;
+            if end > data_len {
+                return Err(ParamsError::InvalidOffsets {
+                    file: file(),
+                    tensor: Some(t.name.clone()),
+                    msg: format!(
+                        "[{}, {end}) is past the end of the data section ({data_len} bytes)",
+                        t.offset
+                    ),
+                });
+            }
+            if t.offset < prev_end {
+                return Err(ParamsError::InvalidOffsets {
+                    file: file(),
+                    tensor: Some(t.name.clone()),
+                    msg: format!("overlaps tensor `{prev_name}`, which ends at {prev_end}"),
+                });
+            }
+            prev_end = end;
+            prev_name = &t.name;
+        }
+        Ok(GgufFile {
+            path: path.to_path_buf(),
+            bytes,
+            version,
+            metadata,
+            meta_index,
+            tensors,
+            index,
+            alignment,
+            data_start,
+        })
+    }
+
+    /// The file this was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// GGUF version (2 or 3).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Metadata in file order.
+    pub fn metadata(&self) -> &[(String, GgufValue)] {
+        &self.metadata
+    }
+
+    /// The metadata value for `key`.
+    pub fn get_metadata(&self, key: &str) -> Option<&GgufValue> {
+        self.meta_index.get(key).map(|&i| &self.metadata[i].1)
+    }
+
+    /// Tensor infos in file order.
+    pub fn tensors(&self) -> &[GgufTensorInfo] {
+        &self.tensors
+    }
+
+    /// The info of tensor `name`.
+    pub fn tensor(&self, name: &str) -> Option<&GgufTensorInfo> {
+        self.index.get(name).map(|&i| &self.tensors[i])
+    }
+
+    /// Data alignment (`general.alignment`, default 32).
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
+
+    /// File offset of the data section.
+    pub fn data_start(&self) -> u64 {
+        self.data_start
+    }
+
+    /// The stored (possibly quantized) bytes of a tensor (zero-copy).
+    pub fn tensor_data(&self, t: &GgufTensorInfo) -> &[u8] {
+        // Validated in `from_backing`: every tensor lies inside the file.
+        let a = (self.data_start + t.offset) as usize;
+        &self.bytes[a..a + t.nbytes as usize]
+    }
+
+    /// Dequantizes a tensor to f32 (row-major in GGUF's dims order, i.e. the
+    /// HF layout of [`GgufTensorInfo::shape`]).
+    pub fn dequantize(&self, t: &GgufTensorInfo) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; t.numel() as usize];
+        quant::dequantize(t.ggml_type, self.tensor_data(t), &mut out).map_err(|msg| {
+            ParamsError::Unsupported {
+                file: self.path.clone(),
+                tensor: t.name.clone(),
+                msg,
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// Dequantizes the tensor called `name`.
+    pub fn dequantize_by_name(&self, name: &str) -> Result<Vec<f32>> {
+        let t = self.tensor(name).ok_or_else(|| ParamsError::NotFound {
+            file: self.path.clone(),
+            tensor: name.to_string(),
+        })?;
+        self.dequantize(t)
+    }
+}
+
+/// Dequantizes `tensor` of `file` to f32 (see [`GgufFile::dequantize`]).
+pub fn dequantize(file: &GgufFile, tensor: &GgufTensorInfo) -> Result<Vec<f32>> {
+    file.dequantize(tensor)
+}

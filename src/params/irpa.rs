@@ -1,0 +1,927 @@
+//! IREE parameter archives (`.irpa`): a strict reader and a streaming
+//! writer whose default output is byte-identical to `iree-convert-parameters`.
+//!
+//! Layout (all little-endian, packed): an 88-byte header (magic `IRPA`,
+//! version 0.0, entry count and three segments: entries, metadata, storage),
+//! an entry table (16-byte aligned entries of type SKIP, SPLAT, DATA or
+//! EXTERNAL), a metadata segment (names and per-entry metadata) and a storage
+//! segment holding the DATA bytes. See `spec/irpa.md` for every rule.
+
+use super::dtype::DType;
+use super::{align_up, map_file, Backing, ParamsError, Result};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// `IRPA` as a little-endian u32.
+pub const MAGIC: u32 = 0x4150_5249;
+/// Size of the v0 header.
+pub const HEADER_SIZE: u64 = 88;
+/// Size of the common entry header.
+pub const ENTRY_HEADER_SIZE: u64 = 60;
+/// Size of a SPLAT entry.
+pub const SPLAT_ENTRY_SIZE: u64 = 85;
+/// Size of a DATA entry.
+pub const DATA_ENTRY_SIZE: u64 = 76;
+/// Size of an EXTERNAL entry.
+pub const EXTERNAL_ENTRY_SIZE: u64 = 92;
+/// Alignment of each entry in the entry table.
+pub const ENTRY_ALIGNMENT: u64 = 16;
+/// Alignment IREE's builder gives DATA entries.
+pub const DATA_ALIGNMENT: u64 = 64;
+/// The whole file is padded to this.
+pub const FILE_ALIGNMENT: u64 = 4096;
+
+/// What an entry holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    /// An entry to ignore (IREE's parser skips it).
+    Skip,
+    /// A constant: `length` bytes filled with `pattern`.
+    Splat {
+        /// Bytes the parameter covers.
+        length: u64,
+        /// The repeated little-endian value (1, 2, 4, 8 or 16 bytes).
+        pattern: Vec<u8>,
+    },
+    /// Bytes stored in the archive.
+    Data {
+        /// Offset relative to the storage segment.
+        offset: u64,
+        /// Length in bytes.
+        length: u64,
+    },
+}
+
+/// One validated archive entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IrpaEntry {
+    /// Parameter name (the key in `#flow.parameter.named<"scope"::"key">`).
+    pub name: String,
+    /// What the entry holds.
+    pub kind: EntryKind,
+    /// Optional per-entry metadata bytes (empty when none).
+    pub metadata: Vec<u8>,
+    /// Required alignment of the data's file offset (0 = none).
+    pub min_alignment: u64,
+    /// Offset of the entry header in the file.
+    pub entry_offset: u64,
+}
+
+impl IrpaEntry {
+    /// Bytes the parameter covers (0 for SKIP).
+    pub fn len(&self) -> u64 {
+        match &self.kind {
+            EntryKind::Skip => 0,
+            EntryKind::Splat { length, .. } | EntryKind::Data { length, .. } => *length,
+        }
+    }
+
+    /// Whether the parameter covers no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entry type as IREE spells it.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            EntryKind::Skip => "SKIP",
+            EntryKind::Splat { .. } => "SPLAT",
+            EntryKind::Data { .. } => "DATA",
+        }
+    }
+
+    /// dtype and shape, when the metadata was written by kiln's `describe` option.
+    pub fn described(&self) -> Option<(DType, Vec<u64>)> {
+        parse_description(&self.metadata)
+    }
+}
+
+/// A parameter's contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IrpaData<'a> {
+    /// Stored bytes (zero-copy).
+    Data(&'a [u8]),
+    /// A constant fill.
+    Splat {
+        /// The repeated value.
+        pattern: &'a [u8],
+        /// Bytes covered.
+        length: u64,
+    },
+}
+
+impl<'a> IrpaData<'a> {
+    /// The parameter's bytes, expanding a splat (which may be far larger
+    /// than the file: the allocation is fallible).
+    pub fn expand(&self) -> std::result::Result<Cow<'a, [u8]>, std::collections::TryReserveError> {
+        match *self {
+            IrpaData::Data(d) => Ok(Cow::Borrowed(d)),
+            IrpaData::Splat { pattern, length } => {
+                let mut v: Vec<u8> = Vec::new();
+                v.try_reserve_exact(usize::try_from(length).unwrap_or(usize::MAX))?;
+                while (v.len() as u64) < length {
+                    v.extend_from_slice(pattern);
+                }
+                Ok(Cow::Owned(v))
+            }
+        }
+    }
+}
+
+/// A validated, memory-mapped parameter archive.
+#[derive(Debug)]
+pub struct IrpaReader {
+    path: PathBuf,
+    bytes: Backing,
+    storage_offset: u64,
+    entries: Vec<IrpaEntry>,
+    index: HashMap<String, usize>,
+}
+
+fn u16_at(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// A `{offset, length}` pair.
+#[derive(Debug, Clone, Copy)]
+struct Range {
+    offset: u64,
+    length: u64,
+}
+
+impl Range {
+    fn at(b: &[u8], o: usize) -> Range {
+        Range {
+            offset: u64_at(b, o),
+            length: u64_at(b, o + 8),
+        }
+    }
+    /// End of the range, if it fits in `limit`.
+    fn within(self, limit: u64) -> Option<u64> {
+        self.offset.checked_add(self.length).filter(|&e| e <= limit)
+    }
+}
+
+impl IrpaReader {
+    /// Memory-maps and validates `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let bytes = map_file(path)?;
+        Self::from_backing(path, bytes)
+    }
+
+    /// Validates bytes already in memory; `path` only labels errors.
+    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<Self> {
+        Self::from_backing(path.as_ref(), Backing::Vec(bytes))
+    }
+
+    fn from_backing(path: &Path, bytes: Backing) -> Result<Self> {
+        let (storage_offset, entries) = parse(path, &bytes)?;
+        let mut index = HashMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            if e.kind != EntryKind::Skip && index.insert(e.name.clone(), i).is_some() {
+                return Err(ParamsError::DuplicateName {
+                    file: path.to_path_buf(),
+                    tensor: e.name.clone(),
+                });
+            }
+        }
+        Ok(IrpaReader {
+            path: path.to_path_buf(),
+            bytes,
+            storage_offset,
+            entries,
+            index,
+        })
+    }
+
+    /// The file this was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// All entries in table order (SKIP entries included).
+    pub fn entries(&self) -> &[IrpaEntry] {
+        &self.entries
+    }
+
+    /// File offset of the storage segment.
+    pub fn storage_offset(&self) -> u64 {
+        self.storage_offset
+    }
+
+    /// The entry called `name` (SKIP entries are not found).
+    pub fn entry(&self, name: &str) -> Option<&IrpaEntry> {
+        self.index.get(name).map(|&i| &self.entries[i])
+    }
+
+    /// The contents of the parameter called `name`.
+    pub fn get(&self, name: &str) -> Option<IrpaData<'_>> {
+        self.entry(name).map(|e| self.data(e))
+    }
+
+    /// The contents of `entry` (which must come from this reader).
+    pub fn data<'a>(&'a self, entry: &'a IrpaEntry) -> IrpaData<'a> {
+        match &entry.kind {
+            EntryKind::Skip => IrpaData::Data(&[]),
+            EntryKind::Splat { length, pattern } => IrpaData::Splat {
+                pattern,
+                length: *length,
+            },
+            EntryKind::Data { offset, length } => {
+                // Bounds were validated in `parse`.
+                let a = (self.storage_offset + offset) as usize;
+                IrpaData::Data(&self.bytes[a..a + *length as usize])
+            }
+        }
+    }
+}
+
+fn parse(path: &Path, b: &[u8]) -> Result<(u64, Vec<IrpaEntry>)> {
+    let file = || path.to_path_buf();
+    let size = b.len() as u64;
+    let hdr = |msg: String| ParamsError::InvalidHeader {
+        file: file(),
+        tensor: None,
+        msg,
+    };
+    if size < 32 {
+        return Err(ParamsError::Truncated {
+            file: file(),
+            tensor: None,
+            what: "IRPA header prefix".into(),
+            needed: 32,
+            available: size,
+        });
+    }
+    if u32_at(b, 0) != MAGIC {
+        return Err(ParamsError::BadMagic {
+            file: file(),
+            format: "IRPA",
+        });
+    }
+    let (major, minor) = (u16_at(b, 4), u16_at(b, 6));
+    if major != 0 || minor != 0 {
+        return Err(ParamsError::UnsupportedVersion {
+            file: file(),
+            format: "IRPA",
+            version: format!("{major}.{minor}"),
+        });
+    }
+    let header_size = u64_at(b, 8);
+    if header_size > size {
+        return Err(ParamsError::Truncated {
+            file: file(),
+            tensor: None,
+            what: "IRPA header".into(),
+            needed: header_size,
+            available: size,
+        });
+    }
+    if header_size != HEADER_SIZE {
+        return Err(hdr(format!(
+            "header_size is {header_size}, expected {HEADER_SIZE}"
+        )));
+    }
+    if u64_at(b, 16) != 0 {
+        return Err(hdr(
+            "chained headers (next_header_offset ≠ 0) are not supported".into(),
+        ));
+    }
+    if u64_at(b, 24) != 0 {
+        return Err(hdr(format!(
+            "reserved header flags are set ({:#x})",
+            u64_at(b, 24)
+        )));
+    }
+    let count = u64_at(b, 32);
+    let segs = [
+        ("entry", Range::at(b, 40)),
+        ("metadata", Range::at(b, 56)),
+        ("storage", Range::at(b, 72)),
+    ];
+    for (what, r) in segs {
+        if r.length > 0 && r.within(size).is_none() {
+            return Err(match r.offset.checked_add(r.length) {
+                None => ParamsError::Overflow {
+                    file: file(),
+                    tensor: None,
+                    what: format!("{what} segment offset + length"),
+                },
+                Some(end) => ParamsError::Truncated {
+                    file: file(),
+                    tensor: None,
+                    what: format!("{what} segment [{}, {end})", r.offset),
+                    needed: end,
+                    available: size,
+                },
+            });
+        }
+    }
+    let (eseg, mseg, sseg) = (segs[0].1, segs[1].1, segs[2].1);
+    let max = eseg.length / ENTRY_HEADER_SIZE;
+    if count > max {
+        return Err(ParamsError::TooMany {
+            file: file(),
+            what: "entry".into(),
+            count,
+            max,
+        });
+    }
+    let meta = if mseg.length > 0 {
+        &b[mseg.offset as usize..][..mseg.length as usize]
+    } else {
+        &[][..]
+    };
+    let table = if eseg.length > 0 {
+        &b[eseg.offset as usize..][..eseg.length as usize]
+    } else {
+        &[][..]
+    };
+    let storage_offset = sseg.offset;
+
+    let mut entries = Vec::with_capacity(count as usize);
+    let mut cursor = 0u64;
+    for index in 0..count {
+        let ent = |tensor: Option<&str>, msg: String| ParamsError::InvalidEntry {
+            file: file(),
+            tensor: tensor.map(str::to_string),
+            index,
+            msg,
+        };
+        let remaining = eseg.length.saturating_sub(cursor);
+        if remaining < ENTRY_HEADER_SIZE {
+            return Err(ParamsError::Truncated {
+                file: file(),
+                tensor: None,
+                what: format!("entry {index} header"),
+                needed: ENTRY_HEADER_SIZE,
+                available: remaining,
+            });
+        }
+        let e = &table[cursor as usize..][..remaining as usize];
+        let entry_size = u64_at(e, 0);
+        if entry_size < ENTRY_HEADER_SIZE || entry_size > remaining {
+            return Err(ent(
+                None,
+                format!("entry_size {entry_size} outside [{ENTRY_HEADER_SIZE}, {remaining}]"),
+            ));
+        }
+        let e = &e[..entry_size as usize];
+        let ty = u32_at(e, 8);
+        let flags = u64_at(e, 12);
+        let name_r = Range::at(e, 20);
+        let meta_r = Range::at(e, 36);
+        let min_alignment = u64_at(e, 52);
+        let name_end = name_r
+            .within(mseg.length)
+            .ok_or_else(|| ent(None, "name range is outside the metadata segment".into()))?;
+        let name_bytes = &meta[name_r.offset as usize..name_end as usize];
+        let name = std::str::from_utf8(name_bytes)
+            .map_err(|_| ParamsError::InvalidUtf8 {
+                file: file(),
+                tensor: None,
+                what: format!("entry {index} name"),
+            })?
+            .to_string();
+        if flags != 0 {
+            return Err(ent(
+                Some(&name),
+                format!("reserved entry flags are set ({flags:#x})"),
+            ));
+        }
+        let metadata = if meta_r.length == 0 {
+            Vec::new()
+        } else {
+            let end = meta_r.within(mseg.length).ok_or_else(|| {
+                ent(
+                    Some(&name),
+                    "metadata range is outside the metadata segment".into(),
+                )
+            })?;
+            meta[meta_r.offset as usize..end as usize].to_vec()
+        };
+        let entry_offset = eseg.offset + cursor;
+        let kind = match ty {
+            0 => EntryKind::Skip,
+            1 => {
+                if entry_size < SPLAT_ENTRY_SIZE {
+                    return Err(ent(
+                        Some(&name),
+                        format!("SPLAT entry_size {entry_size} < {SPLAT_ENTRY_SIZE}"),
+                    ));
+                }
+                let length = u64_at(e, 60);
+                let plen = e[84];
+                let splat = |msg: String| ParamsError::InvalidSplat {
+                    file: file(),
+                    tensor: name.clone(),
+                    msg,
+                };
+                if ![1u8, 2, 4, 8, 16].contains(&plen) {
+                    return Err(splat(format!(
+                        "pattern length {plen} is not 1, 2, 4, 8 or 16"
+                    )));
+                }
+                if length % plen as u64 != 0 {
+                    return Err(splat(format!(
+                        "length {length} is not a multiple of the {plen}-byte pattern"
+                    )));
+                }
+                EntryKind::Splat {
+                    length,
+                    pattern: e[68..68 + plen as usize].to_vec(),
+                }
+            }
+            2 => {
+                if entry_size < DATA_ENTRY_SIZE {
+                    return Err(ent(
+                        Some(&name),
+                        format!("DATA entry_size {entry_size} < {DATA_ENTRY_SIZE}"),
+                    ));
+                }
+                let r = Range::at(e, 60);
+                if r.within(sseg.length).is_none() {
+                    return Err(ParamsError::InvalidOffsets {
+                        file: file(),
+                        tensor: Some(name),
+                        msg: format!(
+                            "storage range [{}, +{}) is outside the storage segment ({} bytes)",
+                            r.offset, r.length, sseg.length
+                        ),
+                    });
+                }
+                if min_alignment != 0 && !min_alignment.is_power_of_two() {
+                    return Err(ent(
+                        Some(&name),
+                        format!("minimum alignment {min_alignment} is not a power of two"),
+                    ));
+                }
+                let abs = storage_offset + r.offset;
+                if min_alignment > 1 && abs % min_alignment != 0 {
+                    return Err(ParamsError::Misaligned {
+                        file: file(),
+                        tensor: name,
+                        offset: abs,
+                        alignment: min_alignment,
+                    });
+                }
+                EntryKind::Data {
+                    offset: r.offset,
+                    length: r.length,
+                }
+            }
+            3 => {
+                let target = if entry_size >= EXTERNAL_ENTRY_SIZE {
+                    let p = Range::at(e, 60);
+                    match p.within(mseg.length) {
+                        Some(end) => {
+                            String::from_utf8_lossy(&meta[p.offset as usize..end as usize])
+                                .into_owned()
+                        }
+                        None => "<path outside the metadata segment>".into(),
+                    }
+                } else {
+                    "<truncated entry>".into()
+                };
+                return Err(ParamsError::ExternalEntry {
+                    file: file(),
+                    tensor: name,
+                    target,
+                });
+            }
+            other => {
+                return Err(ParamsError::UnknownEntryType {
+                    file: file(),
+                    index,
+                    entry_type: other,
+                })
+            }
+        };
+        entries.push(IrpaEntry {
+            name,
+            kind,
+            metadata,
+            min_alignment,
+            entry_offset,
+        });
+        cursor = cursor
+            .checked_add(align_up(entry_size, ENTRY_ALIGNMENT))
+            .ok_or_else(|| ParamsError::Overflow {
+                file: file(),
+                tensor: None,
+                what: "entry table cursor".into(),
+            })?;
+    }
+    Ok((storage_offset, entries))
+}
+
+/// kiln's self-description of an entry: `{"dtype":"BF16","shape":[…]}`.
+pub fn describe(dtype: DType, shape: &[u64]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    format!(
+        "{{\"dtype\":\"{}\",\"shape\":[{}]}}",
+        dtype.safetensors_name(),
+        dims.join(",")
+    )
+    .into_bytes()
+}
+
+/// Parses metadata written by [`describe`]; `None` for anything else.
+pub fn parse_description(meta: &[u8]) -> Option<(DType, Vec<u64>)> {
+    let v: serde_json::Value = serde_json::from_slice(meta).ok()?;
+    let dtype = DType::from_safetensors_name(v.get("dtype")?.as_str()?)?;
+    let shape: Option<Vec<u64>> = v
+        .get("shape")?
+        .as_array()?
+        .iter()
+        .map(|d| d.as_u64())
+        .collect();
+    let shape = shape?;
+    // Only trust a description that matches the entry's byte count later.
+    Some((dtype, shape))
+}
+
+/// The element pattern of a constant tensor: `Some(first element)` when all
+/// `elem_size`-byte elements of `bytes` are equal (and there is at least one).
+pub fn splat_pattern(bytes: &[u8], elem_size: usize) -> Option<Vec<u8>> {
+    if bytes.is_empty() || !matches!(elem_size, 1 | 2 | 4 | 8 | 16) || bytes.len() % elem_size != 0
+    {
+        return None;
+    }
+    let first = &bytes[..elem_size];
+    bytes
+        .chunks_exact(elem_size)
+        .all(|c| c == first)
+        .then(|| first.to_vec())
+}
+
+/// One entry to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntrySpec {
+    /// Parameter name.
+    pub name: String,
+    /// Bytes covered.
+    pub length: u64,
+    /// `Some(pattern)` for a SPLAT entry (1, 2, 4, 8 or 16 bytes).
+    pub splat: Option<Vec<u8>>,
+    /// Per-entry metadata (empty for none; IREE's tools write none).
+    pub metadata: Vec<u8>,
+}
+
+impl EntrySpec {
+    /// A DATA entry of `length` bytes.
+    pub fn data(name: impl Into<String>, length: u64) -> Self {
+        EntrySpec {
+            name: name.into(),
+            length,
+            splat: None,
+            metadata: Vec::new(),
+        }
+    }
+
+    /// A SPLAT entry of `length` bytes filled with `pattern`.
+    pub fn splat(name: impl Into<String>, pattern: &[u8], length: u64) -> Self {
+        EntrySpec {
+            name: name.into(),
+            length,
+            splat: Some(pattern.to_vec()),
+            metadata: Vec::new(),
+        }
+    }
+
+    /// Attaches metadata bytes.
+    pub fn with_metadata(mut self, metadata: Vec<u8>) -> Self {
+        self.metadata = metadata;
+        self
+    }
+}
+
+/// Streaming IRPA writer laid out exactly as IREE's builder does (see the
+/// module docs and `spec/irpa.md`). Declare every entry up front, then
+/// stream each DATA entry's bytes in declaration order (SPLAT entries need
+/// none), then [`IrpaWriter::finish`], which pads to 4096 and renames the
+/// file into place. Dropping the writer unfinished leaves no output.
+pub struct IrpaWriter {
+    path: PathBuf,
+    out: BufWriter<crate::util::AtomicFile>,
+    specs: Vec<EntrySpec>,
+    /// Absolute file offset of each DATA entry's bytes (None for splats).
+    data_at: Vec<Option<u64>>,
+    next: usize,
+    pos: u64,
+    open: Option<u64>,
+    file_size: u64,
+}
+
+const ZEROS: [u8; 4096] = [0; 4096];
+
+impl IrpaWriter {
+    /// Lays out the archive, creates the temporary output and writes the
+    /// header, entry table and metadata segment.
+    pub fn new(path: impl AsRef<Path>, specs: Vec<EntrySpec>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let ovf = |what: &str| ParamsError::Overflow {
+            file: path.clone(),
+            tensor: None,
+            what: what.into(),
+        };
+        let mut seen = HashSet::new();
+        for s in &specs {
+            if !seen.insert(s.name.as_str()) {
+                return Err(ParamsError::DuplicateName {
+                    file: path.clone(),
+                    tensor: s.name.clone(),
+                });
+            }
+            if let Some(p) = &s.splat {
+                if ![1, 2, 4, 8, 16].contains(&p.len()) || s.length % p.len() as u64 != 0 {
+                    return Err(ParamsError::InvalidSplat {
+                        file: path.clone(),
+                        tensor: s.name.clone(),
+                        msg: format!(
+                            "pattern of {} bytes cannot cover {} bytes",
+                            p.len(),
+                            s.length
+                        ),
+                    });
+                }
+            }
+        }
+        // Entry table.
+        let table_start = align_up(HEADER_SIZE, ENTRY_ALIGNMENT);
+        let mut cursor = table_start;
+        let mut entry_at = Vec::with_capacity(specs.len());
+        for s in &specs {
+            let at = align_up(cursor, ENTRY_ALIGNMENT);
+            entry_at.push(at);
+            cursor = at
+                + if s.splat.is_some() {
+                    SPLAT_ENTRY_SIZE
+                } else {
+                    DATA_ENTRY_SIZE
+                };
+        }
+        let table_end = cursor;
+        // Metadata segment: name then metadata, per entry, unaligned.
+        let meta_start = table_end;
+        let mut meta_len = 0u64;
+        for s in &specs {
+            meta_len = meta_len
+                .checked_add(s.name.len() as u64 + s.metadata.len() as u64)
+                .ok_or_else(|| ovf("metadata segment"))?;
+        }
+        let meta_end = meta_start + meta_len;
+        // Storage segment, aligned to the first DATA entry's alignment.
+        let has_data = specs.iter().any(|s| s.splat.is_none());
+        let storage_start = align_up(meta_end, if has_data { DATA_ALIGNMENT } else { 1 });
+        let mut scur = 0u64;
+        let mut data_rel = Vec::with_capacity(specs.len());
+        for s in &specs {
+            if s.splat.is_some() {
+                data_rel.push(None);
+            } else {
+                let at = align_up(scur, DATA_ALIGNMENT);
+                data_rel.push(Some(at));
+                scur = at
+                    .checked_add(s.length)
+                    .ok_or_else(|| ovf("storage segment"))?;
+            }
+        }
+        let storage_len = scur;
+        let end = storage_start
+            .checked_add(storage_len)
+            .ok_or_else(|| ovf("file size"))?;
+        let file_size = align_up(end, FILE_ALIGNMENT);
+
+        let mut head = Vec::with_capacity((storage_start) as usize);
+        head.extend_from_slice(&MAGIC.to_le_bytes());
+        head.extend_from_slice(&0u16.to_le_bytes());
+        head.extend_from_slice(&0u16.to_le_bytes());
+        for v in [
+            HEADER_SIZE,
+            0,
+            0,
+            specs.len() as u64,
+            table_start,
+            table_end - table_start,
+            meta_start,
+            meta_len,
+            storage_start,
+            storage_len,
+        ] {
+            head.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut mcur = 0u64;
+        for (i, s) in specs.iter().enumerate() {
+            head.resize(entry_at[i] as usize, 0);
+            let name_off = mcur;
+            mcur += s.name.len() as u64;
+            let (meta_off, meta_n) = if s.metadata.is_empty() {
+                (0, 0)
+            } else {
+                let o = mcur;
+                mcur += s.metadata.len() as u64;
+                (o, s.metadata.len() as u64)
+            };
+            let (size, ty, align) = match s.splat {
+                Some(_) => (SPLAT_ENTRY_SIZE, 1u32, 0u64),
+                None => (DATA_ENTRY_SIZE, 2u32, DATA_ALIGNMENT),
+            };
+            head.extend_from_slice(&size.to_le_bytes());
+            head.extend_from_slice(&ty.to_le_bytes());
+            head.extend_from_slice(&0u64.to_le_bytes());
+            for v in [name_off, s.name.len() as u64, meta_off, meta_n, align] {
+                head.extend_from_slice(&v.to_le_bytes());
+            }
+            match &s.splat {
+                Some(p) => {
+                    head.extend_from_slice(&s.length.to_le_bytes());
+                    let mut pat = [0u8; 16];
+                    pat[..p.len()].copy_from_slice(p);
+                    head.extend_from_slice(&pat);
+                    head.push(p.len() as u8);
+                }
+                None => {
+                    head.extend_from_slice(&data_rel[i].unwrap_or(0).to_le_bytes());
+                    head.extend_from_slice(&s.length.to_le_bytes());
+                }
+            }
+        }
+        head.resize(meta_start as usize, 0);
+        for s in &specs {
+            head.extend_from_slice(s.name.as_bytes());
+            head.extend_from_slice(&s.metadata);
+        }
+        let file = crate::util::AtomicFile::create(&path)
+            .map_err(|e| ParamsError::from_crate(&path, e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        out.write_all(&head)
+            .map_err(|e| ParamsError::io(&path, e))?;
+        let data_at = data_rel
+            .iter()
+            .map(|r| r.map(|o| storage_start + o))
+            .collect();
+        Ok(IrpaWriter {
+            path,
+            out,
+            specs,
+            data_at,
+            next: 0,
+            pos: head.len() as u64,
+            open: None,
+            file_size,
+        })
+    }
+
+    fn err(&self, tensor: Option<&str>, msg: String) -> ParamsError {
+        ParamsError::Write {
+            file: self.path.clone(),
+            tensor: tensor.map(str::to_string),
+            msg,
+        }
+    }
+
+    fn skip_splats(&mut self) {
+        while self.next < self.specs.len() && self.data_at[self.next].is_none() {
+            self.next += 1;
+        }
+    }
+
+    fn pad_to(&mut self, target: u64) -> Result<()> {
+        while self.pos < target {
+            let n = (target - self.pos).min(ZEROS.len() as u64) as usize;
+            self.out
+                .write_all(&ZEROS[..n])
+                .map_err(|e| ParamsError::io(&self.path, e))?;
+            self.pos += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Starts the bytes of DATA entry `name`, the next one declared.
+    pub fn begin_tensor(&mut self, name: &str) -> Result<()> {
+        if self.open.is_some() {
+            return Err(self.err(Some(name), "previous tensor not ended".into()));
+        }
+        self.skip_splats();
+        let Some(s) = self.specs.get(self.next) else {
+            return Err(self.err(
+                Some(name),
+                "not a declared DATA entry, or written twice".into(),
+            ));
+        };
+        if s.name != name {
+            let next = s.name.clone();
+            return Err(self.err(
+                Some(name),
+                format!("written out of order: `{next}` comes next"),
+            ));
+        }
+        let at = self.data_at[self.next].unwrap_or(self.pos);
+        self.pad_to(at)?;
+        self.open = Some(0);
+        Ok(())
+    }
+
+    /// Appends bytes to the open entry.
+    pub fn write_chunk(&mut self, bytes: &[u8]) -> Result<()> {
+        let Some(done) = self.open else {
+            return Err(self.err(None, "write_chunk without begin_tensor".into()));
+        };
+        let want = self.specs[self.next].length;
+        let total = done + bytes.len() as u64;
+        if total > want {
+            let name = self.specs[self.next].name.clone();
+            return Err(self.err(
+                Some(&name),
+                format!("{total} bytes written, {want} declared"),
+            ));
+        }
+        self.out
+            .write_all(bytes)
+            .map_err(|e| ParamsError::io(&self.path, e))?;
+        self.pos += bytes.len() as u64;
+        self.open = Some(total);
+        Ok(())
+    }
+
+    /// Appends `len` bytes of `src`, starting at `offset`, to the open
+    /// entry, copied by the kernel (`copy_file_range` on Linux) without
+    /// passing through user space.
+    pub fn copy_chunk_from(
+        &mut self,
+        src: &std::fs::File,
+        src_path: &Path,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let Some(done) = self.open else {
+            return Err(self.err(None, "copy_chunk_from without begin_tensor".into()));
+        };
+        let want = self.specs[self.next].length;
+        if done + len > want {
+            let name = self.specs[self.next].name.clone();
+            return Err(self.err(
+                Some(&name),
+                format!("{} bytes written, {want} declared", done + len),
+            ));
+        }
+        super::kernel_copy(&mut self.out, &self.path, src, src_path, offset, len)?;
+        self.pos += len;
+        self.open = Some(done + len);
+        Ok(())
+    }
+
+    /// Closes the open entry, checking its byte count.
+    pub fn end_tensor(&mut self) -> Result<()> {
+        let Some(done) = self.open.take() else {
+            return Err(self.err(None, "end_tensor without begin_tensor".into()));
+        };
+        let want = self.specs[self.next].length;
+        if done != want {
+            let name = self.specs[self.next].name.clone();
+            return Err(self.err(
+                Some(&name),
+                format!("{done} bytes written, {want} declared"),
+            ));
+        }
+        self.next += 1;
+        Ok(())
+    }
+
+    /// Writes a whole DATA entry (the next one declared).
+    pub fn write_tensor(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
+        self.begin_tensor(name)?;
+        self.write_chunk(bytes)?;
+        self.end_tensor()
+    }
+
+    /// Checks every DATA entry was written, pads to 4096 and renames into place.
+    pub fn finish(mut self) -> Result<PathBuf> {
+        self.skip_splats();
+        if self.open.is_some() || self.next != self.specs.len() {
+            let missing = self.specs.get(self.next).map(|s| s.name.clone());
+            return Err(self.err(missing.as_deref(), "entry data never written".into()));
+        }
+        let size = self.file_size;
+        self.pad_to(size)?;
+        let path = self.path.clone();
+        let mut file = self
+            .out
+            .into_inner()
+            .map_err(|e| ParamsError::io(&path, e.into_error()))?;
+        super::safetensors::set_mode_0644(file.file());
+        file.commit().map_err(|e| ParamsError::from_crate(&path, e))
+    }
+}

@@ -1,0 +1,246 @@
+//! GGML block dequantization kernels (f32 output), bit-exact with the
+//! `gguf` Python package's `gguf.quants.dequantize` (same operation order,
+//! no fused multiply-add). Work is split across rayon by runs of blocks;
+//! nothing is allocated per element.
+
+use super::convert::{bf16_bits_to_f32, f16_bits_to_f32};
+use super::gguf::GgmlType;
+use rayon::prelude::*;
+
+#[inline]
+fn f16_at(b: &[u8], o: usize) -> f32 {
+    f16_bits_to_f32(u16::from_le_bytes([b[o], b[o + 1]]))
+}
+
+/// Whether [`dequantize`] supports `ty`.
+pub fn supported(ty: GgmlType) -> bool {
+    kernel(ty).is_some()
+}
+
+type Kernel = fn(&[u8], &mut [f32]);
+
+fn kernel(ty: GgmlType) -> Option<Kernel> {
+    use GgmlType as G;
+    Some(match ty {
+        G::F32 => deq_f32,
+        G::F16 => deq_f16,
+        G::BF16 => deq_bf16,
+        G::F64 => deq_f64,
+        G::I8 => deq_i8,
+        G::I16 => deq_i16,
+        G::I32 => deq_i32,
+        G::Q8_0 => deq_q8_0,
+        G::Q4_0 => deq_q4_0,
+        G::Q4_1 => deq_q4_1,
+        G::Q5_0 => deq_q5_0,
+        G::Q5_1 => deq_q5_1,
+        G::Q4_K => deq_q4_k,
+        G::Q5_K => deq_q5_k,
+        G::Q6_K => deq_q6_k,
+        _ => return None,
+    })
+}
+
+/// Dequantizes `src` (whole blocks of `ty`) into `dst`. Returns an error
+/// message when the type is unsupported or the sizes disagree.
+pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), String> {
+    let k = kernel(ty).ok_or_else(|| format!("dequantization of {ty} is not supported"))?;
+    let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
+    if dst.len() % bs != 0 || src.len() != dst.len() / bs * ts {
+        return Err(format!(
+            "{} bytes of {ty} cannot hold {} elements",
+            src.len(),
+            dst.len()
+        ));
+    }
+    // About 16k elements per task: big enough to amortize scheduling.
+    let blocks = (16384 / bs).max(1);
+    dst.par_chunks_mut(blocks * bs)
+        .zip(src.par_chunks(blocks * ts))
+        .for_each(|(d, s)| k(s, d));
+    Ok(())
+}
+
+fn deq_f32(s: &[u8], d: &mut [f32]) {
+    for (y, c) in d.iter_mut().zip(s.chunks_exact(4)) {
+        *y = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
+}
+fn deq_f16(s: &[u8], d: &mut [f32]) {
+    for (y, c) in d.iter_mut().zip(s.chunks_exact(2)) {
+        *y = f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]]));
+    }
+}
+fn deq_bf16(s: &[u8], d: &mut [f32]) {
+    for (y, c) in d.iter_mut().zip(s.chunks_exact(2)) {
+        *y = bf16_bits_to_f32(u16::from_le_bytes([c[0], c[1]]));
+    }
+}
+fn deq_f64(s: &[u8], d: &mut [f32]) {
+    for (y, c) in d.iter_mut().zip(s.chunks_exact(8)) {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(c);
+        *y = f64::from_le_bytes(a) as f32;
+    }
+}
+fn deq_i8(s: &[u8], d: &mut [f32]) {
+    for (y, &c) in d.iter_mut().zip(s) {
+        *y = c as i8 as f32;
+    }
+}
+fn deq_i16(s: &[u8], d: &mut [f32]) {
+    for (y, c) in d.iter_mut().zip(s.chunks_exact(2)) {
+        *y = i16::from_le_bytes([c[0], c[1]]) as f32;
+    }
+}
+fn deq_i32(s: &[u8], d: &mut [f32]) {
+    for (y, c) in d.iter_mut().zip(s.chunks_exact(4)) {
+        *y = i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32;
+    }
+}
+
+/// Q8_0: f16 d, 32 × i8; x = q·d.
+fn deq_q8_0(s: &[u8], d: &mut [f32]) {
+    for (y, b) in d.chunks_exact_mut(32).zip(s.chunks_exact(34)) {
+        let sc = f16_at(b, 0);
+        for (yi, &q) in y.iter_mut().zip(&b[2..34]) {
+            *yi = (q as i8 as f32) * sc;
+        }
+    }
+}
+
+/// Q4_0: f16 d, 16 bytes; x = d·(q − 8), low nibbles first.
+fn deq_q4_0(s: &[u8], d: &mut [f32]) {
+    for (y, b) in d.chunks_exact_mut(32).zip(s.chunks_exact(18)) {
+        let sc = f16_at(b, 0);
+        let (lo, hi) = y.split_at_mut(16);
+        for j in 0..16 {
+            let q = b[2 + j];
+            lo[j] = sc * ((q & 0x0f) as i32 - 8) as f32;
+            hi[j] = sc * ((q >> 4) as i32 - 8) as f32;
+        }
+    }
+}
+
+/// Q4_1: f16 d, f16 m, 16 bytes; x = d·q + m.
+fn deq_q4_1(s: &[u8], d: &mut [f32]) {
+    for (y, b) in d.chunks_exact_mut(32).zip(s.chunks_exact(20)) {
+        let sc = f16_at(b, 0);
+        let m = f16_at(b, 2);
+        let (lo, hi) = y.split_at_mut(16);
+        for j in 0..16 {
+            let q = b[4 + j];
+            lo[j] = sc * ((q & 0x0f) as f32) + m;
+            hi[j] = sc * ((q >> 4) as f32) + m;
+        }
+    }
+}
+
+/// Q5_0: f16 d, u32 high bits, 16 bytes; x = d·(q − 16).
+fn deq_q5_0(s: &[u8], d: &mut [f32]) {
+    for (y, b) in d.chunks_exact_mut(32).zip(s.chunks_exact(22)) {
+        let sc = f16_at(b, 0);
+        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+        let (lo, hi) = y.split_at_mut(16);
+        for j in 0..16 {
+            let q = b[6 + j];
+            let l = (q & 0x0f) as u32 | (((qh >> j) & 1) << 4);
+            let h = (q >> 4) as u32 | (((qh >> (j + 16)) & 1) << 4);
+            lo[j] = sc * (l as i32 - 16) as f32;
+            hi[j] = sc * (h as i32 - 16) as f32;
+        }
+    }
+}
+
+/// Q5_1: f16 d, f16 m, u32 high bits, 16 bytes; x = d·q + m.
+fn deq_q5_1(s: &[u8], d: &mut [f32]) {
+    for (y, b) in d.chunks_exact_mut(32).zip(s.chunks_exact(24)) {
+        let sc = f16_at(b, 0);
+        let m = f16_at(b, 2);
+        let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        let (lo, hi) = y.split_at_mut(16);
+        for j in 0..16 {
+            let q = b[8 + j];
+            let l = (q & 0x0f) as u32 | (((qh >> j) & 1) << 4);
+            let h = (q >> 4) as u32 | (((qh >> (j + 16)) & 1) << 4);
+            lo[j] = sc * l as f32 + m;
+            hi[j] = sc * h as f32 + m;
+        }
+    }
+}
+
+/// The eight 6-bit scales and mins of a Q4_K/Q5_K super-block.
+#[inline]
+fn scale_min_k4(sc: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let mut s = [0u8; 8];
+    let mut m = [0u8; 8];
+    for j in 0..4 {
+        s[j] = sc[j] & 0x3f;
+        m[j] = sc[j + 4] & 0x3f;
+        s[j + 4] = (sc[j + 8] & 0x0f) | ((sc[j] >> 2) & 0x30);
+        m[j + 4] = (sc[j + 8] >> 4) | ((sc[j + 4] >> 2) & 0x30);
+    }
+    (s, m)
+}
+
+/// Q4_K: 256-element super-blocks of eight 32-element sub-blocks.
+fn deq_q4_k(s: &[u8], d: &mut [f32]) {
+    for (y, b) in d.chunks_exact_mut(256).zip(s.chunks_exact(144)) {
+        let dd = f16_at(b, 0);
+        let dmin = f16_at(b, 2);
+        let (sc, mn) = scale_min_k4(&b[4..16]);
+        let qs = &b[16..144];
+        for j in 0..8 {
+            let dl = dd * sc[j] as f32;
+            let ml = dmin * mn[j] as f32;
+            let base = &qs[(j / 2) * 32..(j / 2) * 32 + 32];
+            let shift = 4 * (j % 2);
+            for (l, yi) in y[j * 32..j * 32 + 32].iter_mut().enumerate() {
+                let q = (base[l] >> shift) & 0x0f;
+                *yi = dl * q as f32 - ml;
+            }
+        }
+    }
+}
+
+/// Q5_K: like Q4_K plus one high bit per element.
+fn deq_q5_k(s: &[u8], d: &mut [f32]) {
+    for (y, b) in d.chunks_exact_mut(256).zip(s.chunks_exact(176)) {
+        let dd = f16_at(b, 0);
+        let dmin = f16_at(b, 2);
+        let (sc, mn) = scale_min_k4(&b[4..16]);
+        let qh = &b[16..48];
+        let qs = &b[48..176];
+        for j in 0..8 {
+            let dl = dd * sc[j] as f32;
+            let ml = dmin * mn[j] as f32;
+            let base = &qs[(j / 2) * 32..(j / 2) * 32 + 32];
+            let shift = 4 * (j % 2);
+            for (l, yi) in y[j * 32..j * 32 + 32].iter_mut().enumerate() {
+                let q = ((base[l] >> shift) & 0x0f) | (((qh[l] >> j) & 1) << 4);
+                *yi = dl * q as f32 - ml;
+            }
+        }
+    }
+}
+
+/// Q6_K: 4 low bits in `ql`, 2 high bits in `qh`, 16 i8 scales, f16 d.
+fn deq_q6_k(s: &[u8], d: &mut [f32]) {
+    for (y, b) in d.chunks_exact_mut(256).zip(s.chunks_exact(210)) {
+        let ql = &b[0..128];
+        let qh = &b[128..192];
+        let scales = &b[192..208];
+        let dd = f16_at(b, 208);
+        let mut dls = [0f32; 16];
+        for (dl, &sc) in dls.iter_mut().zip(scales) {
+            *dl = dd * (sc as i8) as f32;
+        }
+        for (e, yi) in y.iter_mut().enumerate() {
+            let (h, r) = (e / 128, e % 128);
+            let lo = (ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0x0f;
+            let hi = (qh[h * 32 + r % 32] >> (2 * (r / 32))) & 0x03;
+            let q = (lo | (hi << 4)) as i32 - 32;
+            *yi = dls[e / 16] * q as f32;
+        }
+    }
+}

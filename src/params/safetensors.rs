@@ -1,0 +1,801 @@
+//! safetensors: a strict memory-mapped reader, sharded checkpoints
+//! (`model.safetensors.index.json`) and a streaming writer.
+//!
+//! Layout: `u64` little-endian header length `N`, `N` bytes of UTF-8 JSON
+//! (`{"name": {"dtype", "shape", "data_offsets": [begin, end]}, …,
+//! "__metadata__": {string: string}}`), then the data; offsets are relative
+//! to the start of the data. See `spec/safetensors.md` for every rule.
+
+use super::dtype::{checked_nbytes, DType};
+use super::{map_file, Backing, ParamsError, Result};
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use std::collections::{HashMap, HashSet};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Largest header kiln accepts (same cap as the `safetensors` crate).
+pub const MAX_HEADER_LEN: u64 = 100_000_000;
+
+/// One tensor's header record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// Tensor name.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// True shape, outermost dimension first.
+    pub shape: Vec<u64>,
+    /// Byte range relative to the start of the data section.
+    pub data_offsets: (u64, u64),
+}
+
+/// A zero-copy view of one tensor.
+#[derive(Debug, Clone, Copy)]
+pub struct TensorView<'a> {
+    /// Tensor name.
+    pub name: &'a str,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape, outermost first.
+    pub shape: &'a [u64],
+    /// The tensor's bytes (little-endian elements, no alignment guarantee).
+    pub data: &'a [u8],
+}
+
+impl TensorView<'_> {
+    /// The values as f32 (exact for f32/f16/bf16).
+    pub fn to_f32(&self) -> Vec<f32> {
+        let mut v = Vec::new();
+        super::convert::bytes_to_f32(self.dtype, self.data, &mut v);
+        v
+    }
+}
+
+/// A validated, memory-mapped safetensors file.
+#[derive(Debug)]
+pub struct SafeTensors {
+    path: PathBuf,
+    bytes: Backing,
+    data_start: usize,
+    tensors: Vec<TensorInfo>,
+    index: HashMap<String, usize>,
+    metadata: Vec<(String, String)>,
+}
+
+/// Collects a JSON object's entries in file order, keeping duplicates.
+struct Pairs(Vec<(String, serde_json::Value)>);
+
+impl<'de> Deserialize<'de> for Pairs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Pairs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Pairs, A::Error> {
+                let mut v = Vec::new();
+                while let Some(kv) = m.next_entry::<String, serde_json::Value>()? {
+                    v.push(kv);
+                }
+                Ok(Pairs(v))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl SafeTensors {
+    /// Memory-maps and validates `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let bytes = map_file(path)?;
+        Self::from_backing(path, bytes)
+    }
+
+    /// Validates bytes already in memory; `path` only labels errors.
+    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<Self> {
+        Self::from_backing(path.as_ref(), Backing::Vec(bytes))
+    }
+
+    fn from_backing(path: &Path, bytes: Backing) -> Result<Self> {
+        let (data_start, tensors, metadata) = parse(path, &bytes)?;
+        let index = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        Ok(SafeTensors {
+            path: path.to_path_buf(),
+            bytes,
+            data_start,
+            tensors,
+            index,
+            metadata,
+        })
+    }
+
+    /// The file this was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Tensor records in header (file) order.
+    pub fn infos(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+
+    /// Views of every tensor, in header order.
+    pub fn tensors(&self) -> impl Iterator<Item = TensorView<'_>> + '_ {
+        self.tensors.iter().map(move |t| self.view(t))
+    }
+
+    /// The tensor called `name`.
+    pub fn get(&self, name: &str) -> Option<TensorView<'_>> {
+        self.index.get(name).map(|&i| self.view(&self.tensors[i]))
+    }
+
+    /// The tensor called `name`, or a [`ParamsError::NotFound`].
+    pub fn require(&self, name: &str) -> Result<TensorView<'_>> {
+        self.get(name).ok_or_else(|| ParamsError::NotFound {
+            file: self.path.clone(),
+            tensor: name.to_string(),
+        })
+    }
+
+    /// The `__metadata__` map, in file order.
+    pub fn metadata(&self) -> &[(String, String)] {
+        &self.metadata
+    }
+
+    /// Byte offset of the data section in the file.
+    pub fn data_start(&self) -> u64 {
+        self.data_start as u64
+    }
+
+    /// Number of tensors.
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// Whether the file holds no tensors.
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+
+    fn view<'a>(&'a self, t: &'a TensorInfo) -> TensorView<'a> {
+        // Offsets were validated against the data length in `parse`.
+        let a = self.data_start + t.data_offsets.0 as usize;
+        let b = self.data_start + t.data_offsets.1 as usize;
+        TensorView {
+            name: &t.name,
+            dtype: t.dtype,
+            shape: &t.shape,
+            data: &self.bytes[a..b],
+        }
+    }
+}
+
+type Parsed = (usize, Vec<TensorInfo>, Vec<(String, String)>);
+
+/// Validates the whole file; on success every offset is in bounds.
+fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed> {
+    let file = || path.to_path_buf();
+    let size = bytes.len() as u64;
+    if size < 8 {
+        return Err(ParamsError::Truncated {
+            file: file(),
+            tensor: None,
+            what: "header length".into(),
+            needed: 8,
+            available: size,
+        });
+    }
+    let mut len8 = [0u8; 8];
+    len8.copy_from_slice(&bytes[..8]);
+    let n = u64::from_le_bytes(len8);
+    if n > MAX_HEADER_LEN {
+        return Err(ParamsError::HeaderTooLarge {
+            file: file(),
+            len: n,
+            max: MAX_HEADER_LEN,
+        });
+    }
+    if n > size - 8 {
+        return Err(ParamsError::Truncated {
+            file: file(),
+            tensor: None,
+            what: "JSON header".into(),
+            needed: n,
+            available: size - 8,
+        });
+    }
+    let data_start = 8 + n as usize;
+    let header = &bytes[8..data_start];
+    let text = std::str::from_utf8(header).map_err(|_| ParamsError::InvalidUtf8 {
+        file: file(),
+        tensor: None,
+        what: "JSON header".into(),
+    })?;
+    if !text.starts_with('{') {
+        return Err(ParamsError::InvalidHeader {
+            file: file(),
+            tensor: None,
+            msg: "header does not start with `{`".into(),
+        });
+    }
+    let pairs: Pairs = serde_json::from_str(text).map_err(|e| ParamsError::InvalidJson {
+        file: file(),
+        msg: e.to_string(),
+    })?;
+
+    let mut tensors = Vec::with_capacity(pairs.0.len());
+    let mut metadata = None;
+    let mut seen = HashSet::new();
+    for (name, value) in pairs.0 {
+        if !seen.insert(name.clone()) {
+            return Err(ParamsError::DuplicateName {
+                file: file(),
+                tensor: name,
+            });
+        }
+        if name == "__metadata__" {
+            metadata = Some(parse_metadata(path, value)?);
+            continue;
+        }
+        tensors.push(parse_info(path, name, value)?);
+    }
+
+    // Offsets must tile the data section exactly, starting at 0.
+    let data_len = size - data_start as u64;
+    let mut order: Vec<usize> = (0..tensors.len()).collect();
+    order.sort_by_key(|&i| tensors[i].data_offsets);
+    let mut cursor = 0u64;
+    for &i in &order {
+        let t = &tensors[i];
+        let (b, e) = t.data_offsets;
+        let bad = |msg: String| ParamsError::InvalidOffsets {
+            file: file(),
+            tensor: Some(t.name.clone()),
+            msg,
+        };
+        if e < b {
+            return Err(bad(format!("end {e} is before begin {b}")));
+        }
+        if b != cursor {
+            return Err(bad(if b < cursor {
+                format!("[{b}, {e}) overlaps the previous tensor, which ends at {cursor}")
+            } else {
+                format!("gap: begins at {b} but the previous tensor ends at {cursor}")
+            }));
+        }
+        if e > data_len {
+            return Err(bad(format!(
+                "[{b}, {e}) is past the end of the data section ({data_len} bytes)"
+            )));
+        }
+        let expected = checked_nbytes(t.dtype, &t.shape).ok_or_else(|| ParamsError::Overflow {
+            file: file(),
+            tensor: Some(t.name.clone()),
+            what: "shape × dtype size".into(),
+        })?;
+        if expected != e - b {
+            return Err(ParamsError::SizeMismatch {
+                file: file(),
+                tensor: t.name.clone(),
+                expected,
+                actual: e - b,
+            });
+        }
+        cursor = e;
+    }
+    if cursor != data_len {
+        return Err(ParamsError::TrailingData {
+            file: file(),
+            data_end: data_start as u64 + cursor,
+            file_size: size,
+        });
+    }
+    Ok((data_start, tensors, metadata.unwrap_or_default()))
+}
+
+fn parse_metadata(path: &Path, value: serde_json::Value) -> Result<Vec<(String, String)>> {
+    let bad = |msg: &str| ParamsError::InvalidMetadata {
+        file: path.to_path_buf(),
+        key: "__metadata__".into(),
+        msg: msg.into(),
+    };
+    let obj = match value {
+        serde_json::Value::Object(o) => o,
+        _ => return Err(bad("must be an object of strings")),
+    };
+    obj.into_iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => Ok((k, s)),
+            _ => Err(ParamsError::InvalidMetadata {
+                file: path.to_path_buf(),
+                key: k,
+                msg: "value must be a string".into(),
+            }),
+        })
+        .collect()
+}
+
+fn parse_info(path: &Path, name: String, value: serde_json::Value) -> Result<TensorInfo> {
+    let bad = |msg: String| ParamsError::InvalidHeader {
+        file: path.to_path_buf(),
+        tensor: Some(name.clone()),
+        msg,
+    };
+    let obj = match value {
+        serde_json::Value::Object(o) => o,
+        _ => return Err(bad("entry is not an object".into())),
+    };
+    let (mut dtype, mut shape, mut offsets) = (None, None, None);
+    for (k, v) in obj {
+        match k.as_str() {
+            "dtype" => {
+                let s = v
+                    .as_str()
+                    .ok_or_else(|| bad("`dtype` is not a string".into()))?;
+                dtype = Some(DType::from_safetensors_name(s).ok_or_else(|| {
+                    ParamsError::UnknownDType {
+                        file: path.to_path_buf(),
+                        tensor: name.clone(),
+                        dtype: s.to_string(),
+                    }
+                })?);
+            }
+            "shape" => {
+                let arr = v
+                    .as_array()
+                    .ok_or_else(|| bad("`shape` is not an array".into()))?;
+                let dims: Option<Vec<u64>> = arr.iter().map(|d| d.as_u64()).collect();
+                shape = Some(dims.ok_or_else(|| {
+                    bad("`shape` must hold non-negative integers below 2^64".into())
+                })?);
+            }
+            "data_offsets" => {
+                let arr = v
+                    .as_array()
+                    .filter(|a| a.len() == 2)
+                    .ok_or_else(|| bad("`data_offsets` is not a pair".into()))?;
+                match (arr[0].as_u64(), arr[1].as_u64()) {
+                    (Some(a), Some(b)) => offsets = Some((a, b)),
+                    _ => {
+                        return Err(bad(
+                            "`data_offsets` must be non-negative integers below 2^64".into(),
+                        ))
+                    }
+                }
+            }
+            other => return Err(bad(format!("unknown field `{other}`"))),
+        }
+    }
+    Ok(TensorInfo {
+        dtype: dtype.ok_or_else(|| bad("missing `dtype`".into()))?,
+        shape: shape.ok_or_else(|| bad("missing `shape`".into()))?,
+        data_offsets: offsets.ok_or_else(|| bad("missing `data_offsets`".into()))?,
+        name,
+    })
+}
+
+/// A checkpoint made of one or more safetensors files.
+#[derive(Debug)]
+pub struct Checkpoint {
+    files: Vec<SafeTensors>,
+    /// (file index, tensor index) in listing order.
+    order: Vec<(usize, usize)>,
+    index: HashMap<String, usize>,
+}
+
+impl Checkpoint {
+    /// The shard files, in the order their tensors are listed.
+    pub fn files(&self) -> &[SafeTensors] {
+        &self.files
+    }
+
+    /// Every tensor: shards in sorted file-name order, each in header order.
+    pub fn tensors(&self) -> impl Iterator<Item = TensorView<'_>> + '_ {
+        self.order
+            .iter()
+            .map(move |&(f, t)| self.files[f].view(&self.files[f].tensors[t]))
+    }
+
+    /// The tensor called `name`.
+    pub fn get(&self, name: &str) -> Option<TensorView<'_>> {
+        let &k = self.index.get(name)?;
+        let (f, t) = self.order[k];
+        Some(self.files[f].view(&self.files[f].tensors[t]))
+    }
+
+    /// The file holding `name`.
+    pub fn file_of(&self, name: &str) -> Option<&Path> {
+        let &k = self.index.get(name)?;
+        Some(self.files[self.order[k].0].path())
+    }
+
+    /// The file holding `name` and the file offset of its bytes.
+    pub fn locate(&self, name: &str) -> Option<(&Path, u64)> {
+        let &k = self.index.get(name)?;
+        let (f, t) = self.order[k];
+        let st = &self.files[f];
+        Some((st.path(), st.data_start() + st.tensors[t].data_offsets.0))
+    }
+
+    /// Number of tensors over all shards.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether there are no tensors.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+/// Name of the shard index HF writes beside sharded checkpoints.
+pub const INDEX_NAME: &str = "model.safetensors.index.json";
+
+/// Opens a checkpoint: a `.safetensors` file, a `*.index.json` shard index,
+/// or a directory holding `model.safetensors.index.json` or
+/// `model.safetensors`. Every shard is validated; the index must list
+/// exactly the tensors the shards hold, each in the shard it names.
+pub fn open_checkpoint(path: impl AsRef<Path>) -> Result<Checkpoint> {
+    let path = path.as_ref();
+    let index_path = if path.is_dir() {
+        let idx = path.join(INDEX_NAME);
+        if idx.is_file() {
+            idx
+        } else {
+            let single = path.join("model.safetensors");
+            if !single.is_file() {
+                return Err(ParamsError::NotFound {
+                    file: path.to_path_buf(),
+                    tensor: format!("(no {INDEX_NAME} or model.safetensors in this directory)"),
+                });
+            }
+            return single_checkpoint(SafeTensors::open(single)?);
+        }
+    } else if path.to_string_lossy().ends_with(".index.json") {
+        path.to_path_buf()
+    } else {
+        return single_checkpoint(SafeTensors::open(path)?);
+    };
+    let text = std::fs::read(&index_path).map_err(|e| ParamsError::io(&index_path, e))?;
+    let json: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| ParamsError::InvalidJson {
+            file: index_path.clone(),
+            msg: e.to_string(),
+        })?;
+    let bad = |msg: String| ParamsError::InvalidHeader {
+        file: index_path.clone(),
+        tensor: None,
+        msg,
+    };
+    let map = json
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| bad("missing `weight_map` object".into()))?;
+    let dir = index_path.parent().unwrap_or(Path::new("."));
+    let mut shard_names: Vec<&str> = Vec::new();
+    for (name, shard) in map {
+        let s = shard.as_str().ok_or_else(|| ParamsError::InvalidHeader {
+            file: index_path.clone(),
+            tensor: Some(name.clone()),
+            msg: "shard file name is not a string".into(),
+        })?;
+        if s.is_empty() || s.contains('/') || s.contains('\\') || s == "." || s == ".." {
+            return Err(ParamsError::InvalidHeader {
+                file: index_path.clone(),
+                tensor: Some(name.clone()),
+                msg: format!("shard name `{s}` must be a plain file name"),
+            });
+        }
+        shard_names.push(s);
+    }
+    shard_names.sort_unstable();
+    shard_names.dedup();
+    let mut files = Vec::new();
+    let mut order = Vec::new();
+    let mut index = HashMap::new();
+    for (fi, s) in shard_names.iter().enumerate() {
+        let st = SafeTensors::open(dir.join(s))?;
+        for (ti, t) in st.tensors.iter().enumerate() {
+            match map.get(&t.name).and_then(|v| v.as_str()) {
+                Some(listed) if listed == *s => {}
+                Some(listed) => {
+                    return Err(ParamsError::InvalidHeader {
+                        file: st.path.clone(),
+                        tensor: Some(t.name.clone()),
+                        msg: format!("the index places this tensor in `{listed}`"),
+                    })
+                }
+                None => {
+                    return Err(ParamsError::InvalidHeader {
+                        file: st.path.clone(),
+                        tensor: Some(t.name.clone()),
+                        msg: format!("tensor is missing from {}", index_path.display()),
+                    })
+                }
+            }
+            if index.insert(t.name.clone(), order.len()).is_some() {
+                return Err(ParamsError::DuplicateName {
+                    file: st.path.clone(),
+                    tensor: t.name.clone(),
+                });
+            }
+            order.push((fi, ti));
+        }
+        files.push(st);
+    }
+    if let Some(missing) = map.keys().find(|k| !index.contains_key(*k)) {
+        return Err(ParamsError::NotFound {
+            file: index_path.clone(),
+            tensor: missing.clone(),
+        });
+    }
+    Ok(Checkpoint {
+        files,
+        order,
+        index,
+    })
+}
+
+fn single_checkpoint(st: SafeTensors) -> Result<Checkpoint> {
+    let order: Vec<(usize, usize)> = (0..st.tensors.len()).map(|t| (0, t)).collect();
+    let index = st.index.clone();
+    Ok(Checkpoint {
+        files: vec![st],
+        order,
+        index,
+    })
+}
+
+/// One tensor to be written: name, dtype, true shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorSpec {
+    /// Tensor name.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape, outermost first (never flattened).
+    pub shape: Vec<u64>,
+}
+
+impl TensorSpec {
+    /// Builds a spec.
+    pub fn new(name: impl Into<String>, dtype: DType, shape: &[u64]) -> Self {
+        TensorSpec {
+            name: name.into(),
+            dtype,
+            shape: shape.to_vec(),
+        }
+    }
+}
+
+/// Streaming safetensors writer: all tensors are declared up front (so the
+/// header can be written first), then each tensor's bytes are streamed in
+/// declaration order; [`SafetensorsWriter::finish`] renames the complete
+/// file into place. Dropping the writer unfinished leaves no output.
+///
+/// The header lists tensors in declaration order (deterministic), with
+/// `__metadata__` first when given, and is padded with spaces to 8 bytes.
+pub struct SafetensorsWriter {
+    path: PathBuf,
+    out: BufWriter<crate::util::AtomicFile>,
+    specs: Vec<TensorSpec>,
+    sizes: Vec<u64>,
+    next: usize,
+    /// Bytes written so far for the current tensor, when one is open.
+    open: Option<u64>,
+}
+
+impl SafetensorsWriter {
+    /// Validates the specs, creates the temporary output and writes the header.
+    pub fn new(
+        path: impl AsRef<Path>,
+        specs: &[TensorSpec],
+        metadata: &[(String, String)],
+    ) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let header = build_header(&path, specs, metadata)?;
+        let sizes = specs
+            .iter()
+            .map(|s| checked_nbytes(s.dtype, &s.shape).unwrap_or(0))
+            .collect();
+        let file = crate::util::AtomicFile::create(&path)
+            .map_err(|e| ParamsError::from_crate(&path, e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        out.write_all(&(header.len() as u64).to_le_bytes())
+            .and_then(|_| out.write_all(&header))
+            .map_err(|e| ParamsError::io(&path, e))?;
+        Ok(SafetensorsWriter {
+            path,
+            out,
+            specs: specs.to_vec(),
+            sizes,
+            next: 0,
+            open: None,
+        })
+    }
+
+    fn err(&self, tensor: Option<&str>, msg: String) -> ParamsError {
+        ParamsError::Write {
+            file: self.path.clone(),
+            tensor: tensor.map(str::to_string),
+            msg,
+        }
+    }
+
+    /// Starts streaming the bytes of `name`, which must be the next declared tensor.
+    pub fn begin_tensor(&mut self, name: &str) -> Result<()> {
+        if self.open.is_some() {
+            return Err(self.err(Some(name), "previous tensor not ended".into()));
+        }
+        match self.specs.get(self.next) {
+            Some(s) if s.name == name => {
+                self.open = Some(0);
+                Ok(())
+            }
+            Some(s) => Err(self.err(
+                Some(name),
+                format!("written out of order: `{}` comes next", s.name),
+            )),
+            None => Err(self.err(Some(name), "not declared, or written twice".into())),
+        }
+    }
+
+    /// Appends bytes to the open tensor.
+    pub fn write_chunk(&mut self, bytes: &[u8]) -> Result<()> {
+        let Some(done) = self.open else {
+            return Err(self.err(None, "write_chunk without begin_tensor".into()));
+        };
+        let want = self.sizes[self.next];
+        let total = done + bytes.len() as u64;
+        if total > want {
+            let name = self.specs[self.next].name.clone();
+            return Err(self.err(
+                Some(&name),
+                format!("{total} bytes written but shape × dtype is {want}"),
+            ));
+        }
+        self.out
+            .write_all(bytes)
+            .map_err(|e| ParamsError::io(&self.path, e))?;
+        self.open = Some(total);
+        Ok(())
+    }
+
+    /// Appends `len` bytes of `src`, starting at `offset`, to the open
+    /// tensor, copied by the kernel (`copy_file_range` on Linux).
+    pub fn copy_chunk_from(
+        &mut self,
+        src: &std::fs::File,
+        src_path: &Path,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let Some(done) = self.open else {
+            return Err(self.err(None, "copy_chunk_from without begin_tensor".into()));
+        };
+        let want = self.sizes[self.next];
+        if done + len > want {
+            let name = self.specs[self.next].name.clone();
+            return Err(self.err(
+                Some(&name),
+                format!("{} bytes written but shape × dtype is {want}", done + len),
+            ));
+        }
+        super::kernel_copy(&mut self.out, &self.path, src, src_path, offset, len)?;
+        self.open = Some(done + len);
+        Ok(())
+    }
+
+    /// Closes the open tensor, checking its byte count.
+    pub fn end_tensor(&mut self) -> Result<()> {
+        let Some(done) = self.open.take() else {
+            return Err(self.err(None, "end_tensor without begin_tensor".into()));
+        };
+        let want = self.sizes[self.next];
+        if done != want {
+            let name = self.specs[self.next].name.clone();
+            return Err(self.err(
+                Some(&name),
+                format!("{done} bytes written but shape × dtype is {want}"),
+            ));
+        }
+        self.next += 1;
+        Ok(())
+    }
+
+    /// Writes a whole tensor (the next declared one).
+    pub fn write_tensor(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
+        self.begin_tensor(name)?;
+        self.write_chunk(bytes)?;
+        self.end_tensor()
+    }
+
+    /// Checks every tensor was written, then renames the file into place.
+    pub fn finish(self) -> Result<PathBuf> {
+        if self.open.is_some() || self.next != self.specs.len() {
+            let missing = self.specs.get(self.next).map(|s| s.name.clone());
+            return Err(self.err(missing.as_deref(), "tensor never written".into()));
+        }
+        let path = self.path.clone();
+        let mut file = self
+            .out
+            .into_inner()
+            .map_err(|e| ParamsError::io(&path, e.into_error()))?;
+        set_mode_0644(file.file());
+        file.commit().map_err(|e| ParamsError::from_crate(&path, e))
+    }
+}
+
+/// Gives an output the usual permissions (temporary files start at 0600).
+pub(crate) fn set_mode_0644(f: &std::fs::File) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = f.set_permissions(std::fs::Permissions::from_mode(0o644));
+    }
+    #[cfg(not(unix))]
+    let _ = f;
+}
+
+fn build_header(
+    path: &Path,
+    specs: &[TensorSpec],
+    metadata: &[(String, String)],
+) -> Result<Vec<u8>> {
+    let js = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let mut h = String::from("{");
+    if !metadata.is_empty() {
+        h.push_str("\"__metadata__\":{");
+        for (i, (k, v)) in metadata.iter().enumerate() {
+            if i > 0 {
+                h.push(',');
+            }
+            h.push_str(&format!("{}:{}", js(k), js(v)));
+        }
+        h.push('}');
+    }
+    let mut seen = HashSet::new();
+    let mut offset = 0u64;
+    for (i, s) in specs.iter().enumerate() {
+        if s.name == "__metadata__" || !seen.insert(s.name.as_str()) {
+            return Err(ParamsError::DuplicateName {
+                file: path.to_path_buf(),
+                tensor: s.name.clone(),
+            });
+        }
+        let n = checked_nbytes(s.dtype, &s.shape)
+            .and_then(|n| offset.checked_add(n).map(|e| (n, e)))
+            .ok_or_else(|| ParamsError::Overflow {
+                file: path.to_path_buf(),
+                tensor: Some(s.name.clone()),
+                what: "shape × dtype size".into(),
+            })?;
+        if i > 0 || !metadata.is_empty() {
+            h.push(',');
+        }
+        let shape: Vec<String> = s.shape.iter().map(u64::to_string).collect();
+        h.push_str(&format!(
+            "{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+            js(&s.name),
+            s.dtype.safetensors_name(),
+            shape.join(","),
+            offset,
+            n.1
+        ));
+        offset = n.1;
+    }
+    h.push('}');
+    while h.len() % 8 != 0 {
+        h.push(' ');
+    }
+    Ok(h.into_bytes())
+}

@@ -1,0 +1,385 @@
+//! A format-agnostic view of a parameter file: list tensors, get their raw
+//! bytes or their values as f32. Used by `kiln params` and the interpreter.
+
+use super::gguf::{GgmlType, GgufFile};
+use super::irpa::{IrpaData, IrpaReader};
+use super::safetensors::{open_checkpoint, Checkpoint};
+use super::{DType, ParamsError, Result};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// A parameter file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// safetensors (one file or a sharded checkpoint).
+    Safetensors,
+    /// IREE parameter archive.
+    Irpa,
+    /// GGUF.
+    Gguf,
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Safetensors => "safetensors",
+            Format::Irpa => "irpa",
+            Format::Gguf => "gguf",
+        })
+    }
+}
+
+/// A tensor's element type as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceDType {
+    /// A plain dtype.
+    Plain(DType),
+    /// A GGML type (possibly block-quantized).
+    Ggml(GgmlType),
+    /// Bytes of unknown type (an IRPA entry without a description).
+    Raw,
+}
+
+impl fmt::Display for SourceDType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceDType::Plain(d) => write!(f, "{d}"),
+            SourceDType::Ggml(g) => write!(f, "{g}"),
+            SourceDType::Raw => f.write_str("bytes"),
+        }
+    }
+}
+
+impl SourceDType {
+    /// The plain dtype the values have without dequantization, if any.
+    pub fn plain(self) -> Option<DType> {
+        match self {
+            SourceDType::Plain(d) => Some(d),
+            SourceDType::Ggml(g) => g.plain(),
+            SourceDType::Raw => None,
+        }
+    }
+}
+
+/// One tensor as listed by a [`ParamSource`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorMeta {
+    /// Tensor name.
+    pub name: String,
+    /// Stored element type.
+    pub dtype: SourceDType,
+    /// Row-major shape, outermost first (GGUF dims are reversed; an
+    /// undescribed IRPA entry is `[bytes]`).
+    pub shape: Vec<u64>,
+    /// Stored bytes (for a splat: bytes covered).
+    pub nbytes: u64,
+    /// File offset of the bytes (`None` for a splat).
+    pub offset: Option<u64>,
+    /// Storage kind: `"DATA"`, `"SPLAT"` for IRPA entries, `""` otherwise.
+    pub kind: &'static str,
+}
+
+/// A parameter file of any format.
+pub trait ParamSource: Send + Sync {
+    /// The path it was opened from.
+    fn path(&self) -> &Path;
+    /// Its format.
+    fn format(&self) -> Format;
+    /// Its tensors, in file order.
+    fn tensors(&self) -> &[TensorMeta];
+    /// The stored bytes of `name` (quantized blocks for GGUF; a splat expanded).
+    fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>>;
+    /// The values of `name` as f32 (GGUF tensors are dequantized).
+    fn to_f32(&self, name: &str) -> Result<Vec<f32>>;
+    /// The file holding `name`'s stored bytes and their offset in it, when
+    /// they are one contiguous range of one file (not for splats).
+    fn file_range(&self, name: &str) -> Option<(&Path, u64)> {
+        let _ = name;
+        None
+    }
+    /// The meta of `name`.
+    fn meta(&self, name: &str) -> Option<&TensorMeta> {
+        self.tensors().iter().find(|t| t.name == name)
+    }
+}
+
+/// Identifies a file's format from its first bytes (never its extension).
+pub fn detect(path: &Path) -> Result<Format> {
+    let mut head = [0u8; 9];
+    let mut f = std::fs::File::open(path).map_err(|e| ParamsError::io(path, e))?;
+    let size = f.metadata().map_err(|e| ParamsError::io(path, e))?.len();
+    let mut n = 0;
+    while n < head.len() {
+        let k = f
+            .read(&mut head[n..])
+            .map_err(|e| ParamsError::io(path, e))?;
+        if k == 0 {
+            break;
+        }
+        n += k;
+    }
+    if n >= 4 && &head[..4] == b"IRPA" {
+        return Ok(Format::Irpa);
+    }
+    if n >= 4 && &head[..4] == b"GGUF" {
+        return Ok(Format::Gguf);
+    }
+    if n >= 8 {
+        let hl = u64::from_le_bytes(head[..8].try_into().unwrap_or([0; 8]));
+        // A safetensors header is JSON starting with `{`; an empty file
+        // still has at least `{}`.
+        if hl <= size.saturating_sub(8) && (n == 9 && head[8] == b'{') {
+            return Ok(Format::Safetensors);
+        }
+        if hl > size.saturating_sub(8) && n == 9 && head[8] == b'{' {
+            // Looks like safetensors but truncated: let the reader say so.
+            return Ok(Format::Safetensors);
+        }
+    }
+    Err(ParamsError::UnknownFormat {
+        file: path.to_path_buf(),
+    })
+}
+
+/// Opens any parameter file: a safetensors file, a sharded checkpoint
+/// (directory or `*.index.json`), an `.irpa` or a `.gguf`, chosen by magic.
+pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn ParamSource>> {
+    let path = path.as_ref();
+    if path.is_dir() || path.to_string_lossy().ends_with(".index.json") {
+        return Ok(Box::new(StSource::new(path, open_checkpoint(path)?)));
+    }
+    Ok(match detect(path)? {
+        Format::Safetensors => Box::new(StSource::new(path, open_checkpoint(path)?)),
+        Format::Irpa => Box::new(IrpaSource::new(IrpaReader::open(path)?)?),
+        Format::Gguf => Box::new(GgufSource::new(GgufFile::open(path)?)),
+    })
+}
+
+fn not_found(path: &Path, name: &str) -> ParamsError {
+    ParamsError::NotFound {
+        file: path.to_path_buf(),
+        tensor: name.to_string(),
+    }
+}
+
+fn index_of(metas: &[TensorMeta]) -> HashMap<String, usize> {
+    metas
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.name.clone(), i))
+        .collect()
+}
+
+struct StSource {
+    path: PathBuf,
+    ck: Checkpoint,
+    metas: Vec<TensorMeta>,
+}
+
+impl StSource {
+    fn new(path: &Path, ck: Checkpoint) -> Self {
+        let mut metas = Vec::new();
+        for f in ck.files() {
+            for info in f.infos() {
+                metas.push(TensorMeta {
+                    name: info.name.clone(),
+                    dtype: SourceDType::Plain(info.dtype),
+                    shape: info.shape.clone(),
+                    nbytes: info.data_offsets.1 - info.data_offsets.0,
+                    offset: Some(f.data_start() + info.data_offsets.0),
+                    kind: "",
+                });
+            }
+        }
+        StSource {
+            path: path.to_path_buf(),
+            ck,
+            metas,
+        }
+    }
+}
+
+impl ParamSource for StSource {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn format(&self) -> Format {
+        Format::Safetensors
+    }
+    fn tensors(&self) -> &[TensorMeta] {
+        &self.metas
+    }
+    fn file_range(&self, name: &str) -> Option<(&Path, u64)> {
+        self.ck.locate(name)
+    }
+    fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        let v = self
+            .ck
+            .get(name)
+            .ok_or_else(|| not_found(&self.path, name))?;
+        Ok(Cow::Borrowed(v.data))
+    }
+    fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
+        let v = self
+            .ck
+            .get(name)
+            .ok_or_else(|| not_found(&self.path, name))?;
+        Ok(v.to_f32())
+    }
+}
+
+struct IrpaSource {
+    r: IrpaReader,
+    metas: Vec<TensorMeta>,
+    index: HashMap<String, usize>,
+}
+
+impl IrpaSource {
+    fn new(r: IrpaReader) -> Result<Self> {
+        let mut metas = Vec::new();
+        for e in r.entries() {
+            if e.kind == super::irpa::EntryKind::Skip {
+                continue;
+            }
+            let (dtype, shape) = match e.described() {
+                Some((dt, shape)) => {
+                    let want = super::dtype::checked_nbytes(dt, &shape);
+                    if want != Some(e.len()) {
+                        return Err(ParamsError::InvalidMetadata {
+                            file: r.path().to_path_buf(),
+                            key: e.name.clone(),
+                            msg: format!(
+                                "described as {dt} {shape:?} but the entry covers {} bytes",
+                                e.len()
+                            ),
+                        });
+                    }
+                    (SourceDType::Plain(dt), shape)
+                }
+                None => (SourceDType::Raw, vec![e.len()]),
+            };
+            let offset = match e.kind {
+                super::irpa::EntryKind::Data { offset, .. } => Some(r.storage_offset() + offset),
+                _ => None,
+            };
+            metas.push(TensorMeta {
+                name: e.name.clone(),
+                dtype,
+                shape,
+                nbytes: e.len(),
+                offset,
+                kind: e.kind_name(),
+            });
+        }
+        let index = index_of(&metas);
+        Ok(IrpaSource { r, metas, index })
+    }
+}
+
+impl ParamSource for IrpaSource {
+    fn path(&self) -> &Path {
+        self.r.path()
+    }
+    fn format(&self) -> Format {
+        Format::Irpa
+    }
+    fn tensors(&self) -> &[TensorMeta] {
+        &self.metas
+    }
+    fn file_range(&self, name: &str) -> Option<(&Path, u64)> {
+        let &i = self.index.get(name)?;
+        self.metas[i].offset.map(|o| (self.r.path(), o))
+    }
+    fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        let d = self
+            .r
+            .get(name)
+            .ok_or_else(|| not_found(self.r.path(), name))?;
+        Ok(match d {
+            IrpaData::Data(b) => Cow::Borrowed(b),
+            s @ IrpaData::Splat { length, .. } => Cow::Owned(
+                s.expand()
+                    .map_err(|_| ParamsError::Unsupported {
+                        file: self.r.path().to_path_buf(),
+                        tensor: name.to_string(),
+                        msg: format!("splat of {length} bytes does not fit in memory"),
+                    })?
+                    .into_owned(),
+            ),
+        })
+    }
+    fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
+        let &i = self
+            .index
+            .get(name)
+            .ok_or_else(|| not_found(self.r.path(), name))?;
+        let Some(dt) = self.metas[i].dtype.plain() else {
+            return Err(ParamsError::Unsupported {
+                file: self.r.path().to_path_buf(),
+                tensor: name.to_string(),
+                msg: "entry has no dtype description (write it with --describe)".into(),
+            });
+        };
+        let raw = self.raw(name)?;
+        let mut v = Vec::new();
+        super::convert::bytes_to_f32(dt, &raw, &mut v);
+        Ok(v)
+    }
+}
+
+struct GgufSource {
+    g: GgufFile,
+    metas: Vec<TensorMeta>,
+}
+
+impl GgufSource {
+    fn new(g: GgufFile) -> Self {
+        let metas = g
+            .tensors()
+            .iter()
+            .map(|t| TensorMeta {
+                name: t.name.clone(),
+                dtype: SourceDType::Ggml(t.ggml_type),
+                shape: t.shape(),
+                nbytes: t.nbytes,
+                offset: Some(g.data_start() + t.offset),
+                kind: "",
+            })
+            .collect();
+        GgufSource { g, metas }
+    }
+
+    /// The underlying GGUF file.
+    fn file(&self) -> &GgufFile {
+        &self.g
+    }
+}
+
+impl ParamSource for GgufSource {
+    fn path(&self) -> &Path {
+        self.g.path()
+    }
+    fn format(&self) -> Format {
+        Format::Gguf
+    }
+    fn tensors(&self) -> &[TensorMeta] {
+        &self.metas
+    }
+    fn file_range(&self, name: &str) -> Option<(&Path, u64)> {
+        let t = self.g.tensor(name)?;
+        Some((self.g.path(), self.g.data_start() + t.offset))
+    }
+    fn raw(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        let t = self
+            .file()
+            .tensor(name)
+            .ok_or_else(|| not_found(self.g.path(), name))?;
+        Ok(Cow::Borrowed(self.g.tensor_data(t)))
+    }
+    fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
+        self.g.dequantize_by_name(name)
+    }
+}

@@ -1,0 +1,323 @@
+//! A tokenizer from an HF `tokenizer.json` (plus, beside it, the
+//! `tokenizer_config.json` and `chat_template.jinja` transformers writes).
+
+use super::added::AddedToken;
+use super::bpe::{Bpe, BpeOptions};
+use super::{PreTokenizer, Tokenizer, TokenizerError};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+
+#[derive(Deserialize)]
+struct TokenizerJson {
+    #[serde(default)]
+    added_tokens: Vec<AddedTokenJson>,
+    #[serde(default)]
+    normalizer: Value,
+    #[serde(default)]
+    pre_tokenizer: Value,
+    #[serde(default)]
+    decoder: Value,
+    model: ModelJson,
+}
+
+#[derive(Deserialize)]
+struct AddedTokenJson {
+    id: u32,
+    content: String,
+    #[serde(default)]
+    special: bool,
+    #[serde(default)]
+    lstrip: bool,
+    #[serde(default)]
+    rstrip: bool,
+    #[serde(default)]
+    single_word: bool,
+    #[serde(default = "yes")]
+    normalized: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+struct ModelJson {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    vocab: HashMap<String, u32>,
+    #[serde(default)]
+    merges: Vec<MergeJson>,
+    #[serde(default)]
+    unk_token: Option<String>,
+    #[serde(default)]
+    fuse_unk: bool,
+    #[serde(default)]
+    byte_fallback: bool,
+    #[serde(default)]
+    ignore_merges: bool,
+    #[serde(default)]
+    dropout: Option<f64>,
+    #[serde(default)]
+    continuing_subword_prefix: Option<String>,
+    #[serde(default)]
+    end_of_word_suffix: Option<String>,
+}
+
+/// A merge, written `"a b"` (older files) or `["a", "b"]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum MergeJson {
+    Pair(String, String),
+    Joined(String),
+}
+
+/// The `tokenizer_config.json` keys kiln reads.
+#[derive(Deserialize, Default)]
+struct ConfigJson {
+    #[serde(default)]
+    bos_token: Value,
+    #[serde(default)]
+    eos_token: Value,
+    #[serde(default)]
+    chat_template: Value,
+}
+
+fn file_error(path: &Path, message: impl Into<String>) -> TokenizerError {
+    TokenizerError::File {
+        path: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+fn type_of(v: &Value) -> &str {
+    v.get("type").and_then(Value::as_str).unwrap_or("?")
+}
+
+/// Checks a `ByteLevel` pre-tokenizer is the GPT-2 split kiln implements.
+fn check_byte_level(v: &Value, path: &Path) -> Result<(), TokenizerError> {
+    if v.get("add_prefix_space").and_then(Value::as_bool) == Some(true) {
+        return Err(file_error(
+            path,
+            "unsupported pre_tokenizer: ByteLevel with add_prefix_space = true",
+        ));
+    }
+    if v.get("use_regex").and_then(Value::as_bool) == Some(false) {
+        return Err(file_error(
+            path,
+            "unsupported pre_tokenizer: ByteLevel with use_regex = false",
+        ));
+    }
+    Ok(())
+}
+
+/// The pre-tokenizer of a `pre_tokenizer` entry, among those kiln supports.
+fn pre_tokenizer(v: &Value, path: &Path) -> Result<PreTokenizer, TokenizerError> {
+    let unsupported = || {
+        file_error(
+            path,
+            format!(
+                "unsupported pre_tokenizer {v} (supported: ByteLevel, \
+                 Sequence[Digits(individual_digits=true), ByteLevel])"
+            ),
+        )
+    };
+    match type_of(v) {
+        "ByteLevel" => {
+            check_byte_level(v, path)?;
+            Ok(PreTokenizer::Gpt2)
+        }
+        "Sequence" => {
+            let parts = v
+                .get("pretokenizers")
+                .and_then(Value::as_array)
+                .ok_or_else(unsupported)?;
+            match parts.as_slice() {
+                [digits, byte_level]
+                    if type_of(digits) == "Digits"
+                        && digits.get("individual_digits").and_then(Value::as_bool)
+                            == Some(true)
+                        && type_of(byte_level) == "ByteLevel" =>
+                {
+                    check_byte_level(byte_level, path)?;
+                    Ok(PreTokenizer::DigitsThenGpt2)
+                }
+                [only] if type_of(only) == "ByteLevel" => {
+                    check_byte_level(only, path)?;
+                    Ok(PreTokenizer::Gpt2)
+                }
+                _ => Err(unsupported()),
+            }
+        }
+        _ => Err(unsupported()),
+    }
+}
+
+/// The content of a special token entry: a string or `{"content": …}`.
+fn token_content(v: &Value) -> Option<&str> {
+    v.as_str()
+        .or_else(|| v.get("content").and_then(Value::as_str))
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> crate::Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| file_error(path, e.to_string()).into())
+}
+
+impl Tokenizer {
+    /// Loads an HF `tokenizer.json` (byte-level BPE). The bos/eos tokens and
+    /// the chat template come from `tokenizer_config.json` and
+    /// `chat_template.jinja` in the same folder when present (the `.jinja`
+    /// file wins, as in transformers 5).
+    pub fn from_tokenizer_json(path: impl AsRef<Path>) -> crate::Result<Tokenizer> {
+        let path = path.as_ref();
+        let json: TokenizerJson = read_json(path)?;
+        if !json.normalizer.is_null() {
+            return Err(
+                file_error(path, format!("unsupported normalizer {}", json.normalizer)).into(),
+            );
+        }
+        if type_of(&json.decoder) != "ByteLevel" {
+            return Err(file_error(
+                path,
+                format!(
+                    "unsupported decoder {} (supported: ByteLevel)",
+                    json.decoder
+                ),
+            )
+            .into());
+        }
+        let pre = pre_tokenizer(&json.pre_tokenizer, path)?;
+        let model = json.model;
+        if model.kind.as_deref().is_some_and(|k| k != "BPE") {
+            return Err(file_error(
+                path,
+                format!("unsupported model type {:?} (supported: BPE)", model.kind),
+            )
+            .into());
+        }
+        if model.byte_fallback {
+            return Err(file_error(path, "unsupported model option byte_fallback = true").into());
+        }
+        if model.dropout.is_some_and(|d| d > 0.0) {
+            return Err(file_error(path, "unsupported model option dropout").into());
+        }
+        for (what, v) in [
+            (
+                "continuing_subword_prefix",
+                &model.continuing_subword_prefix,
+            ),
+            ("end_of_word_suffix", &model.end_of_word_suffix),
+        ] {
+            if v.as_deref().is_some_and(|s| !s.is_empty()) {
+                return Err(file_error(path, format!("unsupported model option {what}")).into());
+            }
+        }
+        let merges = model
+            .merges
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| match m {
+                MergeJson::Pair(a, b) => Ok((a, b)),
+                MergeJson::Joined(s) => match s.split_once(' ') {
+                    Some((a, b)) if !b.contains(' ') => Ok((a.to_string(), b.to_string())),
+                    _ => Err(file_error(
+                        path,
+                        format!(
+                            "model.merges[{i}] = {s:?} is not two tokens separated by one space"
+                        ),
+                    )),
+                },
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let unk = match &model.unk_token {
+            None => None,
+            Some(u) => Some(*model.vocab.get(u).ok_or_else(|| {
+                file_error(
+                    path,
+                    format!("model.unk_token {u:?} is not in the vocabulary"),
+                )
+            })?),
+        };
+        let options = BpeOptions {
+            unk,
+            fuse_unk: model.fuse_unk,
+            ignore_merges: model.ignore_merges,
+        };
+        let bpe =
+            Bpe::new(model.vocab, &merges, options).map_err(|e| file_error(path, e.to_string()))?;
+
+        let mut added = Vec::with_capacity(json.added_tokens.len());
+        for t in json.added_tokens {
+            if t.single_word {
+                return Err(file_error(
+                    path,
+                    format!(
+                        "unsupported added token option single_word on {:?}",
+                        t.content
+                    ),
+                )
+                .into());
+            }
+            added.push(AddedToken {
+                id: t.id,
+                content: t.content,
+                special: t.special,
+                normalized: t.normalized,
+                lstrip: t.lstrip,
+                rstrip: t.rstrip,
+            });
+        }
+
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let config_path = dir.join("tokenizer_config.json");
+        let config: ConfigJson = if config_path.is_file() {
+            read_json(&config_path)?
+        } else {
+            ConfigJson::default()
+        };
+        let jinja_path = dir.join("chat_template.jinja");
+        let chat_template = if jinja_path.is_file() {
+            Some(
+                std::fs::read_to_string(&jinja_path)
+                    .map_err(|e| crate::Error::io(&jinja_path, e))?,
+            )
+        } else {
+            match &config.chat_template {
+                Value::String(s) => Some(s.clone()),
+                // A list of named templates: take the default one.
+                Value::Array(list) => list
+                    .iter()
+                    .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
+                    .and_then(|t| t.get("template").and_then(Value::as_str))
+                    .map(str::to_string),
+                _ => None,
+            }
+        };
+
+        let lookup = |v: &Value, what: &str| -> crate::Result<Option<u32>> {
+            let Some(content) = token_content(v) else {
+                return Ok(None);
+            };
+            let id = added
+                .iter()
+                .find(|t| t.content == content)
+                .map(|t| t.id)
+                .or_else(|| bpe.vocab.get(content).copied());
+            id.map(Some).ok_or_else(|| {
+                file_error(
+                    &config_path,
+                    format!("{what} {content:?} is not a token of {}", path.display()),
+                )
+                .into()
+            })
+        };
+        let bos = lookup(&config.bos_token, "bos_token")?;
+        let eos = lookup(&config.eos_token, "eos_token")?;
+        Ok(
+            Tokenizer::assemble(bpe, pre, added, bos, eos, chat_template)
+                .map_err(|e| file_error(path, e.to_string()))?,
+        )
+    }
+}

@@ -1,0 +1,242 @@
+//! Bad input to `kiln export`: each case is a clear one-line error naming
+//! the key, tensor or flag, exit code 2, and no output file left behind.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+fn kiln(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Copies a tiny fixture into `dir`, applying `edit` to its config.json.
+fn variant(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> std::path::PathBuf {
+    let src = fixture("hf/tiny-llama-tied-gqa");
+    let dst = dir.join("ckpt");
+    std::fs::create_dir_all(&dst).unwrap();
+    std::fs::copy(src.join("model.safetensors"), dst.join("model.safetensors")).unwrap();
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    edit(&mut cfg);
+    std::fs::write(
+        dst.join("config.json"),
+        serde_json::to_string_pretty(&cfg).unwrap(),
+    )
+    .unwrap();
+    dst
+}
+
+fn expect_error(ckpt: &Path, extra: &[&str], want: &str) {
+    let dir = tmpdir();
+    let out = dir.path().join("out");
+    let mut args = vec![
+        "export",
+        ckpt.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    if !extra.iter().any(|a| *a == "--seq") {
+        args.extend(["--seq", "8"]);
+    }
+    args.extend(extra);
+    let (code, err) = kiln(&args);
+    assert_eq!(code, 2, "{args:?}: {err}");
+    assert!(
+        err.contains(want),
+        "{args:?}: error `{err}` should contain `{want}`"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one-line error: {err}");
+    let left = files_in(&out);
+    assert!(left.is_empty(), "{args:?} left files behind: {left:?}");
+}
+
+#[test]
+fn bad_configs_are_clear_errors() {
+    let dir = tmpdir();
+    let cases: Vec<(Box<dyn Fn(&mut serde_json::Value)>, &str)> = vec![
+        (Box::new(|c| { c.as_object_mut().unwrap().remove("hidden_size"); }), "missing required key \"hidden_size\""),
+        (Box::new(|c| c["model_type"] = "gpt2".into()), "unsupported model_type \"gpt2\" (supported: llama, mistral)"),
+        (Box::new(|c| c["attention_bias"] = true.into()), "attention_bias = true is not supported"),
+        (Box::new(|c| c["num_key_value_heads"] = 3.into()), "not a multiple of num_key_value_heads (3)"),
+        (Box::new(|c| c["hidden_act"] = "gelu".into()), "hidden_act \"gelu\" is not supported"),
+        (Box::new(|c| c["rope_parameters"]["rope_type"] = "yarn".into()), "unsupported rope_type \"yarn\""),
+        (Box::new(|c| c["eos_token_id"] = "two".into()), "\"eos_token_id\" must be an id or a list of ids"),
+        (Box::new(|c| c["hidden_size"] = 64.into()), "tensor \"model.embed_tokens.weight\": expected shape [96, 64] from the config, found [96, 48]"),
+        (Box::new(|c| c["num_hidden_layers"] = 3.into()), "missing tensor \"model.layers.2.input_layernorm.weight\""),
+        (Box::new(|c| c["tie_word_embeddings"] = false.into()), "missing tensor \"lm_head.weight\""),
+    ];
+    for (i, (edit, want)) in cases.into_iter().enumerate() {
+        let d = dir.path().join(i.to_string());
+        let ck = variant(&d, edit);
+        expect_error(&ck, &[], want);
+    }
+}
+
+#[test]
+fn malformed_config_json_and_missing_files() {
+    let dir = tmpdir();
+    let ck = variant(dir.path(), |_| {});
+    std::fs::write(ck.join("config.json"), "{ not json").unwrap();
+    expect_error(&ck, &[], "invalid config.json");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    expect_error(&empty, &[], "no config.json in this folder");
+    expect_error(&dir.path().join("nope"), &[], "no such file or directory");
+    let notckpt = dir.path().join("x.bin");
+    std::fs::write(&notckpt, b"hello world").unwrap();
+    expect_error(&notckpt, &[], "not a checkpoint");
+}
+
+#[test]
+fn unexpected_tensor_is_an_error() {
+    let dir = tmpdir();
+    // A checkpoint with an extra tensor (a q_proj bias) the graph does not use.
+    let src = fixture("hf/tiny-llama-tied-gqa");
+    let st = kiln::params::safetensors::SafeTensors::open(src.join("model.safetensors")).unwrap();
+    let dst = dir.path().join("ckpt");
+    std::fs::create_dir_all(&dst).unwrap();
+    std::fs::copy(src.join("config.json"), dst.join("config.json")).unwrap();
+    let mut specs: Vec<kiln::params::safetensors::TensorSpec> = st
+        .tensors()
+        .map(|t| kiln::params::safetensors::TensorSpec::new(t.name, t.dtype, t.shape))
+        .collect();
+    specs.push(kiln::params::safetensors::TensorSpec::new(
+        "model.layers.0.self_attn.q_proj.bias",
+        kiln::params::DType::F32,
+        &[48],
+    ));
+    let mut w = kiln::params::safetensors::SafetensorsWriter::new(
+        dst.join("model.safetensors"),
+        &specs,
+        &[],
+    )
+    .unwrap();
+    for t in st.tensors() {
+        w.write_tensor(t.name, t.data).unwrap();
+    }
+    w.write_tensor("model.layers.0.self_attn.q_proj.bias", &[0u8; 48 * 4])
+        .unwrap();
+    w.finish().unwrap();
+    expect_error(
+        &dst,
+        &[],
+        "unexpected tensor \"model.layers.0.self_attn.q_proj.bias\"",
+    );
+}
+
+#[test]
+fn bad_flags_are_clear_errors() {
+    let ck = fixture("hf/tiny-llama-tied-gqa");
+    expect_error(&ck, &["--seq", "0"], "SEQ must be at least 1");
+    expect_error(
+        &ck,
+        &["--seq", "65"],
+        "SEQ 65 exceeds the model's max_position_embeddings (64)",
+    );
+    expect_error(
+        &ck,
+        &["--weights", "int8"],
+        "--weights int8: expected bf16, f16 or f32",
+    );
+    expect_error(
+        &ck,
+        &["--constants", "sometimes"],
+        "--constants sometimes: expected external, inline or threshold=BYTES",
+    );
+    expect_error(
+        &ck,
+        &["--function", "9lives"],
+        "function name \"9lives\" is not a valid MLIR identifier",
+    );
+}
+
+#[test]
+fn unwritable_output_directory_is_an_error() {
+    let dir = tmpdir();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let target = file.join("sub");
+    let (code, err) = kiln(&[
+        "export",
+        fixture("hf/tiny-llama-tied-gqa").to_str().unwrap(),
+        "--seq",
+        "8",
+        "--out",
+        target.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot create output directory"), "{err}");
+}
+
+#[test]
+fn export_writes_the_four_files_and_a_complete_manifest() {
+    let dir = tmpdir();
+    let (code, err) = kiln(&[
+        "export",
+        fixture("hf/tiny-llama-untied-mha").to_str().unwrap(),
+        "--seq",
+        "8",
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--name",
+        "mha",
+        "--function",
+        "forward",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        files_in(dir.path()),
+        vec!["mha-gen.mlir", "mha.irpa", "mha.json", "mha.safetensors"]
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("mha.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["seq"], 8);
+    assert_eq!(m["function"], "forward");
+    assert_eq!(m["scope"], "model");
+    assert_eq!(m["architecture"], "llama");
+    assert_eq!(m["weights_dtype"], "bf16");
+    assert_eq!(m["kiln_version"], kiln::VERSION);
+    for k in ["mlir", "safetensors", "irpa"] {
+        let f = &m["files"][k];
+        let p = dir.path().join(f["path"].as_str().unwrap());
+        assert_eq!(
+            f["bytes"].as_u64().unwrap(),
+            std::fs::metadata(&p).unwrap().len()
+        );
+        assert_eq!(
+            f["sha256"].as_str().unwrap(),
+            kiln::util::sha256_file(&p).unwrap()
+        );
+    }
+    // Determinism: the same export twice gives byte-identical files.
+    let dir2 = tmpdir();
+    let (code, _) = kiln(&[
+        "export",
+        fixture("hf/tiny-llama-untied-mha").to_str().unwrap(),
+        "--seq",
+        "8",
+        "--out",
+        dir2.path().to_str().unwrap(),
+        "--name",
+        "mha",
+        "--function",
+        "forward",
+    ]);
+    assert_eq!(code, 0);
+    for f in ["mha-gen.mlir", "mha.irpa", "mha.safetensors"] {
+        assert_eq!(
+            std::fs::read(dir.path().join(f)).unwrap(),
+            std::fs::read(dir2.path().join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}

