@@ -52,6 +52,10 @@ pub struct Manifest {
     pub scope: Option<String>,
     /// Parameter archive, relative to the manifest's directory.
     pub irpa: Option<String>,
+    /// End-of-sequence ids (`eos_token_ids`).
+    pub eos: Vec<i32>,
+    /// The checkpoint the export came from (`source`).
+    pub source: Option<String>,
 }
 
 /// Strips a `-host`/`-arm64`/`-arm32`/`-vulkan` suffix from a vmfb stem.
@@ -101,7 +105,24 @@ pub fn read_manifest(path: &Path) -> crate::Result<Option<Manifest>> {
         seq,
         function: string("function")?,
         scope: string("scope")?,
-        irpa: string("irpa")?,
+        irpa: match string("irpa")? {
+            Some(f) => Some(f),
+            None => v
+                .pointer("/files/irpa/path")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string),
+        },
+        eos: v
+            .get("eos_token_ids")
+            .and_then(serde_json::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_i64())
+                    .map(|x| x as i32)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        source: string("source")?,
     }))
 }
 
@@ -128,19 +149,42 @@ pub fn parse_tokens(s: &str) -> crate::Result<Vec<i32>> {
     Ok(ids)
 }
 
-/// Runs `kiln run`.
-pub fn run(args: Args) -> crate::Result<i32> {
-    if !args.module.is_file() {
+/// A module with everything needed to call it, resolved from flags and
+/// the manifest beside it.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// SEQ.
+    pub seq: usize,
+    /// Function to call.
+    pub function: String,
+    /// Parameter scope.
+    pub scope: String,
+    /// Parameter file.
+    pub params: PathBuf,
+    /// The manifest, when there is one.
+    pub manifest: Manifest,
+}
+
+/// Resolves SEQ, function, scope and parameter file of `module`: flags
+/// first, then `NAME.json` beside the module.
+pub fn resolve(
+    module: &Path,
+    seq: Option<usize>,
+    function: Option<String>,
+    scope: Option<String>,
+    params: Option<PathBuf>,
+) -> crate::Result<Resolved> {
+    if !module.is_file() {
         return Err(Error::io(
-            &args.module,
+            module,
             std::io::Error::new(std::io::ErrorKind::NotFound, "module not found"),
         ));
     }
-    let dir = match args.module.parent() {
+    let dir = match module.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = model_name(&args.module);
+    let name = model_name(module);
     let manifest_path = dir.join(format!("{name}.json"));
     let manifest = read_manifest(&manifest_path)?;
     let m = manifest.clone().unwrap_or_default();
@@ -154,19 +198,15 @@ pub fn run(args: Args) -> crate::Result<i32> {
             )
         })
     };
-    let seq = args
-        .seq
-        .or(m.seq)
-        .ok_or_else(|| missing("seq", "--seq N"))?;
+    let seq = seq.or(m.seq).ok_or_else(|| missing("seq", "--seq N"))?;
     if seq == 0 {
         return Err(Error::Usage("--seq must be at least 1".into()));
     }
-    let function = args
-        .function
-        .or(m.function)
+    let function = function
+        .or(m.function.clone())
         .ok_or_else(|| missing("function", "--function NAME"))?;
-    let scope = args.scope.or(m.scope).unwrap_or_else(|| "model".into());
-    let params = match args.params {
+    let scope = scope.or(m.scope.clone()).unwrap_or_else(|| "model".into());
+    let params = match params {
         Some(p) => p,
         None => {
             let cand = match &m.irpa {
@@ -182,6 +222,45 @@ pub fn run(args: Args) -> crate::Result<i32> {
             cand
         }
     };
+    Ok(Resolved {
+        seq,
+        function,
+        scope,
+        params,
+        manifest: m,
+    })
+}
+
+/// The worker-group count: the flag, else `$KILN_TASK_GROUPS`, else none.
+pub fn task_groups(flag: Option<usize>) -> crate::Result<Option<usize>> {
+    match flag {
+        Some(n) => Ok(Some(n)),
+        None => match std::env::var("KILN_TASK_GROUPS") {
+            Ok(v) if !v.trim().is_empty() => {
+                Ok(Some(v.trim().parse::<usize>().map_err(|_| {
+                    Error::Usage(format!("KILN_TASK_GROUPS='{v}' is not a number"))
+                })?))
+            }
+            _ => Ok(None),
+        },
+    }
+}
+
+/// Runs `kiln run`.
+pub fn run(args: Args) -> crate::Result<i32> {
+    let Resolved {
+        seq,
+        function,
+        scope,
+        params,
+        ..
+    } = resolve(
+        &args.module,
+        args.seq,
+        args.function,
+        args.scope,
+        args.params,
+    )?;
     let mut ids = parse_tokens(&args.tokens)?;
     if ids.len() > seq {
         return Err(Error::Usage(format!(
@@ -190,16 +269,7 @@ pub fn run(args: Args) -> crate::Result<i32> {
         )));
     }
     ids.resize(seq, 0);
-    let task_groups =
-        match args.task_groups {
-            Some(n) => Some(n),
-            None => match std::env::var("KILN_TASK_GROUPS") {
-                Ok(v) if !v.trim().is_empty() => Some(v.trim().parse::<usize>().map_err(|_| {
-                    Error::Usage(format!("KILN_TASK_GROUPS='{v}' is not a number"))
-                })?),
-                _ => None,
-            },
-        };
+    let task_groups = task_groups(args.task_groups)?;
     let opts = RunOptions {
         device: Device::parse(&args.device)?,
         function,

@@ -16,6 +16,7 @@
 pub mod compile;
 pub mod flags;
 pub mod run;
+pub mod session;
 pub mod toolchain;
 
 pub use compile::{compile, compile_many};
@@ -102,6 +103,9 @@ pub enum IreeError {
     /// iree-run-module printed something kiln cannot parse.
     #[error("cannot parse iree-run-module output: {0}")]
     BadOutput(String),
+    /// The long-lived IREE runtime session failed.
+    #[error("{0}")]
+    Session(String),
     /// An input tensor is inconsistent (shape vs. data).
     #[error("bad input tensor: {0}")]
     BadInput(String),

@@ -23,6 +23,7 @@ mod byte_level;
 mod chat;
 mod gguf;
 mod hf_json;
+mod load;
 mod pretokenize;
 
 pub use pretokenize::PreTokenizer;

@@ -1,0 +1,164 @@
+//! A long-lived forward-pass runner for `kiln generate`: the module and the
+//! parameters are loaded once, then each step sends SEQ ids and reads SEQ
+//! predicted ids back.
+//!
+//! `iree-run-module` loads the module and maps the parameters on every
+//! call. Linking IREE's C runtime into kiln would need a C toolchain and
+//! IREE's sources at build time, which kiln's users do not have; the
+//! pinned `iree-base-runtime` wheel already ships IREE's runtime with
+//! Python bindings. So the session is a small script (`session.py`,
+//! embedded in the binary) run by the pinned venv's Python, speaking one
+//! line of ids per step over pipes. Why and how much it saves: `spec/iree.md`.
+
+use super::flags::Device;
+use super::{IreeError, Toolchain};
+use crate::{Error, Result};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+const SCRIPT: &str = include_str!("session.py");
+
+/// A running session over one module and one parameter file.
+pub struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    seq: usize,
+}
+
+/// The Python interpreter of the toolchain's venv, when it has one with
+/// IREE's runtime bindings.
+pub fn venv_python(tc: &Toolchain) -> Option<PathBuf> {
+    let root = tc.root.as_ref()?;
+    let py = root.join("bin/python");
+    py.is_file().then_some(py)
+}
+
+impl Session {
+    /// Starts the runner and waits until the module is loaded.
+    pub fn start(
+        tc: &Toolchain,
+        vmfb: &Path,
+        params: &Path,
+        scope: &str,
+        function: &str,
+        device: Device,
+        seq: usize,
+        task_groups: Option<usize>,
+    ) -> Result<Session> {
+        let py = venv_python(tc).ok_or_else(|| {
+            IreeError::Session(format!(
+                "no Python venv with IREE's runtime beside {} (run `kiln toolchain install`)",
+                tc.run_module.display()
+            ))
+        })?;
+        let mut child = Command::new(&py)
+            .arg("-c")
+            .arg(SCRIPT)
+            .arg(vmfb)
+            .arg(params)
+            .arg(scope)
+            .arg(function)
+            .arg(device.name())
+            .arg(seq.to_string())
+            .arg(task_groups.map(|n| n.to_string()).unwrap_or_default())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::io(&py, e))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| IreeError::Session("no stdin".into()))?;
+        let stdout = BufReader::new(
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| IreeError::Session("no stdout".into()))?,
+        );
+        let mut s = Session {
+            child,
+            stdin,
+            stdout,
+            seq,
+        };
+        let first = s.read_line()?;
+        if first.trim() != "ready" {
+            return Err(s.failure("loading the module"));
+        }
+        Ok(s)
+    }
+
+    fn read_line(&mut self) -> Result<String> {
+        let mut line = String::new();
+        let n = self
+            .stdout
+            .read_line(&mut line)
+            .map_err(|e| IreeError::Session(format!("reading from the runner: {e}")))?;
+        if n == 0 {
+            return Err(self.failure("running"));
+        }
+        Ok(line)
+    }
+
+    /// The runner died: its stderr, last lines, as the error.
+    fn failure(&mut self, what: &str) -> Error {
+        let _ = self.child.kill();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        let tail: Vec<&str> = err.lines().rev().take(6).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        IreeError::Session(format!(
+            "IREE runtime session failed while {what}: {}",
+            tail.join(" | ")
+        ))
+        .into()
+    }
+
+    /// Runs one forward pass on SEQ ids.
+    pub fn run(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
+        let line = ids
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        writeln!(self.stdin, "{line}")
+            .and_then(|_| self.stdin.flush())
+            .map_err(|e| IreeError::Session(format!("writing to the runner: {e}")))?;
+        let out = self.read_line()?;
+        let v: Vec<i32> = out
+            .split_whitespace()
+            .map(|t| t.parse::<i32>())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| IreeError::Session(format!("unexpected runner output: {}", out.trim())))?;
+        if v.len() != self.seq {
+            return Err(IreeError::Session(format!(
+                "the runner returned {} ids, expected SEQ = {}",
+                v.len(),
+                self.seq
+            ))
+            .into());
+        }
+        Ok(v)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl crate::generate::Forward for Session {
+    fn seq(&self) -> usize {
+        self.seq
+    }
+    fn forward(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
+        self.run(ids)
+    }
+}
