@@ -324,26 +324,56 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let bar = progress_bar(opts.progress, tensors.len() as u64);
     let mut count = 0u64;
     let mut bytes_total = 0u64;
-    for (n, s) in tensors {
-        let values = ckpt.read_f32(n)?;
-        let bytes = encode_weights(&values, wd)?;
-        drop(values);
-        st.write_tensor(n, &bytes)?;
-        irpa.write_tensor(n, &bytes)?;
-        count += s.iter().product::<usize>() as u64;
-        bytes_total += bytes.len() as u64;
-        bar.inc(1);
-    }
+    // One thread reads and converts the next tensor while this one writes
+    // the previous: at most two tensors are in memory at once.
+    let write_result: Result<()> = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(1);
+        scope.spawn(move || {
+            for (n, _) in tensors {
+                let r = ckpt.read_f32(n).and_then(|v| encode_weights(&v, wd));
+                let failed = r.is_err();
+                if tx.send(r).is_err() || failed {
+                    break;
+                }
+            }
+        });
+        for (n, s) in tensors {
+            let bytes = rx
+                .recv()
+                .map_err(|_| Error::Usage(format!("weight reader stopped before \"{n}\"")))??;
+            st.write_tensor(n, &bytes)?;
+            irpa.write_tensor(n, &bytes)?;
+            count += s.iter().product::<usize>() as u64;
+            bytes_total += bytes.len() as u64;
+            bar.inc(1);
+        }
+        Ok(())
+    });
+    write_result?;
     st.finish()?;
     irpa.finish()?;
     bar.finish_and_clear();
     let weights_seconds = t1.elapsed().as_secs_f64();
 
     let out = |p: &Path| opts.out_dir.join(p.file_name().unwrap_or_default());
+    // Hash the three files concurrently (the two weight files dominate).
+    let records: Vec<Result<FileRecord>> = std::thread::scope(|s| {
+        let handles: Vec<_> = [&mlir_path, &st_path, &irpa_path]
+            .into_iter()
+            .map(|p| s.spawn(move || record(p)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Usage("hashing thread panicked".into())))
+            })
+            .collect()
+    });
     let mut files = std::collections::BTreeMap::new();
-    files.insert("mlir".to_string(), record(&mlir_path)?);
-    files.insert("safetensors".to_string(), record(&st_path)?);
-    files.insert("irpa".to_string(), record(&irpa_path)?);
+    for (key, rec) in ["mlir", "safetensors", "irpa"].into_iter().zip(records) {
+        files.insert(key.to_string(), rec?);
+    }
     let seq = opts.seq;
     let manifest = Manifest {
         kiln_version: crate::VERSION.to_string(),
