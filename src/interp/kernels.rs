@@ -526,12 +526,15 @@ fn argmax(x: &Tensor, dim: usize, out: &[usize]) -> KResult<Tensor> {
     };
     let mut res = Vec::with_capacity(k);
     for row in data.chunks(n.max(1)).take(k) {
-        // The comparator keeps the larger value, the lower index on ties;
-        // the init is (-inf, 0).
+        // The comparator body(acc, next) keeps the accumulator when it is
+        // larger, or equal with a lower index; otherwise it takes the next
+        // element (so a NaN is taken, then dropped again, as IREE does).
+        // The init is (-inf, 0).
         let (mut bv, mut bi) = (f32::NEG_INFINITY, 0i32);
         for (i, &v) in row.iter().enumerate() {
             let i = i as i32;
-            if v > bv || (v == bv && i < bi) {
+            let keep = bv > v || (bv == v && bi < i);
+            if !keep {
                 bv = v;
                 bi = i;
             }
