@@ -26,7 +26,7 @@ fn scalar_value(c: &Cursor<'_>, s: Scalar, dtype: DType, pos: usize) -> PResult<
     let bad = |what: &str| {
         c.err_found(
             pos,
-            format!("a {dtype} literal value"),
+            format!("a literal of element type {dtype}"),
             what.to_string(),
         )
     };
