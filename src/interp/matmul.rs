@@ -36,87 +36,79 @@ fn arrange<'t>(t: &'t Tensor, batch: &[usize], contract: &[usize]) -> Result<(Co
     Ok((data, fsize))
 }
 
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let ca = a.chunks_exact(8);
-    let cb = b.chunks_exact(8);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
+/// Rows of the lhs per register tile.
+const MR: usize = 4;
+/// Columns (rhs rows) per register tile and per packed panel.
+const NR: usize = 16;
+
+/// Packs rhs rows `[nb, k]` into panels of `NR` columns laid out `[k, NR]`
+/// (zero-padded), so the microkernel reads one contiguous vector per k.
+fn pack(b: &[f32], nb: usize, k: usize) -> Vec<f32> {
+    let panels = nb.div_ceil(NR);
+    let mut p = vec![0f32; panels * k * NR];
+    for (j, row) in b.chunks_exact(k).take(nb).enumerate() {
+        let (pi, c) = (j / NR, j % NR);
+        let base = pi * k * NR;
+        for (q, &x) in row.iter().enumerate() {
+            p[base + q * NR + c] = x;
         }
     }
-    let mut s = (acc[0] + acc[4]) + (acc[1] + acc[5]) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
+    p
 }
 
-/// A 4×4 tile of dot products: rows `a[0..4]` against rows `b[0..4]`.
+/// `acc[i][j] += Σ_q a[i][q]·panel[q][j]` for `rows` lhs rows.
 #[inline(always)]
-fn tile4x4(a: [&[f32]; 4], b: [&[f32]; 4], k: usize) -> [[f32; 4]; 4] {
-    let mut acc = [[[0f32; 4]; 4]; 4];
-    let full = k / 4 * 4;
-    let mut p = 0;
-    while p < full {
-        let av: [[f32; 4]; 4] = std::array::from_fn(|i| {
-            let s = &a[i][p..p + 4];
-            [s[0], s[1], s[2], s[3]]
-        });
-        let bv: [[f32; 4]; 4] = std::array::from_fn(|j| {
-            let s = &b[j][p..p + 4];
-            [s[0], s[1], s[2], s[3]]
-        });
-        for i in 0..4 {
-            for j in 0..4 {
-                for l in 0..4 {
-                    acc[i][j][l] += av[i][l] * bv[j][l];
-                }
+fn micro<const FMA: bool>(a: &[f32], i0: usize, rows: usize, k: usize, panel: &[f32]) -> [[f32; NR]; MR] {
+    let mut acc = [[0f32; NR]; MR];
+    let ar: [&[f32]; MR] = std::array::from_fn(|r| {
+        let i = i0 + r.min(rows - 1);
+        &a[i * k..(i + 1) * k]
+    });
+    for (q, bv) in panel.chunks_exact(NR).take(k).enumerate() {
+        let bv: &[f32; NR] = bv.try_into().unwrap_or(&[0f32; NR]);
+        for r in 0..MR {
+            let x = ar[r][q];
+            for j in 0..NR {
+                acc[r][j] = if FMA { x.mul_add(bv[j], acc[r][j]) } else { acc[r][j] + x * bv[j] };
             }
         }
-        p += 4;
     }
-    let mut out = [[0f32; 4]; 4];
-    for i in 0..4 {
-        for j in 0..4 {
-            let v = acc[i][j];
-            let mut s = (v[0] + v[2]) + (v[1] + v[3]);
-            for q in full..k {
-                s += a[i][q] * b[j][q];
-            }
-            out[i][j] = s;
-        }
-    }
-    out
+    acc
 }
 
 /// `C[m, n] = Σ_k A[m, k]·B[n, k]` for one block of B rows; `c` is `[M, nb]`.
-fn block<'a>(a: &'a [f32], b: &'a [f32], m: usize, nb: usize, k: usize, c: &mut [f32]) {
-    let row = |s: &'a [f32], i: usize| -> &'a [f32] { &s[i * k..(i + 1) * k] };
-    let m4 = m / 4 * 4;
-    let n4 = nb / 4 * 4;
-    for i in (0..m4).step_by(4) {
-        let ar = [row(a, i), row(a, i + 1), row(a, i + 2), row(a, i + 3)];
-        for j in (0..n4).step_by(4) {
-            let br = [row(b, j), row(b, j + 1), row(b, j + 2), row(b, j + 3)];
-            let t = tile4x4(ar, br, k);
-            for (di, tr) in t.iter().enumerate() {
-                c[(i + di) * nb + j..(i + di) * nb + j + 4].copy_from_slice(tr);
+#[inline(always)]
+fn block_impl<const FMA: bool>(a: &[f32], b: &[f32], m: usize, nb: usize, k: usize, c: &mut [f32]) {
+    let packed = pack(b, nb, k);
+    for (pi, panel) in packed.chunks_exact(k * NR).enumerate() {
+        let j0 = pi * NR;
+        let cols = NR.min(nb - j0);
+        let mut i = 0;
+        while i < m {
+            let rows = MR.min(m - i);
+            let acc = micro::<FMA>(a, i, rows, k, panel);
+            for (r, accr) in acc.iter().enumerate().take(rows) {
+                c[(i + r) * nb + j0..(i + r) * nb + j0 + cols].copy_from_slice(&accr[..cols]);
             }
-        }
-        for j in n4..nb {
-            for di in 0..4 {
-                c[(i + di) * nb + j] = dot(ar[di], row(b, j));
-            }
+            i += MR;
         }
     }
-    for i in m4..m {
-        for j in 0..nb {
-            c[i * nb + j] = dot(row(a, i), row(b, j));
-        }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn block_avx2(a: &[f32], b: &[f32], m: usize, nb: usize, k: usize, c: &mut [f32]) {
+    block_impl::<true>(a, b, m, nb, k, c)
+}
+
+fn block(a: &[f32], b: &[f32], m: usize, nb: usize, k: usize, c: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+        unsafe { block_avx2(a, b, m, nb, k, c) };
+        return;
     }
+    block_impl::<false>(a, b, m, nb, k, c)
 }
 
 /// Evaluates a `dot_general` with float operands; `out` is the result shape.

@@ -269,7 +269,8 @@ pub fn run(graph: &Graph, inputs: &[Tensor], params: &dyn ParamSource) -> crate:
                     ))
                     .into());
                 }
-                kernels::round_to(t, node.ty.dtype)
+                // Sources return values exact in the stored dtype: no rounding.
+                t
             }
             Op::Constant(lit) => literal_tensor(lit, &node.ty),
             op => {
