@@ -52,8 +52,16 @@ fn smollm2_shaped() -> Module {
         let n1 = w(&mut g, &format!("{p}.input_layernorm.weight"), &[DIM]);
         let xn = g.rms_norm(x, n1, 1e-5).unwrap();
         let wq = w(&mut g, &format!("{p}.self_attn.q_proj.weight"), &[DIM, DIM]);
-        let wk = w(&mut g, &format!("{p}.self_attn.k_proj.weight"), &[KV_HEADS * hd, DIM]);
-        let wv = w(&mut g, &format!("{p}.self_attn.v_proj.weight"), &[KV_HEADS * hd, DIM]);
+        let wk = w(
+            &mut g,
+            &format!("{p}.self_attn.k_proj.weight"),
+            &[KV_HEADS * hd, DIM],
+        );
+        let wv = w(
+            &mut g,
+            &format!("{p}.self_attn.v_proj.weight"),
+            &[KV_HEADS * hd, DIM],
+        );
         let wo = w(&mut g, &format!("{p}.self_attn.o_proj.weight"), &[DIM, DIM]);
         let q = g.linear(xn, wq).unwrap();
         let k = g.linear(xn, wk).unwrap();
@@ -80,7 +88,11 @@ fn smollm2_shaped() -> Module {
         };
         let sc = g.dot_general(q, k, batch(2, 2)).unwrap();
         let scale = g
-            .splat(DType::F32, &[HEADS, SEQ, SEQ], (1.0 / (hd as f64).sqrt()) as f32 as f64)
+            .splat(
+                DType::F32,
+                &[HEADS, SEQ, SEQ],
+                (1.0 / (hd as f64).sqrt()) as f32 as f64,
+            )
             .unwrap();
         let sc = g.mul(sc, scale).unwrap();
         let sc = g.causal_mask(sc).unwrap();
@@ -90,7 +102,11 @@ fn smollm2_shaped() -> Module {
         let att = g.reshape(att, &[SEQ, DIM]).unwrap();
         let o = g.linear(att, wo).unwrap();
         x = g.add(x, o).unwrap();
-        let n2 = w(&mut g, &format!("{p}.post_attention_layernorm.weight"), &[DIM]);
+        let n2 = w(
+            &mut g,
+            &format!("{p}.post_attention_layernorm.weight"),
+            &[DIM],
+        );
         let xn = g.rms_norm(x, n2, 1e-5).unwrap();
         let wg = w(&mut g, &format!("{p}.mlp.gate_proj.weight"), &[FFN, DIM]);
         let wu = w(&mut g, &format!("{p}.mlp.up_proj.weight"), &[FFN, DIM]);
@@ -175,7 +191,10 @@ fn main() {
     let params: HashMap<String, Tensor> = ws
         .iter()
         .map(|(k, s, v)| {
-            let data = v.iter().map(|&b| half::bf16::from_bits(b).to_f32()).collect();
+            let data = v
+                .iter()
+                .map(|&b| half::bf16::from_bits(b).to_f32())
+                .collect();
             (k.clone(), Tensor::f32(s, data))
         })
         .collect();
@@ -201,7 +220,11 @@ fn main() {
     let mlir = dir.path().join("smollm2.mlir");
     let vmfb = dir.path().join("smollm2.vmfb");
     let st = dir.path().join("smollm2.safetensors");
-    std::fs::write(&mlir, print_module(&m, &PrintOptions::default(), None).unwrap()).unwrap();
+    std::fs::write(
+        &mlir,
+        print_module(&m, &PrintOptions::default(), None).unwrap(),
+    )
+    .unwrap();
     write_safetensors(&st, &ws);
     let c = Command::new(compile)
         .args([
@@ -240,7 +263,10 @@ fn main() {
         Some(v * scale)
     });
     if let Some(s) = iree_s {
-        println!("IREE host: {s:.3} s; interpreter / IREE = {:.2}x", interp_s / s);
+        println!(
+            "IREE host: {s:.3} s; interpreter / IREE = {:.2}x",
+            interp_s / s
+        );
     }
     let _ = out;
 }

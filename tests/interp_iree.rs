@@ -64,7 +64,11 @@ fn iree_run(text: &str, function: &str, inputs: &[String]) -> Option<String> {
         .arg(&mlir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "iree-compile failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "iree-compile failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut cmd = Command::new(run);
     cmd.arg("--device=local-task")
         .arg(format!("--module={}", vmfb.display()))
@@ -73,7 +77,11 @@ fn iree_run(text: &str, function: &str, inputs: &[String]) -> Option<String> {
         cmd.arg(format!("--input={i}"));
     }
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "iree-run-module failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "iree-run-module failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
@@ -82,7 +90,9 @@ fn result_values(stdout: &str) -> Vec<Vec<f64>> {
     stdout
         .lines()
         .filter_map(|l| l.split_once('='))
-        .filter(|(t, _)| t.contains("xi") || t.contains("xf") || t.starts_with('i') || t.starts_with('f'))
+        .filter(|(t, _)| {
+            t.contains("xi") || t.contains("xf") || t.starts_with('i') || t.starts_with('f')
+        })
         .map(|(_, v)| {
             v.replace(['[', ']'], " ")
                 .split_whitespace()
@@ -102,22 +112,46 @@ fn tiny_model_matches_iree_host() {
     for (seq, stored) in [(8, DType::BF16), (33, DType::F32)] {
         let m = tiny_model(&Tiny::new(seq, stored));
         let w = random_weights(&m, 11);
-        let opts = PrintOptions { constants: ConstantPolicy::InlineAlways };
+        let opts = PrintOptions {
+            constants: ConstantPolicy::InlineAlways,
+        };
         let text = print_module(&m, &opts, Some(&w)).unwrap();
         let mut rng = Rng::new(5);
-        let ids: Vec<i32> = (0..seq).map(|_| ((rng.next() + 1.0) * 31.9) as i32).collect();
+        let ids: Vec<i32> = (0..seq)
+            .map(|_| ((rng.next() + 1.0) * 31.9) as i32)
+            .collect();
         let ids_text: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
         let input = format!("1x{seq}xi32={}", ids_text.join(","));
-        let Some(stdout) = iree_run(&text, "forward", &[input]) else { return };
-        let iree: Vec<i32> = result_values(&stdout)[0].iter().map(|&x| x as i32).collect();
+        let Some(stdout) = iree_run(&text, "forward", &[input]) else {
+            return;
+        };
+        let iree: Vec<i32> = result_values(&stdout)[0]
+            .iter()
+            .map(|&x| x as i32)
+            .collect();
         // The interpreter runs the parsed text, with nothing else to go on.
         let parsed = parse_module(&text).unwrap();
         let params: std::collections::HashMap<String, Tensor> = Default::default();
-        let out = interp::run_module(&parsed, None, &[Tensor::i32(&[1, seq], ids.clone())], &params).unwrap();
+        let out = interp::run_module(
+            &parsed,
+            None,
+            &[Tensor::i32(&[1, seq], ids.clone())],
+            &params,
+        )
+        .unwrap();
         eprintln!("SEQ {seq} {stored}: {iree:?}");
-        assert_eq!(out[0].as_i32().unwrap(), iree.as_slice(), "SEQ {seq}, {stored}");
+        assert_eq!(
+            out[0].as_i32().unwrap(),
+            iree.as_slice(),
+            "SEQ {seq}, {stored}"
+        );
         // And the original graph with external weights gives the same ids.
-        let direct = interp::run(&m.functions[0], &[Tensor::i32(&[1, seq], ids)], &as_tensors(&m, &w)).unwrap();
+        let direct = interp::run(
+            &m.functions[0],
+            &[Tensor::i32(&[1, seq], ids)],
+            &as_tensors(&m, &w),
+        )
+        .unwrap();
         assert_eq!(direct[0], out[0]);
     }
 }
@@ -126,21 +160,31 @@ fn tiny_model_matches_iree_host() {
 fn every_op_graph_matches_iree_host() {
     let m = interp_support::all_ops_module();
     let w = random_weights(&m, 2);
-    let opts = PrintOptions { constants: ConstantPolicy::InlineAlways };
+    let opts = PrintOptions {
+        constants: ConstantPolicy::InlineAlways,
+    };
     let text = print_module(&m, &opts, Some(&w)).unwrap();
     let x = [0.5f32, -1.25, 2.0, 0.0, 3.5, -0.75];
     let ids = [4i32, 0, 2, 1];
     let xs: Vec<String> = x.iter().map(|v| v.to_string()).collect();
     let is: Vec<String> = ids.iter().map(|v| v.to_string()).collect();
-    let inputs = [format!("2x3xf32={}", xs.join(",")), format!("4xi32={}", is.join(","))];
-    let Some(stdout) = iree_run(&text, "main", &inputs) else { return };
+    let inputs = [
+        format!("2x3xf32={}", xs.join(",")),
+        format!("4xi32={}", is.join(",")),
+    ];
+    let Some(stdout) = iree_run(&text, "main", &inputs) else {
+        return;
+    };
     let iree = result_values(&stdout);
     let parsed = parse_module(&text).unwrap();
     let params: std::collections::HashMap<String, Tensor> = Default::default();
     let out = interp::run_module(
         &parsed,
         Some("main"),
-        &[Tensor::f32(&[2, 3], x.to_vec()), Tensor::i32(&[4], ids.to_vec())],
+        &[
+            Tensor::f32(&[2, 3], x.to_vec()),
+            Tensor::i32(&[4], ids.to_vec()),
+        ],
         &params,
     )
     .unwrap();
@@ -153,7 +197,9 @@ fn every_op_graph_matches_iree_host() {
         };
         assert_eq!(mine.len(), theirs.len(), "result {k}: {stdout}");
         for (a, b) in mine.iter().zip(theirs) {
-            let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-4 * a.abs().max(b.abs()).max(1e-3);
+            let ok = (a.is_nan() && b.is_nan())
+                || a == b
+                || (a - b).abs() <= 1e-4 * a.abs().max(b.abs()).max(1e-3);
             assert!(ok, "result {k}: interpreter {mine:?}, IREE {theirs:?}");
         }
     }

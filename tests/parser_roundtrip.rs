@@ -7,16 +7,23 @@ mod interp_support;
 
 use interp_support::{all_ops_module, random_weights, tiny_model, Tiny};
 use kiln::graph::{DType, Module};
-use kiln::stablehlo::{parse_module, parse_module_full, print_module, ConstantPolicy, PrintOptions};
+use kiln::stablehlo::{
+    parse_module, parse_module_full, print_module, ConstantPolicy, PrintOptions,
+};
 use std::collections::HashMap;
 use std::path::Path;
 
 fn policies() -> Vec<ConstantPolicy> {
     vec![
         ConstantPolicy::default(),
-        ConstantPolicy::ExternalAlways { scope: "weights".into() },
+        ConstantPolicy::ExternalAlways {
+            scope: "weights".into(),
+        },
         ConstantPolicy::InlineAlways,
-        ConstantPolicy::SizeThreshold { bytes: 40, scope: "model".into() },
+        ConstantPolicy::SizeThreshold {
+            bytes: 40,
+            scope: "model".into(),
+        },
     ]
 }
 
@@ -34,12 +41,18 @@ fn print_parse_print_is_identity() {
     for m in modules() {
         let w: HashMap<String, Vec<f64>> = random_weights(&m, 7);
         for policy in policies() {
-            let opts = PrintOptions { constants: policy.clone() };
+            let opts = PrintOptions {
+                constants: policy.clone(),
+            };
             let text = print_module(&m, &opts, Some(&w)).unwrap();
             let parsed = parse_module_full(&text)
                 .unwrap_or_else(|e| panic!("module @{} under {policy:?}:\n{e}", m.name));
             let again = print_module(&parsed.module, &parsed.print_options(), None).unwrap();
-            assert!(again == text, "module @{} under {policy:?} did not round-trip", m.name);
+            assert!(
+                again == text,
+                "module @{} under {policy:?} did not round-trip",
+                m.name
+            );
             if matches!(policy, ConstantPolicy::ExternalAlways { .. }) {
                 // Debug text, because NaN constants make `==` false.
                 let same = format!("{:?}", parsed.module) == format!("{m:?}");
@@ -52,7 +65,9 @@ fn print_parse_print_is_identity() {
 /// The text of every module under `snapshots/` and `tests/fixtures/`.
 fn repository_modules() -> Vec<(String, String)> {
     fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
-        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
         let mut entries: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
         entries.sort();
         for p in entries {
@@ -64,10 +79,15 @@ fn repository_modules() -> Vec<(String, String)> {
             if ext != "mlir" && ext != "snap" {
                 continue;
             }
-            let Ok(text) = std::fs::read_to_string(&p) else { continue };
+            let Ok(text) = std::fs::read_to_string(&p) else {
+                continue;
+            };
             let body = if ext == "snap" {
                 // insta: a `---` delimited header, then the content.
-                match text.strip_prefix("---\n").and_then(|t| t.split_once("\n---\n")) {
+                match text
+                    .strip_prefix("---\n")
+                    .and_then(|t| t.split_once("\n---\n"))
+                {
                     Some((_, b)) => b.to_string(),
                     None => continue,
                 }
@@ -92,7 +112,11 @@ fn every_repository_module_round_trips() {
     for (path, text) in &mods {
         let parsed = parse_module_full(text).unwrap_or_else(|e| panic!("{path}:\n{e}"));
         let again = print_module(&parsed.module, &parsed.print_options(), None).unwrap();
-        assert_eq!(again.trim_end(), text.trim_end(), "{path} did not round-trip");
+        assert_eq!(
+            again.trim_end(),
+            text.trim_end(),
+            "{path} did not round-trip"
+        );
     }
     eprintln!("{} repository modules round-tripped", mods.len());
 }

@@ -65,24 +65,41 @@ fn generic_and_pretty_spellings_parse_and_compute() {
     );
     // Canonical text parses back to itself.
     let text = print_module(m, &parsed.print_options(), None).unwrap();
-    let again = print_module(&parse_module(&text).unwrap(), &PrintOptions::default(), None).unwrap();
+    let again = print_module(
+        &parse_module(&text).unwrap(),
+        &PrintOptions::default(),
+        None,
+    )
+    .unwrap();
     assert_eq!(text, again);
     assert!(text.contains("#flow.parameter.named<\"model\"::\"w\">"));
 
     let x = Tensor::f32(&[2, 3], vec![1.0, -2.0, 3.0, 0.5, 0.5, -1.0]);
     let ids = Tensor::i32(&[4], vec![3, 0, 9, 1]);
     let mut p = HashMap::new();
-    p.insert("w".to_string(), Tensor::f32(&[4, 3], vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]));
+    p.insert(
+        "w".to_string(),
+        Tensor::f32(
+            &[4, 3],
+            vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+        ),
+    );
     let out = run_module(m, Some("main"), &[x, ids], &p).unwrap();
     // a = 2x: [[2, -4, 6], [1, 1, -2]]
-    assert_eq!(out[0], Tensor::f32(&[2, 4], vec![2.0, -4.0, 6.0, 4.0, 1.0, 1.0, -2.0, 0.0]));
+    assert_eq!(
+        out[0],
+        Tensor::f32(&[2, 4], vec![2.0, -4.0, 6.0, 4.0, 1.0, 1.0, -2.0, 0.0])
+    );
     // r = row sums [4, 0]; sel = a where a > r else r: [[4, 4, 6], [1, 1, 0]]; max.
     assert_eq!(out[1], Tensor::f32(&[2], vec![6.0, 1.0]));
     assert_eq!(out[2], Tensor::f32(&[2, 2], vec![2.0, 6.0, 1.0, -2.0]));
     // argmax of a: row 0 -> 2; row 1 tie of 1 and 1 -> 0.
     assert_eq!(out[3], Tensor::i32(&[2], vec![2, 0]));
     // rows 3, 0, clamp(9) = 3, 1 of cat = [a; a].
-    assert_eq!(out[4].as_f32().unwrap()[..6], [1.0, 1.0, -2.0, 2.0, -4.0, 6.0]);
+    assert_eq!(
+        out[4].as_f32().unwrap()[..6],
+        [1.0, 1.0, -2.0, 2.0, -4.0, 6.0]
+    );
 }
 
 #[test]

@@ -79,7 +79,10 @@ pub fn run(args: Args) -> Result<i32> {
     let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(&args.module))?;
     let g = interp::find_function(&module, args.function.as_deref())?;
     let Some(&arg0) = g.inputs.first() else {
-        return Err(Error::Usage(format!("function @{} takes no token ids", g.name)));
+        return Err(Error::Usage(format!(
+            "function @{} takes no token ids",
+            g.name
+        )));
     };
     let ty = g.ty(arg0).clone();
     if ty.dtype != DType::I32 || g.inputs.len() != 1 {

@@ -134,7 +134,7 @@ fn with_shape(t: Tensor, shape: &[usize]) -> Tensor {
 
 const PAR_MIN: usize = 1 << 15;
 
-fn map_f32(a: Arg<'_>, f: impl Fn(f32) -> f32 + Sync + Send) -> Tensor {
+fn map_f32(a: Arg<'_>, f: impl Fn(f32) -> f32 + Sync + Send) -> KResult<Tensor> {
     match a {
         Arg::Owned(Tensor::F32 { shape, mut data }) => {
             if data.len() >= PAR_MIN {
@@ -142,32 +142,26 @@ fn map_f32(a: Arg<'_>, f: impl Fn(f32) -> f32 + Sync + Send) -> Tensor {
             } else {
                 data.iter_mut().for_each(|x| *x = f(*x));
             }
-            Tensor::F32 { shape, data }
+            Ok(Tensor::F32 { shape, data })
         }
-        a => match a.t() {
-            Tensor::F32 { shape, data } => Tensor::F32 {
-                shape: shape.clone(),
-                data: if data.len() >= PAR_MIN {
-                    data.par_iter().map(|&x| f(x)).collect()
-                } else {
-                    data.iter().map(|&x| f(x)).collect()
-                },
+        Arg::Ref(Tensor::F32 { shape, data }) => Ok(Tensor::F32 {
+            shape: shape.clone(),
+            data: if data.len() >= PAR_MIN {
+                data.par_iter().map(|&x| f(x)).collect()
+            } else {
+                data.iter().map(|&x| f(x)).collect()
             },
-            _ => unreachable_tensor(),
-        },
-    }
-}
-
-fn unreachable_tensor() -> Tensor {
-    Tensor::F32 {
-        shape: vec![0],
-        data: Vec::new(),
+        }),
+        other => kerr(format!("float op on {}", other.t().describe())),
     }
 }
 
 fn zip_f32(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync + Send) -> Vec<f32> {
     if a.len() >= PAR_MIN {
-        a.par_iter().zip(b.par_iter()).map(|(&x, &y)| f(x, y)).collect()
+        a.par_iter()
+            .zip(b.par_iter())
+            .map(|(&x, &y)| f(x, y))
+            .collect()
     } else {
         a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
     }
@@ -175,7 +169,11 @@ fn zip_f32(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync + Send) -> V
 
 fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
     if a.shape() != b.shape() {
-        return kerr(format!("operand shapes differ: {} and {}", a.describe(), b.describe()));
+        return kerr(format!(
+            "operand shapes differ: {} and {}",
+            a.describe(),
+            b.describe()
+        ));
     }
     match (a, b) {
         (Tensor::F32 { shape, data: x }, Tensor::F32 { data: y, .. }) => {
@@ -184,8 +182,20 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
                 BinaryOp::Subtract => zip_f32(x, y, |p, q| p - q),
                 BinaryOp::Multiply => zip_f32(x, y, |p, q| p * q),
                 BinaryOp::Divide => zip_f32(x, y, |p, q| p / q),
-                BinaryOp::Maximum => zip_f32(x, y, |p, q| if p.is_nan() || q.is_nan() { f32::NAN } else { p.max(q) }),
-                BinaryOp::Minimum => zip_f32(x, y, |p, q| if p.is_nan() || q.is_nan() { f32::NAN } else { p.min(q) }),
+                BinaryOp::Maximum => zip_f32(x, y, |p, q| {
+                    if p.is_nan() || q.is_nan() {
+                        f32::NAN
+                    } else {
+                        p.max(q)
+                    }
+                }),
+                BinaryOp::Minimum => zip_f32(x, y, |p, q| {
+                    if p.is_nan() || q.is_nan() {
+                        f32::NAN
+                    } else {
+                        p.min(q)
+                    }
+                }),
                 BinaryOp::Power => zip_f32(x, y, f32::powf),
             };
             Ok(Tensor::F32 {
@@ -229,7 +239,11 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
                 data: x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect(),
             })
         }
-        _ => kerr(format!("operand kinds differ: {} and {}", a.describe(), b.describe())),
+        _ => kerr(format!(
+            "operand kinds differ: {} and {}",
+            a.describe(),
+            b.describe()
+        )),
     }
 }
 
@@ -260,7 +274,7 @@ fn ipow(base: i32, exp: i32) -> i32 {
 
 fn unary(op: UnaryOp, a: Arg<'_>) -> KResult<Tensor> {
     match a.t() {
-        Tensor::F32 { .. } => Ok(match op {
+        Tensor::F32 { .. } => match op {
             UnaryOp::Negate => map_f32(a, |x| -x),
             UnaryOp::Exponential => map_f32(a, f32::exp),
             UnaryOp::Log => map_f32(a, f32::ln),
@@ -268,7 +282,7 @@ fn unary(op: UnaryOp, a: Arg<'_>) -> KResult<Tensor> {
             UnaryOp::Sqrt => map_f32(a, f32::sqrt),
             UnaryOp::Tanh => map_f32(a, f32::tanh),
             UnaryOp::Logistic => map_f32(a, |x| 1.0 / (1.0 + (-x).exp())),
-        }),
+        },
         Tensor::I32 { shape, data } if op == UnaryOp::Negate => Ok(Tensor::I32 {
             shape: shape.clone(),
             data: data.iter().map(|x| x.wrapping_neg()).collect(),
@@ -334,7 +348,13 @@ fn compare(dir: CompareDir, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
         (Tensor::I1 { data: x, .. }, Tensor::I1 { data: y, .. }) => {
             x.iter().zip(y).map(|(&p, &q)| cmp(dir, p, q)).collect()
         }
-        _ => return kerr(format!("cannot compare {} and {}", a.describe(), b.describe())),
+        _ => {
+            return kerr(format!(
+                "cannot compare {} and {}",
+                a.describe(),
+                b.describe()
+            ))
+        }
     };
     if data.len() != b.len() {
         return kerr("operand sizes differ");
@@ -366,7 +386,13 @@ fn select(p: &Tensor, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
             shape,
             data: sel(pd, x, y),
         },
-        _ => return kerr(format!("branches differ: {} and {}", a.describe(), b.describe())),
+        _ => {
+            return kerr(format!(
+                "branches differ: {} and {}",
+                a.describe(),
+                b.describe()
+            ))
+        }
     })
 }
 
@@ -414,19 +440,37 @@ fn concatenate(args: &[Arg<'_>], dim: usize, out: &[usize]) -> KResult<Tensor> {
     let shape = out.to_vec();
     match args[0].t() {
         Tensor::F32 { .. } => {
-            let parts: Option<Vec<(&[f32], usize)>> = args.iter().map(|a| a.t().as_f32().map(|d| (d, chunk(a.t())))).collect();
+            let parts: Option<Vec<(&[f32], usize)>> = args
+                .iter()
+                .map(|a| a.t().as_f32().map(|d| (d, chunk(a.t()))))
+                .collect();
             let parts = parts.ok_or_else(|| InterpError("mixed operand kinds".into()))?;
-            Ok(Tensor::F32 { shape, data: cat(parts, outer, total) })
+            Ok(Tensor::F32 {
+                shape,
+                data: cat(parts, outer, total),
+            })
         }
         Tensor::I32 { .. } => {
-            let parts: Option<Vec<(&[i32], usize)>> = args.iter().map(|a| a.t().as_i32().map(|d| (d, chunk(a.t())))).collect();
+            let parts: Option<Vec<(&[i32], usize)>> = args
+                .iter()
+                .map(|a| a.t().as_i32().map(|d| (d, chunk(a.t()))))
+                .collect();
             let parts = parts.ok_or_else(|| InterpError("mixed operand kinds".into()))?;
-            Ok(Tensor::I32 { shape, data: cat(parts, outer, total) })
+            Ok(Tensor::I32 {
+                shape,
+                data: cat(parts, outer, total),
+            })
         }
         Tensor::I1 { .. } => {
-            let parts: Option<Vec<(&[bool], usize)>> = args.iter().map(|a| a.t().as_i1().map(|d| (d, chunk(a.t())))).collect();
+            let parts: Option<Vec<(&[bool], usize)>> = args
+                .iter()
+                .map(|a| a.t().as_i1().map(|d| (d, chunk(a.t()))))
+                .collect();
             let parts = parts.ok_or_else(|| InterpError("mixed operand kinds".into()))?;
-            Ok(Tensor::I1 { shape, data: cat(parts, outer, total) })
+            Ok(Tensor::I1 {
+                shape,
+                data: cat(parts, outer, total),
+            })
         }
     }
 }
@@ -453,9 +497,9 @@ fn iota(ty: &TensorType, dim: usize) -> Tensor {
     }
 }
 
-/// Moves `dims` to the end (keeping order otherwise); returns the tensor
-/// and (kept size, reduced size).
-fn dims_last(t: &Tensor, dims: &[usize]) -> (Tensor, usize, usize) {
+/// Moves `dims` to the end (keeping order otherwise), copying only when
+/// they are not already trailing; returns the tensor and (kept, reduced) sizes.
+fn dims_last<'t>(t: &'t Tensor, dims: &[usize]) -> (std::borrow::Cow<'t, Tensor>, usize, usize) {
     let r = t.shape().len();
     let kept: Vec<usize> = (0..r).filter(|d| !dims.contains(d)).collect();
     let mut perm = kept.clone();
@@ -463,33 +507,41 @@ fn dims_last(t: &Tensor, dims: &[usize]) -> (Tensor, usize, usize) {
     let k: usize = kept.iter().map(|&d| t.shape()[d]).product();
     let n: usize = dims.iter().map(|&d| t.shape()[d]).product();
     if perm.iter().enumerate().all(|(i, &p)| i == p) {
-        (t.clone(), k, n)
+        (std::borrow::Cow::Borrowed(t), k, n)
     } else {
-        (transpose(t, &perm), k, n)
+        (std::borrow::Cow::Owned(transpose(t, &perm)), k, n)
     }
 }
 
-fn reduce(kind: ReduceKind, x: &Tensor, init: &Tensor, dims: &[usize], out: &[usize]) -> KResult<Tensor> {
-    // Avoid copying when the reduced dims are already trailing.
-    let r = x.shape().len();
-    let trailing = dims.iter().enumerate().all(|(i, &d)| d == r - dims.len() + i);
-    let moved;
-    let (src, n) = if trailing {
-        (x, dims.iter().map(|&d| x.shape()[d]).product::<usize>())
-    } else {
-        let (t, _, n) = dims_last(x, dims);
-        moved = t;
-        (&moved, n)
-    };
+fn reduce(
+    kind: ReduceKind,
+    x: &Tensor,
+    init: &Tensor,
+    dims: &[usize],
+    out: &[usize],
+) -> KResult<Tensor> {
+    let (src, _, n) = dims_last(x, dims);
     let shape = out.to_vec();
-    match (src, init) {
+    match (src.as_ref(), init) {
         (Tensor::F32 { data, .. }, Tensor::F32 { data: i, .. }) => {
             let i0 = i[0];
             let f = |row: &[f32]| -> f32 {
                 match kind {
                     ReduceKind::Sum => row.iter().fold(i0, |a, &b| a + b),
-                    ReduceKind::Max => row.iter().fold(i0, |a, &b| if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) }),
-                    ReduceKind::Min => row.iter().fold(i0, |a, &b| if a.is_nan() || b.is_nan() { f32::NAN } else { a.min(b) }),
+                    ReduceKind::Max => row.iter().fold(i0, |a, &b| {
+                        if a.is_nan() || b.is_nan() {
+                            f32::NAN
+                        } else {
+                            a.max(b)
+                        }
+                    }),
+                    ReduceKind::Min => row.iter().fold(i0, |a, &b| {
+                        if a.is_nan() || b.is_nan() {
+                            f32::NAN
+                        } else {
+                            a.min(b)
+                        }
+                    }),
                 }
             };
             let data = if n == 0 {
@@ -515,13 +567,17 @@ fn reduce(kind: ReduceKind, x: &Tensor, init: &Tensor, dims: &[usize], out: &[us
             };
             Ok(Tensor::I32 { shape, data })
         }
-        _ => kerr(format!("cannot reduce {} with init {}", x.describe(), init.describe())),
+        _ => kerr(format!(
+            "cannot reduce {} with init {}",
+            x.describe(),
+            init.describe()
+        )),
     }
 }
 
 fn argmax(x: &Tensor, dim: usize, out: &[usize]) -> KResult<Tensor> {
     let (t, k, n) = dims_last(x, &[dim]);
-    let Tensor::F32 { data, .. } = &t else {
+    let Tensor::F32 { data, .. } = t.as_ref() else {
         return kerr(format!("argmax of {}", x.describe()));
     };
     let mut res = Vec::with_capacity(k);
@@ -563,7 +619,10 @@ fn gather_rows(table: &Tensor, ids: &Tensor, out: &[usize]) -> KResult<Tensor> {
         .iter()
         .map(|&i| (i.max(0) as usize).min(v.saturating_sub(1)))
         .collect();
-    let offs: Vec<usize> = rows.iter().flat_map(|&r| (0..d).map(move |j| r * d + j)).collect();
+    let offs: Vec<usize> = rows
+        .iter()
+        .flat_map(|&r| (0..d).map(move |j| r * d + j))
+        .collect();
     if v == 0 {
         return kerr("gather from an empty table");
     }

@@ -15,7 +15,11 @@ use std::borrow::Cow;
 const NB: usize = 64;
 
 /// Arranges `t` as `[batch…, free…, contract…]`, returning (data, free size).
-fn arrange<'t>(t: &'t Tensor, batch: &[usize], contract: &[usize]) -> Result<(Cow<'t, [f32]>, usize), InterpError> {
+fn arrange<'t>(
+    t: &'t Tensor,
+    batch: &[usize],
+    contract: &[usize],
+) -> Result<(Cow<'t, [f32]>, usize), InterpError> {
     let shape = t.shape();
     let free: Vec<usize> = (0..shape.len())
         .filter(|d| !batch.contains(d) && !contract.contains(d))
@@ -26,7 +30,10 @@ fn arrange<'t>(t: &'t Tensor, batch: &[usize], contract: &[usize]) -> Result<(Co
     let fsize: usize = free.iter().map(|&d| shape[d]).product();
     let identity = perm.iter().enumerate().all(|(i, &p)| i == p);
     let data = if identity {
-        Cow::Borrowed(t.as_f32().ok_or_else(|| InterpError(format!("dot_general of {}", t.describe())))?)
+        Cow::Borrowed(
+            t.as_f32()
+                .ok_or_else(|| InterpError(format!("dot_general of {}", t.describe())))?,
+        )
     } else {
         match transpose(t, &perm) {
             Tensor::F32 { data, .. } => Cow::Owned(data),
@@ -58,7 +65,13 @@ fn pack(b: &[f32], nb: usize, k: usize) -> Vec<f32> {
 
 /// `acc[i][j] += Σ_q a[i][q]·panel[q][j]` for `rows` lhs rows.
 #[inline(always)]
-fn micro<const FMA: bool>(a: &[f32], i0: usize, rows: usize, k: usize, panel: &[f32]) -> [[f32; NR]; MR] {
+fn micro<const FMA: bool>(
+    a: &[f32],
+    i0: usize,
+    rows: usize,
+    k: usize,
+    panel: &[f32],
+) -> [[f32; NR]; MR] {
     let mut acc = [[0f32; NR]; MR];
     let ar: [&[f32]; MR] = std::array::from_fn(|r| {
         let i = i0 + r.min(rows - 1);
@@ -69,7 +82,11 @@ fn micro<const FMA: bool>(a: &[f32], i0: usize, rows: usize, k: usize, panel: &[
         for r in 0..MR {
             let x = ar[r][q];
             for j in 0..NR {
-                acc[r][j] = if FMA { x.mul_add(bv[j], acc[r][j]) } else { acc[r][j] + x * bv[j] };
+                acc[r][j] = if FMA {
+                    x.mul_add(bv[j], acc[r][j])
+                } else {
+                    acc[r][j] + x * bv[j]
+                };
             }
         }
     }
@@ -112,14 +129,21 @@ fn block(a: &[f32], b: &[f32], m: usize, nb: usize, k: usize, c: &mut [f32]) {
 }
 
 /// Evaluates a `dot_general` with float operands; `out` is the result shape.
-pub(crate) fn dot_general(lhs: &Tensor, rhs: &Tensor, d: &DotDims, out: &[usize]) -> Result<Tensor, InterpError> {
+pub(crate) fn dot_general(
+    lhs: &Tensor,
+    rhs: &Tensor,
+    d: &DotDims,
+    out: &[usize],
+) -> Result<Tensor, InterpError> {
     let bsize: usize = d.lhs_batch.iter().map(|&i| lhs.shape()[i]).product();
     let k: usize = d.lhs_contract.iter().map(|&i| lhs.shape()[i]).product();
     let (a, m) = arrange(lhs, &d.lhs_batch, &d.lhs_contract)?;
     let (b, n) = arrange(rhs, &d.rhs_batch, &d.rhs_contract)?;
     let total = bsize * m * n;
     if a.len() != bsize * m * k || b.len() != bsize * n * k {
-        return Err(InterpError("dot_general operand sizes do not match the dims".into()));
+        return Err(InterpError(
+            "dot_general operand sizes do not match the dims".into(),
+        ));
     }
     let mut c = vec![0f32; total];
     if total == 0 || k == 0 {

@@ -35,7 +35,6 @@ pub struct InterpError(pub String);
 /// Result of the interpreter.
 pub type Result<T, E = InterpError> = std::result::Result<T, E>;
 
-
 /// A runtime tensor: row-major data plus shape. Every float dtype
 /// (f32, bf16, f16) is held as f32.
 #[derive(Debug, Clone, PartialEq)]
@@ -222,7 +221,11 @@ fn literal_tensor(lit: &Literal, ty: &TensorType) -> Tensor {
 
 /// Evaluates `graph` on `inputs` (one per function argument, in order),
 /// reading parameters from `params`. Returns the function's results.
-pub fn run(graph: &Graph, inputs: &[Tensor], params: &dyn ParamSource) -> crate::Result<Vec<Tensor>> {
+pub fn run(
+    graph: &Graph,
+    inputs: &[Tensor],
+    params: &dyn ParamSource,
+) -> crate::Result<Vec<Tensor>> {
     if inputs.len() != graph.inputs.len() {
         return Err(InterpError(format!(
             "function @{} takes {} argument(s), {} given",
@@ -353,15 +356,22 @@ pub fn find_function<'m>(module: &'m Module, name: Option<&str>) -> crate::Resul
             .functions
             .first()
             .ok_or_else(|| InterpError(format!("module @{} has no functions", module.name)).into()),
-        Some(n) => module.functions.iter().find(|f| f.name == n).ok_or_else(|| {
-            let names: Vec<String> = module.functions.iter().map(|f| format!("@{}", f.name)).collect();
-            InterpError(format!(
-                "module @{} has no function @{n} (it has {})",
-                module.name,
-                names.join(", ")
-            ))
-            .into()
-        }),
+        Some(n) => module
+            .functions
+            .iter()
+            .find(|f| f.name == n)
+            .ok_or_else(|| {
+                let names: Vec<String> = module
+                    .functions
+                    .iter()
+                    .map(|f| format!("@{}", f.name))
+                    .collect();
+                InterpError(format!(
+                    "module @{} has no function @{n} (it has {})",
+                    module.name,
+                    names.join(", ")
+                ))
+                .into()
+            }),
     }
 }
-

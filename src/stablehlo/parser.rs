@@ -95,7 +95,11 @@ pub fn parse_module_full(text: &str) -> Result<ParsedModule, ParseError> {
         } else if c.peek_kw("func.func") {
             let f = build::function(&mut c, &globals)?;
             if module.functions.iter().any(|g| g.name == f.name) {
-                return Err(c.err_found(c.pos, "distinct function names", format!("a second @{}", f.name)));
+                return Err(c.err_found(
+                    c.pos,
+                    "distinct function names",
+                    format!("a second @{}", f.name),
+                ));
             }
             module.functions.push(f);
         } else {

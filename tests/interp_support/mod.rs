@@ -11,7 +11,9 @@ pub struct Rng(u64);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407))
+        Rng(seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407))
     }
     pub fn next(&mut self) -> f64 {
         self.0 = self
@@ -84,11 +86,17 @@ pub fn all_ops_graph(name: &str) -> Graph {
     // Constants of every dtype, splat and dense.
     let c1 = g.splat(DType::F32, &[2, 3], 0.1f32 as f64).unwrap();
     let c2 = g
-        .dense(DType::F32, &[2, 3], vec![1.0, -2.5, 3.25, 1e-7f32 as f64, -0.0, 65504.0])
+        .dense(
+            DType::F32,
+            &[2, 3],
+            vec![1.0, -2.5, 3.25, 1e-7f32 as f64, -0.0, 65504.0],
+        )
         .unwrap();
     let _c3 = g.splat(DType::BF16, &[2], 1.5).unwrap();
     let _c4 = g.dense(DType::F16, &[2], vec![0.5, -2.0]).unwrap();
-    let _c5 = g.dense(DType::I32, &[3], vec![-7.0, 0.0, 2147483647.0]).unwrap();
+    let _c5 = g
+        .dense(DType::I32, &[3], vec![-7.0, 0.0, 2147483647.0])
+        .unwrap();
     let _c6 = g.dense(DType::I1, &[2], vec![1.0, 0.0]).unwrap();
     let _c7 = g.splat(DType::F32, &[], f64::INFINITY).unwrap();
     let _c8 = g.splat(DType::F32, &[2], f64::NAN).unwrap();
@@ -137,7 +145,17 @@ pub fn all_ops_graph(name: &str) -> Graph {
     let si = g.silu(nw).unwrap();
     let sm = g.softmax(si, 1).unwrap();
     let sq = g.reshape(sm, &[4, 3]).unwrap();
-    let scores = g.dot_general(sq, sq, DotDims { lhs_contract: vec![1], rhs_contract: vec![1], ..Default::default() }).unwrap();
+    let scores = g
+        .dot_general(
+            sq,
+            sq,
+            DotDims {
+                lhs_contract: vec![1],
+                rhs_contract: vec![1],
+                ..Default::default()
+            },
+        )
+        .unwrap();
     let masked = g.causal_mask(scores).unwrap();
     let cs = g.splat(DType::F32, &[4, 4], 0.5).unwrap();
     let sn = g.splat(DType::F32, &[4, 4], -0.25).unwrap();
@@ -176,7 +194,15 @@ pub struct Tiny {
 
 impl Tiny {
     pub fn new(seq: usize, stored: DType) -> Self {
-        Tiny { vocab: 64, dim: 32, heads: 2, layers: 2, ffn: 48, seq, stored }
+        Tiny {
+            vocab: 64,
+            dim: 32,
+            heads: 2,
+            layers: 2,
+            ffn: 48,
+            seq,
+            stored,
+        }
     }
 }
 
@@ -227,20 +253,48 @@ pub fn tiny_model(cfg: &Tiny) -> Module {
         let q = g.rope(q, cos, sin).unwrap();
         let k = g.rope(k, cos, sin).unwrap();
         let sc = g
-            .dot_general(q, k, DotDims { lhs_batch: vec![0], rhs_batch: vec![0], lhs_contract: vec![2], rhs_contract: vec![2] })
+            .dot_general(
+                q,
+                k,
+                DotDims {
+                    lhs_batch: vec![0],
+                    rhs_batch: vec![0],
+                    lhs_contract: vec![2],
+                    rhs_contract: vec![2],
+                },
+            )
             .unwrap();
-        let scale = g.splat(DType::F32, &[h, s, s], (1.0 / (hd as f64).sqrt()) as f32 as f64).unwrap();
+        let scale = g
+            .splat(
+                DType::F32,
+                &[h, s, s],
+                (1.0 / (hd as f64).sqrt()) as f32 as f64,
+            )
+            .unwrap();
         let sc = g.mul(sc, scale).unwrap();
         let sc = g.causal_mask(sc).unwrap();
         let pr = g.softmax(sc, 2).unwrap();
         let att = g
-            .dot_general(pr, v, DotDims { lhs_batch: vec![0], rhs_batch: vec![0], lhs_contract: vec![2], rhs_contract: vec![1] })
+            .dot_general(
+                pr,
+                v,
+                DotDims {
+                    lhs_batch: vec![0],
+                    rhs_batch: vec![0],
+                    lhs_contract: vec![2],
+                    rhs_contract: vec![1],
+                },
+            )
             .unwrap();
         let att = g.transpose(att, &[1, 0, 2]).unwrap();
         let att = g.reshape(att, &[s, d]).unwrap();
         let o = g.linear(att, wo).unwrap();
         x = g.add(x, o).unwrap();
-        let n2 = w(&mut g, &format!("{p}.post_attention_layernorm.weight"), &[d]);
+        let n2 = w(
+            &mut g,
+            &format!("{p}.post_attention_layernorm.weight"),
+            &[d],
+        );
         let xn = g.rms_norm(x, n2, 1e-5).unwrap();
         let wg = w(&mut g, &format!("{p}.mlp.gate_proj.weight"), &[cfg.ffn, d]);
         let wu = w(&mut g, &format!("{p}.mlp.up_proj.weight"), &[cfg.ffn, d]);

@@ -82,7 +82,12 @@ fn hex_element(bytes: &[u8], dtype: DType) -> f64 {
 }
 
 /// The literal of a `dense<…>` of type `ty`, every value exact in its dtype.
-pub(crate) fn literal(c: &Cursor<'_>, lit: &DenseLit, ty: &TensorType, pos: usize) -> PResult<Literal> {
+pub(crate) fn literal(
+    c: &Cursor<'_>,
+    lit: &DenseLit,
+    ty: &TensorType,
+    pos: usize,
+) -> PResult<Literal> {
     let n = ty.numel();
     match lit {
         DenseLit::Splat(s) => Ok(Literal::Splat(scalar_value(c, *s, ty.dtype, pos)?)),
@@ -193,14 +198,18 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
     fn bind(&mut self, st: &Stmt<'a>, v: Value) -> PResult<()> {
         match st.results.as_slice() {
             [(n, 1, p)] => self.define(n, *p, Binding::One(v)),
-            [] => Err(self.c.err_found(st.pos, format!("a result name for `{}`", st.name), "none")),
+            [] => Err(self
+                .c
+                .err_found(st.pos, format!("a result name for `{}`", st.name), "none")),
             [(_, k, p), ..] => Err(self.c.err_found(*p, "one result", format!("{k} results"))),
         }
     }
 
     fn define(&mut self, n: &'a str, p: usize, b: Binding) -> PResult<()> {
         if self.names.contains_key(n) {
-            return Err(self.c.err_found(p, "a new SSA name", format!("`{n}`, already defined")));
+            return Err(self
+                .c
+                .err_found(p, "a new SSA name", format!("`{n}`, already defined")));
         }
         self.names.insert(n, b);
         Ok(())
@@ -247,7 +256,11 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
             Types::Short(v) if st.name == "stablehlo.select" && v.len() == 2 && vals.len() == 3 => {
                 vec![&v[0], &v[1], &v[1]]
             }
-            Types::Short(v) if v.len() == 1 && st.name != "stablehlo.compare" && st.name != "stablehlo.convert" => {
+            Types::Short(v)
+                if v.len() == 1
+                    && st.name != "stablehlo.compare"
+                    && st.name != "stablehlo.convert" =>
+            {
                 vec![&v[0]; vals.len()]
             }
             Types::Short(_) => Vec::new(),
@@ -278,7 +291,9 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
         let v = self.result_types(st)?;
         match v.as_slice() {
             [t] => Ok(t.clone()),
-            _ => Err(self.c.err_found(st.types_pos, "one result type", format!("{}", v.len()))),
+            _ => Err(self
+                .c
+                .err_found(st.types_pos, "one result type", format!("{}", v.len()))),
         }
     }
 
@@ -307,7 +322,11 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
 
     fn attr<'s>(&self, st: &'s Stmt<'a>, name: &str) -> PResult<(&'s Attr, usize)> {
         st.attr(name).ok_or_else(|| {
-            self.c.err_found(st.pos, format!("attribute `{name}` of `{}`", st.name), "none")
+            self.c.err_found(
+                st.pos,
+                format!("attribute `{name}` of `{}`", st.name),
+                "none",
+            )
         })
     }
 
@@ -315,12 +334,22 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
         match a {
             Attr::Ints(v) => v
                 .iter()
-                .map(|&x| usize::try_from(x).map_err(|_| self.c.err_found(pos, format!("non-negative {what}"), x.to_string())))
+                .map(|&x| {
+                    usize::try_from(x).map_err(|_| {
+                        self.c
+                            .err_found(pos, format!("non-negative {what}"), x.to_string())
+                    })
+                })
                 .collect(),
-            Attr::Int(x) => usize::try_from(*x)
-                .map(|d| vec![d])
-                .map_err(|_| self.c.err_found(pos, format!("non-negative {what}"), x.to_string())),
-            other => Err(self.c.err_found(pos, format!("{what} (a list of integers)"), format!("{other:?}"))),
+            Attr::Int(x) => usize::try_from(*x).map(|d| vec![d]).map_err(|_| {
+                self.c
+                    .err_found(pos, format!("non-negative {what}"), x.to_string())
+            }),
+            other => Err(self.c.err_found(
+                pos,
+                format!("{what} (a list of integers)"),
+                format!("{other:?}"),
+            )),
         }
     }
 
@@ -332,12 +361,22 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
     fn int_attr(&self, st: &Stmt<'a>, name: &str) -> PResult<usize> {
         let (a, p) = self.attr(st, name)?;
         match a {
-            Attr::Int(x) => usize::try_from(*x).map_err(|_| self.c.err_found(p, format!("non-negative `{name}`"), x.to_string())),
-            other => Err(self.c.err_found(p, format!("an integer `{name}`"), format!("{other:?}"))),
+            Attr::Int(x) => usize::try_from(*x).map_err(|_| {
+                self.c
+                    .err_found(p, format!("non-negative `{name}`"), x.to_string())
+            }),
+            other => Err(self
+                .c
+                .err_found(p, format!("an integer `{name}`"), format!("{other:?}"))),
         }
     }
 
-    fn struct_field(&self, fields: &[(String, Attr)], name: &str, pos: usize) -> PResult<Vec<usize>> {
+    fn struct_field(
+        &self,
+        fields: &[(String, Attr)],
+        name: &str,
+        pos: usize,
+    ) -> PResult<Vec<usize>> {
         match fields.iter().find(|(n, _)| n == name) {
             Some((_, a)) => self.dims(a, pos, name),
             None => Ok(Vec::new()),
@@ -373,16 +412,30 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                 let (sym, p) = st.symbol.clone().unwrap_or_default();
                 let ty = self.result_type(st)?;
                 let r = match self.globals.get(&sym) {
-                    None => return Err(self.c.err_found(p, "a global declared before the function", format!("`@{sym}`"))),
+                    None => {
+                        return Err(self.c.err_found(
+                            p,
+                            "a global declared before the function",
+                            format!("`@{sym}`"),
+                        ))
+                    }
                     Some(Global::Param { key, ty: gt }) => {
                         if *gt != ty {
-                            return Err(self.c.err_found(st.types_pos, format!("`{gt}`, the type of global @{sym}"), format!("`{ty}`")));
+                            return Err(self.c.err_found(
+                                st.types_pos,
+                                format!("`{gt}`, the type of global @{sym}"),
+                                format!("`{ty}`"),
+                            ));
                         }
                         self.g.parameter(key, ty)
                     }
                     Some(Global::Const { lit, ty: gt }) => {
                         if *gt != ty {
-                            return Err(self.c.err_found(st.types_pos, format!("`{gt}`, the type of global @{sym}"), format!("`{ty}`")));
+                            return Err(self.c.err_found(
+                                st.types_pos,
+                                format!("`{gt}`, the type of global @{sym}"),
+                                format!("`{ty}`"),
+                            ));
                         }
                         constant(&mut self.g, lit.clone(), &ty)
                     }
@@ -402,7 +455,13 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                     Attr::Enum(w) => compare_dir(w),
                     _ => None,
                 }
-                .ok_or_else(|| self.c.err_found(p, "a comparison direction (`EQ`, `NE`, `LT`, `LE`, `GT`, `GE`)", format!("{a:?}")))?;
+                .ok_or_else(|| {
+                    self.c.err_found(
+                        p,
+                        "a comparison direction (`EQ`, `NE`, `LT`, `LE`, `GT`, `GE`)",
+                        format!("{a:?}"),
+                    )
+                })?;
                 let r = self.g.compare(dir, v[0], v[1]);
                 self.finish(st, r)
             }
@@ -483,7 +542,9 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
         let v = self.operands(st, Some(2))?;
         let (a, p) = self.attr(st, "dimension_numbers")?;
         let Attr::Struct(_, f) = a else {
-            return Err(self.c.err_found(p, "`#stablehlo.gather<…>`", format!("{a:?}")));
+            return Err(self
+                .c
+                .err_found(p, "`#stablehlo.gather<…>`", format!("{a:?}")));
         };
         let (tt, ti) = (self.g.ty(v[0]).clone(), self.g.ty(v[1]).clone());
         let k = ti.rank();
@@ -493,7 +554,9 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
             && self.struct_field(f, "start_index_map", p)? == [0]
             && self.struct_field(f, "index_vector_dim", p)? == [k]
             && self.struct_field(f, "operand_batching_dims", p)?.is_empty()
-            && self.struct_field(f, "start_indices_batching_dims", p)?.is_empty()
+            && self
+                .struct_field(f, "start_indices_batching_dims", p)?
+                .is_empty()
             && tt.rank() == 2
             && sizes == [1, tt.shape[1]];
         if !ok {
@@ -516,7 +579,11 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
         match v.len() {
             2 => {
                 let kind = single_reduce_kind(region).ok_or_else(|| {
-                    self.c.err_found(st.pos, "a reduction body of one `add`, `maximum` or `minimum`", "another body")
+                    self.c.err_found(
+                        st.pos,
+                        "a reduction body of one `add`, `maximum` or `minimum`",
+                        "another body",
+                    )
                 })?;
                 let (tx, ti) = (self.g.ty(v[0]).clone(), self.g.ty(v[1]).clone());
                 let mut sorted = dims.clone();
@@ -526,7 +593,10 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                     && tx.dtype != DType::I1
                     && sorted.windows(2).all(|w| w[0] < w[1])
                     && sorted.iter().all(|&d| d < tx.rank())
-                    && region.args.iter().all(|(_, t)| t.shape.is_empty() && t.elem == tx.dtype.mlir());
+                    && region
+                        .args
+                        .iter()
+                        .all(|(_, t)| t.shape.is_empty() && t.elem == tx.dtype.mlir());
                 if !ok {
                     return Err(self.c.err_found(
                         st.pos,
@@ -534,17 +604,30 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                         format!("{tx} with init {ti} over {dims:?}"),
                     ));
                 }
-                let shape: Vec<usize> = (0..tx.rank()).filter(|d| !sorted.contains(d)).map(|d| tx.shape[d]).collect();
+                let shape: Vec<usize> = (0..tx.rank())
+                    .filter(|d| !sorted.contains(d))
+                    .map(|d| tx.shape[d])
+                    .collect();
                 let ty = TensorType::new(tx.dtype, &shape);
                 let r = self.g.push(Op::Reduce { kind, dims: sorted }, &v, ty);
                 self.finish(st, Ok(r))
             }
             4 => self.argmax(st, &v, &dims, region),
-            n => Err(self.c.err_found(st.pos, "a reduce of 1 operand (or an argmax of 2)", format!("{} operands", n / 2))),
+            n => Err(self.c.err_found(
+                st.pos,
+                "a reduce of 1 operand (or an argmax of 2)",
+                format!("{} operands", n / 2),
+            )),
         }
     }
 
-    fn argmax(&mut self, st: &Stmt<'a>, v: &[Value], dims: &[usize], region: &Region<'a>) -> PResult<()> {
+    fn argmax(
+        &mut self,
+        st: &Stmt<'a>,
+        v: &[Value],
+        dims: &[usize],
+        region: &Region<'a>,
+    ) -> PResult<()> {
         let tx = self.g.ty(v[0]).clone();
         let expected = "an argmax reduce: (values, i32 iota along the dim, -inf, 0) with the lowest-index-on-ties comparator";
         let fail = |why: &str| self.c.err_found(st.pos, expected, why.to_string());
@@ -567,7 +650,9 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                 }
         };
         if !iota_ok {
-            return Err(fail("the second operand is not an i32 iota along the reduced dim"));
+            return Err(fail(
+                "the second operand is not an i32 iota along the reduced dim",
+            ));
         }
         if !splat_is(v[2], tx.dtype, f64::NEG_INFINITY) || !splat_is(v[3], DType::I32, 0.0) {
             return Err(fail("inits other than -inf and 0"));
@@ -579,11 +664,18 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
         if !arg_types_ok || !is_argmax_body(region) {
             return Err(fail("another comparator"));
         }
-        let shape: Vec<usize> = (0..tx.rank()).filter(|&d| d != dim).map(|d| tx.shape[d]).collect();
+        let shape: Vec<usize> = (0..tx.rank())
+            .filter(|&d| d != dim)
+            .map(|d| tx.shape[d])
+            .collect();
         let ty = TensorType::new(DType::I32, &shape);
         let want = self.result_types(st)?;
         if want != [TensorType::new(tx.dtype, &shape), ty.clone()] {
-            return Err(self.c.err_found(st.types_pos, format!("results `({}, {ty})`", TensorType::new(tx.dtype, &shape)), "other result types"));
+            return Err(self.c.err_found(
+                st.types_pos,
+                format!("results `({}, {ty})`", TensorType::new(tx.dtype, &shape)),
+                "other result types",
+            ));
         }
         let r = self.g.push(Op::Argmax { dim }, v, ty);
         match st.results.as_slice() {
@@ -592,7 +684,9 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                 self.define(a, *pa, Binding::Multi(vec![None]))?;
                 self.define(b, *pb, Binding::One(r))
             }
-            _ => Err(self.c.err_found(st.pos, "two results (`%N:2 = …`)", "another result list")),
+            _ => Err(self
+                .c
+                .err_found(st.pos, "two results (`%N:2 = …`)", "another result list")),
         }
     }
 }
@@ -627,7 +721,11 @@ fn eval_body(r: &Region<'_>, args: &[f64]) -> Option<Vec<f64>> {
         env.insert(n, x);
     }
     for st in &r.body {
-        let vals: Option<Vec<f64>> = st.operands.iter().map(|(n, _)| env.get(n).copied()).collect();
+        let vals: Option<Vec<f64>> = st
+            .operands
+            .iter()
+            .map(|(n, _)| env.get(n).copied())
+            .collect();
         let vals = vals?;
         let res = match st.name.as_str() {
             "return" => return Some(vals),
@@ -681,7 +779,8 @@ fn is_argmax_body(r: &Region<'_>) -> bool {
                     let pick = av > bv || (av == bv && ai < bi);
                     let want = if pick { (av, ai) } else { (bv, bi) };
                     match eval_body(r, &[av, ai, bv, bi]) {
-                        Some(got) if got.len() == 2 && same(got[0], want.0) && same(got[1], want.1) => {}
+                        Some(got)
+                            if got.len() == 2 && same(got[0], want.0) && same(got[1], want.1) => {}
                         _ => return false,
                     }
                 }
@@ -692,7 +791,10 @@ fn is_argmax_body(r: &Region<'_>) -> bool {
 }
 
 /// `func.func @name(args) -> results { body }`.
-pub(crate) fn function<'a>(c: &mut Cursor<'a>, globals: &HashMap<String, Global>) -> PResult<Graph> {
+pub(crate) fn function<'a>(
+    c: &mut Cursor<'a>,
+    globals: &HashMap<String, Global>,
+) -> PResult<Graph> {
     c.expect_kw("func.func")?;
     for kw in ["public", "private", "nested"] {
         c.eat_kw(kw);
@@ -750,12 +852,20 @@ pub(crate) fn function<'a>(c: &mut Cursor<'a>, globals: &HashMap<String, Global>
         if st.name == "return" {
             let v = fb.operands(st, None)?;
             if v.len() != rets.len() {
-                return Err(c.err_found(st.pos, format!("{} returned value(s), as the signature says", rets.len()), format!("{}", v.len())));
+                return Err(c.err_found(
+                    st.pos,
+                    format!("{} returned value(s), as the signature says", rets.len()),
+                    format!("{}", v.len()),
+                ));
             }
             for (val, raw) in v.iter().zip(&rets) {
                 let want = tensor_type(c, raw)?;
                 if *fb.g.ty(*val) != want {
-                    return Err(c.err_found(st.pos, format!("a returned `{want}` as the signature says"), format!("`{}`", fb.g.ty(*val))));
+                    return Err(c.err_found(
+                        st.pos,
+                        format!("a returned `{want}` as the signature says"),
+                        format!("`{}`", fb.g.ty(*val)),
+                    ));
                 }
             }
             returned = Some(v);
@@ -764,7 +874,11 @@ pub(crate) fn function<'a>(c: &mut Cursor<'a>, globals: &HashMap<String, Global>
         fb.stmt(st)?;
     }
     let Some(outs) = returned else {
-        return Err(c.err_found(c.pos.saturating_sub(1), format!("a `return` in @{}", fb.g.name), "`}`"));
+        return Err(c.err_found(
+            c.pos.saturating_sub(1),
+            format!("a `return` in @{}", fb.g.name),
+            "`}`",
+        ));
     };
     fb.g.set_outputs(&outs);
     Ok(fb.g)

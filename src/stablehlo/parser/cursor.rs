@@ -126,7 +126,12 @@ impl<'a> Cursor<'a> {
 
     /// An error at byte `pos`: expected `expected`, found what is there.
     pub fn err_at(&self, pos: usize, expected: impl Into<String>) -> ParseError {
-        ParseError::at(self.src, pos, expected.into(), Self::found_at(self.src, pos))
+        ParseError::at(
+            self.src,
+            pos,
+            expected.into(),
+            Self::found_at(self.src, pos),
+        )
     }
 
     /// An error at the current position (after whitespace).
@@ -136,7 +141,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// An error at `pos` where the found text is given explicitly.
-    pub fn err_found(&self, pos: usize, expected: impl Into<String>, found: impl Into<String>) -> ParseError {
+    pub fn err_found(
+        &self,
+        pos: usize,
+        expected: impl Into<String>,
+        found: impl Into<String>,
+    ) -> ParseError {
         ParseError::at(self.src, pos, expected.into(), found.into())
     }
 
@@ -201,7 +211,8 @@ impl<'a> Cursor<'a> {
 
     /// A bare identifier (`func.func`, `stablehlo.add`, `GT`, `dims`).
     pub fn ident(&mut self, what: &str) -> PResult<&'a str> {
-        self.run(bare_ident).ok_or_else(|| self.err(what.to_string()))
+        self.run(bare_ident)
+            .ok_or_else(|| self.err(what.to_string()))
     }
 
     /// An SSA value name with its `%`, including a `#N` result number.
@@ -327,7 +338,12 @@ impl<'a> Cursor<'a> {
                             }
                             _ => return Err(self.err_at(i, "a two-digit hex escape")),
                         },
-                        _ => return Err(self.err_at(i, "a valid escape (`\\XX`, `\\n`, `\\t`, `\\\"`, `\\\\`)")),
+                        _ => {
+                            return Err(self.err_at(
+                                i,
+                                "a valid escape (`\\XX`, `\\n`, `\\t`, `\\\"`, `\\\\`)",
+                            ))
+                        }
                     }
                 }
                 Some(&b) => {
@@ -337,7 +353,8 @@ impl<'a> Cursor<'a> {
             }
         }
         self.pos = i + 1;
-        String::from_utf8(out).map_err(|_| self.err_found(start, "a UTF-8 string", "invalid UTF-8 bytes"))
+        String::from_utf8(out)
+            .map_err(|_| self.err_found(start, "a UTF-8 string", "invalid UTF-8 bytes"))
     }
 
     /// Skips one balanced attribute value up to a `,` or closing bracket at

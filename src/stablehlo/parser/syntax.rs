@@ -158,7 +158,11 @@ pub(crate) fn raw_type(c: &mut Cursor<'_>) -> PResult<RawType> {
         .try_fold(1usize, |a: usize, &d| a.checked_mul(d))
         .is_none()
     {
-        return Err(c.err_found(pos, "a tensor type of addressable size", "an element count that overflows"));
+        return Err(c.err_found(
+            pos,
+            "a tensor type of addressable size",
+            "an element count that overflows",
+        ));
     }
     Ok(RawType { shape, elem, pos })
 }
@@ -457,7 +461,6 @@ fn skip_opt_attr_dict(c: &mut Cursor<'_>) -> PResult<()> {
     Ok(())
 }
 
-
 fn stmt_base<'a>(pos: usize, name: &str) -> Stmt<'a> {
     Stmt {
         pos,
@@ -696,8 +699,11 @@ fn pretty_dot<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
             }
         }
     }
-    st.attrs
-        .push(("dot_dimension_numbers".into(), Attr::Struct("dot".into(), fields), pos));
+    st.attrs.push((
+        "dot_dimension_numbers".into(),
+        Attr::Struct("dot".into(), fields),
+        pos,
+    ));
     Ok(())
 }
 
@@ -808,8 +814,10 @@ pub(crate) fn stmt<'a>(c: &mut Cursor<'a>, depth: usize) -> PResult<Stmt<'a>> {
             if c.eat(",") {
                 c.ws();
                 let p = c.pos;
-                let t = c.ident("a comparison type (`FLOAT`, `SIGNED`, `UNSIGNED`, `TOTALORDER`)")?;
-                st.attrs.push(("compare_type".into(), Attr::Enum(t.into()), p));
+                let t =
+                    c.ident("a comparison type (`FLOAT`, `SIGNED`, `UNSIGNED`, `TOTALORDER`)")?;
+                st.attrs
+                    .push(("compare_type".into(), Attr::Enum(t.into()), p));
             }
             type_section(c, &mut st)?;
         }
