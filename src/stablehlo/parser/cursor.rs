@@ -93,7 +93,11 @@ impl<'a> Cursor<'a> {
 
     /// A short description of what is at `pos`, for "found …".
     pub fn found_at(src: &str, pos: usize) -> String {
-        let r = &src[pos.min(src.len())..];
+        let mut pos = pos.min(src.len());
+        while !src.is_char_boundary(pos) {
+            pos -= 1;
+        }
+        let r = &src[pos..];
         let Some(c) = r.chars().next() else {
             return "end of input".into();
         };
