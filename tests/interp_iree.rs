@@ -47,6 +47,15 @@ fn tools() -> Option<(PathBuf, PathBuf)> {
 /// Compiles `text` for the host and runs `function` on `inputs` (IREE
 /// `--input` spellings); returns stdout.
 fn iree_run(text: &str, function: &str, inputs: &[String]) -> Option<String> {
+    iree_run_with(text, function, inputs, None)
+}
+
+fn iree_run_with(
+    text: &str,
+    function: &str,
+    inputs: &[String],
+    params: Option<&std::path::Path>,
+) -> Option<String> {
     let (compile, run) = tools()?;
     let dir = tempfile::tempdir().unwrap();
     let mlir = dir.path().join("m.mlir");
@@ -75,6 +84,9 @@ fn iree_run(text: &str, function: &str, inputs: &[String]) -> Option<String> {
         .arg(format!("--function={function}"));
     for i in inputs {
         cmd.arg(format!("--input={i}"));
+    }
+    if let Some(p) = params {
+        cmd.arg(format!("--parameters=model={}", p.display()));
     }
     let out = cmd.output().unwrap();
     assert!(
@@ -203,4 +215,33 @@ fn every_op_graph_matches_iree_host() {
             assert!(ok, "result {k}: interpreter {mine:?}, IREE {theirs:?}");
         }
     }
+}
+
+#[test]
+fn external_parameters_match_iree_host() {
+    let m = tiny_model(&Tiny::new(16, DType::BF16));
+    let w = random_weights(&m, 23);
+    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().join("w.safetensors");
+    interp_support::write_safetensors(&st, &m, &w);
+    let ids: Vec<i32> = (0..16).map(|i| (i * 13 + 7) % 64).collect();
+    let ids_text: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    let input = format!("1x16xi32={}", ids_text.join(","));
+    let Some(stdout) = iree_run_with(&text, "forward", &[input], Some(&st)) else {
+        return;
+    };
+    let iree: Vec<i32> = result_values(&stdout)[0]
+        .iter()
+        .map(|&x| x as i32)
+        .collect();
+    let parsed = parse_module(&text).unwrap();
+    let out = interp::run_module(
+        &parsed,
+        None,
+        &[Tensor::i32(&[1, 16], ids)],
+        &as_tensors(&m, &w),
+    )
+    .unwrap();
+    assert_eq!(out[0].as_i32().unwrap(), iree.as_slice());
 }

@@ -56,3 +56,53 @@ fn garbage_never_panics() {
         let _ = parse_module(i);
     }
 }
+
+/// Random byte edits of a real printed module never panic the parser.
+#[test]
+fn mutations_never_panic() {
+    use kiln::graph::{DType, Graph, Module, TensorType};
+    use kiln::stablehlo::{print_module, PrintOptions};
+    let mut g = Graph::new("f");
+    let x = g.input(TensorType::new(DType::F32, &[2, 4]));
+    let w = g.weight("w", DType::BF16, &[3, 4]).unwrap();
+    let y = g.linear(x, w).unwrap();
+    let s = g.softmax(y, 1).unwrap();
+    let r = g.reduce_sum(s, &[0]).unwrap();
+    let a = g.argmax(s, 1).unwrap();
+    let c = g.dense(DType::I32, &[2], vec![1.0, -2.0]).unwrap();
+    let ids = g.add(a, c).unwrap();
+    g.set_outputs(&[ids, r]);
+    let mut m = Module::new("m");
+    m.functions.push(g);
+    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
+    let bytes = text.as_bytes();
+    let alphabet = b"%@#:=,()[]{}<>\"x0123456789-. \nabcfit";
+    let mut state = 0x9E3779B97F4A7C15u64;
+    let mut rnd = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    for _ in 0..3000 {
+        let mut b = bytes.to_vec();
+        for _ in 0..1 + rnd(3) {
+            let i = rnd(b.len());
+            match rnd(3) {
+                0 => b[i] = alphabet[rnd(alphabet.len())],
+                1 => {
+                    b.remove(i);
+                }
+                _ => b.insert(i, alphabet[rnd(alphabet.len())]),
+            }
+        }
+        if let Ok(t) = std::str::from_utf8(&b) {
+            if let Ok(p) = kiln::stablehlo::parse_module_full(t) {
+                // Whatever parses must print and parse back.
+                if let Ok(printed) = print_module(&p.module, &p.print_options(), None) {
+                    assert!(kiln::stablehlo::parse_module(&printed).is_ok(), "{printed}");
+                }
+            }
+        }
+    }
+}

@@ -315,3 +315,34 @@ pub fn tiny_model(cfg: &Tiny) -> Module {
     m.functions.push(g);
     m
 }
+
+/// A minimal safetensors writer (test data only).
+pub fn write_safetensors(path: &std::path::Path, m: &Module, w: &HashMap<String, Vec<f64>>) {
+    let mut header = serde_json::Map::new();
+    let mut data = Vec::new();
+    for (k, t) in m.parameters().unwrap() {
+        let start = data.len();
+        for &x in &w[&k] {
+            match t.dtype {
+                DType::BF16 => data.extend(half::bf16::from_f64(x).to_bits().to_le_bytes()),
+                DType::F16 => data.extend(half::f16::from_f64(x).to_bits().to_le_bytes()),
+                _ => data.extend((x as f32).to_le_bytes()),
+            }
+        }
+        let dt = match t.dtype {
+            DType::BF16 => "BF16",
+            DType::F16 => "F16",
+            _ => "F32",
+        };
+        header.insert(k, serde_json::json!({"dtype": dt, "shape": t.shape.to_vec(), "data_offsets": [start, data.len()]}));
+    }
+    let mut h = serde_json::to_vec(&header).unwrap();
+    while h.len() % 8 != 0 {
+        h.push(b' ');
+    }
+    let mut f = std::fs::File::create(path).unwrap();
+    use std::io::Write;
+    f.write_all(&(h.len() as u64).to_le_bytes()).unwrap();
+    f.write_all(&h).unwrap();
+    f.write_all(&data).unwrap();
+}
