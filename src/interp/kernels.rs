@@ -678,7 +678,12 @@ pub(crate) fn eval(op: &Op, ty: &TensorType, mut args: Vec<Arg<'_>>) -> KResult<
             arity(1)?;
             Ok(slice(args[0].t(), start, strides, shape))
         }
-        Op::Concatenate { dim } => concatenate(&args, *dim, shape),
+        Op::Concatenate { dim } => {
+            if args.is_empty() || *dim >= shape.len() {
+                return kerr("concatenate needs operands and a dim in range");
+            }
+            concatenate(&args, *dim, shape)
+        }
         Op::Iota { dim } => Ok(iota(ty, *dim)),
         Op::DotGeneral(d) => {
             arity(2)?;
@@ -692,6 +697,9 @@ pub(crate) fn eval(op: &Op, ty: &TensorType, mut args: Vec<Arg<'_>>) -> KResult<
             arity(2)?;
             gather_rows(args[0].t(), args[1].t(), shape)
         }
-        Op::Argmax { dim } => argmax(args[0].t(), *dim, shape),
+        Op::Argmax { dim } => {
+            arity(4)?;
+            argmax(args[0].t(), *dim, shape)
+        }
     }
 }
