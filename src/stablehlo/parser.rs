@@ -14,8 +14,10 @@
 //! assert_eq!(print_module(&m, &PrintOptions::default(), None).unwrap(), text);
 //! ```
 
+mod body;
 mod build;
 mod cursor;
+mod literal;
 mod syntax;
 
 use crate::graph::{Literal, Module, TensorType};

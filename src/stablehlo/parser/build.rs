@@ -1,12 +1,14 @@
 //! The graph layer: turns parsed statements into graph nodes through the
 //! builder methods, checking every stated type against the inferred one.
 
-use super::cursor::{Cursor, Num, PResult};
-use super::syntax::{self, Attr, DenseLit, RawType, Region, Scalar, Stmt, Types};
+use super::body::{is_argmax_body, single_reduce_kind};
+use super::cursor::{Cursor, PResult};
+pub(crate) use super::literal::literal;
+use super::syntax::{self, Attr, RawType, Region, Stmt, Types};
 use super::Global;
 use crate::graph::{
-    BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Op, ReduceKind, TensorType,
-    UnaryOp, Value,
+    BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Op, TensorType, UnaryOp,
+    Value,
 };
 use std::collections::HashMap;
 
@@ -19,111 +21,6 @@ pub(crate) fn tensor_type(c: &Cursor<'_>, raw: &RawType) -> PResult<TensorType> 
             "a tensor of f32, bf16, f16, i32 or i1",
             format!("`{raw}`"),
         )),
-    }
-}
-
-fn scalar_value(c: &Cursor<'_>, s: Scalar, dtype: DType, pos: usize) -> PResult<f64> {
-    let bad = |what: &str| {
-        c.err_found(
-            pos,
-            format!("a literal of element type {dtype}"),
-            what.to_string(),
-        )
-    };
-    let v = match (s, dtype) {
-        (Scalar::Bool(b), DType::I1) => b as u8 as f64,
-        (Scalar::Bool(_), _) => return Err(bad("a boolean")),
-        (Scalar::Num(Num::Int(i)), DType::I1) if i == 0 || i == 1 => i as f64,
-        (Scalar::Num(Num::Hex(h)), DType::I1) if h <= 1 => h as f64,
-        (Scalar::Num(Num::Int(i)), DType::I32) => {
-            if i < i32::MIN as i128 || i > i32::MAX as i128 {
-                return Err(bad(&format!("{i}, out of i32 range")));
-            }
-            i as f64
-        }
-        (Scalar::Num(Num::Hex(h)), DType::I32) => match u32::try_from(h) {
-            Ok(u) => u as i32 as f64,
-            Err(_) => return Err(bad(&format!("0x{h:X}, wider than 32 bits"))),
-        },
-        (Scalar::Num(Num::Float(x)), DType::F32) => (x as f32) as f64,
-        (Scalar::Num(Num::Int(i)), DType::F32) => (i as f32) as f64,
-        (Scalar::Num(Num::Hex(h)), DType::F32) => match u32::try_from(h) {
-            Ok(u) => f32::from_bits(u) as f64,
-            Err(_) => return Err(bad(&format!("0x{h:X}, wider than 32 bits"))),
-        },
-        (Scalar::Num(Num::Float(x)), DType::BF16) => half::bf16::from_f64(x).to_f64(),
-        (Scalar::Num(Num::Int(i)), DType::BF16) => half::bf16::from_f64(i as f64).to_f64(),
-        (Scalar::Num(Num::Hex(h)), DType::BF16) => match u16::try_from(h) {
-            Ok(u) => half::bf16::from_bits(u).to_f64(),
-            Err(_) => return Err(bad(&format!("0x{h:X}, wider than 16 bits"))),
-        },
-        (Scalar::Num(Num::Float(x)), DType::F16) => half::f16::from_f64(x).to_f64(),
-        (Scalar::Num(Num::Int(i)), DType::F16) => half::f16::from_f64(i as f64).to_f64(),
-        (Scalar::Num(Num::Hex(h)), DType::F16) => match u16::try_from(h) {
-            Ok(u) => half::f16::from_bits(u).to_f64(),
-            Err(_) => return Err(bad(&format!("0x{h:X}, wider than 16 bits"))),
-        },
-        (Scalar::Num(Num::Float(x)), _) => return Err(bad(&format!("float {x}"))),
-        (Scalar::Num(n), _) => return Err(bad(&format!("{n:?}"))),
-    };
-    Ok(v)
-}
-
-fn hex_element(bytes: &[u8], dtype: DType) -> f64 {
-    let mut b = [0u8; 4];
-    b[..bytes.len()].copy_from_slice(bytes);
-    match dtype {
-        DType::F32 => f32::from_le_bytes(b) as f64,
-        DType::I32 => i32::from_le_bytes(b) as f64,
-        DType::BF16 => half::bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64(),
-        DType::F16 => half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64(),
-        DType::I1 => (b[0] != 0) as u8 as f64,
-    }
-}
-
-/// The literal of a `dense<…>` of type `ty`, every value exact in its dtype.
-pub(crate) fn literal(
-    c: &Cursor<'_>,
-    lit: &DenseLit,
-    ty: &TensorType,
-    pos: usize,
-) -> PResult<Literal> {
-    let n = ty.numel();
-    match lit {
-        DenseLit::Splat(s) => Ok(Literal::Splat(scalar_value(c, *s, ty.dtype, pos)?)),
-        DenseLit::List(shape, vals) => {
-            if shape.as_slice() != ty.shape.as_slice() {
-                return Err(c.err_found(
-                    pos,
-                    format!("a literal of shape {:?} for {ty}", ty.shape.as_slice()),
-                    format!("one of shape {shape:?}"),
-                ));
-            }
-            let v: PResult<Vec<f64>> = vals
-                .iter()
-                .map(|&s| scalar_value(c, s, ty.dtype, pos))
-                .collect();
-            Ok(Literal::Dense(v?))
-        }
-        DenseLit::Hex(bytes) => {
-            let size = ty.dtype.size();
-            if bytes.len() == size {
-                return Ok(Literal::Splat(hex_element(bytes, ty.dtype)));
-            }
-            if Some(bytes.len()) != n.checked_mul(size) {
-                return Err(c.err_found(
-                    pos,
-                    format!("{} bytes of hex data for {ty}", n.saturating_mul(size)),
-                    format!("{} bytes", bytes.len()),
-                ));
-            }
-            Ok(Literal::Dense(
-                bytes
-                    .chunks_exact(size)
-                    .map(|ch| hex_element(ch, ty.dtype))
-                    .collect(),
-            ))
-        }
     }
 }
 
@@ -689,105 +586,6 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                 .err_found(st.pos, "two results (`%N:2 = …`)", "another result list")),
         }
     }
-}
-
-/// The kind of a one-op reduction body `(a, b) -> op(a, b)`.
-fn single_reduce_kind(r: &Region<'_>) -> Option<ReduceKind> {
-    let [(a, _), (b, _)] = r.args.as_slice() else {
-        return None;
-    };
-    let [op, ret] = r.body.as_slice() else {
-        return None;
-    };
-    let kind = match op.name.as_str() {
-        "stablehlo.add" => ReduceKind::Sum,
-        "stablehlo.maximum" => ReduceKind::Max,
-        "stablehlo.minimum" => ReduceKind::Min,
-        _ => return None,
-    };
-    let ops: Vec<&str> = op.operands.iter().map(|o| o.0).collect();
-    let [(res, 1, _)] = op.results.as_slice() else {
-        return None;
-    };
-    let args_ok = ops == [*a, *b] || ops == [*b, *a];
-    let ret_ok = ret.name == "return" && ret.operands.len() == 1 && ret.operands[0].0 == *res;
-    (args_ok && ret_ok).then_some(kind)
-}
-
-/// Evaluates a scalar reduction body on f64 values (booleans as 0/1).
-fn eval_body(r: &Region<'_>, args: &[f64]) -> Option<Vec<f64>> {
-    let mut env: HashMap<&str, f64> = HashMap::new();
-    for ((n, _), &x) in r.args.iter().zip(args) {
-        env.insert(n, x);
-    }
-    for st in &r.body {
-        let vals: Option<Vec<f64>> = st
-            .operands
-            .iter()
-            .map(|(n, _)| env.get(n).copied())
-            .collect();
-        let vals = vals?;
-        let res = match st.name.as_str() {
-            "return" => return Some(vals),
-            "stablehlo.compare" => {
-                let dir = match st.attr("comparison_direction") {
-                    Some((Attr::Enum(w), _)) => compare_dir(w)?,
-                    _ => return None,
-                };
-                let (x, y) = (*vals.first()?, *vals.get(1)?);
-                let b = match dir {
-                    CompareDir::Eq => x == y,
-                    CompareDir::Ne => x != y,
-                    CompareDir::Lt => x < y,
-                    CompareDir::Le => x <= y,
-                    CompareDir::Gt => x > y,
-                    CompareDir::Ge => x >= y,
-                };
-                b as u8 as f64
-            }
-            "stablehlo.and" => ((*vals.first()? != 0.0) && (*vals.get(1)? != 0.0)) as u8 as f64,
-            "stablehlo.or" => ((*vals.first()? != 0.0) || (*vals.get(1)? != 0.0)) as u8 as f64,
-            "stablehlo.not" => (*vals.first()? == 0.0) as u8 as f64,
-            "stablehlo.select" => {
-                if *vals.first()? != 0.0 {
-                    *vals.get(1)?
-                } else {
-                    *vals.get(2)?
-                }
-            }
-            _ => return None,
-        };
-        let [(n, 1, _)] = st.results.as_slice() else {
-            return None;
-        };
-        env.insert(n, res);
-    }
-    None
-}
-
-/// Whether a 4-argument body is the argmax comparator: keep the larger
-/// value, and on equal values the lower index. Checked by evaluation on
-/// every combination of special and ordinary values.
-fn is_argmax_body(r: &Region<'_>) -> bool {
-    let vals = [f64::NEG_INFINITY, -2.5, 0.0, 1.0, f64::INFINITY, f64::NAN];
-    let idx = [0.0, 1.0, 5.0];
-    let same = |x: f64, y: f64| x == y || (x.is_nan() && y.is_nan());
-    for &av in &vals {
-        for &ai in &idx {
-            for &bv in &vals {
-                for &bi in &idx {
-                    let pick = av > bv || (av == bv && ai < bi);
-                    let want = if pick { (av, ai) } else { (bv, bi) };
-                    match eval_body(r, &[av, ai, bv, bi]) {
-                        Some(got)
-                            if got.len() == 2 && same(got[0], want.0) && same(got[1], want.1) => {}
-                        _ => return false,
-                    }
-                }
-            }
-        }
-    }
-    true
 }
 
 /// `func.func @name(args) -> results { body }`.
