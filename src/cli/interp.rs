@@ -1,12 +1,123 @@
-//! `kiln interp`.
+//! `kiln interp`: runs an exported StableHLO module with kiln's own
+//! interpreter and prints the predicted ids exactly as `kiln run` does.
+
+use crate::graph::DType;
+use crate::interp::{self, ParamSource, Tensor};
+use crate::{Error, Result};
+use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln interp`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The StableHLO module (`.mlir`) to run.
+    pub module: PathBuf,
+    /// Parameter file (`.irpa` or `.safetensors`) holding the module's weights.
+    #[arg(long)]
+    pub params: Option<PathBuf>,
+    /// Prompt token ids, comma-separated (padded with id 0 to SEQ).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub tokens: Vec<i64>,
+    /// Sequence length; must match the module's input (default: the module's).
+    #[arg(long)]
+    pub seq: Option<usize>,
+    /// Function to run (default: the module's first function).
+    #[arg(long)]
+    pub function: Option<String>,
+}
+
+/// Opens a parameter file as a [`ParamSource`].
+///
+/// Reading `.irpa`/`.safetensors` belongs to the `params` module (the kiln
+/// codecs); until it is wired here this returns an error naming the file.
+pub fn open_params(path: &Path) -> Result<Box<dyn ParamSource>> {
+    Err(Error::Usage(format!(
+        "{}: reading parameter files in `kiln interp` is not wired to the params codecs yet",
+        path.display()
+    )))
+}
+
+/// Pads `tokens` with id 0 to the length of `shape` (`[1, SEQ]` or `[SEQ]`).
+pub fn token_input(tokens: &[i64], shape: &[usize]) -> Result<Tensor> {
+    let seq: usize = shape.iter().product();
+    if !(shape.len() == 1 || (shape.len() == 2 && shape[0] == 1)) {
+        return Err(Error::Usage(format!(
+            "the module's first argument has shape {shape:?}; expected [1, SEQ] or [SEQ] token ids"
+        )));
+    }
+    if tokens.len() > seq {
+        return Err(Error::Usage(format!(
+            "--tokens: {} ids do not fit SEQ = {seq}",
+            tokens.len()
+        )));
+    }
+    let mut data = vec![0i32; seq];
+    for (slot, &t) in data.iter_mut().zip(tokens) {
+        *slot = i32::try_from(t)
+            .map_err(|_| Error::Usage(format!("--tokens: id {t} is out of i32 range")))?;
+    }
+    Ok(Tensor::i32(shape, data))
+}
+
+/// Formats predicted ids the way `kiln run` prints them: one line, spaces.
+pub fn format_ids(t: &Tensor) -> Result<String> {
+    let ids = t.as_i32().ok_or_else(|| {
+        Error::Usage(format!(
+            "the function returns {}, not i32 token ids",
+            t.describe()
+        ))
+    })?;
+    Ok(ids
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(" "))
+}
 
 /// Runs `kiln interp`.
-pub fn run(_args: Args) -> crate::Result<i32> {
-    Err(crate::Error::Usage(
-        "`kiln interp` is not implemented yet".into(),
-    ))
+pub fn run(args: Args) -> Result<i32> {
+    let text = std::fs::read_to_string(&args.module).map_err(|e| Error::io(&args.module, e))?;
+    let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(&args.module))?;
+    let g = interp::find_function(&module, args.function.as_deref())?;
+    let Some(&arg0) = g.inputs.first() else {
+        return Err(Error::Usage(format!(
+            "function @{} takes no token ids",
+            g.name
+        )));
+    };
+    let ty = g.ty(arg0).clone();
+    if ty.dtype != DType::I32 || g.inputs.len() != 1 {
+        return Err(Error::Usage(format!(
+            "function @{} must take one i32 token tensor, it takes {} argument(s) starting with {ty}",
+            g.name,
+            g.inputs.len()
+        )));
+    }
+    let seq: usize = ty.shape.iter().product();
+    if let Some(s) = args.seq {
+        if s != seq {
+            return Err(Error::Usage(format!(
+                "--seq {s} does not match the module's SEQ {seq} ({ty})"
+            )));
+        }
+    }
+    let input = token_input(&args.tokens, &ty.shape)?;
+    let empty = std::collections::HashMap::<String, Tensor>::new();
+    let params: Box<dyn ParamSource> = match &args.params {
+        Some(p) => open_params(p)?,
+        None => {
+            if g.parameters().next().is_some() {
+                return Err(Error::Usage(format!(
+                    "{}: the module has parameters; pass --params FILE",
+                    args.module.display()
+                )));
+            }
+            Box::new(empty)
+        }
+    };
+    let out = interp::run(g, &[input], params.as_ref())?;
+    let first = out
+        .first()
+        .ok_or_else(|| Error::Usage(format!("function @{} returns nothing", g.name)))?;
+    println!("{}", format_ids(first)?);
+    Ok(0)
 }

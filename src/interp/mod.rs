@@ -1,6 +1,377 @@
 //! Pure-Rust reference interpreter for kiln graphs.
+//!
+//! [`run`] evaluates one [`Graph`] on the CPU: every float is computed in
+//! f32 (values typed bf16/f16 are rounded to their type after each op, and
+//! parameters stored as bf16/f16 are upcast when loaded), integers in i32,
+//! booleans as `bool`. `dot_general` is a cache-blocked, rayon-parallel
+//! matmul; each intermediate is dropped as soon as its last user has run.
+//! It lets `cargo test` verify any exported module without IREE, and
+//! cross-check IREE's own results.
+//!
+//! ```
+//! use kiln::graph::{DType, Graph, TensorType};
+//! use kiln::interp::{run, Tensor};
+//! use std::collections::HashMap;
+//! let mut g = Graph::new("f");
+//! let x = g.input(TensorType::new(DType::F32, &[2]));
+//! let y = g.add(x, x).unwrap();
+//! g.set_outputs(&[y]);
+//! let params: HashMap<String, Tensor> = HashMap::new();
+//! let out = run(&g, &[Tensor::f32(&[2], vec![1.0, 2.5])], &params).unwrap();
+//! assert_eq!(out[0], Tensor::f32(&[2], vec![2.0, 5.0]));
+//! ```
+
+mod kernels;
+mod matmul;
+
+use crate::graph::{DType, Graph, Literal, Module, Op, TensorType};
+use std::collections::HashMap;
 
 /// A graph the interpreter cannot evaluate.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct InterpError(pub String);
+
+/// Result of the interpreter.
+pub type Result<T, E = InterpError> = std::result::Result<T, E>;
+
+/// A runtime tensor: row-major data plus shape. Every float dtype
+/// (f32, bf16, f16) is held as f32.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tensor {
+    /// Float data (values of bf16/f16 tensors are exactly representable).
+    F32 {
+        /// Dimensions.
+        shape: Vec<usize>,
+        /// Row-major values.
+        data: Vec<f32>,
+    },
+    /// i32 data.
+    I32 {
+        /// Dimensions.
+        shape: Vec<usize>,
+        /// Row-major values.
+        data: Vec<i32>,
+    },
+    /// i1 data.
+    I1 {
+        /// Dimensions.
+        shape: Vec<usize>,
+        /// Row-major values.
+        data: Vec<bool>,
+    },
+}
+
+impl Tensor {
+    /// An f32 tensor.
+    pub fn f32(shape: &[usize], data: Vec<f32>) -> Self {
+        Tensor::F32 {
+            shape: shape.to_vec(),
+            data,
+        }
+    }
+
+    /// An i32 tensor.
+    pub fn i32(shape: &[usize], data: Vec<i32>) -> Self {
+        Tensor::I32 {
+            shape: shape.to_vec(),
+            data,
+        }
+    }
+
+    /// A boolean (i1) tensor.
+    pub fn i1(shape: &[usize], data: Vec<bool>) -> Self {
+        Tensor::I1 {
+            shape: shape.to_vec(),
+            data,
+        }
+    }
+
+    /// The dims.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Tensor::F32 { shape, .. } | Tensor::I32 { shape, .. } | Tensor::I1 { shape, .. } => {
+                shape
+            }
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Tensor::F32 { data, .. } => data.len(),
+            Tensor::I32 { data, .. } => data.len(),
+            Tensor::I1 { data, .. } => data.len(),
+        }
+    }
+
+    /// True when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The f32 data, if this is a float tensor.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match self {
+            Tensor::F32 { data, .. } => Some(data),
+            _ => None,
+        }
+    }
+
+    /// The i32 data, if this is an i32 tensor.
+    pub fn as_i32(&self) -> Option<&[i32]> {
+        match self {
+            Tensor::I32 { data, .. } => Some(data),
+            _ => None,
+        }
+    }
+
+    /// The boolean data, if this is an i1 tensor.
+    pub fn as_i1(&self) -> Option<&[bool]> {
+        match self {
+            Tensor::I1 { data, .. } => Some(data),
+            _ => None,
+        }
+    }
+
+    /// Short description, e.g. `f32[2, 3]`.
+    pub fn describe(&self) -> String {
+        let k = match self {
+            Tensor::F32 { .. } => "float",
+            Tensor::I32 { .. } => "i32",
+            Tensor::I1 { .. } => "i1",
+        };
+        format!("{k}{:?}", self.shape())
+    }
+
+    /// Whether this tensor can hold a value of type `ty` (same shape, and
+    /// the variant matching the dtype: F32 for f32/bf16/f16).
+    pub fn fits(&self, ty: &TensorType) -> bool {
+        let kind_ok = matches!(
+            (self, ty.dtype),
+            (Tensor::F32 { .. }, DType::F32 | DType::BF16 | DType::F16)
+                | (Tensor::I32 { .. }, DType::I32)
+                | (Tensor::I1 { .. }, DType::I1)
+        );
+        kind_ok && self.shape() == ty.shape.as_slice() && self.len() == ty.numel()
+    }
+}
+
+/// Where parameter values come from.
+pub trait ParamSource {
+    /// The values of parameter `key`, whose stored type is `ty`; float
+    /// dtypes are returned upcast to f32.
+    fn load(&self, key: &str, ty: &TensorType) -> crate::Result<Tensor>;
+}
+
+impl ParamSource for HashMap<String, Tensor> {
+    fn load(&self, key: &str, ty: &TensorType) -> crate::Result<Tensor> {
+        let t = self
+            .get(key)
+            .ok_or_else(|| InterpError(format!("no value for parameter \"{key}\"")))?;
+        if !t.fits(ty) {
+            return Err(InterpError(format!(
+                "parameter \"{key}\" is {} but the graph declares {ty}",
+                t.describe()
+            ))
+            .into());
+        }
+        Ok(t.clone())
+    }
+}
+
+/// For each node, the index of the last node that reads it (`usize::MAX`
+/// for returned values, which are never freed).
+fn last_uses(g: &Graph) -> Vec<usize> {
+    let mut last = vec![0usize; g.nodes.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        last[i] = last[i].max(i);
+        for a in &n.args {
+            last[a.index()] = i;
+        }
+    }
+    for o in &g.outputs {
+        last[o.index()] = usize::MAX;
+    }
+    last
+}
+
+fn literal_tensor(lit: &Literal, ty: &TensorType) -> Tensor {
+    let n = ty.numel();
+    let vals: Vec<f64> = match lit {
+        Literal::Splat(x) => vec![*x; n],
+        Literal::Dense(v) => v.clone(),
+    };
+    let shape = ty.shape.to_vec();
+    match ty.dtype {
+        DType::I32 => Tensor::I32 {
+            shape,
+            data: vals.iter().map(|&x| x as i32).collect(),
+        },
+        DType::I1 => Tensor::I1 {
+            shape,
+            data: vals.iter().map(|&x| x != 0.0).collect(),
+        },
+        _ => Tensor::F32 {
+            shape,
+            data: vals.iter().map(|&x| x as f32).collect(),
+        },
+    }
+}
+
+/// Evaluates `graph` on `inputs` (one per function argument, in order),
+/// reading parameters from `params`. Returns the function's results.
+pub fn run(
+    graph: &Graph,
+    inputs: &[Tensor],
+    params: &dyn ParamSource,
+) -> crate::Result<Vec<Tensor>> {
+    if inputs.len() != graph.inputs.len() {
+        return Err(InterpError(format!(
+            "function @{} takes {} argument(s), {} given",
+            graph.name,
+            graph.inputs.len(),
+            inputs.len()
+        ))
+        .into());
+    }
+    let last = last_uses(graph);
+    let mut vals: Vec<Option<Tensor>> = vec![None; graph.nodes.len()];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let ctx = |e: InterpError| {
+            InterpError(format!(
+                "@{} node %{i} ({}): {}",
+                graph.name,
+                node.op.name(),
+                e.0
+            ))
+        };
+        let out = match &node.op {
+            Op::Input { index } => {
+                let t = inputs
+                    .get(*index)
+                    .ok_or_else(|| InterpError(format!("missing argument {index}")))?;
+                if !t.fits(&node.ty) {
+                    return Err(InterpError(format!(
+                        "argument {index} of @{} must be {}, got {}",
+                        graph.name,
+                        node.ty,
+                        t.describe()
+                    ))
+                    .into());
+                }
+                t.clone()
+            }
+            Op::Parameter { key } => {
+                let t = params.load(key, &node.ty)?;
+                if !t.fits(&node.ty) {
+                    return Err(InterpError(format!(
+                        "parameter \"{key}\" loaded as {}, the graph declares {}",
+                        t.describe(),
+                        node.ty
+                    ))
+                    .into());
+                }
+                // Sources return values exact in the stored dtype: no rounding.
+                t
+            }
+            Op::Constant(lit) => literal_tensor(lit, &node.ty),
+            op => {
+                // Operands whose last use is this node may be consumed in place.
+                let mut owned: Vec<Option<Tensor>> = Vec::with_capacity(node.args.len());
+                for (k, a) in node.args.iter().enumerate() {
+                    let dup = node.args[..k].contains(a) || node.args[k + 1..].contains(a);
+                    owned.push(if last[a.index()] == i && !dup {
+                        vals[a.index()].take()
+                    } else {
+                        None
+                    });
+                }
+                let mut args: Vec<kernels::Arg<'_>> = Vec::with_capacity(node.args.len());
+                for (k, a) in node.args.iter().enumerate() {
+                    match owned[k].take() {
+                        Some(t) => args.push(kernels::Arg::Owned(t)),
+                        None => match &vals[a.index()] {
+                            Some(t) => args.push(kernels::Arg::Ref(t)),
+                            None => {
+                                return Err(ctx(InterpError(format!(
+                                    "operand %{} was freed or never computed",
+                                    a.0
+                                )))
+                                .into())
+                            }
+                        },
+                    }
+                }
+                let r = kernels::eval(op, &node.ty, args).map_err(ctx)?;
+                kernels::round_to(r, node.ty.dtype)
+            }
+        };
+        if !out.fits(&node.ty) {
+            return Err(InterpError(format!(
+                "@{} node %{i} ({}): computed {} for {}",
+                graph.name,
+                node.op.name(),
+                out.describe(),
+                node.ty
+            ))
+            .into());
+        }
+        vals[i] = Some(out);
+        for a in &node.args {
+            if last[a.index()] == i {
+                vals[a.index()] = None;
+            }
+        }
+        if last[i] == i {
+            vals[i] = None;
+        }
+    }
+    graph
+        .outputs
+        .iter()
+        .map(|o| {
+            vals[o.index()]
+                .clone()
+                .ok_or_else(|| InterpError(format!("output %{} was not computed", o.0)).into())
+        })
+        .collect()
+}
+
+/// Evaluates function `function` of `module` (the first one when `None`).
+pub fn run_module(
+    module: &Module,
+    function: Option<&str>,
+    inputs: &[Tensor],
+    params: &dyn ParamSource,
+) -> crate::Result<Vec<Tensor>> {
+    let g = find_function(module, function)?;
+    run(g, inputs, params)
+}
+
+/// The function called `name` (the first when `None`).
+pub fn find_function<'m>(module: &'m Module, name: Option<&str>) -> crate::Result<&'m Graph> {
+    match name {
+        None => module
+            .functions
+            .first()
+            .ok_or_else(|| InterpError(format!("module @{} has no functions", module.name)).into()),
+        Some(n) => module
+            .functions
+            .iter()
+            .find(|f| f.name == n)
+            .ok_or_else(|| {
+                let names: Vec<String> = module
+                    .functions
+                    .iter()
+                    .map(|f| format!("@{}", f.name))
+                    .collect();
+                InterpError(format!(
+                    "module @{} has no function @{n} (it has {})",
+                    module.name,
+                    names.join(", ")
+                ))
+                .into()
+            }),
+    }
+}

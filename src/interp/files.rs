@@ -1,0 +1,88 @@
+//! Parameter files (`.irpa`, `.safetensors`, `.gguf`) as interpreter
+//! [`ParamSource`]s, read through kiln's codecs in [`crate::params`]: the
+//! file is memory-mapped and each tensor is converted to f32 only when the
+//! graph loads it (and dropped after its last use), so the whole model is
+//! never copied at once.
+//!
+//! NOTE (for the merge): this file is written against the `params` branch
+//! API (`params::open_any`, `params::ParamSource::{meta, to_f32, raw}`) and
+//! is not in the module tree until that branch lands. To wire it: add
+//! `pub mod files;` to `src/interp/mod.rs`, and make
+//! `cli::interp::open_params` return
+//! `Ok(Box::new(crate::interp::files::FileParams::open(path)?))`.
+
+use super::{InterpError, ParamSource, Tensor};
+use crate::graph::{DType, TensorType};
+use std::path::Path;
+
+/// A parameter file opened with [`crate::params::open_any`].
+pub struct FileParams {
+    src: Box<dyn crate::params::ParamSource>,
+}
+
+impl FileParams {
+    /// Opens `path` (format chosen by its magic bytes).
+    pub fn open(path: &Path) -> crate::Result<Self> {
+        Ok(FileParams {
+            src: crate::params::open_any(path)?,
+        })
+    }
+}
+
+fn decode_raw(bytes: &[u8], ty: &TensorType) -> Option<Tensor> {
+    let shape: Vec<usize> = ty.shape.to_vec();
+    if bytes.len() != ty.byte_size() {
+        return None;
+    }
+    let u16s = || bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
+    let u32s = || {
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+    };
+    Some(match ty.dtype {
+        DType::F32 => Tensor::f32(&shape, u32s().map(f32::from_bits).collect()),
+        DType::BF16 => Tensor::f32(&shape, u16s().map(|b| half::bf16::from_bits(b).to_f32()).collect()),
+        DType::F16 => Tensor::f32(&shape, u16s().map(|b| half::f16::from_bits(b).to_f32()).collect()),
+        DType::I32 => Tensor::i32(&shape, u32s().map(|u| u as i32).collect()),
+        DType::I1 => Tensor::i1(&shape, bytes.iter().map(|&b| b != 0).collect()),
+    })
+}
+
+impl ParamSource for FileParams {
+    fn load(&self, key: &str, ty: &TensorType) -> crate::Result<Tensor> {
+        let file = self.src.path().display().to_string();
+        let meta = self
+            .src
+            .meta(key)
+            .ok_or_else(|| InterpError(format!("{file}: no tensor \"{key}\"")))?;
+        let shape_ok = meta.shape.len() == ty.rank()
+            && meta.shape.iter().zip(&ty.shape).all(|(&a, &b)| a == b as u64);
+        let plain = meta.dtype.plain();
+        let same_dtype = matches!(
+            (plain, ty.dtype),
+            (Some(crate::params::DType::F32), DType::F32)
+                | (Some(crate::params::DType::BF16), DType::BF16)
+                | (Some(crate::params::DType::F16), DType::F16)
+                | (Some(crate::params::DType::I32), DType::I32)
+                | (Some(crate::params::DType::Bool), DType::I1)
+        );
+        if shape_ok && same_dtype && ty.dtype.is_float() {
+            let data = self.src.to_f32(key)?;
+            return Ok(Tensor::f32(&ty.shape, data));
+        }
+        // Same bytes, typed by the graph: integer tensors, and IRPA entries
+        // that carry no dtype (listed as `[bytes]`).
+        if (shape_ok && same_dtype) || plain.is_none() {
+            let raw = self.src.raw(key)?;
+            if let Some(t) = decode_raw(&raw, ty) {
+                return Ok(t);
+            }
+        }
+        Err(InterpError(format!(
+            "{file}: tensor \"{key}\" is {} {:?} ({} bytes), the module declares {ty}",
+            meta.dtype, meta.shape, meta.nbytes
+        ))
+        .into())
+    }
+}

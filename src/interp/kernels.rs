@@ -1,0 +1,705 @@
+//! One kernel per op: elementwise math, data movement, reductions, gather.
+
+use super::{matmul, InterpError, Tensor};
+use crate::graph::{BinaryOp, CompareDir, DType, Op, ReduceKind, TensorType, UnaryOp};
+use rayon::prelude::*;
+
+type KResult<T> = Result<T, InterpError>;
+
+fn kerr<T>(msg: impl Into<String>) -> KResult<T> {
+    Err(InterpError(msg.into()))
+}
+
+/// An operand: borrowed, or owned because this op is its last use (so its
+/// buffer can be reused).
+pub(crate) enum Arg<'a> {
+    /// Moved out of the value table.
+    Owned(Tensor),
+    /// Still needed later.
+    Ref(&'a Tensor),
+}
+
+impl Arg<'_> {
+    fn t(&self) -> &Tensor {
+        match self {
+            Arg::Owned(t) => t,
+            Arg::Ref(t) => t,
+        }
+    }
+
+    fn into_owned(self) -> Tensor {
+        match self {
+            Arg::Owned(t) => t,
+            Arg::Ref(t) => t.clone(),
+        }
+    }
+}
+
+/// Rounds float data to bf16/f16 when the value has that type.
+pub(crate) fn round_to(t: Tensor, dtype: DType) -> Tensor {
+    match (t, dtype) {
+        (Tensor::F32 { shape, mut data }, DType::BF16) => {
+            data.iter_mut()
+                .for_each(|x| *x = half::bf16::from_f32(*x).to_f32());
+            Tensor::F32 { shape, data }
+        }
+        (Tensor::F32 { shape, mut data }, DType::F16) => {
+            data.iter_mut()
+                .for_each(|x| *x = half::f16::from_f32(*x).to_f32());
+            Tensor::F32 { shape, data }
+        }
+        (t, _) => t,
+    }
+}
+
+/// Row-major strides of `shape`.
+pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Source offsets `base + Σ idx[d]·step[d]` for every index of `shape`, in
+/// row-major order.
+pub(crate) fn strided_offsets(shape: &[usize], base: usize, step: &[usize]) -> Vec<usize> {
+    let n: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(n);
+    if n == 0 {
+        return out;
+    }
+    let r = shape.len();
+    if r == 0 {
+        out.push(base);
+        return out;
+    }
+    let inner = shape[r - 1];
+    let istep = step[r - 1];
+    let mut idx = vec![0usize; r];
+    let mut off = base;
+    loop {
+        for j in 0..inner {
+            out.push(off + j * istep);
+        }
+        // Advance the outer dims (odometer).
+        let mut d = r - 1;
+        loop {
+            if d == 0 {
+                return out;
+            }
+            d -= 1;
+            idx[d] += 1;
+            off += step[d];
+            if idx[d] < shape[d] {
+                break;
+            }
+            off -= step[d] * shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+fn pick<T: Copy + Send + Sync>(data: &[T], offs: &[usize]) -> Vec<T> {
+    offs.iter().map(|&o| data[o]).collect()
+}
+
+/// Builds a tensor of `shape` whose element i is the source's element `offs[i]`.
+fn gather_offsets(t: &Tensor, shape: &[usize], offs: &[usize]) -> Tensor {
+    let shape = shape.to_vec();
+    match t {
+        Tensor::F32 { data, .. } => Tensor::F32 {
+            shape,
+            data: pick(data, offs),
+        },
+        Tensor::I32 { data, .. } => Tensor::I32 {
+            shape,
+            data: pick(data, offs),
+        },
+        Tensor::I1 { data, .. } => Tensor::I1 {
+            shape,
+            data: pick(data, offs),
+        },
+    }
+}
+
+fn with_shape(t: Tensor, shape: &[usize]) -> Tensor {
+    let shape = shape.to_vec();
+    match t {
+        Tensor::F32 { data, .. } => Tensor::F32 { shape, data },
+        Tensor::I32 { data, .. } => Tensor::I32 { shape, data },
+        Tensor::I1 { data, .. } => Tensor::I1 { shape, data },
+    }
+}
+
+const PAR_MIN: usize = 1 << 15;
+
+fn map_f32(a: Arg<'_>, f: impl Fn(f32) -> f32 + Sync + Send) -> KResult<Tensor> {
+    match a {
+        Arg::Owned(Tensor::F32 { shape, mut data }) => {
+            if data.len() >= PAR_MIN {
+                data.par_iter_mut().for_each(|x| *x = f(*x));
+            } else {
+                data.iter_mut().for_each(|x| *x = f(*x));
+            }
+            Ok(Tensor::F32 { shape, data })
+        }
+        Arg::Ref(Tensor::F32 { shape, data }) => Ok(Tensor::F32 {
+            shape: shape.clone(),
+            data: if data.len() >= PAR_MIN {
+                data.par_iter().map(|&x| f(x)).collect()
+            } else {
+                data.iter().map(|&x| f(x)).collect()
+            },
+        }),
+        other => kerr(format!("float op on {}", other.t().describe())),
+    }
+}
+
+fn zip_f32(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync + Send) -> Vec<f32> {
+    if a.len() >= PAR_MIN {
+        a.par_iter()
+            .zip(b.par_iter())
+            .map(|(&x, &y)| f(x, y))
+            .collect()
+    } else {
+        a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
+    }
+}
+
+fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
+    if a.shape() != b.shape() {
+        return kerr(format!(
+            "operand shapes differ: {} and {}",
+            a.describe(),
+            b.describe()
+        ));
+    }
+    match (a, b) {
+        (Tensor::F32 { shape, data: x }, Tensor::F32 { data: y, .. }) => {
+            let data = match op {
+                BinaryOp::Add => zip_f32(x, y, |p, q| p + q),
+                BinaryOp::Subtract => zip_f32(x, y, |p, q| p - q),
+                BinaryOp::Multiply => zip_f32(x, y, |p, q| p * q),
+                BinaryOp::Divide => zip_f32(x, y, |p, q| p / q),
+                BinaryOp::Maximum => zip_f32(x, y, |p, q| {
+                    if p.is_nan() || q.is_nan() {
+                        f32::NAN
+                    } else {
+                        p.max(q)
+                    }
+                }),
+                BinaryOp::Minimum => zip_f32(x, y, |p, q| {
+                    if p.is_nan() || q.is_nan() {
+                        f32::NAN
+                    } else {
+                        p.min(q)
+                    }
+                }),
+                BinaryOp::Power => zip_f32(x, y, f32::powf),
+            };
+            Ok(Tensor::F32 {
+                shape: shape.clone(),
+                data,
+            })
+        }
+        (Tensor::I32 { shape, data: x }, Tensor::I32 { data: y, .. }) => {
+            let f = |p: i32, q: i32| -> i32 {
+                match op {
+                    BinaryOp::Add => p.wrapping_add(q),
+                    BinaryOp::Subtract => p.wrapping_sub(q),
+                    BinaryOp::Multiply => p.wrapping_mul(q),
+                    // x/0 is implementation-defined in StableHLO: -1 here.
+                    BinaryOp::Divide => {
+                        if q == 0 {
+                            -1
+                        } else {
+                            p.wrapping_div(q)
+                        }
+                    }
+                    BinaryOp::Maximum => p.max(q),
+                    BinaryOp::Minimum => p.min(q),
+                    BinaryOp::Power => ipow(p, q),
+                }
+            };
+            Ok(Tensor::I32 {
+                shape: shape.clone(),
+                data: x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect(),
+            })
+        }
+        (Tensor::I1 { shape, data: x }, Tensor::I1 { data: y, .. }) => {
+            let f = |p: bool, q: bool| match op {
+                BinaryOp::Maximum | BinaryOp::Add => p | q,
+                BinaryOp::Minimum | BinaryOp::Multiply => p & q,
+                BinaryOp::Subtract => p ^ q,
+                BinaryOp::Divide | BinaryOp::Power => p,
+            };
+            Ok(Tensor::I1 {
+                shape: shape.clone(),
+                data: x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect(),
+            })
+        }
+        _ => kerr(format!(
+            "operand kinds differ: {} and {}",
+            a.describe(),
+            b.describe()
+        )),
+    }
+}
+
+fn ipow(base: i32, exp: i32) -> i32 {
+    if exp < 0 {
+        return match base {
+            1 => 1,
+            -1 => {
+                if exp % 2 == 0 {
+                    1
+                } else {
+                    -1
+                }
+            }
+            _ => 0,
+        };
+    }
+    let (mut r, mut b, mut e) = (1i32, base, exp as u32);
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r.wrapping_mul(b);
+        }
+        b = b.wrapping_mul(b);
+        e >>= 1;
+    }
+    r
+}
+
+fn unary(op: UnaryOp, a: Arg<'_>) -> KResult<Tensor> {
+    match a.t() {
+        Tensor::F32 { .. } => match op {
+            UnaryOp::Negate => map_f32(a, |x| -x),
+            UnaryOp::Exponential => map_f32(a, f32::exp),
+            UnaryOp::Log => map_f32(a, f32::ln),
+            UnaryOp::Rsqrt => map_f32(a, |x| 1.0 / x.sqrt()),
+            UnaryOp::Sqrt => map_f32(a, f32::sqrt),
+            UnaryOp::Tanh => map_f32(a, f32::tanh),
+            UnaryOp::Logistic => map_f32(a, |x| 1.0 / (1.0 + (-x).exp())),
+        },
+        Tensor::I32 { shape, data } if op == UnaryOp::Negate => Ok(Tensor::I32 {
+            shape: shape.clone(),
+            data: data.iter().map(|x| x.wrapping_neg()).collect(),
+        }),
+        t => kerr(format!("{} of {}", op.name(), t.describe())),
+    }
+}
+
+fn convert(a: Arg<'_>, to: DType) -> Tensor {
+    let t = a.t();
+    let shape = t.shape().to_vec();
+    match (to, t) {
+        (DType::F32 | DType::BF16 | DType::F16, Tensor::F32 { .. }) => a.into_owned(),
+        (DType::F32 | DType::BF16 | DType::F16, Tensor::I32 { data, .. }) => Tensor::F32 {
+            shape,
+            data: data.iter().map(|&x| x as f32).collect(),
+        },
+        (DType::F32 | DType::BF16 | DType::F16, Tensor::I1 { data, .. }) => Tensor::F32 {
+            shape,
+            data: data.iter().map(|&x| x as u8 as f32).collect(),
+        },
+        (DType::I32, Tensor::F32 { data, .. }) => Tensor::I32 {
+            shape,
+            data: data.iter().map(|&x| x as i32).collect(),
+        },
+        (DType::I32, Tensor::I32 { .. }) => a.into_owned(),
+        (DType::I32, Tensor::I1 { data, .. }) => Tensor::I32 {
+            shape,
+            data: data.iter().map(|&x| x as i32).collect(),
+        },
+        (DType::I1, Tensor::F32 { data, .. }) => Tensor::I1 {
+            shape,
+            data: data.iter().map(|&x| x != 0.0).collect(),
+        },
+        (DType::I1, Tensor::I32 { data, .. }) => Tensor::I1 {
+            shape,
+            data: data.iter().map(|&x| x != 0).collect(),
+        },
+        (DType::I1, Tensor::I1 { .. }) => a.into_owned(),
+    }
+}
+
+fn cmp<T: PartialOrd>(dir: CompareDir, x: T, y: T) -> bool {
+    match dir {
+        CompareDir::Eq => x == y,
+        CompareDir::Ne => x != y,
+        CompareDir::Lt => x < y,
+        CompareDir::Le => x <= y,
+        CompareDir::Gt => x > y,
+        CompareDir::Ge => x >= y,
+    }
+}
+
+fn compare(dir: CompareDir, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
+    let shape = a.shape().to_vec();
+    let data: Vec<bool> = match (a, b) {
+        (Tensor::F32 { data: x, .. }, Tensor::F32 { data: y, .. }) => {
+            x.iter().zip(y).map(|(&p, &q)| cmp(dir, p, q)).collect()
+        }
+        (Tensor::I32 { data: x, .. }, Tensor::I32 { data: y, .. }) => {
+            x.iter().zip(y).map(|(&p, &q)| cmp(dir, p, q)).collect()
+        }
+        (Tensor::I1 { data: x, .. }, Tensor::I1 { data: y, .. }) => {
+            x.iter().zip(y).map(|(&p, &q)| cmp(dir, p, q)).collect()
+        }
+        _ => {
+            return kerr(format!(
+                "cannot compare {} and {}",
+                a.describe(),
+                b.describe()
+            ))
+        }
+    };
+    if data.len() != b.len() {
+        return kerr("operand sizes differ");
+    }
+    Ok(Tensor::I1 { shape, data })
+}
+
+fn select(p: &Tensor, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
+    let Tensor::I1 { data: pd, .. } = p else {
+        return kerr(format!("predicate is {}", p.describe()));
+    };
+    let shape = a.shape().to_vec();
+    fn sel<T: Copy>(p: &[bool], x: &[T], y: &[T]) -> Vec<T> {
+        p.iter()
+            .zip(x.iter().zip(y))
+            .map(|(&c, (&u, &v))| if c { u } else { v })
+            .collect()
+    }
+    Ok(match (a, b) {
+        (Tensor::F32 { data: x, .. }, Tensor::F32 { data: y, .. }) => Tensor::F32 {
+            shape,
+            data: sel(pd, x, y),
+        },
+        (Tensor::I32 { data: x, .. }, Tensor::I32 { data: y, .. }) => Tensor::I32 {
+            shape,
+            data: sel(pd, x, y),
+        },
+        (Tensor::I1 { data: x, .. }, Tensor::I1 { data: y, .. }) => Tensor::I1 {
+            shape,
+            data: sel(pd, x, y),
+        },
+        _ => {
+            return kerr(format!(
+                "branches differ: {} and {}",
+                a.describe(),
+                b.describe()
+            ))
+        }
+    })
+}
+
+fn broadcast(t: &Tensor, out: &[usize], dims: &[usize]) -> Tensor {
+    let src = t.shape();
+    let ss = strides(src);
+    let mut step = vec![0usize; out.len()];
+    for (i, &d) in dims.iter().enumerate() {
+        if src[i] != 1 {
+            step[d] = ss[i];
+        }
+    }
+    gather_offsets(t, out, &strided_offsets(out, 0, &step))
+}
+
+pub(crate) fn transpose(t: &Tensor, perm: &[usize]) -> Tensor {
+    let src = t.shape();
+    let ss = strides(src);
+    let out: Vec<usize> = perm.iter().map(|&p| src[p]).collect();
+    let step: Vec<usize> = perm.iter().map(|&p| ss[p]).collect();
+    gather_offsets(t, &out, &strided_offsets(&out, 0, &step))
+}
+
+fn slice(t: &Tensor, start: &[usize], strd: &[usize], out: &[usize]) -> Tensor {
+    let ss = strides(t.shape());
+    let base: usize = start.iter().zip(&ss).map(|(a, b)| a * b).sum();
+    let step: Vec<usize> = strd.iter().zip(&ss).map(|(a, b)| a * b).collect();
+    gather_offsets(t, out, &strided_offsets(out, base, &step))
+}
+
+fn concatenate(args: &[Arg<'_>], dim: usize, out: &[usize]) -> KResult<Tensor> {
+    let outer: usize = out[..dim].iter().product();
+    fn cat<T: Copy>(parts: Vec<(&[T], usize)>, outer: usize, total: usize) -> Vec<T> {
+        let mut v = Vec::with_capacity(total);
+        for o in 0..outer {
+            for (d, chunk) in &parts {
+                v.extend_from_slice(&d[o * chunk..(o + 1) * chunk]);
+            }
+        }
+        v
+    }
+    let total: usize = out.iter().product();
+    let inner: usize = out[dim + 1..].iter().product();
+    let chunk = |t: &Tensor| t.shape()[dim] * inner;
+    let shape = out.to_vec();
+    match args[0].t() {
+        Tensor::F32 { .. } => {
+            let parts: Option<Vec<(&[f32], usize)>> = args
+                .iter()
+                .map(|a| a.t().as_f32().map(|d| (d, chunk(a.t()))))
+                .collect();
+            let parts = parts.ok_or_else(|| InterpError("mixed operand kinds".into()))?;
+            Ok(Tensor::F32 {
+                shape,
+                data: cat(parts, outer, total),
+            })
+        }
+        Tensor::I32 { .. } => {
+            let parts: Option<Vec<(&[i32], usize)>> = args
+                .iter()
+                .map(|a| a.t().as_i32().map(|d| (d, chunk(a.t()))))
+                .collect();
+            let parts = parts.ok_or_else(|| InterpError("mixed operand kinds".into()))?;
+            Ok(Tensor::I32 {
+                shape,
+                data: cat(parts, outer, total),
+            })
+        }
+        Tensor::I1 { .. } => {
+            let parts: Option<Vec<(&[bool], usize)>> = args
+                .iter()
+                .map(|a| a.t().as_i1().map(|d| (d, chunk(a.t()))))
+                .collect();
+            let parts = parts.ok_or_else(|| InterpError("mixed operand kinds".into()))?;
+            Ok(Tensor::I1 {
+                shape,
+                data: cat(parts, outer, total),
+            })
+        }
+    }
+}
+
+fn iota(ty: &TensorType, dim: usize) -> Tensor {
+    let shape = ty.shape.to_vec();
+    let n = ty.numel();
+    let inner: usize = shape[dim + 1..].iter().product();
+    let len = shape[dim];
+    let idx = |i: usize| (i / inner.max(1)) % len.max(1);
+    match ty.dtype {
+        DType::I32 => Tensor::I32 {
+            shape,
+            data: (0..n).map(|i| idx(i) as i32).collect(),
+        },
+        DType::I1 => Tensor::I1 {
+            shape,
+            data: (0..n).map(|i| idx(i) != 0).collect(),
+        },
+        _ => Tensor::F32 {
+            shape,
+            data: (0..n).map(|i| idx(i) as f32).collect(),
+        },
+    }
+}
+
+/// Moves `dims` to the end (keeping order otherwise), copying only when
+/// they are not already trailing; returns the tensor and (kept, reduced) sizes.
+fn dims_last<'t>(t: &'t Tensor, dims: &[usize]) -> (std::borrow::Cow<'t, Tensor>, usize, usize) {
+    let r = t.shape().len();
+    let kept: Vec<usize> = (0..r).filter(|d| !dims.contains(d)).collect();
+    let mut perm = kept.clone();
+    perm.extend(dims.iter().copied());
+    let k: usize = kept.iter().map(|&d| t.shape()[d]).product();
+    let n: usize = dims.iter().map(|&d| t.shape()[d]).product();
+    if perm.iter().enumerate().all(|(i, &p)| i == p) {
+        (std::borrow::Cow::Borrowed(t), k, n)
+    } else {
+        (std::borrow::Cow::Owned(transpose(t, &perm)), k, n)
+    }
+}
+
+fn reduce(
+    kind: ReduceKind,
+    x: &Tensor,
+    init: &Tensor,
+    dims: &[usize],
+    out: &[usize],
+) -> KResult<Tensor> {
+    let (src, _, n) = dims_last(x, dims);
+    let shape = out.to_vec();
+    match (src.as_ref(), init) {
+        (Tensor::F32 { data, .. }, Tensor::F32 { data: i, .. }) => {
+            let i0 = i[0];
+            let f = |row: &[f32]| -> f32 {
+                match kind {
+                    ReduceKind::Sum => row.iter().fold(i0, |a, &b| a + b),
+                    ReduceKind::Max => row.iter().fold(i0, |a, &b| {
+                        if a.is_nan() || b.is_nan() {
+                            f32::NAN
+                        } else {
+                            a.max(b)
+                        }
+                    }),
+                    ReduceKind::Min => row.iter().fold(i0, |a, &b| {
+                        if a.is_nan() || b.is_nan() {
+                            f32::NAN
+                        } else {
+                            a.min(b)
+                        }
+                    }),
+                }
+            };
+            let data = if n == 0 {
+                vec![i0; shape.iter().product()]
+            } else {
+                data.chunks(n).map(f).collect()
+            };
+            Ok(Tensor::F32 { shape, data })
+        }
+        (Tensor::I32 { data, .. }, Tensor::I32 { data: i, .. }) => {
+            let i0 = i[0];
+            let f = |row: &[i32]| -> i32 {
+                match kind {
+                    ReduceKind::Sum => row.iter().fold(i0, |a, &b| a.wrapping_add(b)),
+                    ReduceKind::Max => row.iter().fold(i0, |a, &b| a.max(b)),
+                    ReduceKind::Min => row.iter().fold(i0, |a, &b| a.min(b)),
+                }
+            };
+            let data = if n == 0 {
+                vec![i0; shape.iter().product()]
+            } else {
+                data.chunks(n).map(f).collect()
+            };
+            Ok(Tensor::I32 { shape, data })
+        }
+        _ => kerr(format!(
+            "cannot reduce {} with init {}",
+            x.describe(),
+            init.describe()
+        )),
+    }
+}
+
+fn argmax(x: &Tensor, dim: usize, out: &[usize]) -> KResult<Tensor> {
+    let (t, k, n) = dims_last(x, &[dim]);
+    let Tensor::F32 { data, .. } = t.as_ref() else {
+        return kerr(format!("argmax of {}", x.describe()));
+    };
+    let mut res = Vec::with_capacity(k);
+    for row in data.chunks(n.max(1)).take(k) {
+        // The comparator body(acc, next) keeps the accumulator when it is
+        // larger, or equal with a lower index; otherwise it takes the next
+        // element (so a NaN is taken, then dropped again, as IREE does).
+        // The init is (-inf, 0).
+        let (mut bv, mut bi) = (f32::NEG_INFINITY, 0i32);
+        for (i, &v) in row.iter().enumerate() {
+            let i = i as i32;
+            let keep = bv > v || (bv == v && bi < i);
+            if !keep {
+                bv = v;
+                bi = i;
+            }
+        }
+        res.push(bi);
+    }
+    if n == 0 {
+        res = vec![0; k];
+    }
+    Ok(Tensor::I32 {
+        shape: out.to_vec(),
+        data: res,
+    })
+}
+
+fn gather_rows(table: &Tensor, ids: &Tensor, out: &[usize]) -> KResult<Tensor> {
+    let Tensor::I32 { data: idx, .. } = ids else {
+        return kerr(format!("gather ids are {}", ids.describe()));
+    };
+    let (v, d) = match table.shape() {
+        [v, d] => (*v, *d),
+        s => return kerr(format!("gather table of shape {s:?}")),
+    };
+    // Start indices are clamped so the row lies in the table, as StableHLO specifies.
+    let rows: Vec<usize> = idx
+        .iter()
+        .map(|&i| (i.max(0) as usize).min(v.saturating_sub(1)))
+        .collect();
+    let offs: Vec<usize> = rows
+        .iter()
+        .flat_map(|&r| (0..d).map(move |j| r * d + j))
+        .collect();
+    if v == 0 {
+        return kerr("gather from an empty table");
+    }
+    Ok(gather_offsets(table, out, &offs))
+}
+
+/// Evaluates one op on its operands.
+pub(crate) fn eval(op: &Op, ty: &TensorType, mut args: Vec<Arg<'_>>) -> KResult<Tensor> {
+    let shape = ty.shape.as_slice();
+    let arity = |n: usize| -> KResult<()> {
+        if args.len() == n {
+            Ok(())
+        } else {
+            kerr(format!("{} operands, expected {n}", args.len()))
+        }
+    };
+    match op {
+        Op::Input { .. } | Op::Parameter { .. } | Op::Constant(_) => kerr("not an operation"),
+        Op::Convert => {
+            arity(1)?;
+            let a = args.remove(0);
+            Ok(convert(a, ty.dtype))
+        }
+        Op::Binary(b) => {
+            arity(2)?;
+            binary(*b, args[0].t(), args[1].t())
+        }
+        Op::Unary(u) => {
+            arity(1)?;
+            unary(*u, args.remove(0))
+        }
+        Op::Compare(d) => {
+            arity(2)?;
+            compare(*d, args[0].t(), args[1].t())
+        }
+        Op::Select => {
+            arity(3)?;
+            select(args[0].t(), args[1].t(), args[2].t())
+        }
+        Op::BroadcastInDim { dims } => {
+            arity(1)?;
+            Ok(broadcast(args[0].t(), shape, dims))
+        }
+        Op::Reshape => {
+            arity(1)?;
+            Ok(with_shape(args.remove(0).into_owned(), shape))
+        }
+        Op::Transpose { perm } => {
+            arity(1)?;
+            Ok(transpose(args[0].t(), perm))
+        }
+        Op::Slice { start, strides, .. } => {
+            arity(1)?;
+            Ok(slice(args[0].t(), start, strides, shape))
+        }
+        Op::Concatenate { dim } => {
+            if args.is_empty() || *dim >= shape.len() {
+                return kerr("concatenate needs operands and a dim in range");
+            }
+            concatenate(&args, *dim, shape)
+        }
+        Op::Iota { dim } => Ok(iota(ty, *dim)),
+        Op::DotGeneral(d) => {
+            arity(2)?;
+            matmul::dot_general(args[0].t(), args[1].t(), d, shape)
+        }
+        Op::Reduce { kind, dims } => {
+            arity(2)?;
+            reduce(*kind, args[0].t(), args[1].t(), dims, shape)
+        }
+        Op::GatherRows => {
+            arity(2)?;
+            gather_rows(args[0].t(), args[1].t(), shape)
+        }
+        Op::Argmax { dim } => {
+            arity(4)?;
+            argmax(args[0].t(), *dim, shape)
+        }
+    }
+}

@@ -1,0 +1,683 @@
+//! The graph layer: turns parsed statements into graph nodes through the
+//! builder methods, checking every stated type against the inferred one.
+
+use super::body::{is_argmax_body, single_reduce_kind};
+use super::cursor::{Cursor, PResult};
+pub(crate) use super::literal::literal;
+use super::syntax::{self, Attr, RawType, Region, Stmt, Types};
+use super::Global;
+use crate::graph::{
+    BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Op, TensorType, UnaryOp,
+    Value,
+};
+use std::collections::HashMap;
+
+/// A checked tensor type.
+pub(crate) fn tensor_type(c: &Cursor<'_>, raw: &RawType) -> PResult<TensorType> {
+    match DType::from_mlir(&raw.elem) {
+        Some(d) => Ok(TensorType::new(d, &raw.shape)),
+        None => Err(c.err_found(
+            raw.pos,
+            "a tensor of f32, bf16, f16, i32 or i1",
+            format!("`{raw}`"),
+        )),
+    }
+}
+
+fn constant(g: &mut Graph, lit: Literal, ty: &TensorType) -> Result<Value, GraphError> {
+    match lit {
+        Literal::Splat(x) => g.splat(ty.dtype, &ty.shape, x),
+        Literal::Dense(v) => g.dense(ty.dtype, &ty.shape, v),
+    }
+}
+
+#[derive(Clone)]
+enum Binding {
+    One(Value),
+    /// A multi-result op: the values of each result that is a node.
+    Multi(Vec<Option<Value>>),
+}
+
+struct FnBuilder<'a, 'c> {
+    c: &'c Cursor<'a>,
+    g: Graph,
+    names: HashMap<&'a str, Binding>,
+    globals: &'c HashMap<String, Global>,
+}
+
+fn binary_op(name: &str) -> Option<BinaryOp> {
+    BinaryOp::ALL
+        .into_iter()
+        .find(|b| name.strip_prefix("stablehlo.") == Some(b.name()))
+}
+
+fn unary_op(name: &str) -> Option<UnaryOp> {
+    UnaryOp::ALL
+        .into_iter()
+        .find(|u| name.strip_prefix("stablehlo.") == Some(u.name()))
+}
+
+fn compare_dir(w: &str) -> Option<CompareDir> {
+    CompareDir::ALL.into_iter().find(|d| d.name() == w)
+}
+
+impl<'a, 'c> FnBuilder<'a, 'c> {
+    fn ty_of(&self, raw: &RawType) -> PResult<TensorType> {
+        tensor_type(self.c, raw)
+    }
+
+    fn lookup(&self, name: &'a str, pos: usize) -> PResult<Value> {
+        let (base, idx) = match name.split_once('#') {
+            Some((b, i)) => (b, i.parse::<usize>().ok()),
+            None => (name, None),
+        };
+        match (self.names.get(base), idx) {
+            (None, _) => Err(self.c.err_found(pos, "a value defined earlier", format!("undefined `{name}`"))),
+            (Some(Binding::One(v)), None | Some(0)) => Ok(*v),
+            (Some(Binding::One(_)), Some(_)) => Err(self.c.err_found(pos, format!("`{base}` (a single result)"), format!("`{name}`"))),
+            (Some(Binding::Multi(vs)), Some(i)) => match vs.get(i) {
+                Some(Some(v)) => Ok(*v),
+                Some(None) => Err(self.c.err_found(
+                    pos,
+                    format!("a usable result of `{base}` (only the indices of an argmax reduce are kept)"),
+                    format!("`{name}`"),
+                )),
+                None => Err(self.c.err_found(pos, format!("a result number below {}", vs.len()), format!("`{name}`"))),
+            },
+            (Some(Binding::Multi(_)), None) => Err(self.c.err_found(
+                pos,
+                format!("a result number (`{base}#1`) of the multi-result op"),
+                format!("`{name}`"),
+            )),
+        }
+    }
+
+    fn bind(&mut self, st: &Stmt<'a>, v: Value) -> PResult<()> {
+        match st.results.as_slice() {
+            [(n, 1, p)] => self.define(n, *p, Binding::One(v)),
+            [] => Err(self
+                .c
+                .err_found(st.pos, format!("a result name for `{}`", st.name), "none")),
+            [(_, k, p), ..] => Err(self.c.err_found(*p, "one result", format!("{k} results"))),
+        }
+    }
+
+    fn define(&mut self, n: &'a str, p: usize, b: Binding) -> PResult<()> {
+        if self.names.contains_key(n) {
+            return Err(self
+                .c
+                .err_found(p, "a new SSA name", format!("`{n}`, already defined")));
+        }
+        self.names.insert(n, b);
+        Ok(())
+    }
+
+    fn operands(&self, st: &Stmt<'a>, n: Option<usize>) -> PResult<Vec<Value>> {
+        if let Some(n) = n {
+            if st.operands.len() != n {
+                let p = st.operands.get(n).map(|o| o.1).unwrap_or(st.pos);
+                return Err(self.c.err_found(
+                    p,
+                    format!("{n} operand(s) for `{}`", st.name),
+                    format!("{}", st.operands.len()),
+                ));
+            }
+        }
+        let vals: Vec<Value> = st
+            .operands
+            .iter()
+            .map(|&(name, pos)| self.lookup(name, pos))
+            .collect::<PResult<_>>()?;
+        // Operand types stated in the text must be the operands' types.
+        let stated: Vec<&RawType> = match &st.types {
+            Types::Fn(ins, _) => {
+                if ins.len() != vals.len() {
+                    return Err(self.c.err_found(
+                        st.types_pos,
+                        format!("{} operand type(s)", vals.len()),
+                        format!("{}", ins.len()),
+                    ));
+                }
+                ins.iter().collect()
+            }
+            Types::Short(v) if st.name == "return" => {
+                if v.len() != vals.len() {
+                    return Err(self.c.err_found(
+                        st.types_pos,
+                        format!("{} type(s)", vals.len()),
+                        format!("{}", v.len()),
+                    ));
+                }
+                v.iter().collect()
+            }
+            Types::Short(v) if st.name == "stablehlo.select" && v.len() == 2 && vals.len() == 3 => {
+                vec![&v[0], &v[1], &v[1]]
+            }
+            Types::Short(v)
+                if v.len() == 1
+                    && st.name != "stablehlo.compare"
+                    && st.name != "stablehlo.convert" =>
+            {
+                vec![&v[0]; vals.len()]
+            }
+            Types::Short(_) => Vec::new(),
+        };
+        for (i, t) in stated.into_iter().enumerate() {
+            let want = self.g.ty(vals[i]);
+            let have = self.ty_of(t)?;
+            if &have != want {
+                return Err(self.c.err_found(
+                    t.pos,
+                    format!("`{want}`, the type of `{}`", st.operands[i].0),
+                    format!("`{t}`"),
+                ));
+            }
+        }
+        Ok(vals)
+    }
+
+    fn result_types(&self, st: &Stmt<'a>) -> PResult<Vec<TensorType>> {
+        let raws: Vec<&RawType> = match &st.types {
+            Types::Fn(_, outs) => outs.iter().collect(),
+            Types::Short(v) => v.last().into_iter().collect(),
+        };
+        raws.into_iter().map(|r| self.ty_of(r)).collect()
+    }
+
+    fn result_type(&self, st: &Stmt<'a>) -> PResult<TensorType> {
+        let v = self.result_types(st)?;
+        match v.as_slice() {
+            [t] => Ok(t.clone()),
+            _ => Err(self
+                .c
+                .err_found(st.types_pos, "one result type", format!("{}", v.len()))),
+        }
+    }
+
+    fn graph_err(&self, st: &Stmt<'a>, e: GraphError) -> super::super::ParseError {
+        self.c.err_found(
+            st.pos,
+            format!("operands and attributes valid for `{}`", st.name),
+            e.to_string(),
+        )
+    }
+
+    /// Checks the built value's type against the stated result type, binds it.
+    fn finish(&mut self, st: &Stmt<'a>, r: Result<Value, GraphError>) -> PResult<()> {
+        let v = r.map_err(|e| self.graph_err(st, e))?;
+        let want = self.result_type(st)?;
+        let got = self.g.ty(v).clone();
+        if want != got {
+            return Err(self.c.err_found(
+                st.types_pos,
+                format!("result type `{got}` (inferred from the operands)"),
+                format!("`{want}`"),
+            ));
+        }
+        self.bind(st, v)
+    }
+
+    fn attr<'s>(&self, st: &'s Stmt<'a>, name: &str) -> PResult<(&'s Attr, usize)> {
+        st.attr(name).ok_or_else(|| {
+            self.c.err_found(
+                st.pos,
+                format!("attribute `{name}` of `{}`", st.name),
+                "none",
+            )
+        })
+    }
+
+    fn dims(&self, a: &Attr, pos: usize, what: &str) -> PResult<Vec<usize>> {
+        match a {
+            Attr::Ints(v) => v
+                .iter()
+                .map(|&x| {
+                    usize::try_from(x).map_err(|_| {
+                        self.c
+                            .err_found(pos, format!("non-negative {what}"), x.to_string())
+                    })
+                })
+                .collect(),
+            Attr::Int(x) => usize::try_from(*x).map(|d| vec![d]).map_err(|_| {
+                self.c
+                    .err_found(pos, format!("non-negative {what}"), x.to_string())
+            }),
+            other => Err(self.c.err_found(
+                pos,
+                format!("{what} (a list of integers)"),
+                format!("{other:?}"),
+            )),
+        }
+    }
+
+    fn dims_attr(&self, st: &Stmt<'a>, name: &str) -> PResult<Vec<usize>> {
+        let (a, p) = self.attr(st, name)?;
+        self.dims(a, p, name)
+    }
+
+    fn int_attr(&self, st: &Stmt<'a>, name: &str) -> PResult<usize> {
+        let (a, p) = self.attr(st, name)?;
+        match a {
+            Attr::Int(x) => usize::try_from(*x).map_err(|_| {
+                self.c
+                    .err_found(p, format!("non-negative `{name}`"), x.to_string())
+            }),
+            other => Err(self
+                .c
+                .err_found(p, format!("an integer `{name}`"), format!("{other:?}"))),
+        }
+    }
+
+    fn struct_field(
+        &self,
+        fields: &[(String, Attr)],
+        name: &str,
+        pos: usize,
+    ) -> PResult<Vec<usize>> {
+        match fields.iter().find(|(n, _)| n == name) {
+            Some((_, a)) => self.dims(a, pos, name),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn stmt(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let name = st.name.as_str();
+        if let Some(b) = binary_op(name) {
+            let v = self.operands(st, Some(2))?;
+            let r = self.g.binary(b, v[0], v[1]);
+            return self.finish(st, r);
+        }
+        if let Some(u) = unary_op(name) {
+            let v = self.operands(st, Some(1))?;
+            let r = self.g.unary(u, v[0]);
+            return self.finish(st, r);
+        }
+        match name {
+            "stablehlo.constant" => {
+                self.operands(st, Some(0))?;
+                let (a, p) = self.attr(st, "value")?;
+                let Attr::Dense(lit, raw) = a else {
+                    return Err(self.c.err_found(p, "a `dense<…>` value", format!("{a:?}")));
+                };
+                let ty = self.ty_of(raw)?;
+                let lit = literal(self.c, lit, &ty, p)?;
+                let r = constant(&mut self.g, lit, &ty);
+                self.finish(st, r)
+            }
+            "util.global.load" => {
+                self.operands(st, Some(0))?;
+                let (sym, p) = st.symbol.clone().unwrap_or_default();
+                let ty = self.result_type(st)?;
+                let r = match self.globals.get(&sym) {
+                    None => {
+                        return Err(self.c.err_found(
+                            p,
+                            "a global declared before the function",
+                            format!("`@{sym}`"),
+                        ))
+                    }
+                    Some(Global::Param { key, ty: gt }) => {
+                        if *gt != ty {
+                            return Err(self.c.err_found(
+                                st.types_pos,
+                                format!("`{gt}`, the type of global @{sym}"),
+                                format!("`{ty}`"),
+                            ));
+                        }
+                        self.g.parameter(key, ty)
+                    }
+                    Some(Global::Const { lit, ty: gt }) => {
+                        if *gt != ty {
+                            return Err(self.c.err_found(
+                                st.types_pos,
+                                format!("`{gt}`, the type of global @{sym}"),
+                                format!("`{ty}`"),
+                            ));
+                        }
+                        constant(&mut self.g, lit.clone(), &ty)
+                    }
+                };
+                self.finish(st, r)
+            }
+            "stablehlo.convert" => {
+                let v = self.operands(st, Some(1))?;
+                let t = self.result_type(st)?;
+                let r = self.g.convert(v[0], t.dtype);
+                self.finish(st, r)
+            }
+            "stablehlo.compare" => {
+                let v = self.operands(st, Some(2))?;
+                let (a, p) = self.attr(st, "comparison_direction")?;
+                let dir = match a {
+                    Attr::Enum(w) => compare_dir(w),
+                    _ => None,
+                }
+                .ok_or_else(|| {
+                    self.c.err_found(
+                        p,
+                        "a comparison direction (`EQ`, `NE`, `LT`, `LE`, `GT`, `GE`)",
+                        format!("{a:?}"),
+                    )
+                })?;
+                let r = self.g.compare(dir, v[0], v[1]);
+                self.finish(st, r)
+            }
+            "stablehlo.select" => {
+                let v = self.operands(st, Some(3))?;
+                let r = self.g.select(v[0], v[1], v[2]);
+                self.finish(st, r)
+            }
+            "stablehlo.broadcast_in_dim" => {
+                let v = self.operands(st, Some(1))?;
+                let dims = self.dims_attr(st, "broadcast_dimensions")?;
+                let t = self.result_type(st)?;
+                let r = self.g.broadcast_in_dim(v[0], &t.shape, &dims);
+                self.finish(st, r)
+            }
+            "stablehlo.reshape" => {
+                let v = self.operands(st, Some(1))?;
+                let t = self.result_type(st)?;
+                let r = self.g.reshape(v[0], &t.shape);
+                self.finish(st, r)
+            }
+            "stablehlo.transpose" => {
+                let v = self.operands(st, Some(1))?;
+                let perm = self.dims_attr(st, "permutation")?;
+                let r = self.g.transpose(v[0], &perm);
+                self.finish(st, r)
+            }
+            "stablehlo.slice" => {
+                let v = self.operands(st, Some(1))?;
+                let s = self.dims_attr(st, "start_indices")?;
+                let l = self.dims_attr(st, "limit_indices")?;
+                let k = match st.attr("strides") {
+                    Some((a, p)) => self.dims(a, p, "strides")?,
+                    None => vec![1; s.len()],
+                };
+                let r = self.g.slice(v[0], &s, &l, &k);
+                self.finish(st, r)
+            }
+            "stablehlo.concatenate" => {
+                let v = self.operands(st, None)?;
+                let d = self.int_attr(st, "dimension")?;
+                let r = self.g.concatenate(&v, d);
+                self.finish(st, r)
+            }
+            "stablehlo.iota" => {
+                self.operands(st, Some(0))?;
+                let d = self.int_attr(st, "iota_dimension")?;
+                let t = self.result_type(st)?;
+                let r = self.g.iota(t.dtype, &t.shape, d);
+                self.finish(st, r)
+            }
+            "stablehlo.dot_general" => {
+                let v = self.operands(st, Some(2))?;
+                let (a, p) = self.attr(st, "dot_dimension_numbers")?;
+                let Attr::Struct(_, f) = a else {
+                    return Err(self.c.err_found(p, "`#stablehlo.dot<…>`", format!("{a:?}")));
+                };
+                let dims = DotDims {
+                    lhs_batch: self.struct_field(f, "lhs_batching_dimensions", p)?,
+                    rhs_batch: self.struct_field(f, "rhs_batching_dimensions", p)?,
+                    lhs_contract: self.struct_field(f, "lhs_contracting_dimensions", p)?,
+                    rhs_contract: self.struct_field(f, "rhs_contracting_dimensions", p)?,
+                };
+                let r = self.g.dot_general(v[0], v[1], dims);
+                self.finish(st, r)
+            }
+            "stablehlo.gather" => self.gather(st),
+            "stablehlo.reduce" => self.reduce(st),
+            _ => Err(self.c.err_found(
+                st.pos,
+                "a StableHLO operation kiln supports",
+                format!("`{name}`"),
+            )),
+        }
+    }
+
+    fn gather(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, Some(2))?;
+        let (a, p) = self.attr(st, "dimension_numbers")?;
+        let Attr::Struct(_, f) = a else {
+            return Err(self
+                .c
+                .err_found(p, "`#stablehlo.gather<…>`", format!("{a:?}")));
+        };
+        let (tt, ti) = (self.g.ty(v[0]).clone(), self.g.ty(v[1]).clone());
+        let k = ti.rank();
+        let sizes = self.dims_attr(st, "slice_sizes")?;
+        let ok = self.struct_field(f, "offset_dims", p)? == [k]
+            && self.struct_field(f, "collapsed_slice_dims", p)? == [0]
+            && self.struct_field(f, "start_index_map", p)? == [0]
+            && self.struct_field(f, "index_vector_dim", p)? == [k]
+            && self.struct_field(f, "operand_batching_dims", p)?.is_empty()
+            && self
+                .struct_field(f, "start_indices_batching_dims", p)?
+                .is_empty()
+            && tt.rank() == 2
+            && sizes == [1, tt.shape[1]];
+        if !ok {
+            return Err(self.c.err_found(
+                p,
+                format!("a row gather (offset_dims = [{k}], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = {k}, slice_sizes = [1, D])"),
+                "other gather dimension numbers",
+            ));
+        }
+        let r = self.g.gather_rows(v[0], v[1]);
+        self.finish(st, r)
+    }
+
+    fn reduce(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, None)?;
+        let dims = self.dims_attr(st, "dimensions")?;
+        let Some(region) = &st.region else {
+            return Err(self.c.err_found(st.pos, "a reduction body", "none"));
+        };
+        match v.len() {
+            2 => {
+                let kind = single_reduce_kind(region).ok_or_else(|| {
+                    self.c.err_found(
+                        st.pos,
+                        "a reduction body of one `add`, `maximum` or `minimum`",
+                        "another body",
+                    )
+                })?;
+                let (tx, ti) = (self.g.ty(v[0]).clone(), self.g.ty(v[1]).clone());
+                let mut sorted = dims.clone();
+                sorted.sort_unstable();
+                let ok = ti == TensorType::scalar(tx.dtype)
+                    && !dims.is_empty()
+                    && tx.dtype != DType::I1
+                    && sorted.windows(2).all(|w| w[0] < w[1])
+                    && sorted.iter().all(|&d| d < tx.rank())
+                    && region
+                        .args
+                        .iter()
+                        .all(|(_, t)| t.shape.is_empty() && t.elem == tx.dtype.mlir());
+                if !ok {
+                    return Err(self.c.err_found(
+                        st.pos,
+                        "a reduce of a tensor with a scalar init of its dtype over distinct dims",
+                        format!("{tx} with init {ti} over {dims:?}"),
+                    ));
+                }
+                let shape: Vec<usize> = (0..tx.rank())
+                    .filter(|d| !sorted.contains(d))
+                    .map(|d| tx.shape[d])
+                    .collect();
+                let ty = TensorType::new(tx.dtype, &shape);
+                let r = self.g.push(Op::Reduce { kind, dims: sorted }, &v, ty);
+                self.finish(st, Ok(r))
+            }
+            4 => self.argmax(st, &v, &dims, region),
+            n => Err(self.c.err_found(
+                st.pos,
+                "a reduce of 1 operand (or an argmax of 2)",
+                format!("{} operands", n / 2),
+            )),
+        }
+    }
+
+    fn argmax(
+        &mut self,
+        st: &Stmt<'a>,
+        v: &[Value],
+        dims: &[usize],
+        region: &Region<'a>,
+    ) -> PResult<()> {
+        let tx = self.g.ty(v[0]).clone();
+        let expected = "an argmax reduce: (values, i32 iota along the dim, -inf, 0) with the lowest-index-on-ties comparator";
+        let fail = |why: &str| self.c.err_found(st.pos, expected, why.to_string());
+        let [dim] = dims else {
+            return Err(fail("more than one reduced dim"));
+        };
+        let dim = *dim;
+        if !tx.dtype.is_float() || dim >= tx.rank() {
+            return Err(fail("a non-float operand or a dim out of range"));
+        }
+        let iota_ok = matches!(self.g.node(v[1]).op, Op::Iota { dim: d } if d == dim)
+            && *self.g.ty(v[1]) == tx.with_dtype(DType::I32);
+        let splat_is = |val: Value, dt: DType, x: f64| {
+            let n = self.g.node(val);
+            n.ty == TensorType::scalar(dt)
+                && match &n.op {
+                    Op::Constant(Literal::Splat(y)) => *y == x,
+                    Op::Constant(Literal::Dense(w)) => w.len() == 1 && w[0] == x,
+                    _ => false,
+                }
+        };
+        if !iota_ok {
+            return Err(fail(
+                "the second operand is not an i32 iota along the reduced dim",
+            ));
+        }
+        if !splat_is(v[2], tx.dtype, f64::NEG_INFINITY) || !splat_is(v[3], DType::I32, 0.0) {
+            return Err(fail("inits other than -inf and 0"));
+        }
+        let arg_types_ok = region.args.len() == 4
+            && region.args.iter().enumerate().all(|(i, (_, t))| {
+                t.shape.is_empty() && t.elem == if i % 2 == 0 { tx.dtype.mlir() } else { "i32" }
+            });
+        if !arg_types_ok || !is_argmax_body(region) {
+            return Err(fail("another comparator"));
+        }
+        let shape: Vec<usize> = (0..tx.rank())
+            .filter(|&d| d != dim)
+            .map(|d| tx.shape[d])
+            .collect();
+        let ty = TensorType::new(DType::I32, &shape);
+        let want = self.result_types(st)?;
+        if want != [TensorType::new(tx.dtype, &shape), ty.clone()] {
+            return Err(self.c.err_found(
+                st.types_pos,
+                format!("results `({}, {ty})`", TensorType::new(tx.dtype, &shape)),
+                "other result types",
+            ));
+        }
+        let r = self.g.push(Op::Argmax { dim }, v, ty);
+        match st.results.as_slice() {
+            [(n, 2, p)] => self.define(n, *p, Binding::Multi(vec![None, Some(r)])),
+            [(a, 1, pa), (b, 1, pb)] => {
+                self.define(a, *pa, Binding::Multi(vec![None]))?;
+                self.define(b, *pb, Binding::One(r))
+            }
+            _ => Err(self
+                .c
+                .err_found(st.pos, "two results (`%N:2 = …`)", "another result list")),
+        }
+    }
+}
+
+/// `func.func @name(args) -> results { body }`.
+pub(crate) fn function<'a>(
+    c: &mut Cursor<'a>,
+    globals: &HashMap<String, Global>,
+) -> PResult<Graph> {
+    c.expect_kw("func.func")?;
+    for kw in ["public", "private", "nested"] {
+        c.eat_kw(kw);
+    }
+    let (name, _) = c.symbol()?;
+    let mut fb = FnBuilder {
+        c: &Cursor::new(c.src),
+        g: Graph::new(name),
+        names: HashMap::new(),
+        globals,
+    };
+    c.expect("(")?;
+    let mut arg_names = Vec::new();
+    if !c.eat(")") {
+        loop {
+            let (n, p) = c.ssa()?;
+            c.expect(":")?;
+            let raw = syntax::raw_type(c)?;
+            let ty = tensor_type(c, &raw)?;
+            if c.peek("{") {
+                let mut sink = Vec::new();
+                syntax::attr_dict(c, &mut sink)?;
+            }
+            arg_names.push((n, p, ty));
+            if c.eat(")") {
+                break;
+            }
+            c.expect(",")?;
+        }
+    }
+    let rets: Vec<RawType> = if c.eat("->") {
+        if c.peek("(") {
+            syntax::type_list_in_parens(c)?
+        } else {
+            vec![syntax::raw_type(c)?]
+        }
+    } else {
+        Vec::new()
+    };
+    if c.eat_kw("attributes") {
+        let mut sink = Vec::new();
+        syntax::attr_dict(c, &mut sink)?;
+    }
+    c.expect("{")?;
+    let body = syntax::block(c, 0)?;
+    for (n, p, ty) in arg_names {
+        let v = fb.g.input(ty);
+        fb.define(n, p, Binding::One(v))?;
+    }
+    let mut returned = None;
+    for st in &body {
+        if returned.is_some() {
+            return Err(c.err_found(st.pos, "`}` after the return", format!("`{}`", st.name)));
+        }
+        if st.name == "return" {
+            let v = fb.operands(st, None)?;
+            if v.len() != rets.len() {
+                return Err(c.err_found(
+                    st.pos,
+                    format!("{} returned value(s), as the signature says", rets.len()),
+                    format!("{}", v.len()),
+                ));
+            }
+            for (val, raw) in v.iter().zip(&rets) {
+                let want = tensor_type(c, raw)?;
+                if *fb.g.ty(*val) != want {
+                    return Err(c.err_found(
+                        st.pos,
+                        format!("a returned `{want}` as the signature says"),
+                        format!("`{}`", fb.g.ty(*val)),
+                    ));
+                }
+            }
+            returned = Some(v);
+            continue;
+        }
+        fb.stmt(st)?;
+    }
+    let Some(outs) = returned else {
+        return Err(c.err_found(
+            c.pos.saturating_sub(1),
+            format!("a `return` in @{}", fb.g.name),
+            "`}`",
+        ));
+    };
+    fb.g.set_outputs(&outs);
+    Ok(fb.g)
+}

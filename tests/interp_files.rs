@@ -1,0 +1,60 @@
+//! `kiln interp MODULE.mlir --params FILE.safetensors` reads externalized
+//! weights through the params codecs and prints the same ids as the
+//! interpreter run on in-memory weights.
+//!
+//! Ignored until `src/interp/files.rs` is wired (it needs the `params`
+//! branch); remove the `#[ignore]` when it is.
+
+mod interp_support;
+
+use interp_support::{as_tensors, random_weights, tiny_model, write_safetensors, Tiny};
+use kiln::graph::DType;
+use kiln::interp::{run_module, Tensor};
+use kiln::stablehlo::{print_module, PrintOptions};
+use std::process::Command;
+
+#[test]
+#[ignore = "needs the params codecs wired into interp (src/interp/files.rs)"]
+fn interp_reads_a_safetensors_file() {
+    let m = tiny_model(&Tiny::new(8, DType::BF16));
+    let w = random_weights(&m, 11);
+    let dir = tempfile::tempdir().unwrap();
+    let mlir = dir.path().join("tiny.mlir");
+    let st = dir.path().join("tiny.safetensors");
+    std::fs::write(
+        &mlir,
+        print_module(&m, &PrintOptions::default(), None).unwrap(),
+    )
+    .unwrap();
+    write_safetensors(&st, &m, &w);
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .arg("interp")
+        .arg(&mlir)
+        .arg("--params")
+        .arg(&st)
+        .args(["--tokens", "5,17,3"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = run_module(
+        &m,
+        None,
+        &[Tensor::i32(&[1, 8], vec![5, 17, 3, 0, 0, 0, 0, 0])],
+        &as_tensors(&m, &w),
+    )
+    .unwrap();
+    let ids: Vec<String> = want[0]
+        .as_i32()
+        .unwrap()
+        .iter()
+        .map(|i| i.to_string())
+        .collect();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{}\n", ids.join(" "))
+    );
+}

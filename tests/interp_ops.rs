@@ -1,0 +1,351 @@
+//! Each op's interpreter result against values computed by hand.
+
+use kiln::graph::{CompareDir, DType, DotDims, Graph, TensorType, Value};
+use kiln::interp::{run, Tensor};
+use std::collections::HashMap;
+
+fn f32t(shape: &[usize]) -> TensorType {
+    TensorType::new(DType::F32, shape)
+}
+
+/// Builds a one-output graph over the given inputs and runs it.
+fn eval(inputs: &[Tensor], build: impl FnOnce(&mut Graph, &[Value]) -> Value) -> Tensor {
+    let mut g = Graph::new("f");
+    let vs: Vec<Value> = inputs
+        .iter()
+        .map(|t| {
+            let dtype = match t {
+                Tensor::F32 { .. } => DType::F32,
+                Tensor::I32 { .. } => DType::I32,
+                Tensor::I1 { .. } => DType::I1,
+            };
+            g.input(TensorType::new(dtype, t.shape()))
+        })
+        .collect();
+    let out = build(&mut g, &vs);
+    g.set_outputs(&[out]);
+    let params: HashMap<String, Tensor> = HashMap::new();
+    run(&g, inputs, &params).unwrap().remove(0)
+}
+
+fn a23() -> Tensor {
+    Tensor::f32(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+}
+
+#[test]
+fn binary_ops() {
+    let b = Tensor::f32(&[2, 3], vec![2.0, 2.0, 2.0, -1.0, 0.5, 8.0]);
+    let cases: [(kiln::graph::BinaryOp, [f32; 6]); 7] = [
+        (kiln::graph::BinaryOp::Add, [3.0, 4.0, 5.0, 3.0, 5.5, 14.0]),
+        (
+            kiln::graph::BinaryOp::Subtract,
+            [-1.0, 0.0, 1.0, 5.0, 4.5, -2.0],
+        ),
+        (
+            kiln::graph::BinaryOp::Multiply,
+            [2.0, 4.0, 6.0, -4.0, 2.5, 48.0],
+        ),
+        (
+            kiln::graph::BinaryOp::Divide,
+            [0.5, 1.0, 1.5, -4.0, 10.0, 0.75],
+        ),
+        (
+            kiln::graph::BinaryOp::Maximum,
+            [2.0, 2.0, 3.0, 4.0, 5.0, 8.0],
+        ),
+        (
+            kiln::graph::BinaryOp::Minimum,
+            [1.0, 2.0, 2.0, -1.0, 0.5, 6.0],
+        ),
+        (
+            kiln::graph::BinaryOp::Power,
+            [1.0, 4.0, 9.0, 0.25, 5f32.sqrt(), 1679616.0],
+        ),
+    ];
+    for (op, want) in cases {
+        let out = eval(&[a23(), b.clone()], |g, v| {
+            g.binary(op, v[0], v[1]).unwrap()
+        });
+        assert_eq!(out, Tensor::f32(&[2, 3], want.to_vec()), "{op:?}");
+    }
+    let i = Tensor::i32(&[4], vec![7, -7, 5, 2]);
+    let j = Tensor::i32(&[4], vec![2, 2, 0, 10]);
+    let out = eval(&[i.clone(), j.clone()], |g, v| g.div(v[0], v[1]).unwrap());
+    assert_eq!(out, Tensor::i32(&[4], vec![3, -3, -1, 0]));
+    let out = eval(&[i, j], |g, v| g.pow(v[0], v[1]).unwrap());
+    assert_eq!(out, Tensor::i32(&[4], vec![49, 49, 1, 1024]));
+}
+
+#[test]
+fn unary_ops() {
+    let x = Tensor::f32(&[3], vec![0.0, 1.0, 4.0]);
+    let e = std::f32::consts::E;
+    let cases: [(kiln::graph::UnaryOp, [f32; 3]); 7] = [
+        (kiln::graph::UnaryOp::Negate, [-0.0, -1.0, -4.0]),
+        (kiln::graph::UnaryOp::Exponential, [1.0, e, 4f32.exp()]),
+        (
+            kiln::graph::UnaryOp::Log,
+            [f32::NEG_INFINITY, 0.0, 4f32.ln()],
+        ),
+        (kiln::graph::UnaryOp::Rsqrt, [f32::INFINITY, 1.0, 0.5]),
+        (kiln::graph::UnaryOp::Sqrt, [0.0, 1.0, 2.0]),
+        (kiln::graph::UnaryOp::Tanh, [0.0, 1f32.tanh(), 4f32.tanh()]),
+        (
+            kiln::graph::UnaryOp::Logistic,
+            [0.5, 1.0 / (1.0 + 1.0 / e), 1.0 / (1.0 + (-4f32).exp())],
+        ),
+    ];
+    for (op, want) in cases {
+        let out = eval(std::slice::from_ref(&x), |g, v| g.unary(op, v[0]).unwrap());
+        let got = out.as_f32().unwrap();
+        for (a, b) in got.iter().zip(want) {
+            assert!(
+                a == &b || (a - b).abs() <= 1e-6 * b.abs(),
+                "{op:?}: {got:?} vs {want:?}"
+            );
+        }
+    }
+    let out = eval(&[Tensor::i32(&[2], vec![3, -4])], |g, v| {
+        g.neg(v[0]).unwrap()
+    });
+    assert_eq!(out, Tensor::i32(&[2], vec![-3, 4]));
+}
+
+#[test]
+fn compare_select_convert() {
+    let a = Tensor::f32(&[3], vec![1.0, 2.0, 3.0]);
+    let b = Tensor::f32(&[3], vec![2.0, 2.0, 2.0]);
+    let want: [(CompareDir, [bool; 3]); 6] = [
+        (CompareDir::Eq, [false, true, false]),
+        (CompareDir::Ne, [true, false, true]),
+        (CompareDir::Lt, [true, false, false]),
+        (CompareDir::Le, [true, true, false]),
+        (CompareDir::Gt, [false, false, true]),
+        (CompareDir::Ge, [false, true, true]),
+    ];
+    for (d, w) in want {
+        let out = eval(&[a.clone(), b.clone()], |g, v| {
+            g.compare(d, v[0], v[1]).unwrap()
+        });
+        assert_eq!(out, Tensor::i1(&[3], w.to_vec()), "{d:?}");
+    }
+    let out = eval(&[a.clone(), b.clone()], |g, v| {
+        let p = g.compare(CompareDir::Lt, v[0], v[1]).unwrap();
+        g.select(p, v[0], v[1]).unwrap()
+    });
+    assert_eq!(out, Tensor::f32(&[3], vec![1.0, 2.0, 2.0]));
+    let out = eval(&[Tensor::f32(&[4], vec![1.7, -1.7, 0.0, 3.0])], |g, v| {
+        g.convert(v[0], DType::I32).unwrap()
+    });
+    assert_eq!(out, Tensor::i32(&[4], vec![1, -1, 0, 3]));
+    // f32 -> bf16 rounds to nearest even: 1 + 2^-8 is a tie, goes to 1.
+    let out = eval(
+        &[Tensor::f32(
+            &[2],
+            vec![1.0 + 1.0 / 256.0, 1.0 + 3.0 / 256.0],
+        )],
+        |g, v| {
+            let h = g.convert(v[0], DType::BF16).unwrap();
+            g.convert(h, DType::F32).unwrap()
+        },
+    );
+    assert_eq!(out, Tensor::f32(&[2], vec![1.0, 1.0 + 4.0 / 256.0]));
+}
+
+#[test]
+fn data_movement() {
+    let out = eval(&[Tensor::f32(&[3], vec![1.0, 2.0, 3.0])], |g, v| {
+        g.broadcast_in_dim(v[0], &[2, 3], &[1]).unwrap()
+    });
+    assert_eq!(
+        out,
+        Tensor::f32(&[2, 3], vec![1.0, 2.0, 3.0, 1.0, 2.0, 3.0])
+    );
+    let out = eval(&[Tensor::f32(&[2, 1], vec![1.0, 2.0])], |g, v| {
+        g.broadcast_in_dim(v[0], &[2, 3], &[0, 1]).unwrap()
+    });
+    assert_eq!(
+        out,
+        Tensor::f32(&[2, 3], vec![1.0, 1.0, 1.0, 2.0, 2.0, 2.0])
+    );
+    let out = eval(&[a23()], |g, v| g.transpose(v[0], &[1, 0]).unwrap());
+    assert_eq!(
+        out,
+        Tensor::f32(&[3, 2], vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0])
+    );
+    let out = eval(&[a23()], |g, v| g.reshape(v[0], &[3, 2]).unwrap());
+    assert_eq!(
+        out,
+        Tensor::f32(&[3, 2], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    );
+    let x: Vec<f32> = (0..20).map(|i| i as f32).collect();
+    let out = eval(&[Tensor::f32(&[4, 5], x)], |g, v| {
+        g.slice(v[0], &[1, 0], &[4, 5], &[2, 2]).unwrap()
+    });
+    assert_eq!(
+        out,
+        Tensor::f32(&[2, 3], vec![5.0, 7.0, 9.0, 15.0, 17.0, 19.0])
+    );
+    let out = eval(&[a23(), Tensor::f32(&[2, 1], vec![9.0, 8.0])], |g, v| {
+        g.concatenate(&[v[0], v[1]], 1).unwrap()
+    });
+    assert_eq!(
+        out,
+        Tensor::f32(&[2, 4], vec![1.0, 2.0, 3.0, 9.0, 4.0, 5.0, 6.0, 8.0])
+    );
+    let out = eval(&[a23()], |g, v| g.concatenate(&[v[0], v[0]], 0).unwrap());
+    assert_eq!(
+        out.as_f32().unwrap(),
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
+    let out = eval(&[], |g, _| g.iota(DType::I32, &[2, 3], 1).unwrap());
+    assert_eq!(out, Tensor::i32(&[2, 3], vec![0, 1, 2, 0, 1, 2]));
+    let out = eval(&[], |g, _| g.iota(DType::F32, &[2, 3], 0).unwrap());
+    assert_eq!(
+        out,
+        Tensor::f32(&[2, 3], vec![0.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    );
+}
+
+#[test]
+fn gather_clamps_ids() {
+    let table = Tensor::f32(&[3, 2], vec![0.0, 1.0, 10.0, 11.0, 20.0, 21.0]);
+    let ids = Tensor::i32(&[2, 2], vec![2, 0, 7, -1]);
+    let out = eval(&[table, ids], |g, v| g.gather_rows(v[0], v[1]).unwrap());
+    assert_eq!(
+        out,
+        Tensor::f32(&[2, 2, 2], vec![20.0, 21.0, 0.0, 1.0, 20.0, 21.0, 0.0, 1.0])
+    );
+}
+
+#[test]
+fn reductions_and_argmax() {
+    let out = eval(&[a23()], |g, v| g.reduce_sum(v[0], &[1]).unwrap());
+    assert_eq!(out, Tensor::f32(&[2], vec![6.0, 15.0]));
+    let out = eval(&[a23()], |g, v| g.reduce_sum(v[0], &[0]).unwrap());
+    assert_eq!(out, Tensor::f32(&[3], vec![5.0, 7.0, 9.0]));
+    let out = eval(&[a23()], |g, v| g.reduce_max(v[0], &[0, 1]).unwrap());
+    assert_eq!(out, Tensor::f32(&[], vec![6.0]));
+    let out = eval(&[a23()], |g, v| g.reduce_min(v[0], &[0]).unwrap());
+    assert_eq!(out, Tensor::f32(&[3], vec![1.0, 2.0, 3.0]));
+    let out = eval(&[Tensor::i32(&[2, 2], vec![3, -9, 4, 1])], |g, v| {
+        g.reduce_min(v[0], &[1]).unwrap()
+    });
+    assert_eq!(out, Tensor::i32(&[2], vec![-9, 1]));
+    // Ties go to the lowest index; an all -inf row gives 0.
+    let x = Tensor::f32(
+        &[3, 4],
+        vec![
+            1.0,
+            5.0,
+            5.0,
+            2.0,
+            f32::NEG_INFINITY,
+            f32::NEG_INFINITY,
+            f32::NEG_INFINITY,
+            f32::NEG_INFINITY,
+            -1.0,
+            -3.0,
+            0.0,
+            0.0,
+        ],
+    );
+    let out = eval(std::slice::from_ref(&x), |g, v| g.argmax(v[0], 1).unwrap());
+    assert_eq!(out, Tensor::i32(&[3], vec![1, 0, 2]));
+    let out = eval(&[x], |g, v| g.argmax(v[0], 0).unwrap());
+    assert_eq!(out, Tensor::i32(&[4], vec![0, 0, 0, 0]));
+}
+
+#[test]
+fn dot_general_layouts() {
+    // [2, 3] x [4, 3]^T (a linear layer).
+    let w: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let out = eval(&[a23(), Tensor::f32(&[4, 3], w)], |g, v| {
+        g.linear(v[0], v[1]).unwrap()
+    });
+    assert_eq!(
+        out,
+        Tensor::f32(
+            &[2, 4],
+            vec![8.0, 26.0, 44.0, 62.0, 17.0, 62.0, 107.0, 152.0]
+        )
+    );
+    // [2, 3] x [3, 2] contracting lhs 1 with rhs 0.
+    let b = Tensor::f32(&[3, 2], vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    let out = eval(&[a23(), b], |g, v| {
+        g.dot_general(
+            v[0],
+            v[1],
+            DotDims {
+                lhs_contract: vec![1],
+                rhs_contract: vec![0],
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    });
+    assert_eq!(out, Tensor::f32(&[2, 2], vec![4.0, 5.0, 10.0, 11.0]));
+    // Batched, batch dim not leading on the rhs: lhs [2, 1, 3], rhs [3, 2] with batch 1.
+    let l = Tensor::f32(&[2, 1, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let r = Tensor::f32(&[3, 2], vec![1.0, 10.0, 1.0, 10.0, 1.0, 10.0]);
+    let out = eval(&[l, r], |g, v| {
+        g.dot_general(
+            v[0],
+            v[1],
+            DotDims {
+                lhs_batch: vec![0],
+                rhs_batch: vec![1],
+                lhs_contract: vec![2],
+                rhs_contract: vec![0],
+            },
+        )
+        .unwrap()
+    });
+    assert_eq!(out, Tensor::f32(&[2, 1], vec![6.0, 150.0]));
+}
+
+#[test]
+fn large_dot_matches_naive() {
+    let (m, n, k) = (37, 133, 70);
+    let a: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25)
+        .collect();
+    let b: Vec<f32> = (0..n * k)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.5)
+        .collect();
+    let out = eval(
+        &[
+            Tensor::f32(&[m, k], a.clone()),
+            Tensor::f32(&[n, k], b.clone()),
+        ],
+        |g, v| g.linear(v[0], v[1]).unwrap(),
+    );
+    let got = out.as_f32().unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            // Products are exact multiples of 1/8 and sums stay small: exact in f32.
+            let want: f32 = (0..k).map(|p| a[i * k + p] * b[j * k + p]).sum();
+            assert_eq!(got[i * n + j], want, "({i}, {j})");
+        }
+    }
+}
+
+#[test]
+fn parameters_upcast_and_checked() {
+    let mut g = Graph::new("f");
+    let w = g.weight("w", DType::BF16, &[2]).unwrap();
+    let y = g.add(w, w).unwrap();
+    g.set_outputs(&[y]);
+    let mut p = HashMap::new();
+    p.insert("w".to_string(), Tensor::f32(&[2], vec![1.5, -2.0]));
+    let out = run(&g, &[], &p).unwrap();
+    assert_eq!(out[0], Tensor::f32(&[2], vec![3.0, -4.0]));
+    p.insert("w".to_string(), Tensor::f32(&[3], vec![1.5, -2.0, 0.0]));
+    let e = run(&g, &[], &p).unwrap_err().to_string();
+    assert!(e.contains("parameter \"w\""), "{e}");
+    let e = run(&g, &[Tensor::f32(&[1], vec![0.0])], &p)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("takes 0 argument"), "{e}");
+    let _ = f32t(&[1]);
+}

@@ -1,0 +1,108 @@
+//! Malformed modules give a `line:column` error naming what was expected
+//! and what was found, with the offending line quoted.
+
+use kiln::stablehlo::parse_module;
+
+fn module(body: &str) -> String {
+    format!(
+        "module @m {{\n  func.func @f(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {{\n{body}\n    return %0 : tensor<2x3xf32>\n  }}\n}}\n"
+    )
+}
+
+fn cases() -> Vec<(&'static str, String)> {
+    vec![
+        ("missing `=`", module("    %0 stablehlo.add %arg0, %arg0 : tensor<2x3xf32>")),
+        ("undefined value", module("    %0 = stablehlo.add %arg0, %7 : tensor<2x3xf32>")),
+        ("stated type disagrees", module("    %0 = stablehlo.add %arg0, %arg0 : tensor<2x4xf32>")),
+        ("operand type disagrees", module("    %0 = stablehlo.convert %arg0 : (tensor<3x2xf32>) -> tensor<2x3xf32>")),
+        ("unknown op", module("    %0 = stablehlo.cosine %arg0 : tensor<2x3xf32>")),
+        ("unsupported dtype", module("    %c = stablehlo.constant dense<1.0> : tensor<2xf64>\n    %0 = stablehlo.add %arg0, %arg0 : tensor<2x3xf32>")),
+        ("dense shape", module("    %c = stablehlo.constant dense<[[1.0, 2.0], [3.0]]> : tensor<2x2xf32>\n    %0 = stablehlo.add %arg0, %arg0 : tensor<2x3xf32>")),
+        ("int out of range", module("    %c = stablehlo.constant dense<4294967296> : tensor<i32>\n    %0 = stablehlo.add %arg0, %arg0 : tensor<2x3xf32>")),
+        ("bad transpose", module("    %0 = stablehlo.transpose %arg0, dims = [0, 0] : (tensor<2x3xf32>) -> tensor<2x3xf32>")),
+        ("wrong comparator", module("    %i = stablehlo.iota dim = 1 : tensor<2x3xi32>\n    %n = stablehlo.constant dense<0xFF800000> : tensor<f32>\n    %z = stablehlo.constant dense<0> : tensor<i32>\n    %r:2 = stablehlo.reduce(%arg0 init: %n), (%i init: %z) across dimensions = [1] : (tensor<2x3xf32>, tensor<2x3xi32>, tensor<f32>, tensor<i32>) -> (tensor<2xf32>, tensor<2xi32>)\n      reducer(%a: tensor<f32>, %b: tensor<f32>) (%c: tensor<i32>, %d: tensor<i32>) {\n        %ge = stablehlo.compare GE, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>\n        %v = stablehlo.select %ge, %a, %b : tensor<i1>, tensor<f32>\n        %x = stablehlo.select %ge, %c, %d : tensor<i1>, tensor<i32>\n        stablehlo.return %v, %x : tensor<f32>, tensor<i32>\n      }\n    %0 = stablehlo.add %arg0, %arg0 : tensor<2x3xf32>")),
+        ("unterminated string", "module @m {\n  util.global private @w = #flow.parameter.named<\"model\"::\"w> : tensor<2xf32>\n}\n".to_string()),
+        ("truncated", "module @m {\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    %0 = stablehlo.add %arg0, %arg0 : tensor<2x".to_string()),
+        ("missing return", "module @m {\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n  }\n}\n".to_string()),
+        ("dynamic shape", "module @m {\n  func.func @f(%arg0: tensor<?xf32>) -> tensor<2xf32> {\n  }\n}\n".to_string()),
+    ]
+}
+
+#[test]
+fn malformed_modules_report_line_and_column() {
+    let mut report = String::new();
+    for (name, text) in cases() {
+        let e = parse_module(&text).expect_err(name);
+        assert!(e.line >= 1 && e.column >= 1);
+        report.push_str(&format!("== {name}\n{e}\n\n"));
+    }
+    insta::with_settings!({snapshot_path => "../snapshots"}, {
+        insta::assert_snapshot!("parser_errors", report);
+    });
+}
+
+#[test]
+fn garbage_never_panics() {
+    let inputs = [
+        "", "}", "module", "module @", "module @m {", "module @m { func.func", "\"", "%0 = ",
+        "module @m { func.func @f() -> tensor<f32> { %0 = stablehlo.constant dense<[[[[[[[[[[ ",
+        "module @m { util.global private @w = #flow.parameter.named<\"\\ZZ\"> : tensor<2xf32> }",
+        "module @m { func.func @f(%a: tensor<99999999999999999999x2xf32>) -> tensor<f32> { } }",
+        "module @m { func.func @f(%a: tensor<4294967296x4294967296x4294967296xf32>) -> tensor<f32> { } }",
+        "module @m {\n func.func @f() -> tensor<3xf32> {\n %0 = stablehlo.constant dense<\"0x00\"> : tensor<3xf32>\n return %0 : tensor<3xf32>\n }\n}",
+        "\u{1F600} module é",
+    ];
+    for i in inputs {
+        let _ = parse_module(i);
+    }
+}
+
+/// Random byte edits of a real printed module never panic the parser.
+#[test]
+fn mutations_never_panic() {
+    use kiln::graph::{DType, Graph, Module, TensorType};
+    use kiln::stablehlo::{print_module, PrintOptions};
+    let mut g = Graph::new("f");
+    let x = g.input(TensorType::new(DType::F32, &[2, 4]));
+    let w = g.weight("w", DType::BF16, &[3, 4]).unwrap();
+    let y = g.linear(x, w).unwrap();
+    let s = g.softmax(y, 1).unwrap();
+    let r = g.reduce_sum(s, &[0]).unwrap();
+    let a = g.argmax(s, 1).unwrap();
+    let c = g.dense(DType::I32, &[2], vec![1.0, -2.0]).unwrap();
+    let ids = g.add(a, c).unwrap();
+    g.set_outputs(&[ids, r]);
+    let mut m = Module::new("m");
+    m.functions.push(g);
+    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
+    let bytes = text.as_bytes();
+    let alphabet = b"%@#:=,()[]{}<>\"x0123456789-. \nabcfit";
+    let mut state = 0x9E3779B97F4A7C15u64;
+    let mut rnd = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    for _ in 0..3000 {
+        let mut b = bytes.to_vec();
+        for _ in 0..1 + rnd(3) {
+            let i = rnd(b.len());
+            match rnd(3) {
+                0 => b[i] = alphabet[rnd(alphabet.len())],
+                1 => {
+                    b.remove(i);
+                }
+                _ => b.insert(i, alphabet[rnd(alphabet.len())]),
+            }
+        }
+        if let Ok(t) = std::str::from_utf8(&b) {
+            if let Ok(p) = kiln::stablehlo::parse_module_full(t) {
+                // Whatever parses must print and parse back.
+                if let Ok(printed) = print_module(&p.module, &p.print_options(), None) {
+                    assert!(kiln::stablehlo::parse_module(&printed).is_ok(), "{printed}");
+                }
+            }
+        }
+    }
+}
