@@ -160,6 +160,10 @@ pub fn run(out: &Path) -> Result<DemoResult> {
 
 /// Runs the exported MLIR through kiln's interpreter with the written archive.
 fn interpret(report: &ExportReport) -> Result<Vec<i32>> {
-    let _ = report;
-    Ok(vec![])
+    crate::interp::predict_file(
+        &report.mlir,
+        &report.irpa,
+        Some(&report.manifest.function),
+        &TOKENS,
+    )
 }

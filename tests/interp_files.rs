@@ -14,7 +14,6 @@ use kiln::stablehlo::{print_module, PrintOptions};
 use std::process::Command;
 
 #[test]
-#[ignore = "needs the params codecs wired into interp (src/interp/files.rs)"]
 fn interp_reads_a_safetensors_file() {
     let m = tiny_model(&Tiny::new(8, DType::BF16));
     let w = random_weights(&m, 11);

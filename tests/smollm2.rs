@@ -62,6 +62,13 @@ fn smollm2_matches_transformers_on_iree_host() {
         )
         .unwrap();
         let got = out[0].as_i32().unwrap();
+        // IREE and kiln's interpreter agree on the same module and weights.
+        let interp =
+            kiln::interp::predict_file(&r.mlir, &r.irpa, Some("smollm2"), &p.input).unwrap();
+        let cross = mismatches(got, &interp, &p.bf16_weights.margin, 0..exp.seq);
+        if !cross.is_empty() {
+            failures.push(format!("{}: IREE vs interpreter {cross:?}", p.name));
+        }
         let f32_bad = mismatches(got, &p.argmax, &p.margin, 0..p.ids.len());
         let bf16_bad = mismatches(
             got,

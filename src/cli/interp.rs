@@ -30,10 +30,7 @@ pub struct Args {
 /// Reading `.irpa`/`.safetensors` belongs to the `params` module (the kiln
 /// codecs); until it is wired here this returns an error naming the file.
 pub fn open_params(path: &Path) -> Result<Box<dyn ParamSource>> {
-    Err(Error::Usage(format!(
-        "{}: reading parameter files in `kiln interp` is not wired to the params codecs yet",
-        path.display()
-    )))
+    Ok(Box::new(crate::interp::files::FileParams::open(path)?))
 }
 
 /// Pads `tokens` with id 0 to the length of `shape` (`[1, SEQ]` or `[SEQ]`).

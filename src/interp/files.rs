@@ -34,7 +34,11 @@ fn decode_raw(bytes: &[u8], ty: &TensorType) -> Option<Tensor> {
     if bytes.len() != ty.byte_size() {
         return None;
     }
-    let u16s = || bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
+    let u16s = || {
+        bytes
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+    };
     let u32s = || {
         bytes
             .chunks_exact(4)
@@ -42,8 +46,14 @@ fn decode_raw(bytes: &[u8], ty: &TensorType) -> Option<Tensor> {
     };
     Some(match ty.dtype {
         DType::F32 => Tensor::f32(&shape, u32s().map(f32::from_bits).collect()),
-        DType::BF16 => Tensor::f32(&shape, u16s().map(|b| half::bf16::from_bits(b).to_f32()).collect()),
-        DType::F16 => Tensor::f32(&shape, u16s().map(|b| half::f16::from_bits(b).to_f32()).collect()),
+        DType::BF16 => Tensor::f32(
+            &shape,
+            u16s().map(|b| half::bf16::from_bits(b).to_f32()).collect(),
+        ),
+        DType::F16 => Tensor::f32(
+            &shape,
+            u16s().map(|b| half::f16::from_bits(b).to_f32()).collect(),
+        ),
         DType::I32 => Tensor::i32(&shape, u32s().map(|u| u as i32).collect()),
         DType::I1 => Tensor::i1(&shape, bytes.iter().map(|&b| b != 0).collect()),
     })
@@ -57,7 +67,11 @@ impl ParamSource for FileParams {
             .meta(key)
             .ok_or_else(|| InterpError(format!("{file}: no tensor \"{key}\"")))?;
         let shape_ok = meta.shape.len() == ty.rank()
-            && meta.shape.iter().zip(&ty.shape).all(|(&a, &b)| a == b as u64);
+            && meta
+                .shape
+                .iter()
+                .zip(&ty.shape)
+                .all(|(&a, &b)| a == b as u64);
         let plain = meta.dtype.plain();
         let same_dtype = matches!(
             (plain, ty.dtype),

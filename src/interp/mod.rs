@@ -21,6 +21,7 @@
 //! assert_eq!(out[0], Tensor::f32(&[2], vec![2.0, 5.0]));
 //! ```
 
+pub mod files;
 mod kernels;
 mod matmul;
 
@@ -374,4 +375,35 @@ pub fn find_function<'m>(module: &'m Module, name: Option<&str>) -> crate::Resul
                 .into()
             }),
     }
+}
+
+/// Parses the StableHLO file `mlir`, runs `function` (default: the first)
+/// on `ids` (padded with 0 to SEQ) with weights from `params` (`.irpa` or
+/// `.safetensors`), and returns the predicted ids.
+pub fn predict_file(
+    mlir: &std::path::Path,
+    params: &std::path::Path,
+    function: Option<&str>,
+    ids: &[i32],
+) -> crate::Result<Vec<i32>> {
+    let text = std::fs::read_to_string(mlir).map_err(|e| crate::Error::io(mlir, e))?;
+    let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
+    let g = find_function(&module, function)?;
+    let arg = g
+        .inputs
+        .first()
+        .ok_or_else(|| InterpError(format!("function @{} takes no token ids", g.name)))?;
+    let shape = g.ty(*arg).shape.to_vec();
+    let seq = shape.last().copied().unwrap_or(0);
+    if ids.len() > seq {
+        return Err(InterpError(format!("{} ids do not fit SEQ = {seq}", ids.len())).into());
+    }
+    let mut data = ids.to_vec();
+    data.resize(seq, 0);
+    let p = files::FileParams::open(params)?;
+    let out = run(g, &[Tensor::i32(&shape, data)], &p)?;
+    out.first()
+        .and_then(Tensor::as_i32)
+        .map(<[i32]>::to_vec)
+        .ok_or_else(|| InterpError(format!("function @{} does not return i32 ids", g.name)).into())
 }
