@@ -100,3 +100,61 @@ pub fn generate(
         stopped_at_eos: false,
     })
 }
+
+/// A forward pass through kiln's own interpreter (no IREE): the module is
+/// parsed once and the weights are read from the parameter file on each
+/// call (memory-mapped).
+pub struct Interpreted {
+    module: crate::graph::Module,
+    function: String,
+    params: crate::interp::files::FileParams,
+    seq: usize,
+}
+
+impl Interpreted {
+    /// Parses `mlir` and opens `params` (`.irpa` or `.safetensors`).
+    pub fn open(
+        mlir: &std::path::Path,
+        params: &std::path::Path,
+        function: &str,
+    ) -> Result<Interpreted> {
+        let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
+        let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
+        let g = crate::interp::find_function(&module, Some(function))?;
+        let seq = g
+            .inputs
+            .first()
+            .and_then(|&v| g.ty(v).shape.last().copied())
+            .ok_or_else(|| Error::Usage(format!("function @{function} takes no token ids")))?;
+        Ok(Interpreted {
+            params: crate::interp::files::FileParams::open(params)?,
+            function: function.to_string(),
+            module,
+            seq,
+        })
+    }
+}
+
+impl Forward for Interpreted {
+    fn seq(&self) -> usize {
+        self.seq
+    }
+    fn forward(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
+        let g = crate::interp::find_function(&self.module, Some(&self.function))?;
+        let shape = g.ty(g.inputs[0]).shape.to_vec();
+        let out = crate::interp::run(
+            g,
+            &[crate::interp::Tensor::i32(&shape, ids.to_vec())],
+            &self.params,
+        )?;
+        out.first()
+            .and_then(crate::interp::Tensor::as_i32)
+            .map(<[i32]>::to_vec)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "function @{} does not return i32 ids",
+                    self.function
+                ))
+            })
+    }
+}

@@ -3,13 +3,6 @@
 //! file is memory-mapped and each tensor is converted to f32 only when the
 //! graph loads it (and dropped after its last use), so the whole model is
 //! never copied at once.
-//!
-//! NOTE (for the merge): this file is written against the `params` branch
-//! API (`params::open_any`, `params::ParamSource::{meta, to_f32, raw}`) and
-//! is not in the module tree until that branch lands. To wire it: add
-//! `pub mod files;` to `src/interp/mod.rs`, and make
-//! `cli::interp::open_params` return
-//! `Ok(Box::new(crate::interp::files::FileParams::open(path)?))`.
 
 use super::{InterpError, ParamSource, Tensor};
 use crate::graph::{DType, TensorType};
