@@ -67,9 +67,7 @@ fn deq_f32(s: &[u8], d: &mut [f32]) {
     }
 }
 fn deq_f16(s: &[u8], d: &mut [f32]) {
-    for (y, c) in d.iter_mut().zip(s.chunks_exact(2)) {
-        *y = f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]]));
-    }
+    super::convert::f16_bytes_to_f32(s, d);
 }
 fn deq_bf16(s: &[u8], d: &mut [f32]) {
     for (y, c) in d.iter_mut().zip(s.chunks_exact(2)) {
