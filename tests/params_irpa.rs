@@ -133,6 +133,7 @@ fn cases() -> Vec<(&'static str, Tensors)> {
                     vec![9, 1],
                 ),
                 ("big".into(), DType::BF16, vec![257, 131]),
+                ("zero.last".into(), DType::F16, vec![4, 0]),
             ],
         ),
         ("many", many),

@@ -68,6 +68,19 @@ pub fn f16_to_f32(src: &[u16], dst: &mut [f32]) {
     inp.convert_to_f32_slice(dst);
 }
 
+/// Decodes little-endian f16 bytes (any alignment) into `dst`, through a
+/// small aligned buffer so `half` can use the F16C instructions when present.
+pub fn f16_bytes_to_f32(src: &[u8], dst: &mut [f32]) {
+    let mut buf = [f16::ZERO; 256];
+    for (d, s) in dst.chunks_mut(256).zip(src.chunks(512)) {
+        let n = d.len().min(s.len() / 2);
+        for (b, c) in buf[..n].iter_mut().zip(s.chunks_exact(2)) {
+            *b = f16::from_bits(u16::from_le_bytes([c[0], c[1]]));
+        }
+        buf[..n].convert_to_f32_slice(&mut d[..n]);
+    }
+}
+
 /// Reads little-endian u16s from bytes (any alignment).
 pub fn le_u16s(bytes: &[u8]) -> impl Iterator<Item = u16> + '_ {
     bytes
@@ -93,7 +106,10 @@ pub fn bytes_to_f32(dtype: crate::params::DType, bytes: &[u8], out: &mut Vec<f32
                 .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32),
         ),
         D::BF16 => out.extend(le_u16s(bytes).map(bf16_bits_to_f32)),
-        D::F16 => out.extend(le_u16s(bytes).map(f16_bits_to_f32)),
+        D::F16 => {
+            out.resize(bytes.len() / 2, 0.0);
+            f16_bytes_to_f32(bytes, out);
+        }
         D::I64 => out.extend(
             bytes
                 .chunks_exact(8)

@@ -238,6 +238,7 @@ impl IrpaReader {
                 pattern,
                 length: *length,
             },
+            EntryKind::Data { length: 0, .. } => IrpaData::Data(&[]),
             EntryKind::Data { offset, length } => {
                 // Bounds were validated in `parse`.
                 let a = (self.storage_offset + offset) as usize;
@@ -311,7 +312,8 @@ fn parse(path: &Path, b: &[u8]) -> Result<(u64, Vec<IrpaEntry>)> {
         ("storage", Range::at(b, 72)),
     ];
     for (what, r) in segs {
-        if r.length > 0 && r.within(size).is_none() {
+        // IREE skips empty segments; kiln also wants their offset in the file.
+        if r.offset > size || (r.length > 0 && r.within(size).is_none()) {
             return Err(match r.offset.checked_add(r.length) {
                 None => ParamsError::Overflow {
                     file: file(),
@@ -467,6 +469,7 @@ fn parse(path: &Path, b: &[u8]) -> Result<(u64, Vec<IrpaEntry>)> {
                         format!("minimum alignment {min_alignment} is not a power of two"),
                     ));
                 }
+                // Both terms are ≤ the file size (checked above).
                 let abs = storage_offset + r.offset;
                 if min_alignment > 1 && abs % min_alignment != 0 {
                     return Err(ParamsError::Misaligned {

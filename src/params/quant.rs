@@ -67,9 +67,7 @@ fn deq_f32(s: &[u8], d: &mut [f32]) {
     }
 }
 fn deq_f16(s: &[u8], d: &mut [f32]) {
-    for (y, c) in d.iter_mut().zip(s.chunks_exact(2)) {
-        *y = f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]]));
-    }
+    super::convert::f16_bytes_to_f32(s, d);
 }
 fn deq_bf16(s: &[u8], d: &mut [f32]) {
     for (y, c) in d.iter_mut().zip(s.chunks_exact(2)) {
@@ -235,12 +233,24 @@ fn deq_q6_k(s: &[u8], d: &mut [f32]) {
         for (dl, &sc) in dls.iter_mut().zip(scales) {
             *dl = dd * (sc as i8) as f32;
         }
-        for (e, yi) in y.iter_mut().enumerate() {
-            let (h, r) = (e / 128, e % 128);
-            let lo = (ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0x0f;
-            let hi = (qh[h * 32 + r % 32] >> (2 * (r / 32))) & 0x03;
-            let q = (lo | (hi << 4)) as i32 - 32;
-            *yi = dls[e / 16] * q as f32;
+        // Element e = 128·h + 32·s + l takes its low nibble from
+        // ql[64·h + 32·(s & 1) + l] (shift 4·(s >> 1)) and its two high
+        // bits from qh[32·h + l] (shift 2·s); its scale is dls[e / 16].
+        for h in 0..2 {
+            let qhb = &qh[h * 32..h * 32 + 32];
+            for sub in 0..4 {
+                let qlb = &ql[h * 64 + (sub & 1) * 32..][..32];
+                let (shl, shh) = (4 * (sub >> 1), 2 * sub);
+                let base = h * 128 + sub * 32;
+                for half in 0..2 {
+                    let dl = dls[base / 16 + half];
+                    for l in half * 16..half * 16 + 16 {
+                        let lo = (qlb[l] >> shl) & 0x0f;
+                        let hi = (qhb[l] >> shh) & 0x03;
+                        y[base + l] = dl * ((lo | (hi << 4)) as i32 - 32) as f32;
+                    }
+                }
+            }
         }
     }
 }

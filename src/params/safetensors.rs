@@ -799,3 +799,6 @@ fn build_header(
     }
     Ok(h.into_bytes())
 }
+
+/// Short name for [`SafetensorsWriter`].
+pub type Writer = SafetensorsWriter;

@@ -110,7 +110,6 @@ pub trait ParamSource: Send + Sync {
 pub fn detect(path: &Path) -> Result<Format> {
     let mut head = [0u8; 9];
     let mut f = std::fs::File::open(path).map_err(|e| ParamsError::io(path, e))?;
-    let size = f.metadata().map_err(|e| ParamsError::io(path, e))?.len();
     let mut n = 0;
     while n < head.len() {
         let k = f
@@ -127,17 +126,10 @@ pub fn detect(path: &Path) -> Result<Format> {
     if n >= 4 && &head[..4] == b"GGUF" {
         return Ok(Format::Gguf);
     }
-    if n >= 8 {
-        let hl = u64::from_le_bytes(head[..8].try_into().unwrap_or([0; 8]));
-        // A safetensors header is JSON starting with `{`; an empty file
-        // still has at least `{}`.
-        if hl <= size.saturating_sub(8) && (n == 9 && head[8] == b'{') {
-            return Ok(Format::Safetensors);
-        }
-        if hl > size.saturating_sub(8) && n == 9 && head[8] == b'{' {
-            // Looks like safetensors but truncated: let the reader say so.
-            return Ok(Format::Safetensors);
-        }
+    // safetensors has no magic: a u64 header length, then JSON starting
+    // with `{`. A bad length is left for the reader to report.
+    if n == 9 && head[8] == b'{' {
+        return Ok(Format::Safetensors);
     }
     Err(ParamsError::UnknownFormat {
         file: path.to_path_buf(),

@@ -147,6 +147,13 @@ emit("irpa/data_outside_storage.irpa", irpa([data_entry(b"w", 32, 64)], STORAGE[
 emit("irpa/data_offset_overflow.irpa", irpa([data_entry(b"w", 2**64 - 1, 2)], STORAGE[:64]), "outside the storage segment", "w")
 emit("irpa/misaligned_data.irpa", irpa([data_entry(b"w", 1, 16)], STORAGE[:64]), "not aligned to 64", "w")
 emit("irpa/alignment_not_pow2.irpa", irpa([data_entry(b"w", 0, 16, align=48)], STORAGE[:64]), "not a power of two", "w")
+# Found by cargo-fuzz: an empty storage segment whose offset lies past the
+# end of the file, with a zero-length DATA entry in it.
+emit("irpa/empty_storage_past_eof.irpa",
+     patch(irpa([data_entry(b"z", 0, 0)], b""), 72, "<Q", 2**54), "truncated")
+KEEP = {"irpa/fuzz_crash_empty_storage_past_eof.irpa": ("truncated", None)}  # the fuzzer's own input
+for k, (c, t) in KEEP.items():
+    EXPECTED[k] = {"contains": c, "tensor": t}
 emit("irpa/truncated_storage.irpa", good[:400], "truncated")
 emit("irpa/truncated_entry_table.irpa", good[:150], "truncated")
 
