@@ -21,7 +21,8 @@
 //! manifest's sha256 while it is copied. Everything is written into a
 //! staging directory inside `ASSETS` and renamed into place only once all
 //! files are complete, the manifest last: a failed run leaves no partial
-//! output.
+//! output. Files an earlier package of the same model listed in its
+//! manifest and this one does not have are then removed.
 
 use crate::export::FileRecord;
 use crate::params::gguf::{GgufFile, GgufValue};
@@ -505,6 +506,14 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
 
     // Everything checked: write into a staging directory.
     let out = &opts.out_dir;
+    if let (Ok(a), Ok(b)) = (out.canonicalize(), base.canonicalize()) {
+        if a == b {
+            return Err(usage(format!(
+                "--out {} is the export's own directory: choose a separate assets directory",
+                out.display()
+            )));
+        }
+    }
     let created = !out.exists();
     std::fs::create_dir_all(out).map_err(|e| {
         Error::io(
@@ -639,8 +648,15 @@ fn stage_and_commit(
     let manifest_name = format!("{name}.manifest.json");
     crate::util::write_atomic(st.join(&manifest_name), &json_bytes(&manifest)?)?;
 
-    // Move into place, the manifest last; then drop files of an earlier
-    // package of this model that this one does not have.
+    // The files an earlier package of this model listed (read before its
+    // manifest is replaced).
+    let previous: Vec<String> = std::fs::read_to_string(out.join(&manifest_name))
+        .ok()
+        .and_then(|t| serde_json::from_str::<AssetsManifest>(&t).ok())
+        .map(|m| m.files.into_iter().map(|f| f.path).collect())
+        .unwrap_or_default();
+    // Move into place, the manifest last; then drop the files of the
+    // earlier package that this one does not have.
     let mut written = Vec::new();
     for f in manifest
         .files
@@ -652,15 +668,9 @@ fn stage_and_commit(
         std::fs::rename(st.join(&f), &dest).map_err(|e| Error::io(&dest, e))?;
         written.push(dest);
     }
-    let mut stale: Vec<String> = ANDROID_MODULES
-        .iter()
-        .chain([&HOST_MODULE])
-        .map(|k| format!("{name}-{}.vmfb", k.key))
-        .collect();
-    stale.push(format!("{name}.tokenizer.json"));
-    stale.push(format!("{name}.tokenizer_config.json"));
-    for f in stale {
-        if !manifest.files.iter().any(|r| r.path == f) {
+    for f in previous {
+        let plain = Path::new(&f).components().count() == 1 && f.starts_with(name.as_str());
+        if plain && !manifest.files.iter().any(|r| r.path == f) {
             let p = out.join(&f);
             if p.is_file() {
                 std::fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;

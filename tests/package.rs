@@ -530,3 +530,35 @@ fn gguf_tokenizer_json_encodes_like_from_gguf() {
         std::fs::read(&path).unwrap()
     );
 }
+
+#[test]
+fn out_dir_rules() {
+    let dir = tmpdir();
+    let exp = dir.path().join("exp");
+    let m = fake_export(&exp, "fake", &["arm64", "host"]);
+    // Not into the export's own directory (NAME-host.vmfb would clash).
+    let before = files_in(&exp);
+    let o = kiln(&["package", s(&m), "--out", s(&exp)]);
+    assert_one_line_error(&o, "export's own directory");
+    assert_eq!(files_in(&exp), before);
+
+    // Re-packaging removes only files the earlier manifest listed.
+    let assets = dir.path().join("assets");
+    std::fs::create_dir_all(&assets).unwrap();
+    std::fs::write(assets.join("fake-notes.txt"), "mine").unwrap();
+    std::fs::write(assets.join("other.irpa"), "another model").unwrap();
+    let o = kiln(&["package", s(&m), "--out", s(&assets), "--include-host"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(assets.join("fake-host.vmfb").is_file());
+    let o = kiln(&["package", s(&m), "--out", s(&assets), "--no-tokenizer"]);
+    assert_eq!(o.status.code(), Some(0));
+    let mut want = vec![
+        "fake-arm64-v8a.vmfb",
+        "fake-notes.txt",
+        "fake.irpa",
+        "fake.manifest.json",
+        "other.irpa",
+    ];
+    want.sort();
+    assert_eq!(files_in(&assets), want);
+}
