@@ -325,6 +325,14 @@ fn fabricated_export_packages_what_exists() {
     assert_eq!(out.lines().count(), am.files.len() + 1);
     assert!(out.lines().last().unwrap().ends_with("fake.manifest.json"));
 
+    // A module older than the MLIR (re-exported since compiling) is flagged.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    std::fs::write(dir.path().join("exp/fake-gen.mlir"), "module {}\n").unwrap();
+    let o = kiln(&["package", s(&m), "--out", s(&assets)]);
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("fake-vulkan.vmfb is older than"), "{err}");
+
     // --no-tokenizer: no tokenizer files (an earlier package's are removed).
     let o = kiln(&["package", s(&m), "--out", s(&assets), "--no-tokenizer"]);
     assert_eq!(o.status.code(), Some(0));
