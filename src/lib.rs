@@ -14,6 +14,7 @@
 //! | IREE toolchain driver | [`iree`] |
 //! | pure-Rust reference interpreter | [`interp`] |
 //! | tokenizer | [`tokenizer`] |
+//! | Android asset packaging | [`package`] |
 //! | command-line interface | [`cli`] |
 
 pub mod cli;
@@ -25,6 +26,7 @@ pub mod graph;
 pub mod interp;
 pub mod iree;
 pub mod models;
+pub mod package;
 pub mod params;
 pub mod stablehlo;
 pub mod tokenizer;

@@ -169,7 +169,9 @@ impl Tokenizer {
     /// Loads an HF `tokenizer.json` (byte-level BPE). The bos/eos tokens and
     /// the chat template come from `tokenizer_config.json` and
     /// `chat_template.jinja` in the same folder when present (the `.jinja`
-    /// file wins, as in transformers 5).
+    /// file wins, as in transformers 5). A file named `NAME.tokenizer.json`
+    /// reads `NAME.tokenizer_config.json` and `NAME.chat_template.jinja`
+    /// instead (the layout `kiln package` writes).
     pub fn from_tokenizer_json(path: impl AsRef<Path>) -> crate::Result<Tokenizer> {
         let path = path.as_ref();
         let json: TokenizerJson = read_json(path)?;
@@ -271,13 +273,21 @@ impl Tokenizer {
         }
 
         let dir = path.parent().unwrap_or(Path::new("."));
-        let config_path = dir.join("tokenizer_config.json");
+        // `NAME.tokenizer.json` (as `kiln package` writes it) pairs with
+        // `NAME.tokenizer_config.json` / `NAME.chat_template.jinja`.
+        let prefix = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".tokenizer.json"))
+            .map(|stem| format!("{stem}."))
+            .unwrap_or_default();
+        let config_path = dir.join(format!("{prefix}tokenizer_config.json"));
         let config: ConfigJson = if config_path.is_file() {
             read_json(&config_path)?
         } else {
             ConfigJson::default()
         };
-        let jinja_path = dir.join("chat_template.jinja");
+        let jinja_path = dir.join(format!("{prefix}chat_template.jinja"));
         let chat_template = if jinja_path.is_file() {
             Some(
                 std::fs::read_to_string(&jinja_path)

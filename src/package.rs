@@ -1,0 +1,943 @@
+//! `kiln package`: lays out the files an Android app ships, from an export
+//! manifest (`NAME.json`, written by `kiln export`) and the modules
+//! `kiln compile` wrote beside it.
+//!
+//! The layout is flat, every file prefixed with the model name, so one
+//! assets directory can hold several models and an app copies files by
+//! name without walking folders:
+//!
+//! ```text
+//! ASSETS/NAME.manifest.json          what follows, with sizes and sha256
+//! ASSETS/NAME.irpa                   the weights (one archive for every ABI and the GPU)
+//! ASSETS/NAME-arm64-v8a.vmfb         from NAME-arm64.vmfb
+//! ASSETS/NAME-armeabi-v7a.vmfb       from NAME-arm32.vmfb
+//! ASSETS/NAME-vulkan.vmfb            from NAME-vulkan.vmfb
+//! ASSETS/NAME.tokenizer.json         HF tokenizer.json
+//! ASSETS/NAME.tokenizer_config.json  bos/eos tokens and the chat template
+//! ```
+//!
+//! Modules that were not compiled are left out (at least one of arm64,
+//! arm32 and vulkan must exist). The `.irpa` is checked against the export
+//! manifest's sha256 while it is copied. Everything is written into a
+//! staging directory inside `ASSETS` and renamed into place only once all
+//! files are complete, the manifest last: a failed run leaves no partial
+//! output. Files an earlier package of the same model listed in its
+//! manifest and this one does not have are then removed.
+
+use crate::export::FileRecord;
+use crate::params::gguf::{GgufFile, GgufValue};
+use crate::tokenizer::Tokenizer;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// The `format` of `NAME.manifest.json`.
+pub const FORMAT: &str = "kiln-android-assets/1";
+
+/// One module an app may ship: its key in the assets manifest (an Android
+/// ABI, or `vulkan`/`host`), the `kiln compile` target suffix it comes
+/// from, and the IREE runtime device that runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModuleKind {
+    /// Key in [`AssetsManifest::modules`] and the file-name suffix.
+    pub key: &'static str,
+    /// `kiln compile` target whose `NAME-<target>.vmfb` is packaged.
+    pub target: &'static str,
+    /// IREE runtime device for this module.
+    pub device: &'static str,
+}
+
+/// The modules for Android, in the order they are looked for.
+pub const ANDROID_MODULES: [ModuleKind; 3] = [
+    ModuleKind {
+        key: "arm64-v8a",
+        target: "arm64",
+        device: "local-task",
+    },
+    ModuleKind {
+        key: "armeabi-v7a",
+        target: "arm32",
+        device: "local-task",
+    },
+    ModuleKind {
+        key: "vulkan",
+        target: "vulkan",
+        device: "vulkan",
+    },
+];
+
+/// The host module, packaged only on request (for testing the assets on
+/// the build machine).
+pub const HOST_MODULE: ModuleKind = ModuleKind {
+    key: "host",
+    target: "host",
+    device: "local-task",
+};
+
+/// The fields of an export manifest (`NAME.json`) that packaging reads.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExportManifest {
+    /// Base name of the files.
+    pub name: String,
+    /// Exported function.
+    pub function: String,
+    /// Fixed sequence length.
+    pub seq: usize,
+    /// Parameter scope.
+    pub scope: String,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// BOS id, when known.
+    #[serde(default)]
+    pub bos_token_id: Option<u32>,
+    /// EOS ids.
+    #[serde(default)]
+    pub eos_token_ids: Vec<u32>,
+    /// Stored dtype of the weights.
+    #[serde(default)]
+    pub weights_dtype: Option<String>,
+    /// The checkpoint the export came from (a GGUF file or an HF folder).
+    pub source: String,
+    /// The written files: `mlir`, `safetensors`, `irpa`.
+    pub files: BTreeMap<String, FileRecord>,
+}
+
+/// One packaged module.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ModuleEntry {
+    /// File name in the assets directory.
+    pub path: String,
+    /// The `kiln compile` target it was compiled for.
+    pub target: String,
+    /// The IREE runtime device that runs it.
+    pub device: String,
+}
+
+/// `NAME.manifest.json`: everything an app needs to drive the assets and
+/// to tell a changed model from a cached copy.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AssetsManifest {
+    /// [`FORMAT`].
+    pub format: String,
+    /// kiln's version.
+    pub kiln_version: String,
+    /// The IREE version the modules were compiled for (the runtime must match).
+    pub iree_version: String,
+    /// Model name (the prefix of every file).
+    pub name: String,
+    /// Function the runtime calls: `module.<function>`.
+    pub function: String,
+    /// Fixed sequence length SEQ.
+    pub seq: usize,
+    /// Scope the `.irpa` must be opened under.
+    pub scope: String,
+    /// Input type: `tensor<1xSEQxi32>`.
+    pub input: String,
+    /// Output type: `tensor<SEQxi32>`, one predicted id per position.
+    pub output: String,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// BOS id, when known.
+    pub bos_token_id: Option<u32>,
+    /// EOS ids: generation stops at any of them.
+    pub eos_token_ids: Vec<u32>,
+    /// Stored dtype of the weights.
+    pub weights_dtype: Option<String>,
+    /// The parameter archive's file name.
+    pub parameters: String,
+    /// Modules by key (`arm64-v8a`, `armeabi-v7a`, `vulkan`, `host`).
+    pub modules: BTreeMap<String, ModuleEntry>,
+    /// The HF `tokenizer.json`, when packaged.
+    pub tokenizer: Option<String>,
+    /// Its `tokenizer_config.json` (bos/eos tokens, chat template), when packaged.
+    pub tokenizer_config: Option<String>,
+    /// Size and sha256 of every other file, sorted by path.
+    pub files: Vec<FileRecord>,
+}
+
+/// Where the tokenizer comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum TokenizerChoice {
+    /// The export manifest's `source` (a GGUF file, or an HF folder with
+    /// `tokenizer.json`); an error when it has none.
+    #[default]
+    FromSource,
+    /// A GGUF file, an HF `tokenizer.json`, or a folder holding one.
+    Path(PathBuf),
+    /// Package no tokenizer.
+    None,
+}
+
+/// Options of [`package`].
+#[derive(Debug, Clone, Default)]
+pub struct PackageOptions {
+    /// The assets directory (created when missing).
+    pub out_dir: PathBuf,
+    /// Where the tokenizer comes from.
+    pub tokenizer: TokenizerChoice,
+    /// Also package `NAME-host.vmfb` (as `NAME-host.vmfb`).
+    pub include_host: bool,
+}
+
+/// What [`package`] wrote.
+#[derive(Debug, Clone)]
+pub struct PackageReport {
+    /// The manifest (also written to disk).
+    pub manifest: AssetsManifest,
+    /// Path of `NAME.manifest.json`.
+    pub manifest_path: PathBuf,
+    /// Every written file, the manifest last.
+    pub written: Vec<PathBuf>,
+    /// Notes for the user (modules not found, possibly stale modules).
+    pub warnings: Vec<String>,
+}
+
+/// The files of an HF tokenizer, in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenizerFiles {
+    /// `tokenizer.json`.
+    pub tokenizer_json: String,
+    /// `tokenizer_config.json`.
+    pub tokenizer_config_json: String,
+}
+
+fn usage(msg: impl Into<String>) -> Error {
+    Error::Usage(msg.into())
+}
+
+fn not_found(path: &Path, what: &str) -> Error {
+    Error::io(
+        path,
+        std::io::Error::new(std::io::ErrorKind::NotFound, what.to_string()),
+    )
+}
+
+/// Reads an export manifest.
+pub fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
+    if !path.is_file() {
+        return Err(not_found(path, "export manifest not found"));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let m: ExportManifest = serde_json::from_str(&text).map_err(|e| {
+        usage(format!(
+            "{}: not a kiln export manifest (NAME.json written by `kiln export`): {e}",
+            path.display()
+        ))
+    })?;
+    if m.name.is_empty() || m.name.contains(['/', '\\']) || m.name.starts_with('.') {
+        return Err(usage(format!(
+            "{}: name {:?} is not a plain file name",
+            path.display(),
+            m.name
+        )));
+    }
+    if m.function.is_empty() || m.seq == 0 {
+        return Err(usage(format!(
+            "{}: function and seq must be set",
+            path.display()
+        )));
+    }
+    Ok(m)
+}
+
+/// A file name from a manifest, checked to stay inside its directory.
+fn plain_file(rec: &FileRecord, manifest: &Path) -> Result<String> {
+    let p = Path::new(&rec.path);
+    let ok = p.components().count() == 1
+        && matches!(p.components().next(), Some(std::path::Component::Normal(_)));
+    if !ok {
+        return Err(usage(format!(
+            "{}: file {:?} is not a plain file name",
+            manifest.display(),
+            rec.path
+        )));
+    }
+    Ok(rec.path.clone())
+}
+
+fn mtime(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Copies `src` to `dest` (an [`AtomicFile`](crate::util::AtomicFile)),
+/// streamed, returning its size and sha256.
+fn copy_hashed(src: &Path, dest: &Path) -> Result<(u64, String)> {
+    let mut r = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
+    let mut out = crate::util::AtomicFile::create(dest)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = r.read(&mut buf).map_err(|e| Error::io(src, e))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        out.write_all(&buf[..n]).map_err(|e| Error::io(dest, e))?;
+        total += n as u64;
+    }
+    out.commit()?;
+    Ok((total, crate::util::hex(&h.finalize())))
+}
+
+/// Where the tokenizer will come from, resolved before anything is written.
+enum TokenizerPlan {
+    /// Built from GGUF metadata.
+    Built(TokenizerFiles),
+    /// Copied from an HF folder: `tokenizer.json`, and the config (with the
+    /// `.jinja` chat template folded in, when there is one).
+    Copied {
+        json: PathBuf,
+        config: Option<Vec<u8>>,
+    },
+    None,
+}
+
+fn is_gguf(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"GGUF"
+}
+
+/// Resolves a possibly relative `source` path: as given (relative to the
+/// working directory), else relative to the manifest's directory.
+fn resolve_source(source: &str, base: &Path) -> Option<PathBuf> {
+    let p = PathBuf::from(source);
+    if p.exists() {
+        return Some(p);
+    }
+    if p.is_relative() {
+        let q = base.join(&p);
+        if q.exists() {
+            return Some(q);
+        }
+    }
+    None
+}
+
+fn plan_tokenizer(
+    choice: &TokenizerChoice,
+    m: &ExportManifest,
+    base: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<TokenizerPlan> {
+    let hint = "pass --tokenizer FILE (a GGUF, a tokenizer.json or an HF folder) or --no-tokenizer";
+    let path = match choice {
+        TokenizerChoice::None => return Ok(TokenizerPlan::None),
+        TokenizerChoice::Path(p) => {
+            if !p.exists() {
+                return Err(not_found(p, "tokenizer not found"));
+            }
+            p.clone()
+        }
+        TokenizerChoice::FromSource => resolve_source(&m.source, base).ok_or_else(|| {
+            usage(format!(
+                "the export's source {:?} no longer exists, so its tokenizer cannot be read: {hint}",
+                m.source
+            ))
+        })?,
+    };
+    if path.is_file() && is_gguf(&path) {
+        let gguf = GgufFile::open(&path)?;
+        let files = gguf_tokenizer_files(&gguf).map_err(|e| {
+            usage(format!(
+                "{}: cannot build a tokenizer.json: {e}; {hint}",
+                path.display()
+            ))
+        })?;
+        return Ok(TokenizerPlan::Built(files));
+    }
+    let json = if path.is_dir() {
+        let j = path.join("tokenizer.json");
+        if !j.is_file() {
+            return Err(usage(format!(
+                "{}: no tokenizer.json in this folder; {hint}",
+                path.display()
+            )));
+        }
+        j
+    } else {
+        path.clone()
+    };
+    // Validate the JSON; kiln's own reader supporting it is only advisory
+    // (the app may bring its own tokenizer library).
+    let text = std::fs::read_to_string(&json).map_err(|e| Error::io(&json, e))?;
+    let parsed: Value = serde_json::from_str(&text)
+        .map_err(|e| usage(format!("{}: not a tokenizer.json: {e}", json.display())))?;
+    if parsed.get("model").is_none() {
+        return Err(usage(format!(
+            "{}: not a tokenizer.json (no \"model\")",
+            json.display()
+        )));
+    }
+    if let Err(e) = Tokenizer::from_tokenizer_json(&json) {
+        warnings.push(format!(
+            "kiln's own tokenizer cannot read {} ({e}); packaged anyway",
+            json.display()
+        ));
+    }
+    let dir = json.parent().unwrap_or(Path::new("."));
+    let (config_path, jinja_path) = match json
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".tokenizer.json"))
+    {
+        Some(stem) => (
+            dir.join(format!("{stem}.tokenizer_config.json")),
+            dir.join(format!("{stem}.chat_template.jinja")),
+        ),
+        None => (
+            dir.join("tokenizer_config.json"),
+            dir.join("chat_template.jinja"),
+        ),
+    };
+    let config = if jinja_path.is_file() {
+        // transformers 5 keeps the template in chat_template.jinja; fold it
+        // into the config so one file carries it.
+        let mut cfg: Map<String, Value> = if config_path.is_file() {
+            let t =
+                std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
+            serde_json::from_str(&t)
+                .map_err(|e| usage(format!("{}: not a JSON object: {e}", config_path.display())))?
+        } else {
+            Map::new()
+        };
+        let template =
+            std::fs::read_to_string(&jinja_path).map_err(|e| Error::io(&jinja_path, e))?;
+        cfg.insert("chat_template".into(), Value::String(template));
+        Some(json_bytes(&Value::Object(cfg))?)
+    } else if config_path.is_file() {
+        let bytes = std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?;
+        serde_json::from_slice::<Map<String, Value>>(&bytes)
+            .map_err(|e| usage(format!("{}: not a JSON object: {e}", config_path.display())))?;
+        Some(bytes)
+    } else {
+        None
+    };
+    Ok(TokenizerPlan::Copied { json, config })
+}
+
+fn json_bytes(v: &impl Serialize) -> Result<Vec<u8>> {
+    let mut s = serde_json::to_string_pretty(v).map_err(|e| usage(e.to_string()))?;
+    s.push('\n');
+    Ok(s.into_bytes())
+}
+
+/// Packages the export described by `manifest_path`: see the module docs.
+pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageReport> {
+    let m = read_export_manifest(manifest_path)?;
+    let base = match manifest_path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = m.name.clone();
+    let mut warnings = Vec::new();
+
+    // The parameter archive: present, and the size the export recorded
+    // (the hash is checked while copying).
+    let irpa_rec = m.files.get("irpa").ok_or_else(|| {
+        usage(format!(
+            "{}: the export manifest lists no irpa file",
+            manifest_path.display()
+        ))
+    })?;
+    let irpa_src = base.join(plain_file(irpa_rec, manifest_path)?);
+    let irpa_len = std::fs::metadata(&irpa_src)
+        .map_err(|e| Error::io(&irpa_src, e))?
+        .len();
+    if irpa_len != irpa_rec.bytes {
+        return Err(usage(format!(
+            "{}: {irpa_len} bytes, but the export manifest {} records {}: the archive changed since `kiln export`; re-export",
+            irpa_src.display(),
+            manifest_path.display(),
+            irpa_rec.bytes
+        )));
+    }
+
+    // The modules.
+    let mlir = m
+        .files
+        .get("mlir")
+        .map(|r| base.join(&r.path))
+        .unwrap_or_else(|| base.join(format!("{name}-gen.mlir")));
+    let mut kinds: Vec<ModuleKind> = ANDROID_MODULES.to_vec();
+    if opts.include_host {
+        kinds.push(HOST_MODULE);
+    }
+    let mut modules: Vec<(ModuleKind, PathBuf)> = Vec::new();
+    for k in kinds {
+        let p = base.join(format!("{name}-{}.vmfb", k.target));
+        if p.is_file() {
+            if let (Some(a), Some(b)) = (mtime(&p), mtime(&mlir)) {
+                if a < b {
+                    warnings.push(format!(
+                        "{} is older than {}: it may be stale; recompile with `kiln compile`",
+                        p.display(),
+                        mlir.display()
+                    ));
+                }
+            }
+            modules.push((k, p));
+        } else if k == HOST_MODULE {
+            return Err(not_found(&p, "--include-host: host module not found"));
+        } else {
+            warnings.push(format!(
+                "{} not found: no {} module packaged",
+                p.display(),
+                k.key
+            ));
+        }
+    }
+    if modules.iter().all(|(k, _)| *k == HOST_MODULE) {
+        return Err(usage(format!(
+            "no compiled modules for {name} in {} (looked for {name}-arm64.vmfb, {name}-arm32.vmfb, {name}-vulkan.vmfb): run `kiln compile {} --target arm64,arm32,vulkan`",
+            base.display(),
+            mlir.display()
+        )));
+    }
+
+    let tokenizer = plan_tokenizer(&opts.tokenizer, &m, &base, &mut warnings)?;
+
+    // Everything checked: write into a staging directory.
+    let out = &opts.out_dir;
+    if let (Ok(a), Ok(b)) = (out.canonicalize(), base.canonicalize()) {
+        if a == b {
+            return Err(usage(format!(
+                "--out {} is the export's own directory: choose a separate assets directory",
+                out.display()
+            )));
+        }
+    }
+    let created = !out.exists();
+    std::fs::create_dir_all(out).map_err(|e| {
+        Error::io(
+            out,
+            std::io::Error::new(e.kind(), format!("cannot create assets directory: {e}")),
+        )
+    })?;
+    let result = stage_and_commit(&m, &irpa_src, irpa_rec, &modules, tokenizer, out);
+    if result.is_err() && created {
+        // Only removes the directory when it is still empty.
+        let _ = std::fs::remove_dir(out);
+    }
+    let (manifest, manifest_path_out, written) = result?;
+    Ok(PackageReport {
+        manifest,
+        manifest_path: manifest_path_out,
+        written,
+        warnings,
+    })
+}
+
+type Staged = (AssetsManifest, PathBuf, Vec<PathBuf>);
+
+fn stage_and_commit(
+    m: &ExportManifest,
+    irpa_src: &Path,
+    irpa_rec: &FileRecord,
+    modules: &[(ModuleKind, PathBuf)],
+    tokenizer: TokenizerPlan,
+    out: &Path,
+) -> Result<Staged> {
+    let name = &m.name;
+    let staging = tempfile::Builder::new()
+        .prefix(".kiln-package-")
+        .tempdir_in(out)
+        .map_err(|e| {
+            Error::io(
+                out,
+                std::io::Error::new(e.kind(), format!("assets directory is not writable: {e}")),
+            )
+        })?;
+    let st = staging.path();
+    let mut files: Vec<FileRecord> = Vec::new();
+
+    let irpa_name = format!("{name}.irpa");
+    let (bytes, sha) = copy_hashed(irpa_src, &st.join(&irpa_name))?;
+    if sha != irpa_rec.sha256 || bytes != irpa_rec.bytes {
+        return Err(usage(format!(
+            "{}: sha256 {sha} does not match the export manifest's {}: the archive changed since `kiln export`; re-export",
+            irpa_src.display(),
+            irpa_rec.sha256
+        )));
+    }
+    files.push(FileRecord {
+        path: irpa_name.clone(),
+        bytes,
+        sha256: sha,
+    });
+
+    let mut entries = BTreeMap::new();
+    for (k, src) in modules {
+        let file = format!("{name}-{}.vmfb", k.key);
+        let (bytes, sha256) = copy_hashed(src, &st.join(&file))?;
+        files.push(FileRecord {
+            path: file.clone(),
+            bytes,
+            sha256,
+        });
+        entries.insert(
+            k.key.to_string(),
+            ModuleEntry {
+                path: file,
+                target: k.target.to_string(),
+                device: k.device.to_string(),
+            },
+        );
+    }
+
+    let tok_name = format!("{name}.tokenizer.json");
+    let cfg_name = format!("{name}.tokenizer_config.json");
+    let (tok, cfg) = match tokenizer {
+        TokenizerPlan::None => (None, None),
+        TokenizerPlan::Built(t) => {
+            crate::util::write_atomic(st.join(&tok_name), t.tokenizer_json.as_bytes())?;
+            crate::util::write_atomic(st.join(&cfg_name), t.tokenizer_config_json.as_bytes())?;
+            (Some(tok_name), Some(cfg_name))
+        }
+        TokenizerPlan::Copied { json, config } => {
+            copy_hashed(&json, &st.join(&tok_name))?;
+            let cfg = match config {
+                Some(bytes) => {
+                    crate::util::write_atomic(st.join(&cfg_name), &bytes)?;
+                    Some(cfg_name)
+                }
+                None => None,
+            };
+            (Some(tok_name), cfg)
+        }
+    };
+    for f in tok.iter().chain(cfg.iter()) {
+        let p = st.join(f);
+        let bytes = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?.len();
+        files.push(FileRecord {
+            path: f.clone(),
+            bytes,
+            sha256: crate::util::sha256_file(&p)?,
+        });
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+
+    let seq = m.seq;
+    let manifest = AssetsManifest {
+        format: FORMAT.to_string(),
+        kiln_version: crate::VERSION.to_string(),
+        iree_version: crate::iree::flags::IREE_VERSION.to_string(),
+        name: name.clone(),
+        function: m.function.clone(),
+        seq,
+        scope: m.scope.clone(),
+        input: format!("tensor<1x{seq}xi32>"),
+        output: format!("tensor<{seq}xi32>"),
+        vocab_size: m.vocab_size,
+        bos_token_id: m.bos_token_id,
+        eos_token_ids: m.eos_token_ids.clone(),
+        weights_dtype: m.weights_dtype.clone(),
+        parameters: irpa_name,
+        modules: entries,
+        tokenizer: tok,
+        tokenizer_config: cfg,
+        files,
+    };
+    let manifest_name = format!("{name}.manifest.json");
+    crate::util::write_atomic(st.join(&manifest_name), &json_bytes(&manifest)?)?;
+
+    // The files an earlier package of this model listed (read before its
+    // manifest is replaced).
+    let previous: Vec<String> = std::fs::read_to_string(out.join(&manifest_name))
+        .ok()
+        .and_then(|t| serde_json::from_str::<AssetsManifest>(&t).ok())
+        .map(|m| m.files.into_iter().map(|f| f.path).collect())
+        .unwrap_or_default();
+    // Move into place, the manifest last; then drop the files of the
+    // earlier package that this one does not have.
+    let mut written = Vec::new();
+    for f in manifest
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .chain([manifest_name.clone()])
+    {
+        let dest = out.join(&f);
+        std::fs::rename(st.join(&f), &dest).map_err(|e| Error::io(&dest, e))?;
+        written.push(dest);
+    }
+    for f in previous {
+        let plain = Path::new(&f).components().count() == 1 && f.starts_with(name.as_str());
+        if plain && !manifest.files.iter().any(|r| r.path == f) {
+            let p = out.join(&f);
+            if p.is_file() {
+                std::fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;
+            }
+        }
+    }
+    Ok((manifest, out.join(manifest_name), written))
+}
+
+// --- tokenizer.json from GGUF metadata -----------------------------------
+
+/// GPT-2's byte alphabet: the character spelling each byte.
+fn byte_char(b: u8) -> char {
+    let printable = |c: u32| {
+        (0x21..=0x7e).contains(&c) || (0xa1..=0xac).contains(&c) || (0xae..=0xff).contains(&c)
+    };
+    let b32 = u32::from(b);
+    if printable(b32) {
+        return char::from(b);
+    }
+    let rank = (0..b32).filter(|&c| !printable(c)).count() as u32;
+    char::from_u32(256 + rank).unwrap_or('\u{fffd}')
+}
+
+fn is_byte_level_char(c: char) -> bool {
+    let code = c as u32;
+    (0x21..=0x7e).contains(&code)
+        || (0xa1..=0xac).contains(&code)
+        || (0xae..=0xff).contains(&code)
+        || (256..256 + 68).contains(&code)
+}
+
+/// A GGUF token as it appears in an HF byte-level vocabulary: unchanged
+/// when already spelled in the byte alphabet, else re-spelled from its
+/// UTF-8 bytes (what transformers and kiln's GGUF tokenizer do).
+fn byte_level_spelling(token: &str) -> String {
+    if token.chars().all(is_byte_level_char) {
+        token.to_string()
+    } else {
+        token.bytes().map(byte_char).collect()
+    }
+}
+
+/// llama.cpp token types.
+const CONTROL: i64 = 3;
+const USER_DEFINED: i64 = 4;
+
+/// Builds an HF `tokenizer.json` and `tokenizer_config.json` from a GGUF
+/// file's `tokenizer.*` metadata (`tokenizer.ggml.model = gpt2`, byte-level
+/// BPE): the vocabulary (`tokens`, re-spelled into the byte alphabet where
+/// needed), `merges`, control (type 3) and user-defined (type 4) tokens as
+/// added tokens, the pre-tokenizer of `tokenizer.ggml.pre` (`smollm`,
+/// `starcoder`: `Sequence[Digits(individual_digits), ByteLevel]`; `gpt2`:
+/// `ByteLevel`), and bos/eos and `tokenizer.chat_template` in the config.
+/// The result loads with [`Tokenizer::from_tokenizer_json`] and encodes as
+/// [`Tokenizer::from_gguf`] does.
+pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
+    let meta = |k: &str| gguf.get_metadata(k);
+    let s = |k: &str| meta(k).and_then(GgufValue::as_str).map(str::to_string);
+    let model = s("tokenizer.ggml.model").unwrap_or_default();
+    if model != "gpt2" {
+        return Err(usage(format!(
+            "tokenizer.ggml.model = {model:?} (supported: gpt2, byte-level BPE)"
+        )));
+    }
+    let pre = s("tokenizer.ggml.pre").unwrap_or_else(|| "gpt2".into());
+    let byte_level = json!({
+        "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true
+    });
+    let pre_tokenizer = match pre.as_str() {
+        "smollm" | "starcoder" => json!({
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Digits", "individual_digits": true},
+                byte_level
+            ]
+        }),
+        "gpt2" => byte_level,
+        other => {
+            return Err(usage(format!(
+                "tokenizer.ggml.pre = {other:?} (supported: smollm, starcoder, gpt2)"
+            )))
+        }
+    };
+    let tokens: Vec<&str> = meta("tokenizer.ggml.tokens")
+        .and_then(GgufValue::as_string_array)
+        .ok_or_else(|| usage("tokenizer.ggml.tokens is missing or not a string array"))?;
+    let merges: Vec<&str> = match meta("tokenizer.ggml.merges") {
+        None => Vec::new(),
+        Some(v) => v
+            .as_string_array()
+            .ok_or_else(|| usage("tokenizer.ggml.merges is not a string array"))?,
+    };
+    let types: Vec<i64> = match meta("tokenizer.ggml.token_type") {
+        None => vec![1; tokens.len()],
+        Some(v) => v
+            .as_array()
+            .ok_or_else(|| usage("tokenizer.ggml.token_type is not an array"))?
+            .iter()
+            .map(|t| t.as_i64().unwrap_or(0))
+            .collect(),
+    };
+    if types.len() != tokens.len() {
+        return Err(usage(format!(
+            "tokenizer.ggml.token_type has {} entries for {} tokens",
+            types.len(),
+            tokens.len()
+        )));
+    }
+    let id = |k: &str| -> Result<Option<u32>> {
+        match meta(k) {
+            None => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(x) if (x as usize) < tokens.len() => Ok(Some(x as u32)),
+                _ => Err(usage(format!(
+                    "{k} is not a token id below {}",
+                    tokens.len()
+                ))),
+            },
+        }
+    };
+    let bos = id("tokenizer.ggml.bos_token_id")?;
+    let eos = id("tokenizer.ggml.eos_token_id")?;
+    let pad = id("tokenizer.ggml.padding_token_id")?;
+    let add_bos = meta("tokenizer.ggml.add_bos_token")
+        .and_then(GgufValue::as_bool)
+        .unwrap_or(false);
+
+    let mut vocab = Map::with_capacity(tokens.len());
+    for (i, t) in tokens.iter().enumerate() {
+        vocab.insert(byte_level_spelling(t), json!(i));
+    }
+    let mut added = Vec::new();
+    let mut added_ids = BTreeMap::new();
+    for (i, (t, &ty)) in tokens.iter().zip(&types).enumerate() {
+        // A control token outside the byte alphabet is a llama.cpp
+        // mislabel: transformers (and kiln) skip it.
+        let special = ty == CONTROL && t.chars().all(is_byte_level_char);
+        if special || ty == USER_DEFINED {
+            added_ids.insert(i as u32, t.to_string());
+            added.push(json!({
+                "id": i,
+                "content": t,
+                "single_word": false,
+                "lstrip": false,
+                "rstrip": false,
+                "normalized": false,
+                "special": special
+            }));
+        }
+    }
+    let mut pairs = Vec::with_capacity(merges.len());
+    for (i, mg) in merges.iter().enumerate() {
+        match mg.split_once(' ') {
+            Some((a, b)) if !a.is_empty() && !b.is_empty() && !b.contains(' ') => {
+                pairs.push(json!([a, b]))
+            }
+            _ => {
+                return Err(usage(format!(
+                    "tokenizer.ggml.merges[{i}] = {mg:?} is not two tokens separated by one space"
+                )))
+            }
+        }
+    }
+    // The text a config names a token by: an added token's content, else
+    // its vocabulary spelling.
+    let name_of = |i: u32| {
+        added_ids
+            .get(&i)
+            .cloned()
+            .unwrap_or_else(|| byte_level_spelling(tokens[i as usize]))
+    };
+    let post_processor = match (add_bos, bos) {
+        (true, Some(b)) => {
+            let bt = name_of(b);
+            json!({
+                "type": "TemplateProcessing",
+                "single": [
+                    {"SpecialToken": {"id": bt, "type_id": 0}},
+                    {"Sequence": {"id": "A", "type_id": 0}}
+                ],
+                "pair": [
+                    {"SpecialToken": {"id": bt, "type_id": 0}},
+                    {"Sequence": {"id": "A", "type_id": 0}},
+                    {"SpecialToken": {"id": bt, "type_id": 1}},
+                    {"Sequence": {"id": "B", "type_id": 1}}
+                ],
+                "special_tokens": {bt.clone(): {"id": bt, "ids": [b], "tokens": [bt]}}
+            })
+        }
+        _ => Value::Null,
+    };
+    let tokenizer = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": post_processor,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": null,
+            "continuing_subword_prefix": null,
+            "end_of_word_suffix": null,
+            "fuse_unk": false,
+            "byte_fallback": false,
+            "ignore_merges": false,
+            "vocab": vocab,
+            "merges": pairs
+        }
+    });
+    let mut config = Map::new();
+    config.insert("tokenizer_class".into(), json!("PreTrainedTokenizerFast"));
+    config.insert("add_bos_token".into(), json!(add_bos));
+    config.insert("add_eos_token".into(), json!(false));
+    config.insert("bos_token".into(), json!(bos.map(name_of)));
+    config.insert("eos_token".into(), json!(eos.map(name_of)));
+    if let Some(p) = pad {
+        config.insert("pad_token".into(), json!(name_of(p)));
+    }
+    config.insert("clean_up_tokenization_spaces".into(), json!(false));
+    if let Some(t) = s("tokenizer.chat_template") {
+        config.insert("chat_template".into(), json!(t));
+    }
+    let mut tokenizer_json = serde_json::to_string(&tokenizer).map_err(|e| usage(e.to_string()))?;
+    tokenizer_json.push('\n');
+    let config_json =
+        String::from_utf8(json_bytes(&Value::Object(config))?).map_err(|e| usage(e.to_string()))?;
+    Ok(TokenizerFiles {
+        tokenizer_json,
+        tokenizer_config_json: config_json,
+    })
+}
+
+/// Writes [`gguf_tokenizer_files`] of the GGUF at `gguf` as
+/// `dir/NAME.tokenizer.json` and `dir/NAME.tokenizer_config.json`
+/// (atomically); returns the tokenizer.json path.
+pub fn write_gguf_tokenizer(gguf: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
+    let f = GgufFile::open(gguf)?;
+    let t = gguf_tokenizer_files(&f).map_err(|e| usage(format!("{}: {e}", gguf.display())))?;
+    let json = dir.join(format!("{name}.tokenizer.json"));
+    crate::util::write_atomic(
+        dir.join(format!("{name}.tokenizer_config.json")),
+        t.tokenizer_config_json.as_bytes(),
+    )?;
+    crate::util::write_atomic(&json, t.tokenizer_json.as_bytes())?;
+    Ok(json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_alphabet() {
+        assert_eq!(byte_char(b' '), 'Ġ');
+        assert_eq!(byte_char(b'\n'), 'Ċ');
+        assert_eq!(byte_char(b'a'), 'a');
+        assert_eq!(byte_level_spelling("é"), "é");
+        assert_eq!(byte_level_spelling("a b"), "aĠb");
+        assert_eq!(byte_level_spelling("€").chars().count(), 3);
+        assert_eq!(byte_level_spelling("Ġhello"), "Ġhello");
+        for b in 0..=255u8 {
+            assert!(is_byte_level_char(byte_char(b)));
+        }
+    }
+}
