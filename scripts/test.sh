@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 # Under CI=true a test that needs IREE fails (never skips) when a tool is missing.
 export KILN_REQUIRE_IREE="${KILN_REQUIRE_IREE:-1}"
-cargo test --release "$@"
+cargo test --release --no-fail-fast "$@"

@@ -43,7 +43,7 @@ fn expect_error(ckpt: &Path, extra: &[&str], want: &str) {
         "--out",
         out.to_str().unwrap(),
     ];
-    if !extra.iter().any(|a| *a == "--seq") {
+    if !extra.contains(&"--seq") {
         args.extend(["--seq", "8"]);
     }
     args.extend(extra);
@@ -58,10 +58,12 @@ fn expect_error(ckpt: &Path, extra: &[&str], want: &str) {
     assert!(left.is_empty(), "{args:?} left files behind: {left:?}");
 }
 
+type ConfigEdit = Box<dyn Fn(&mut serde_json::Value)>;
+
 #[test]
 fn bad_configs_are_clear_errors() {
     let dir = tmpdir();
-    let cases: Vec<(Box<dyn Fn(&mut serde_json::Value)>, &str)> = vec![
+    let cases: Vec<(ConfigEdit, &str)> = vec![
         (Box::new(|c| { c.as_object_mut().unwrap().remove("hidden_size"); }), "missing required key \"hidden_size\""),
         (Box::new(|c| c["model_type"] = "gpt2".into()), "unsupported model_type \"gpt2\" (supported: llama, mistral)"),
         (Box::new(|c| c["attention_bias"] = true.into()), "attention_bias = true is not supported"),

@@ -1,6 +1,8 @@
 //! Graph DSL: every op and composite prints to a snapshot; malformed
 //! builds give their documented errors; printing is deterministic.
 
+#![allow(clippy::cloned_ref_to_slice_refs)] // one-element input lists read better as `&[x.clone()]`
+
 use kiln::graph::*;
 use kiln::stablehlo::{print_module, ConstantPolicy, PrintOptions};
 use std::collections::HashMap;

@@ -66,7 +66,10 @@ fn every_op_and_composite_runs_right_on_iree_host() {
 
 /// A module whose weights are external bf16 parameters read from a
 /// kiln-written archive: embedding gather, linear, rms_norm, tied head, argmax.
-fn param_module() -> (Module, Vec<(String, Vec<usize>, Vec<f32>)>) {
+/// (name, shape, values) of each weight.
+type Weights = Vec<(String, Vec<usize>, Vec<f32>)>;
+
+fn param_module() -> (Module, Weights) {
     let (v, d) = (32, 16);
     let emb: Vec<f32> = op_cases::vals(v * d, 21, -1.0, 1.0);
     let w: Vec<f32> = op_cases::vals(d * d, 22, -0.5, 0.5);
@@ -95,7 +98,7 @@ fn param_module() -> (Module, Vec<(String, Vec<usize>, Vec<f32>)>) {
     )
 }
 
-fn write_irpa(path: &std::path::Path, tensors: &[(String, Vec<usize>, Vec<f32>)]) {
+fn write_irpa(path: &std::path::Path, tensors: &Weights) {
     use kiln::params::irpa::{EntrySpec, IrpaWriter};
     let specs = tensors
         .iter()
@@ -110,7 +113,7 @@ fn write_irpa(path: &std::path::Path, tensors: &[(String, Vec<usize>, Vec<f32>)]
 }
 
 /// The same forward in plain Rust (bf16-rounded weights, f32 math).
-fn param_reference(tensors: &[(String, Vec<usize>, Vec<f32>)], ids: &[i32]) -> Vec<i32> {
+fn param_reference(tensors: &Weights, ids: &[i32]) -> Vec<i32> {
     let r = |v: &Vec<f32>| -> Vec<f32> {
         v.iter()
             .map(|&x| half::bf16::from_f32(x).to_f32())

@@ -37,6 +37,7 @@ pub fn venv_python(tc: &Toolchain) -> Option<PathBuf> {
 
 impl Session {
     /// Starts the runner and waits until the module is loaded.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         tc: &Toolchain,
         vmfb: &Path,

@@ -359,7 +359,7 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<(LlamaConfig, GgufTokeniz
     let kv = meta_u(file, path, &format!("{a}.attention.head_count_kv")).unwrap_or(heads);
     let head_dim = meta_u(file, path, &format!("{a}.attention.key_length"))
         .or_else(|_| meta_u(file, path, &format!("{a}.rope.dimension_count")))
-        .unwrap_or(if heads > 0 { hidden / heads } else { 0 });
+        .unwrap_or(hidden.checked_div(heads).unwrap_or(0));
     let tokens = meta_strings(file, "tokenizer.ggml.tokens");
     let vocab = meta_u(file, path, &format!("{a}.vocab_size")).unwrap_or(tokens.len());
     let rope_scaling = match file

@@ -64,7 +64,8 @@ pub fn inv_freq(cfg: &LlamaConfig) -> Vec<f64> {
                 .map(|f| {
                     let wavelen = 2.0 * std::f64::consts::PI / f;
                     let scaled = if wavelen > low_wavelen { f / factor } else { f };
-                    let medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+                    // Neither high- nor low-frequency (wavelengths are finite and positive).
+                    let medium = wavelen >= high_wavelen && wavelen <= low_wavelen;
                     if medium {
                         let smooth = (old / wavelen - low_freq_factor)
                             / (high_freq_factor - low_freq_factor);

@@ -161,6 +161,10 @@ fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
     idx
 }
 
+type BinCase = (BinaryOp, &'static str, fn(f32, f32) -> f32);
+type UnCase<'a> = (UnaryOp, &'static str, &'a HostT, fn(f32) -> f32);
+type CmpCase = (CompareDir, &'static str, fn(f32, f32) -> bool);
+
 /// Every op-coverage case.
 pub fn all() -> Vec<OpCase> {
     let mut cases = Vec::new();
@@ -169,7 +173,7 @@ pub fn all() -> Vec<OpCase> {
     let b = HostT::f(&sh, vals(12, 2, -2.0, 2.0));
     let pos = HostT::f(&sh, vals(12, 3, 0.1, 4.0));
     let pos2 = HostT::f(&sh, vals(12, 4, -1.5, 1.5));
-    let bin: [(BinaryOp, &'static str, fn(f32, f32) -> f32); 6] = [
+    let bin: [BinCase; 6] = [
         (BinaryOp::Add, "add", |x, y| x + y),
         (BinaryOp::Subtract, "subtract", |x, y| x - y),
         (BinaryOp::Multiply, "multiply", |x, y| x * y),
@@ -212,7 +216,7 @@ pub fn all() -> Vec<OpCase> {
         EXACT,
         |g, v| g.neg(v[0]).unwrap(),
     ));
-    let un: [(UnaryOp, &'static str, &HostT, fn(f32) -> f32); 7] = [
+    let un: [UnCase; 7] = [
         (UnaryOp::Negate, "negate", &a, |x| -x),
         (UnaryOp::Exponential, "exponential", &a, f32::exp),
         (UnaryOp::Log, "log", &pos, f32::ln),
@@ -238,7 +242,7 @@ pub fn all() -> Vec<OpCase> {
         v[0] = a.fv()[0];
         v[5] = a.fv()[5];
     }
-    let cmp: [(CompareDir, &'static str, fn(f32, f32) -> bool); 6] = [
+    let cmp: [CmpCase; 6] = [
         (CompareDir::Eq, "compare_eq", |x, y| x == y),
         (CompareDir::Ne, "compare_ne", |x, y| x != y),
         (CompareDir::Lt, "compare_lt", |x, y| x < y),
@@ -290,7 +294,17 @@ pub fn all() -> Vec<OpCase> {
         },
     ));
     // convert: f32 -> bf16 -> f32 rounds to nearest even; -> i32 truncates.
-    let cv = HostT::f(&[6], vec![1.0, 1.00390625, 1.01171875, -3.3, 65504.0, 1e-3]);
+    let cv = HostT::f(
+        &[6],
+        vec![
+            1.0,
+            1.0 + 1.0 / 256.0,
+            1.0 + 3.0 / 256.0,
+            -3.3,
+            65504.0,
+            1e-3,
+        ],
+    );
     cases.push(case(
         "convert_bf16_roundtrip",
         vec![cv.clone()],
@@ -388,7 +402,7 @@ pub fn all() -> Vec<OpCase> {
     cases.push(case(
         "iota",
         vec![],
-        HostT::i(&[3, 4], (0..12).map(|i| (i / 4) as i32).collect()),
+        HostT::i(&[3, 4], (0..12).map(|i| i / 4).collect()),
         EXACT,
         |g, _| g.iota(DType::I32, &[3, 4], 0).unwrap(),
     ));
@@ -552,7 +566,7 @@ pub fn all() -> Vec<OpCase> {
         |g, v| g.argmax(v[0], 0).unwrap(),
     ));
     // constants: dense and splat, mixed with an input.
-    let dv = vec![0.1f32, -2.5, 1e-20, 3.0e10];
+    let dv = [0.1f32, -2.5, 1e-20, 3.0e10];
     cases.push(case(
         "constant_dense",
         vec![HostT::f(&[4], vec![1.0, 1.0, 1.0, 1.0])],
