@@ -196,6 +196,8 @@ impl WeightSource for CheckpointWeights<'_> {
             .map(|&x| match ty.dtype {
                 DType::BF16 => half::bf16::from_f32(x).to_f64(),
                 DType::F16 => half::f16::from_f32(x).to_f64(),
+                // bf16 weights are declared by their bits (`Graph::weight`).
+                DType::I16 => half::bf16::from_f32(x).to_bits() as i16 as f64,
                 _ => x as f64,
             })
             .collect())

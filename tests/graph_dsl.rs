@@ -193,6 +193,33 @@ fn snapshot_every_op() {
             .weight("layers.0.w", DType::BF16, &[2, 3])
             .unwrap())
     );
+    let i = TensorType::new(DType::I32, &[2, 3]);
+    snap!(
+        "op_shift_left",
+        one("shift_left", &[i.clone(), i.clone()], |g, a| g
+            .shift_left(a[0], a[1])
+            .unwrap())
+    );
+    snap!(
+        "op_bitcast_convert",
+        one("bitcast_convert", &[x.clone()], |g, a| g
+            .bitcast_convert(a[0], DType::I32)
+            .unwrap())
+    );
+    snap!(
+        "op_optimization_barrier",
+        one("optimization_barrier", &[x.clone()], |g, a| g
+            .optimization_barrier(a[0])
+            .unwrap())
+    );
+    snap!(
+        "op_bf16_bits_to_f32",
+        one(
+            "bf16_bits_to_f32",
+            &[TensorType::new(DType::I16, &[2, 3])],
+            |g, a| g.bf16_bits_to_f32(a[0]).unwrap()
+        )
+    );
 }
 
 #[test]
@@ -248,10 +275,12 @@ fn policy_module() -> (Module, HashMap<String, Vec<f64>>) {
     m.functions.push(g);
     let mut w = HashMap::new();
     w.insert("small.w".to_string(), vec![1.0, 0.5, -0.25, f64::INFINITY]);
-    w.insert(
-        "big.w".to_string(),
-        vec![1.0, 2.0, 3.0, -1.0, 0.0078125, 1.5],
-    );
+    // bf16 weights are i16 parameters: their values are the bf16 bits.
+    let bits = [1.0f32, 2.0, 3.0, -1.0, 0.0078125, 1.5]
+        .iter()
+        .map(|&x| half::bf16::from_f32(x).to_bits() as i16 as f64)
+        .collect();
+    w.insert("big.w".to_string(), bits);
     (m, w)
 }
 
@@ -366,6 +395,38 @@ fn build_err(f: impl FnOnce(&mut Graph) -> Result<Value, GraphError>) -> GraphEr
 #[test]
 fn malformed_builds_give_documented_errors() {
     let cases: Vec<(GraphError, &str, &str)> = vec![
+        (
+            build_err(|g| {
+                let a = g.input(f32t(&[2]));
+                g.shift_left(a, a)
+            }),
+            "shift_left",
+            "needs two i32 tensors of one type, got tensor<2xf32> and tensor<2xf32>",
+        ),
+        (
+            build_err(|g| {
+                let a = g.input(TensorType::new(DType::I16, &[2]));
+                g.bitcast_convert(a, DType::F32)
+            }),
+            "bitcast_convert",
+            "cannot reinterpret tensor<2xi16> as f32: element widths differ",
+        ),
+        (
+            build_err(|g| {
+                let a = g.input(f32t(&[2]));
+                g.bf16_bits_to_f32(a)
+            }),
+            "bf16_bits_to_f32",
+            "needs an i16 tensor, got tensor<2xf32>",
+        ),
+        (
+            build_err(|g| {
+                let a = g.input(TensorType::new(DType::I16, &[2]));
+                g.add(a, a)
+            }),
+            "add",
+            "unsupported element type in tensor<2xi16>",
+        ),
         (
             build_err(|g| {
                 let a = g.input(f32t(&[2]));

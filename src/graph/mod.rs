@@ -226,6 +226,15 @@ pub enum Op {
     Constant(Literal),
     /// Element type conversion.
     Convert,
+    /// Reinterprets each element's bits as another element type of the
+    /// same width (`stablehlo.bitcast_convert`).
+    BitcastConvert,
+    /// `stablehlo.shift_left` of i32 operands (bits shifted out are lost;
+    /// shifts of 32 or more give 0).
+    ShiftLeft,
+    /// `stablehlo.optimization_barrier`: the identity, which IREE does not
+    /// fuse across.
+    OptimizationBarrier,
     /// Elementwise binary op.
     Binary(BinaryOp),
     /// Elementwise unary op.
@@ -293,6 +302,9 @@ impl Op {
             Op::Parameter { .. } => "parameter",
             Op::Constant(_) => "constant",
             Op::Convert => "convert",
+            Op::BitcastConvert => "bitcast_convert",
+            Op::ShiftLeft => "shift_left",
+            Op::OptimizationBarrier => "optimization_barrier",
             Op::Binary(b) => b.name(),
             Op::Unary(u) => u.name(),
             Op::Compare(_) => "compare",

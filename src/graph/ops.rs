@@ -86,28 +86,57 @@ impl Graph {
         ))
     }
 
-    /// A weight of stored dtype `stored`, converted in-graph to f32 when it
-    /// is stored as bf16 or f16 (loaded in its stored type, computed in f32).
+    /// A weight of stored dtype `stored`, widened in-graph to f32 when it
+    /// is stored as bf16 or f16 (loaded in its stored size, computed in f32).
+    ///
+    /// A bf16 weight is declared as an `i16` parameter (the same bytes) and
+    /// widened exactly by its bits: `convert` to i32, `shift_left` by 16,
+    /// `bitcast_convert` to f32. IREE's Vulkan (SPIR-V) backend cannot
+    /// legalize bf16 buffers that feed a `dot_general` (`vector.bitcast …
+    /// vector<4xbf16>`); this form compiles there and gives the same f32
+    /// values as `convert` (bf16 is the top half of an f32). An f16 weight
+    /// is `convert`ed.
     pub fn weight(
         &mut self,
         key: &str,
         stored: DType,
         shape: &[usize],
     ) -> Result<Value, GraphError> {
-        let p = self.parameter(key, TensorType::new(stored, shape))?;
-        if stored == DType::F32 {
-            Ok(p)
-        } else {
-            self.convert(p, DType::F32)
+        match stored {
+            DType::F32 => self.parameter(key, TensorType::new(stored, shape)),
+            DType::BF16 => {
+                let p = self.parameter(key, TensorType::new(DType::I16, shape))?;
+                self.bf16_bits_to_f32(p)
+            }
+            _ => {
+                let p = self.parameter(key, TensorType::new(stored, shape))?;
+                self.convert(p, DType::F32)
+            }
         }
     }
 
-    fn check_literal(dtype: DType, x: f64) -> Result<(), GraphError> {
+    /// Widens i16 bf16 bit patterns to the f32 values they encode (exact):
+    /// `bitcast_convert(shift_left(convert(bits, i32), 16), f32)`.
+    pub fn bf16_bits_to_f32(&mut self, bits: Value) -> Result<Value, GraphError> {
+        self.checked("bf16_bits_to_f32", &[bits])?;
+        let t = self.ty(bits).clone();
+        if t.dtype != DType::I16 {
+            return err("bf16_bits_to_f32", format!("needs an i16 tensor, got {t}"));
+        }
+        let wide = self.convert(bits, DType::I32)?;
+        let sixteen = self.splat(DType::I32, &t.shape, 16.0)?;
+        let high = self.shift_left(wide, sixteen)?;
+        self.bitcast_convert(high, DType::F32)
+    }
+
+    /// Ok when `x` is exactly representable in `dtype`.
+    pub(crate) fn check_literal(dtype: DType, x: f64) -> Result<(), GraphError> {
         let ok = match dtype {
             DType::F32 => x.is_nan() || (x as f32) as f64 == x,
             DType::BF16 => x.is_nan() || half::bf16::from_f64(x).to_f64() == x,
             DType::F16 => x.is_nan() || half::f16::from_f64(x).to_f64() == x,
             DType::I32 => x.fract() == 0.0 && x >= i32::MIN as f64 && x <= i32::MAX as f64,
+            DType::I16 => x.fract() == 0.0 && x >= i16::MIN as f64 && x <= i16::MAX as f64,
             DType::I1 => x == 0.0 || x == 1.0,
         };
         if ok {
@@ -167,6 +196,44 @@ impl Graph {
         Ok(self.push(Op::Convert, &[x], ty))
     }
 
+    /// Reinterprets the bits of each element of `x` as `dtype`, which must
+    /// have the same width (f32/i32 or bf16/f16/i16); same shape.
+    pub fn bitcast_convert(&mut self, x: Value, dtype: DType) -> Result<Value, GraphError> {
+        self.checked("bitcast_convert", &[x])?;
+        let t = self.ty(x);
+        if t.dtype.size() != dtype.size() || t.dtype == DType::I1 || dtype == DType::I1 {
+            return err(
+                "bitcast_convert",
+                format!("cannot reinterpret {t} as {dtype}: element widths differ"),
+            );
+        }
+        let ty = t.with_dtype(dtype);
+        Ok(self.push(Op::BitcastConvert, &[x], ty))
+    }
+
+    /// `a << b` elementwise on i32 tensors of one type (`b` ≥ 32 gives 0).
+    pub fn shift_left(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.checked("shift_left", &[a, b])?;
+        let (ta, tb) = (self.ty(a), self.ty(b));
+        if ta != tb || ta.dtype != DType::I32 {
+            return err(
+                "shift_left",
+                format!("needs two i32 tensors of one type, got {ta} and {tb}"),
+            );
+        }
+        let ty = ta.clone();
+        Ok(self.push(Op::ShiftLeft, &[a, b], ty))
+    }
+
+    /// The identity on `x`, as a barrier IREE does not fuse across. Used
+    /// after the embedding gather: fused into its consumers, the gather
+    /// breaks IREE's Vulkan codegen for the Mali `valhall` target.
+    pub fn optimization_barrier(&mut self, x: Value) -> Result<Value, GraphError> {
+        self.checked("optimization_barrier", &[x])?;
+        let ty = self.ty(x).clone();
+        Ok(self.push(Op::OptimizationBarrier, &[x], ty))
+    }
+
     /// Elementwise binary op; both operands must have the same type.
     pub fn binary(&mut self, op: BinaryOp, a: Value, b: Value) -> Result<Value, GraphError> {
         let name = op.name();
@@ -177,7 +244,7 @@ impl Graph {
         }
         let ok = match op {
             BinaryOp::Power | BinaryOp::Divide => ta.dtype.is_float() || ta.dtype.is_int(),
-            _ => ta.dtype != DType::I1,
+            _ => !matches!(ta.dtype, DType::I1 | DType::I16),
         };
         if !ok {
             return err(name, format!("unsupported element type in {ta}"));
@@ -464,7 +531,10 @@ impl Graph {
     /// Indices `0..shape[dim]` along `dim`, broadcast over the other dims.
     pub fn iota(&mut self, dtype: DType, shape: &[usize], dim: usize) -> Result<Value, GraphError> {
         let ty = TensorType::new(dtype, shape);
-        if dim >= shape.len() || dtype == DType::I1 || ty.checked_numel().is_none() {
+        if dim >= shape.len()
+            || matches!(dtype, DType::I1 | DType::I16)
+            || ty.checked_numel().is_none()
+        {
             return err("iota", format!("bad iota {ty} along dim {dim}"));
         }
         Ok(self.push(Op::Iota { dim }, &[], ty))
@@ -543,7 +613,10 @@ impl Graph {
     ) -> Result<Value, GraphError> {
         self.checked("reduce", &[x])?;
         let t = self.ty(x).clone();
-        if dims.is_empty() || !unique_in_range(dims, t.rank()) || t.dtype == DType::I1 {
+        if dims.is_empty()
+            || !unique_in_range(dims, t.rank())
+            || matches!(t.dtype, DType::I1 | DType::I16)
+        {
             return err("reduce", format!("cannot reduce {t} over dims {dims:?}"));
         }
         let mut dims = dims.to_vec();

@@ -15,21 +15,32 @@ pub enum DType {
     F16,
     /// Signed 32-bit integer.
     I32,
+    /// Signed 16-bit integer. Used to load bf16 weights by their bits
+    /// (see [`crate::graph::Graph::weight`]); no arithmetic op takes it.
+    I16,
     /// Boolean (`i1` in MLIR).
     I1,
 }
 
 impl DType {
     /// All dtypes, in a fixed order.
-    pub const ALL: [DType; 5] = [DType::F32, DType::BF16, DType::F16, DType::I32, DType::I1];
+    pub const ALL: [DType; 6] = [
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::I32,
+        DType::I16,
+        DType::I1,
+    ];
 
-    /// The MLIR spelling: `f32`, `bf16`, `f16`, `i32`, `i1`.
+    /// The MLIR spelling: `f32`, `bf16`, `f16`, `i32`, `i16`, `i1`.
     pub fn mlir(self) -> &'static str {
         match self {
             DType::F32 => "f32",
             DType::BF16 => "bf16",
             DType::F16 => "f16",
             DType::I32 => "i32",
+            DType::I16 => "i16",
             DType::I1 => "i1",
         }
     }
@@ -43,7 +54,7 @@ impl DType {
     pub fn size(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
-            DType::BF16 | DType::F16 => 2,
+            DType::BF16 | DType::F16 | DType::I16 => 2,
             DType::I1 => 1,
         }
     }

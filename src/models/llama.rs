@@ -242,7 +242,11 @@ pub fn build_graph(cfg: &LlamaConfig, opts: &GraphOptions) -> Result<Graph, Mode
     let ids = b.g.input(TensorType::new(DType::I32, &[1, seq]));
     let ids = b.g.reshape(ids, &[seq])?;
     let emb = b.w("model.embed_tokens.weight", &[v, hid])?;
-    let mut x = b.g.gather_rows(emb, ids)?;
+    let rows = b.g.gather_rows(emb, ids)?;
+    // A barrier keeps IREE from fusing the gather into the first RMSNorm's
+    // reduction, which its Vulkan codegen for Mali (`valhall`) cannot
+    // legalize (`memref.alloc … memref<1xindex, Workgroup>`).
+    let mut x = b.g.optimization_barrier(rows)?;
     let (cos, sin) = rope_tables(cfg, seq);
     let cos = b.g.dense(DType::F32, &[seq, cfg.head_dim], cos)?;
     let sin = b.g.dense(DType::F32, &[seq, cfg.head_dim], sin)?;

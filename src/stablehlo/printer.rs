@@ -159,7 +159,7 @@ pub fn format_float(x: f64, dtype: DType) -> String {
 pub fn format_literal_value(x: f64, dtype: DType) -> String {
     match dtype {
         DType::I1 => (if x != 0.0 { "true" } else { "false" }).to_string(),
-        DType::I32 => format!("{}", x as i64),
+        DType::I32 | DType::I16 => format!("{}", x as i64),
         _ => format_float(x, dtype),
     }
 }
@@ -202,7 +202,7 @@ fn i64_array(xs: &[usize]) -> String {
 
 fn compare_type(dtype: DType) -> &'static str {
     match dtype {
-        DType::I32 => "SIGNED",
+        DType::I32 | DType::I16 => "SIGNED",
         DType::I1 => "UNSIGNED",
         _ => "FLOAT",
     }
@@ -346,6 +346,11 @@ fn print_function(
                         ))
                     })?;
                     let vals = w.values(key, t)?;
+                    if let Some(bad) = vals.iter().find(|&&x| Graph::check_literal(t.dtype, x).is_err()) {
+                        return Err(Error::Usage(format!(
+                            "parameter \"{key}\": value {bad} is not exact in {t}"
+                        )));
+                    }
                     format!("{res} = stablehlo.constant dense<{}> : {t}", dense_text(&vals, t))
                 }
             },
@@ -357,6 +362,15 @@ fn print_function(
                 format!("{res} = stablehlo.constant dense<{}> : {t}", dense_text(vals, t))
             }
             Op::Convert => format!("{res} = stablehlo.convert {} : ({}) -> {t}", a(0), ta(0)),
+            Op::BitcastConvert => format!(
+                "{res} = stablehlo.bitcast_convert {} : ({}) -> {t}",
+                a(0),
+                ta(0)
+            ),
+            Op::ShiftLeft => format!("{res} = stablehlo.shift_left {}, {} : {t}", a(0), a(1)),
+            Op::OptimizationBarrier => {
+                format!("{res} = stablehlo.optimization_barrier {} : {t}", a(0))
+            }
             Op::Binary(b) => format!("{res} = stablehlo.{} {}, {} : {t}", b.name(), a(0), a(1)),
             Op::Unary(u) => format!("{res} = stablehlo.{} {} : {t}", u.name(), a(0)),
             Op::Compare(dir) => format!(

@@ -681,6 +681,71 @@ pub fn all() -> Vec<OpCase> {
         ARITH,
         |g, v| g.rope(v[0], v[1], v[2]).unwrap(),
     ));
+    // Bit-level ops behind the bf16 weight widening (Graph::weight).
+    let sa: Vec<i32> = vec![1, -1, 0x1234, -40, 7, 0x7fff, -0x8000, 3, 0, 1, 5, -9];
+    let sb: Vec<i32> = vec![0, 1, 4, 16, 31, 16, 16, 30, 5, 31, 2, 3];
+    cases.push(case(
+        "shift_left",
+        vec![HostT::i(&sh, sa.clone()), HostT::i(&sh, sb.clone())],
+        HostT::i(
+            &sh,
+            sa.iter()
+                .zip(&sb)
+                .map(|(&x, &k)| ((x as u32) << k) as i32)
+                .collect(),
+        ),
+        EXACT,
+        |g, v| g.shift_left(v[0], v[1]).unwrap(),
+    ));
+    cases.push(case(
+        "bitcast_convert_f32_to_i32",
+        vec![a.clone()],
+        HostT::i(&sh, a.fv().iter().map(|x| x.to_bits() as i32).collect()),
+        EXACT,
+        |g, v| g.bitcast_convert(v[0], DType::I32).unwrap(),
+    ));
+    let bits: Vec<i32> = vals(12, 17, -3.0, 3.0)
+        .iter()
+        .map(|x| x.to_bits() as i32)
+        .collect();
+    cases.push(case(
+        "bitcast_convert_i32_to_f32",
+        vec![HostT::i(&sh, bits.clone())],
+        HostT::f(
+            &sh,
+            bits.iter().map(|&b| f32::from_bits(b as u32)).collect(),
+        ),
+        EXACT,
+        |g, v| g.bitcast_convert(v[0], DType::F32).unwrap(),
+    ));
+    cases.push(case(
+        "optimization_barrier",
+        vec![a.clone()],
+        a.clone(),
+        EXACT,
+        |g, v| g.optimization_barrier(v[0]).unwrap(),
+    ));
+    // bf16 bit patterns (sign bit set in half of them), narrowed to i16 in
+    // the graph, then widened: the exact f32 values they encode.
+    let bf: Vec<i32> = vals(12, 18, -3.0, 3.0)
+        .iter()
+        .map(|x| (x.to_bits() >> 16) as u16 as i16 as i32)
+        .collect();
+    cases.push(case(
+        "bf16_bits_to_f32",
+        vec![HostT::i(&sh, bf.clone())],
+        HostT::f(
+            &sh,
+            bf.iter()
+                .map(|&b| f32::from_bits(((b as u16) as u32) << 16))
+                .collect(),
+        ),
+        EXACT,
+        |g, v| {
+            let narrow = g.convert(v[0], DType::I16).unwrap();
+            g.bf16_bits_to_f32(narrow).unwrap()
+        },
+    ));
     cases
 }
 
