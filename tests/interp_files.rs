@@ -1,9 +1,6 @@
 //! `kiln interp MODULE.mlir --params FILE.safetensors` reads externalized
 //! weights through the params codecs and prints the same ids as the
 //! interpreter run on in-memory weights.
-//!
-//! Ignored until `src/interp/files.rs` is wired (it needs the `params`
-//! branch); remove the `#[ignore]` when it is.
 
 mod interp_support;
 

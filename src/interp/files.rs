@@ -48,6 +48,7 @@ fn decode_raw(bytes: &[u8], ty: &TensorType) -> Option<Tensor> {
             u16s().map(|b| half::f16::from_bits(b).to_f32()).collect(),
         ),
         DType::I32 => Tensor::i32(&shape, u32s().map(|u| u as i32).collect()),
+        DType::I16 => Tensor::i32(&shape, u16s().map(|u| u as i16 as i32).collect()),
         DType::I1 => Tensor::i1(&shape, bytes.iter().map(|&b| b != 0).collect()),
     })
 }
@@ -72,6 +73,11 @@ impl ParamSource for FileParams {
                 | (Some(crate::params::DType::BF16), DType::BF16)
                 | (Some(crate::params::DType::F16), DType::F16)
                 | (Some(crate::params::DType::I32), DType::I32)
+                // bf16 weights are declared by their bits (`Graph::weight`).
+                | (
+                    Some(crate::params::DType::BF16 | crate::params::DType::I16),
+                    DType::I16
+                )
                 | (Some(crate::params::DType::Bool), DType::I1)
         );
         if shape_ok && same_dtype && ty.dtype.is_float() {

@@ -322,6 +322,107 @@ fn convert(a: Arg<'_>, to: DType) -> Tensor {
             data: data.iter().map(|&x| x != 0).collect(),
         },
         (DType::I1, Tensor::I1 { .. }) => a.into_owned(),
+        // i16 values live in i32 tensors: truncate (or saturate from float).
+        (DType::I16, Tensor::I32 { data, .. }) => Tensor::I32 {
+            shape,
+            data: data.iter().map(|&x| x as i16 as i32).collect(),
+        },
+        (DType::I16, Tensor::F32 { data, .. }) => Tensor::I32 {
+            shape,
+            data: data.iter().map(|&x| x as i16 as i32).collect(),
+        },
+        (DType::I16, Tensor::I1 { data, .. }) => Tensor::I32 {
+            shape,
+            data: data.iter().map(|&x| x as i32).collect(),
+        },
+    }
+}
+
+/// Reinterprets element bits between types of one width. Values of 16-bit
+/// types are held widened (bf16/f16 as f32, i16 as i32), so `from` says
+/// which bits an f32 holds.
+fn bitcast_convert(t: &Tensor, from: Option<DType>, to: DType) -> KResult<Tensor> {
+    let shape = t.shape().to_vec();
+    let bits16 = |x: f32| -> Option<u16> {
+        match from? {
+            DType::BF16 => Some(half::bf16::from_f32(x).to_bits()),
+            DType::F16 => Some(half::f16::from_f32(x).to_bits()),
+            _ => None,
+        }
+    };
+    match (t, to) {
+        (Tensor::I32 { data, .. }, DType::F32) if from == Some(DType::I32) => Ok(Tensor::F32 {
+            shape,
+            data: data.iter().map(|&x| f32::from_bits(x as u32)).collect(),
+        }),
+        (Tensor::F32 { data, .. }, DType::I32) if from == Some(DType::F32) => Ok(Tensor::I32 {
+            shape,
+            data: data.iter().map(|&x| x.to_bits() as i32).collect(),
+        }),
+        (Tensor::I32 { data, .. }, DType::BF16) => Ok(Tensor::F32 {
+            shape,
+            data: data
+                .iter()
+                .map(|&x| half::bf16::from_bits(x as u16).to_f32())
+                .collect(),
+        }),
+        (Tensor::I32 { data, .. }, DType::F16) => Ok(Tensor::F32 {
+            shape,
+            data: data
+                .iter()
+                .map(|&x| half::f16::from_bits(x as u16).to_f32())
+                .collect(),
+        }),
+        (Tensor::F32 { data, .. }, DType::I16) => Ok(Tensor::I32 {
+            shape,
+            data: data
+                .iter()
+                .map(|&x| bits16(x).map(|b| b as i16 as i32))
+                .collect::<Option<Vec<i32>>>()
+                .ok_or_else(|| InterpError("bitcast_convert: unknown 16-bit source".into()))?,
+        }),
+        (Tensor::F32 { data, .. }, DType::BF16 | DType::F16) => {
+            let v: Option<Vec<f32>> = data
+                .iter()
+                .map(|&x| {
+                    bits16(x).map(|b| match to {
+                        DType::BF16 => half::bf16::from_bits(b).to_f32(),
+                        _ => half::f16::from_bits(b).to_f32(),
+                    })
+                })
+                .collect();
+            Ok(Tensor::F32 {
+                shape,
+                data: v
+                    .ok_or_else(|| InterpError("bitcast_convert: unknown 16-bit source".into()))?,
+            })
+        }
+        (t, to) => kerr(format!("bitcast_convert of {} to {to}", t.describe())),
+    }
+}
+
+/// `a << b` on i32 (StableHLO: shifts outside 0..32 give 0).
+fn shift_left(a: &Tensor, b: &Tensor) -> KResult<Tensor> {
+    match (a, b) {
+        (Tensor::I32 { shape, data: x }, Tensor::I32 { data: y, .. }) => Ok(Tensor::I32 {
+            shape: shape.clone(),
+            data: x
+                .iter()
+                .zip(y)
+                .map(|(&v, &s)| {
+                    if (0..32).contains(&s) {
+                        ((v as u32) << s) as i32
+                    } else {
+                        0
+                    }
+                })
+                .collect(),
+        }),
+        _ => kerr(format!(
+            "shift_left of {} and {}",
+            a.describe(),
+            b.describe()
+        )),
     }
 }
 
@@ -630,7 +731,14 @@ fn gather_rows(table: &Tensor, ids: &Tensor, out: &[usize]) -> KResult<Tensor> {
 }
 
 /// Evaluates one op on its operands.
-pub(crate) fn eval(op: &Op, ty: &TensorType, mut args: Vec<Arg<'_>>) -> KResult<Tensor> {
+/// `src` is the element type of the first operand (needed where the value
+/// alone does not say it: `bitcast_convert` of a bf16/f16 held as f32).
+pub(crate) fn eval(
+    op: &Op,
+    ty: &TensorType,
+    src: Option<DType>,
+    mut args: Vec<Arg<'_>>,
+) -> KResult<Tensor> {
     let shape = ty.shape.as_slice();
     let arity = |n: usize| -> KResult<()> {
         if args.len() == n {
@@ -645,6 +753,18 @@ pub(crate) fn eval(op: &Op, ty: &TensorType, mut args: Vec<Arg<'_>>) -> KResult<
             arity(1)?;
             let a = args.remove(0);
             Ok(convert(a, ty.dtype))
+        }
+        Op::BitcastConvert => {
+            arity(1)?;
+            bitcast_convert(args[0].t(), src, ty.dtype)
+        }
+        Op::ShiftLeft => {
+            arity(2)?;
+            shift_left(args[0].t(), args[1].t())
+        }
+        Op::OptimizationBarrier => {
+            arity(1)?;
+            Ok(args.remove(0).into_owned())
         }
         Op::Binary(b) => {
             arity(2)?;

@@ -151,7 +151,7 @@ impl Tensor {
         let kind_ok = matches!(
             (self, ty.dtype),
             (Tensor::F32 { .. }, DType::F32 | DType::BF16 | DType::F16)
-                | (Tensor::I32 { .. }, DType::I32)
+                | (Tensor::I32 { .. }, DType::I32 | DType::I16)
                 | (Tensor::I1 { .. }, DType::I1)
         );
         kind_ok && self.shape() == ty.shape.as_slice() && self.len() == ty.numel()
@@ -205,7 +205,8 @@ fn literal_tensor(lit: &Literal, ty: &TensorType) -> Tensor {
     };
     let shape = ty.shape.to_vec();
     match ty.dtype {
-        DType::I32 => Tensor::I32 {
+        // i16 values are held widened in i32 tensors.
+        DType::I32 | DType::I16 => Tensor::I32 {
             shape,
             data: vals.iter().map(|&x| x as i32).collect(),
         },
@@ -304,7 +305,8 @@ pub fn run(
                         },
                     }
                 }
-                let r = kernels::eval(op, &node.ty, args).map_err(ctx)?;
+                let src = node.args.first().map(|a| graph.nodes[a.index()].ty.dtype);
+                let r = kernels::eval(op, &node.ty, src, args).map_err(ctx)?;
                 kernels::round_to(r, node.ty.dtype)
             }
         };

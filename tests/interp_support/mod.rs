@@ -30,6 +30,8 @@ impl Rng {
                     DType::BF16 => half::bf16::from_f64(x).to_f64(),
                     DType::F16 => half::f16::from_f64(x).to_f64(),
                     DType::I32 => (x * 100.0).round(),
+                    // i16 parameters hold bf16 weights by their bits.
+                    DType::I16 => half::bf16::from_f64(x).to_bits() as i16 as f64,
                     DType::I1 => (x > 0.0) as u8 as f64,
                     DType::F32 => (x as f32) as f64,
                 }
@@ -62,7 +64,9 @@ pub fn as_tensors(module: &Module, w: &HashMap<String, Vec<f64>>) -> HashMap<Str
             let v = &w[&k];
             let shape: Vec<usize> = t.shape.to_vec();
             let tensor = match t.dtype {
-                DType::I32 => Tensor::i32(&shape, v.iter().map(|&x| x as i32).collect()),
+                DType::I32 | DType::I16 => {
+                    Tensor::i32(&shape, v.iter().map(|&x| x as i32).collect())
+                }
                 DType::I1 => Tensor::i1(&shape, v.iter().map(|&x| x != 0.0).collect()),
                 _ => Tensor::f32(&shape, v.iter().map(|&x| x as f32).collect()),
             };
@@ -326,11 +330,13 @@ pub fn write_safetensors(path: &std::path::Path, m: &Module, w: &HashMap<String,
             match t.dtype {
                 DType::BF16 => data.extend(half::bf16::from_f64(x).to_bits().to_le_bytes()),
                 DType::F16 => data.extend(half::f16::from_f64(x).to_bits().to_le_bytes()),
+                // bf16 weights declared by their bits: stored as BF16.
+                DType::I16 => data.extend((x as i16).to_le_bytes()),
                 _ => data.extend((x as f32).to_le_bytes()),
             }
         }
         let dt = match t.dtype {
-            DType::BF16 => "BF16",
+            DType::BF16 | DType::I16 => "BF16",
             DType::F16 => "F16",
             _ => "F32",
         };

@@ -156,7 +156,8 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
             Types::Short(v)
                 if v.len() == 1
                     && st.name != "stablehlo.compare"
-                    && st.name != "stablehlo.convert" =>
+                    && st.name != "stablehlo.convert"
+                    && st.name != "stablehlo.bitcast_convert" =>
             {
                 vec![&v[0]; vals.len()]
             }
@@ -343,6 +344,22 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                 let v = self.operands(st, Some(1))?;
                 let t = self.result_type(st)?;
                 let r = self.g.convert(v[0], t.dtype);
+                self.finish(st, r)
+            }
+            "stablehlo.bitcast_convert" => {
+                let v = self.operands(st, Some(1))?;
+                let t = self.result_type(st)?;
+                let r = self.g.bitcast_convert(v[0], t.dtype);
+                self.finish(st, r)
+            }
+            "stablehlo.shift_left" => {
+                let v = self.operands(st, Some(2))?;
+                let r = self.g.shift_left(v[0], v[1]);
+                self.finish(st, r)
+            }
+            "stablehlo.optimization_barrier" => {
+                let v = self.operands(st, Some(1))?;
+                let r = self.g.optimization_barrier(v[0]);
                 self.finish(st, r)
             }
             "stablehlo.compare" => {
