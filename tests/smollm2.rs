@@ -7,9 +7,8 @@
 //!   bf16-rounded weights, IREE equals kiln's interpreter, and the
 //!   redecode loop reproduces transformers' 20-token greedy generations;
 //! - interpreter only (no IREE needed): the same position checks;
-//! - Android: the module compiles for host, arm64, arm32 and Vulkan; the
-//!   arm64 module under qemu and the Vulkan module on lavapipe give the
-//!   host's ids;
+//! - Android: the module compiles for arm64 and arm32, and the arm64
+//!   module under qemu gives the host's ids (Vulkan: tests/vulkan.rs);
 //! - `kiln generate` from prompt text (plain and `--chat`) prints
 //!   transformers' continuation.
 
@@ -260,12 +259,14 @@ fn interpreter_matches_transformers() {
 }
 
 #[test]
-fn every_android_target_compiles_and_emulated_devices_match_the_host() {
+fn arm_targets_compile_and_arm64_under_qemu_matches_the_host() {
     let Some(e) = exported() else { return };
     let Some(host) = host_vmfb(e) else { return };
     let tc = toolchain().unwrap();
     let dir = e.report.mlir.parent().unwrap();
-    let targets = Target::parse_list("arm64,arm32,vulkan", None).unwrap();
+    // Vulkan is exercised end to end on a tiny model in tests/vulkan.rs:
+    // compiling SmolLM2 for Vulkan takes longer than CI allows here.
+    let targets = Target::parse_list("arm64,arm32", None).unwrap();
     let outs =
         kiln::iree::compile::compile_many(&tc, &e.report.mlir, &targets, dir, "smollm2", 2, &[])
             .unwrap();
@@ -289,14 +290,4 @@ fn every_android_target_compiles_and_emulated_devices_match_the_host() {
         .to_vec();
     let bad = mismatches(&arm_ids, &host_ids, &p.bf16_weights.margin, 0..exp.seq);
     assert!(bad.is_empty(), "arm64 under qemu vs host: {bad:?}");
-    let vk = RunOptions {
-        device: Device::Vulkan,
-        ..opts(e)
-    };
-    let vk_ids = run_module(&tc, &outs[2], &vk, &[input()]).unwrap()[0]
-        .as_i32()
-        .unwrap()
-        .to_vec();
-    let bad = mismatches(&vk_ids, &host_ids, &p.bf16_weights.margin, 0..exp.seq);
-    assert!(bad.is_empty(), "vulkan on lavapipe vs host: {bad:?}");
 }

@@ -1,0 +1,176 @@
+//! The Android path on a tiny checkpoint: the phone's redecode loop gives
+//! the same ids on the host (loaded IREE session), on the arm64 module
+//! under qemu (`--emulate arm64`, one runtime process per step) and in
+//! kiln's interpreter; and bad input to `kiln generate` / `kiln run` is a
+//! one-line error saying what to do.
+
+mod common;
+use common::*;
+use kiln::export::{export, ExportOptions};
+use kiln::generate::{generate, Interpreted, IreeRunModule};
+use kiln::iree::flags::{Device, Target};
+use kiln::iree::run::{Emulation, RunOptions};
+use kiln::iree::session::Session;
+use kiln::models::Checkpoint;
+use std::process::Command;
+
+fn kiln(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
+    let Some(tc) = toolchain() else { return };
+    let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
+    let dir = tmpdir();
+    let r = export(
+        &ckpt,
+        &ExportOptions {
+            seq: 8,
+            out_dir: dir.path().into(),
+            name: Some("tiny".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let outs = kiln::iree::compile::compile_many(
+        &tc,
+        &r.mlir,
+        &[Target::Host, Target::Arm64],
+        dir.path(),
+        "tiny",
+        2,
+        &[],
+    )
+    .unwrap();
+    let prompt = [5, 17, 3];
+    let mut session = Session::start(
+        &tc,
+        &outs[0],
+        &r.irpa,
+        "model",
+        "tiny",
+        Device::LocalTask,
+        8,
+        None,
+    )
+    .unwrap();
+    let host = generate(&mut session, &prompt, 10, &[], |_| {}).unwrap();
+    assert_eq!(
+        host.ids.len(),
+        5,
+        "SEQ 8 leaves room for 5 new tokens after a 3-token prompt"
+    );
+    let mut emulated = IreeRunModule {
+        toolchain: tc,
+        vmfb: outs[1].clone(),
+        options: RunOptions {
+            function: "tiny".into(),
+            params: vec![("model".into(), r.irpa.clone())],
+            emulate: Some(Emulation::Arm64),
+            ..Default::default()
+        },
+        seq: 8,
+    };
+    let arm = generate(&mut emulated, &prompt, 10, &[], |_| {}).unwrap();
+    let mut interp = Interpreted::open(&r.mlir, &r.irpa, "tiny").unwrap();
+    let rust = generate(&mut interp, &prompt, 10, &[], |_| {}).unwrap();
+    assert_eq!(arm, host);
+    assert_eq!(rust, host);
+    // The first new token is the fixture's prediction at the last prompt position.
+    let (code, out, err) = kiln(&[
+        "generate",
+        outs[1].to_str().unwrap(),
+        "--tokens",
+        "5,17,3",
+        "--emulate",
+        "arm64",
+        "--max-new-tokens",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let want: Vec<String> = host.ids[..2].iter().map(|x| x.to_string()).collect();
+    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), want, "{err}");
+}
+
+#[test]
+fn generate_and_run_bad_input_are_one_line_errors() {
+    let Some(tc) = toolchain() else { return };
+    let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
+    let dir = tmpdir();
+    let r = export(
+        &ckpt,
+        &ExportOptions {
+            seq: 8,
+            out_dir: dir.path().into(),
+            name: Some("tiny".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let host = dir.path().join("tiny-host.vmfb");
+    kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &host, &[]).unwrap();
+    let h = host.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["generate", h, "--tokens", "1,2,3,4,5,6,7,8"],
+            "must be at most 7 tokens",
+        ),
+        (
+            vec!["generate", h, "--prompt", "hello"],
+            "--prompt needs a tokenizer: pass --tokenizer FILE",
+        ),
+        (
+            vec!["generate", h, "--tokens", "1", "--device", "cuda"],
+            "cuda",
+        ),
+        (
+            vec!["run", h, "--tokens", "1,2,3,4,5,6,7,8,9"],
+            "9 ids but the module takes SEQ = 8",
+        ),
+    ];
+    for (args, want) in cases {
+        let (code, _, err) = kiln(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains(want),
+            "{args:?}: `{err}` should contain `{want}`"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    // Parameters that do not fit the module: another model's archive.
+    let other = Checkpoint::open(fixture("hf/tiny-llama-untied-mha")).unwrap();
+    let odir = tmpdir();
+    let o = export(
+        &other,
+        &ExportOptions {
+            seq: 8,
+            out_dir: odir.path().into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (code, _, err) = kiln(&[
+        "run",
+        h,
+        "--params",
+        o.irpa.to_str().unwrap(),
+        "--tokens",
+        "1,2",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("model.embed_tokens.weight")
+            || err.contains("out of bounds")
+            || err.contains("not found"),
+        "{err}"
+    );
+}
