@@ -130,20 +130,7 @@ pub struct ExportReport {
 /// Makes `name` a valid MLIR identifier: characters outside
 /// `[A-Za-z0-9_]` become `_`; a leading digit gets an `m_` prefix.
 pub fn identifier(name: &str) -> String {
-    let mut s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
-        s.insert_str(0, "m_");
-    }
-    s
+    crate::stablehlo::sanitize_identifier(name, "m_")
 }
 
 /// Converts f32 values to the stored little-endian bytes of `dtype`.

@@ -86,11 +86,11 @@ impl WeightSource for HashMap<String, Vec<f64>> {
     }
 }
 
-/// A symbol name for a parameter key: `[A-Za-z0-9_]` kept, anything else
-/// becomes `_`, a leading digit gets a `p_` prefix. Not injective by
-/// itself: [`print_module`] appends `_N` on a clash.
-pub fn sanitize_symbol(key: &str) -> String {
-    let mut s: String = key
+/// `name` as a bare MLIR identifier: `[A-Za-z0-9_]` kept, anything else
+/// becomes `_`; `prefix` is put in front when it would be empty or start
+/// with a digit.
+pub fn sanitize_identifier(name: &str, prefix: &str) -> String {
+    let mut s: String = name
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' {
@@ -101,9 +101,15 @@ pub fn sanitize_symbol(key: &str) -> String {
         })
         .collect();
     if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
-        s.insert_str(0, "p_");
+        s.insert_str(0, prefix);
     }
     s
+}
+
+/// A symbol name for a parameter key: [`sanitize_identifier`] with a `p_`
+/// prefix. Not injective by itself: [`print_module`] appends `_N` on a clash.
+pub fn sanitize_symbol(key: &str) -> String {
+    sanitize_identifier(key, "p_")
 }
 
 /// Escapes a string for an MLIR string literal: printable ASCII stays,
