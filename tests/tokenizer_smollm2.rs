@@ -8,7 +8,6 @@
 
 use kiln::tokenizer::{PreTokenizer, StreamDecoder, Tokenizer};
 use serde_json::{json, Value};
-use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -45,8 +44,7 @@ fn smollm2_gguf() -> Option<PathBuf> {
     Some(path)
 }
 
-/// The `tokenizer.*` metadata of a GGUF file. A minimal reader for this test
-/// (kiln's own GGUF reader lives in `params`).
+/// The `tokenizer.*` metadata of a GGUF file, read with kiln's GGUF reader.
 #[derive(Default)]
 struct GgufTokenizer {
     model: String,
@@ -59,116 +57,38 @@ struct GgufTokenizer {
     chat_template: Option<String>,
 }
 
-enum Meta {
-    Str(String),
-    Int(i64),
-    Strs(Vec<String>),
-    Ints(Vec<i64>),
-    Other,
-}
-
 fn read_gguf_tokenizer(path: &Path) -> GgufTokenizer {
-    let file = std::fs::File::open(path).expect("open gguf");
-    let mut r = BufReader::with_capacity(1 << 20, file);
-    let mut magic = [0u8; 4];
-    r.read_exact(&mut magic).unwrap();
-    assert_eq!(&magic, b"GGUF");
-    let version = u32_le(&mut r);
-    assert!(version == 2 || version == 3, "gguf version {version}");
-    let _tensors = u64_le(&mut r);
-    let kvs = u64_le(&mut r);
-    let mut out = GgufTokenizer::default();
-    for _ in 0..kvs {
-        let key = string(&mut r);
-        let ty = u32_le(&mut r);
-        let value = value(&mut r, ty);
-        match (key.as_str(), value) {
-            ("tokenizer.ggml.model", Meta::Str(s)) => out.model = s,
-            ("tokenizer.ggml.pre", Meta::Str(s)) => out.pre = s,
-            ("tokenizer.ggml.tokens", Meta::Strs(v)) => out.tokens = v,
-            ("tokenizer.ggml.merges", Meta::Strs(v)) => out.merges = v,
-            ("tokenizer.ggml.token_type", Meta::Ints(v)) => {
-                out.token_types = v.into_iter().map(|x| x as i32).collect()
-            }
-            ("tokenizer.ggml.bos_token_id", Meta::Int(i)) => out.bos = Some(i as u32),
-            ("tokenizer.ggml.eos_token_id", Meta::Int(i)) => out.eos = Some(i as u32),
-            ("tokenizer.chat_template", Meta::Str(s)) => out.chat_template = Some(s),
-            _ => {}
-        }
-    }
-    out
-}
-
-fn u32_le(r: &mut impl Read) -> u32 {
-    let mut b = [0u8; 4];
-    r.read_exact(&mut b).unwrap();
-    u32::from_le_bytes(b)
-}
-
-fn u64_le(r: &mut impl Read) -> u64 {
-    let mut b = [0u8; 8];
-    r.read_exact(&mut b).unwrap();
-    u64::from_le_bytes(b)
-}
-
-fn string(r: &mut impl Read) -> String {
-    let n = u64_le(r) as usize;
-    let mut b = vec![0u8; n];
-    r.read_exact(&mut b).unwrap();
-    String::from_utf8(b).expect("utf-8 gguf string")
-}
-
-fn scalar(r: &mut impl Read, ty: u32) -> Meta {
-    let size = match ty {
-        0 | 1 | 7 => 1,
-        2 | 3 => 2,
-        4..=6 => 4,
-        10..=12 => 8,
-        8 => return Meta::Str(string(r)),
-        _ => panic!("gguf value type {ty}"),
+    use kiln::params::gguf::{GgufFile, GgufValue};
+    let f = GgufFile::open(path).expect("open gguf");
+    let s = |k: &str| {
+        f.get_metadata(k)
+            .and_then(GgufValue::as_str)
+            .map(str::to_string)
     };
-    let mut b = [0u8; 8];
-    r.read_exact(&mut b[..size]).unwrap();
-    let v = match ty {
-        0 => i64::from(b[0]),
-        1 => i64::from(b[0] as i8),
-        2 => i64::from(u16::from_le_bytes([b[0], b[1]])),
-        3 => i64::from(i16::from_le_bytes([b[0], b[1]])),
-        4 => i64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        5 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        10 | 11 => i64::from_le_bytes(b),
-        _ => return Meta::Other,
+    let strs = |k: &str| -> Vec<String> {
+        f.get_metadata(k)
+            .and_then(GgufValue::as_string_array)
+            .map(|v| v.into_iter().map(str::to_string).collect())
+            .unwrap_or_default()
     };
-    Meta::Int(v)
-}
-
-fn value(r: &mut impl Read, ty: u32) -> Meta {
-    if ty != 9 {
-        return scalar(r, ty);
-    }
-    let elem = u32_le(r);
-    let n = u64_le(r) as usize;
-    let items: Vec<Meta> = (0..n).map(|_| value(r, elem)).collect();
-    if elem == 8 {
-        Meta::Strs(
-            items
-                .into_iter()
-                .map(|m| match m {
-                    Meta::Str(s) => s,
-                    _ => unreachable!(),
-                })
-                .collect(),
-        )
-    } else {
-        Meta::Ints(
-            items
-                .into_iter()
-                .filter_map(|m| match m {
-                    Meta::Int(i) => Some(i),
-                    _ => None,
-                })
-                .collect(),
-        )
+    let id = |k: &str| {
+        f.get_metadata(k)
+            .and_then(GgufValue::as_u64)
+            .map(|x| x as u32)
+    };
+    GgufTokenizer {
+        model: s("tokenizer.ggml.model").unwrap_or_default(),
+        pre: s("tokenizer.ggml.pre").unwrap_or_default(),
+        tokens: strs("tokenizer.ggml.tokens"),
+        merges: strs("tokenizer.ggml.merges"),
+        token_types: f
+            .get_metadata("tokenizer.ggml.token_type")
+            .and_then(GgufValue::as_array)
+            .map(|a| a.iter().map(|v| v.as_i64().unwrap_or(0) as i32).collect())
+            .unwrap_or_default(),
+        bos: id("tokenizer.ggml.bos_token_id"),
+        eos: id("tokenizer.ggml.eos_token_id"),
+        chat_template: s("tokenizer.chat_template"),
     }
 }
 
@@ -397,9 +317,11 @@ fn plain_bytelevel_tokenizer_json_matches_transformers_gguf_loader() {
     );
 }
 
-/// Encoding a long text stays fast (BPE cache per word, heap-based merges).
+/// A long text (every case 50 times, long runs of spaces and letters)
+/// round-trips; its encoding speed is printed, not asserted (speed belongs
+/// in benchmarks).
 #[test]
-fn long_text_is_fast() {
+fn long_text_round_trips() {
     let Some((_, tok)) = gguf_tokenizer() else {
         return;
     };
@@ -420,7 +342,6 @@ fn long_text_is_fast() {
         text.len(),
         ids.len()
     );
-    assert!(elapsed.as_secs_f64() < 5.0, "encode took {elapsed:?}");
     assert_eq!(tok.decode(&ids).unwrap().len(), text.len() - 50 * dropped);
 }
 
