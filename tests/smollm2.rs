@@ -76,7 +76,7 @@ fn export_honours_the_contract() {
     let mlir = std::fs::read_to_string(&e.report.mlir).unwrap();
     assert!(mlir.contains("func.func @smollm2(%arg0: tensor<1x64xi32>) -> tensor<64xi32>"));
     assert!(mlir.contains(
-        "#flow.parameter.named<\"model\"::\"model.embed_tokens.weight\"> : tensor<49152x576xbf16>"
+        "#flow.parameter.named<\"model\"::\"model.embed_tokens.weight\"> : tensor<49152x576xi16>"
     ));
     assert!(
         !mlir.contains("lm_head"),
