@@ -23,24 +23,6 @@ enum Source {
     Synthetic { seed: u64 },
 }
 
-/// Tokenizer data carried by a GGUF checkpoint (plain values, so the
-/// tokenizer module does not depend on the GGUF reader).
-#[derive(Debug, Clone, Default)]
-pub struct GgufTokenizerData {
-    /// `tokenizer.ggml.model` (e.g. `gpt2`).
-    pub model: String,
-    /// `tokenizer.ggml.pre` (e.g. `smollm`).
-    pub pre: String,
-    /// `tokenizer.ggml.tokens`.
-    pub tokens: Vec<String>,
-    /// `tokenizer.ggml.merges`.
-    pub merges: Vec<String>,
-    /// `tokenizer.ggml.token_type`, when present.
-    pub token_types: Option<Vec<i32>>,
-    /// `tokenizer.chat_template`, when present.
-    pub chat_template: Option<String>,
-}
-
 /// A checkpoint opened for export: hyperparameters and named tensors.
 pub struct Checkpoint {
     /// Default export name (folder or file stem).
@@ -52,8 +34,6 @@ pub struct Checkpoint {
     source: Source,
     /// (HF name, shape) of every tensor the graph needs, in graph order.
     tensors: Vec<(String, Vec<usize>)>,
-    /// Tokenizer data found in a GGUF file.
-    pub gguf_tokenizer: Option<GgufTokenizerData>,
 }
 
 fn model_err(path: &Path, msg: impl std::fmt::Display) -> Error {
@@ -132,14 +112,13 @@ impl Checkpoint {
             config,
             source: Source::Hf(st),
             tensors,
-            gguf_tokenizer: None,
         })
     }
 
     /// Opens a GGUF file of architecture `llama` or `mistral`.
     pub fn open_gguf(path: &Path) -> Result<Checkpoint> {
         let file = GgufFile::open(path)?;
-        let (config, tok) = gguf_config(path, &file)?;
+        let config = gguf_config(path, &file)?;
         let mut map = Vec::new();
         let mut available = Vec::new();
         for t in file.tensors() {
@@ -167,7 +146,6 @@ impl Checkpoint {
                 map,
             },
             tensors,
-            gguf_tokenizer: Some(tok),
         })
     }
 
@@ -183,7 +161,6 @@ impl Checkpoint {
             config,
             source: Source::Synthetic { seed },
             tensors,
-            gguf_tokenizer: None,
         })
     }
 
@@ -337,15 +314,9 @@ fn meta_f(file: &GgufFile, key: &str) -> Option<f64> {
     file.get_metadata(key).and_then(GgufValue::as_f64)
 }
 
-fn meta_strings(file: &GgufFile, key: &str) -> Vec<String> {
-    file.get_metadata(key)
-        .and_then(GgufValue::as_string_array)
-        .map(|v| v.into_iter().map(str::to_string).collect())
-        .unwrap_or_default()
-}
-
-/// Hyperparameters and tokenizer data from GGUF metadata.
-fn gguf_config(path: &Path, file: &GgufFile) -> Result<(LlamaConfig, GgufTokenizerData)> {
+/// Hyperparameters from GGUF metadata (the tokenizer is read separately,
+/// by [`crate::tokenizer::Tokenizer::from_gguf`]).
+fn gguf_config(path: &Path, file: &GgufFile) -> Result<LlamaConfig> {
     let arch = file
         .get_metadata("general.architecture")
         .and_then(GgufValue::as_str)
@@ -360,8 +331,11 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<(LlamaConfig, GgufTokeniz
     let head_dim = meta_u(file, path, &format!("{a}.attention.key_length"))
         .or_else(|_| meta_u(file, path, &format!("{a}.rope.dimension_count")))
         .unwrap_or(hidden.checked_div(heads).unwrap_or(0));
-    let tokens = meta_strings(file, "tokenizer.ggml.tokens");
-    let vocab = meta_u(file, path, &format!("{a}.vocab_size")).unwrap_or(tokens.len());
+    let n_tokens = file
+        .get_metadata("tokenizer.ggml.tokens")
+        .and_then(GgufValue::as_array)
+        .map_or(0, <[GgufValue]>::len);
+    let vocab = meta_u(file, path, &format!("{a}.vocab_size")).unwrap_or(n_tokens);
     let rope_scaling = match file
         .get_metadata(&format!("{a}.rope.scaling.type"))
         .and_then(GgufValue::as_str)
@@ -407,29 +381,7 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<(LlamaConfig, GgufTokeniz
             .collect(),
     };
     config.validate().map_err(|e| model_err(path, e.0))?;
-    let tok = GgufTokenizerData {
-        model: file
-            .get_metadata("tokenizer.ggml.model")
-            .and_then(GgufValue::as_str)
-            .unwrap_or("")
-            .to_string(),
-        pre: file
-            .get_metadata("tokenizer.ggml.pre")
-            .and_then(GgufValue::as_str)
-            .unwrap_or("")
-            .to_string(),
-        tokens,
-        merges: meta_strings(file, "tokenizer.ggml.merges"),
-        token_types: file
-            .get_metadata("tokenizer.ggml.token_type")
-            .and_then(GgufValue::as_array)
-            .map(|a| a.iter().map(|v| v.as_i64().unwrap_or(0) as i32).collect()),
-        chat_template: file
-            .get_metadata("tokenizer.chat_template")
-            .and_then(GgufValue::as_str)
-            .map(str::to_string),
-    };
-    Ok((config, tok))
+    Ok(config)
 }
 
 /// splitmix64: a tiny deterministic generator for synthetic weights.

@@ -18,4 +18,4 @@ impl From<crate::graph::GraphError> for ModelError {
 }
 
 pub mod checkpoint;
-pub use checkpoint::{Checkpoint, GgufTokenizerData};
+pub use checkpoint::Checkpoint;
