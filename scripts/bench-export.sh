@@ -8,9 +8,10 @@ runs="${1:-3}"
 gguf="$(bash scripts/fetch-smollm2.sh)"
 cargo build --release --offline -q 2>/dev/null || cargo build --release -q
 out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+times="$(mktemp -d)"
+trap 'rm -rf "$out" "$times"' EXIT
 for i in $(seq "$runs"); do
-  rm -rf "$out"/*
-  /usr/bin/time -f "%e %M" -o "$out/time.$i" ./target/release/kiln export "$gguf" --seq 64 --out "$out/x" --name smollm2 2>/dev/null
+  rm -rf "${out:?}"/*
+  /usr/bin/time -f "%e %M" -o "$times/time.$i" ./target/release/kiln export "$gguf" --seq 64 --out "$out/x" --name smollm2 2>/dev/null
 done
-cat "$out"/time.* | sort -n | awk -v n="$runs" '{t[NR]=$1; m[NR]=$2} END {i=int((n+1)/2); printf "kiln export SmolLM2 SEQ 64 (4 files): median wall %.2f s, peak RSS %.0f MiB (median of %d)\n", t[i], m[i]/1024, n}'
+cat "$times"/time.* | sort -n | awk -v n="$runs" '{t[NR]=$1; m[NR]=$2} END {i=int((n+1)/2); printf "kiln export SmolLM2 SEQ 64 (4 files): median wall %.2f s, peak RSS %.0f MiB (median of %d)\n", t[i], m[i]/1024, n}'

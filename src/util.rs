@@ -95,6 +95,11 @@ pub fn sha256_file(path: impl AsRef<Path>) -> Result<String> {
     Ok(hex(&h.finalize()))
 }
 
+/// Hex sha256 of bytes in memory.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
 /// Lower-case hex of a byte string.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

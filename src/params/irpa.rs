@@ -8,10 +8,10 @@
 //! segment holding the DATA bytes. See `spec/irpa.md` for every rule.
 
 use super::dtype::DType;
+use super::stream::{Slot, TensorStream, Written};
 use super::{align_up, map_file, Backing, ParamsError, Result};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// `IRPA` as a little-endian u32.
@@ -616,24 +616,26 @@ impl EntrySpec {
 /// none), then [`IrpaWriter::finish`], which pads to 4096 and renames the
 /// file into place. Dropping the writer unfinished leaves no output.
 pub struct IrpaWriter {
-    path: PathBuf,
-    out: BufWriter<crate::util::AtomicFile>,
-    specs: Vec<EntrySpec>,
-    /// Absolute file offset of each DATA entry's bytes (None for splats).
-    data_at: Vec<Option<u64>>,
-    next: usize,
-    pos: u64,
-    open: Option<u64>,
+    stream: TensorStream,
     file_size: u64,
 }
-
-const ZEROS: [u8; 4096] = [0; 4096];
 
 impl IrpaWriter {
     /// Lays out the archive, creates the temporary output and writes the
     /// header, entry table and metadata segment.
     pub fn new(path: impl AsRef<Path>, specs: Vec<EntrySpec>) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
+        Self::create(path.as_ref(), specs, false)
+    }
+
+    /// Like [`IrpaWriter::new`], and also keeps a running sha256 of every
+    /// byte written, returned by [`IrpaWriter::finish_written`] (no second
+    /// pass over the file).
+    pub fn new_hashed(path: impl AsRef<Path>, specs: Vec<EntrySpec>) -> Result<Self> {
+        Self::create(path.as_ref(), specs, true)
+    }
+
+    fn create(path: &Path, specs: Vec<EntrySpec>, hash: bool) -> Result<Self> {
+        let path = path.to_path_buf();
         let ovf = |what: &str| ParamsError::Overflow {
             file: path.clone(),
             tensor: None,
@@ -766,102 +768,36 @@ impl IrpaWriter {
             head.extend_from_slice(s.name.as_bytes());
             head.extend_from_slice(&s.metadata);
         }
-        let file = crate::util::AtomicFile::create(&path)
-            .map_err(|e| ParamsError::from_crate(&path, e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        out.write_all(&head)
-            .map_err(|e| ParamsError::io(&path, e))?;
-        let data_at = data_rel
+        let slots = specs
             .iter()
-            .map(|r| r.map(|o| storage_start + o))
+            .zip(&data_rel)
+            .filter_map(|(s, r)| {
+                r.map(|o| Slot {
+                    name: s.name.clone(),
+                    start: storage_start + o,
+                    len: s.length,
+                })
+            })
             .collect();
         Ok(IrpaWriter {
-            path,
-            out,
-            specs,
-            data_at,
-            next: 0,
-            pos: head.len() as u64,
-            open: None,
+            stream: TensorStream::create(&path, &head, slots, hash)?,
             file_size,
         })
     }
 
-    fn err(&self, tensor: Option<&str>, msg: String) -> ParamsError {
-        ParamsError::Write {
-            file: self.path.clone(),
-            tensor: tensor.map(str::to_string),
-            msg,
-        }
-    }
-
-    fn skip_splats(&mut self) {
-        while self.next < self.specs.len() && self.data_at[self.next].is_none() {
-            self.next += 1;
-        }
-    }
-
-    fn pad_to(&mut self, target: u64) -> Result<()> {
-        while self.pos < target {
-            let n = (target - self.pos).min(ZEROS.len() as u64) as usize;
-            self.out
-                .write_all(&ZEROS[..n])
-                .map_err(|e| ParamsError::io(&self.path, e))?;
-            self.pos += n as u64;
-        }
-        Ok(())
-    }
-
     /// Starts the bytes of DATA entry `name`, the next one declared.
     pub fn begin_tensor(&mut self, name: &str) -> Result<()> {
-        if self.open.is_some() {
-            return Err(self.err(Some(name), "previous tensor not ended".into()));
-        }
-        self.skip_splats();
-        let Some(s) = self.specs.get(self.next) else {
-            return Err(self.err(
-                Some(name),
-                "not a declared DATA entry, or written twice".into(),
-            ));
-        };
-        if s.name != name {
-            let next = s.name.clone();
-            return Err(self.err(
-                Some(name),
-                format!("written out of order: `{next}` comes next"),
-            ));
-        }
-        let at = self.data_at[self.next].unwrap_or(self.pos);
-        self.pad_to(at)?;
-        self.open = Some(0);
-        Ok(())
+        self.stream.begin(name)
     }
 
     /// Appends bytes to the open entry.
     pub fn write_chunk(&mut self, bytes: &[u8]) -> Result<()> {
-        let Some(done) = self.open else {
-            return Err(self.err(None, "write_chunk without begin_tensor".into()));
-        };
-        let want = self.specs[self.next].length;
-        let total = done + bytes.len() as u64;
-        if total > want {
-            let name = self.specs[self.next].name.clone();
-            return Err(self.err(
-                Some(&name),
-                format!("{total} bytes written, {want} declared"),
-            ));
-        }
-        self.out
-            .write_all(bytes)
-            .map_err(|e| ParamsError::io(&self.path, e))?;
-        self.pos += bytes.len() as u64;
-        self.open = Some(total);
-        Ok(())
+        self.stream.chunk(bytes)
     }
 
     /// Appends `len` bytes of `src`, starting at `offset`, to the open
     /// entry, copied by the kernel (`copy_file_range` on Linux) without
-    /// passing through user space.
+    /// passing through user space unless the writer hashes.
     pub fn copy_chunk_from(
         &mut self,
         src: &std::fs::File,
@@ -869,38 +805,12 @@ impl IrpaWriter {
         offset: u64,
         len: u64,
     ) -> Result<()> {
-        let Some(done) = self.open else {
-            return Err(self.err(None, "copy_chunk_from without begin_tensor".into()));
-        };
-        let want = self.specs[self.next].length;
-        if done + len > want {
-            let name = self.specs[self.next].name.clone();
-            return Err(self.err(
-                Some(&name),
-                format!("{} bytes written, {want} declared", done + len),
-            ));
-        }
-        super::kernel_copy(&mut self.out, &self.path, src, src_path, offset, len)?;
-        self.pos += len;
-        self.open = Some(done + len);
-        Ok(())
+        self.stream.copy_from(src, src_path, offset, len)
     }
 
     /// Closes the open entry, checking its byte count.
     pub fn end_tensor(&mut self) -> Result<()> {
-        let Some(done) = self.open.take() else {
-            return Err(self.err(None, "end_tensor without begin_tensor".into()));
-        };
-        let want = self.specs[self.next].length;
-        if done != want {
-            let name = self.specs[self.next].name.clone();
-            return Err(self.err(
-                Some(&name),
-                format!("{done} bytes written, {want} declared"),
-            ));
-        }
-        self.next += 1;
-        Ok(())
+        self.stream.end()
     }
 
     /// Writes a whole DATA entry (the next one declared).
@@ -911,20 +821,13 @@ impl IrpaWriter {
     }
 
     /// Checks every DATA entry was written, pads to 4096 and renames into place.
-    pub fn finish(mut self) -> Result<PathBuf> {
-        self.skip_splats();
-        if self.open.is_some() || self.next != self.specs.len() {
-            let missing = self.specs.get(self.next).map(|s| s.name.clone());
-            return Err(self.err(missing.as_deref(), "entry data never written".into()));
-        }
-        let size = self.file_size;
-        self.pad_to(size)?;
-        let path = self.path.clone();
-        let mut file = self
-            .out
-            .into_inner()
-            .map_err(|e| ParamsError::io(&path, e.into_error()))?;
-        super::safetensors::set_mode_0644(file.file());
-        file.commit().map_err(|e| ParamsError::from_crate(&path, e))
+    pub fn finish(self) -> Result<PathBuf> {
+        Ok(self.finish_written()?.path)
+    }
+
+    /// [`IrpaWriter::finish`], returning the size and (when created with
+    /// [`IrpaWriter::new_hashed`]) the sha256 too.
+    pub fn finish_written(self) -> Result<Written> {
+        self.stream.finish(self.file_size)
     }
 }

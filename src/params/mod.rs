@@ -15,6 +15,7 @@
 //! | [`gguf`] | GGUF reader |
 //! | [`quant`] | GGML block dequantization kernels |
 //! | [`source`] | a format-agnostic view over all three ([`open_any`]) |
+//! | `stream` | the streaming, hashing, atomic core both writers share |
 
 pub mod convert;
 pub mod dtype;
@@ -24,10 +25,12 @@ pub mod irpa;
 pub mod quant;
 pub mod safetensors;
 pub mod source;
+mod stream;
 
 pub use dtype::DType;
 pub use error::ParamsError;
 pub use source::{open_any, Format, ParamSource, SourceDType, TensorMeta};
+pub use stream::Written;
 
 /// `Result` with [`ParamsError`].
 pub type Result<T, E = ParamsError> = std::result::Result<T, E>;

@@ -7,10 +7,10 @@
 //! to the start of the data. See `spec/safetensors.md` for every rule.
 
 use super::dtype::{checked_nbytes, DType};
+use super::stream::{Slot, TensorStream, Written};
 use super::{map_file, Backing, ParamsError, Result};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use std::collections::{HashMap, HashSet};
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Largest header kiln accepts (same cap as the `safetensors` crate).
@@ -585,13 +585,8 @@ impl TensorSpec {
 /// The header lists tensors in declaration order (deterministic), with
 /// `__metadata__` first when given, and is padded with spaces to 8 bytes.
 pub struct SafetensorsWriter {
-    path: PathBuf,
-    out: BufWriter<crate::util::AtomicFile>,
-    specs: Vec<TensorSpec>,
-    sizes: Vec<u64>,
-    next: usize,
-    /// Bytes written so far for the current tensor, when one is open.
-    open: Option<u64>,
+    stream: TensorStream,
+    size: u64,
 }
 
 impl SafetensorsWriter {
@@ -601,77 +596,63 @@ impl SafetensorsWriter {
         specs: &[TensorSpec],
         metadata: &[(String, String)],
     ) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        let header = build_header(&path, specs, metadata)?;
-        let sizes = specs
-            .iter()
-            .map(|s| checked_nbytes(s.dtype, &s.shape).unwrap_or(0))
-            .collect();
-        let file = crate::util::AtomicFile::create(&path)
-            .map_err(|e| ParamsError::from_crate(&path, e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        out.write_all(&(header.len() as u64).to_le_bytes())
-            .and_then(|_| out.write_all(&header))
-            .map_err(|e| ParamsError::io(&path, e))?;
-        Ok(SafetensorsWriter {
-            path,
-            out,
-            specs: specs.to_vec(),
-            sizes,
-            next: 0,
-            open: None,
-        })
+        Self::create(path.as_ref(), specs, metadata, false)
     }
 
-    fn err(&self, tensor: Option<&str>, msg: String) -> ParamsError {
-        ParamsError::Write {
-            file: self.path.clone(),
-            tensor: tensor.map(str::to_string),
-            msg,
-        }
+    /// Like [`SafetensorsWriter::new`], and also keeps a running sha256 of
+    /// every byte written, returned by [`SafetensorsWriter::finish_written`]
+    /// (no second pass over the file).
+    pub fn new_hashed(
+        path: impl AsRef<Path>,
+        specs: &[TensorSpec],
+        metadata: &[(String, String)],
+    ) -> Result<Self> {
+        Self::create(path.as_ref(), specs, metadata, true)
+    }
+
+    fn create(
+        path: &Path,
+        specs: &[TensorSpec],
+        metadata: &[(String, String)],
+        hash: bool,
+    ) -> Result<Self> {
+        let header = build_header(path, specs, metadata)?;
+        let mut head = Vec::with_capacity(8 + header.len());
+        head.extend_from_slice(&(header.len() as u64).to_le_bytes());
+        head.extend_from_slice(&header);
+        let mut at = head.len() as u64;
+        let slots = specs
+            .iter()
+            .map(|s| {
+                let len = checked_nbytes(s.dtype, &s.shape).unwrap_or(0);
+                let slot = Slot {
+                    name: s.name.clone(),
+                    start: at,
+                    len,
+                };
+                at += len;
+                slot
+            })
+            .collect();
+        Ok(SafetensorsWriter {
+            stream: TensorStream::create(path, &head, slots, hash)?,
+            size: at,
+        })
     }
 
     /// Starts streaming the bytes of `name`, which must be the next declared tensor.
     pub fn begin_tensor(&mut self, name: &str) -> Result<()> {
-        if self.open.is_some() {
-            return Err(self.err(Some(name), "previous tensor not ended".into()));
-        }
-        match self.specs.get(self.next) {
-            Some(s) if s.name == name => {
-                self.open = Some(0);
-                Ok(())
-            }
-            Some(s) => Err(self.err(
-                Some(name),
-                format!("written out of order: `{}` comes next", s.name),
-            )),
-            None => Err(self.err(Some(name), "not declared, or written twice".into())),
-        }
+        self.stream.begin(name)
     }
 
     /// Appends bytes to the open tensor.
     pub fn write_chunk(&mut self, bytes: &[u8]) -> Result<()> {
-        let Some(done) = self.open else {
-            return Err(self.err(None, "write_chunk without begin_tensor".into()));
-        };
-        let want = self.sizes[self.next];
-        let total = done + bytes.len() as u64;
-        if total > want {
-            let name = self.specs[self.next].name.clone();
-            return Err(self.err(
-                Some(&name),
-                format!("{total} bytes written but shape × dtype is {want}"),
-            ));
-        }
-        self.out
-            .write_all(bytes)
-            .map_err(|e| ParamsError::io(&self.path, e))?;
-        self.open = Some(total);
-        Ok(())
+        self.stream.chunk(bytes)
     }
 
     /// Appends `len` bytes of `src`, starting at `offset`, to the open
-    /// tensor, copied by the kernel (`copy_file_range` on Linux).
+    /// tensor, copied by the kernel (`copy_file_range` on Linux) unless the
+    /// writer hashes.
     pub fn copy_chunk_from(
         &mut self,
         src: &std::fs::File,
@@ -679,37 +660,12 @@ impl SafetensorsWriter {
         offset: u64,
         len: u64,
     ) -> Result<()> {
-        let Some(done) = self.open else {
-            return Err(self.err(None, "copy_chunk_from without begin_tensor".into()));
-        };
-        let want = self.sizes[self.next];
-        if done + len > want {
-            let name = self.specs[self.next].name.clone();
-            return Err(self.err(
-                Some(&name),
-                format!("{} bytes written but shape × dtype is {want}", done + len),
-            ));
-        }
-        super::kernel_copy(&mut self.out, &self.path, src, src_path, offset, len)?;
-        self.open = Some(done + len);
-        Ok(())
+        self.stream.copy_from(src, src_path, offset, len)
     }
 
-    /// Closes the open tensor, checking its byte count.
+    /// Closes the open tensor, checking its byte count against shape × dtype.
     pub fn end_tensor(&mut self) -> Result<()> {
-        let Some(done) = self.open.take() else {
-            return Err(self.err(None, "end_tensor without begin_tensor".into()));
-        };
-        let want = self.sizes[self.next];
-        if done != want {
-            let name = self.specs[self.next].name.clone();
-            return Err(self.err(
-                Some(&name),
-                format!("{done} bytes written but shape × dtype is {want}"),
-            ));
-        }
-        self.next += 1;
-        Ok(())
+        self.stream.end()
     }
 
     /// Writes a whole tensor (the next declared one).
@@ -721,29 +677,14 @@ impl SafetensorsWriter {
 
     /// Checks every tensor was written, then renames the file into place.
     pub fn finish(self) -> Result<PathBuf> {
-        if self.open.is_some() || self.next != self.specs.len() {
-            let missing = self.specs.get(self.next).map(|s| s.name.clone());
-            return Err(self.err(missing.as_deref(), "tensor never written".into()));
-        }
-        let path = self.path.clone();
-        let mut file = self
-            .out
-            .into_inner()
-            .map_err(|e| ParamsError::io(&path, e.into_error()))?;
-        set_mode_0644(file.file());
-        file.commit().map_err(|e| ParamsError::from_crate(&path, e))
+        Ok(self.finish_written()?.path)
     }
-}
 
-/// Gives an output the usual permissions (temporary files start at 0600).
-pub(crate) fn set_mode_0644(f: &std::fs::File) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = f.set_permissions(std::fs::Permissions::from_mode(0o644));
+    /// [`SafetensorsWriter::finish`], returning the size and (when created
+    /// with [`SafetensorsWriter::new_hashed`]) the sha256 too.
+    pub fn finish_written(self) -> Result<Written> {
+        self.stream.finish(self.size)
     }
-    #[cfg(not(unix))]
-    let _ = f;
 }
 
 fn build_header(
