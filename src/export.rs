@@ -14,7 +14,7 @@ use crate::models::{Checkpoint, LlamaConfig};
 use crate::params::convert::{f32_to_bf16_rne, f32_to_f16};
 use crate::params::irpa::{EntrySpec, IrpaWriter};
 use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
-use crate::params::DType as StDType;
+use crate::params::{DType as StDType, Written};
 use crate::stablehlo::{print_module, ConstantPolicy, PrintOptions, WeightSource};
 use crate::{Error, Result};
 use serde::Serialize;
@@ -179,6 +179,14 @@ struct CheckpointWeights<'a>(&'a Checkpoint);
 impl WeightSource for CheckpointWeights<'_> {
     fn values(&self, key: &str, ty: &crate::graph::TensorType) -> Result<Vec<f64>> {
         let v = self.0.read_f32(key)?;
+        if ty.dtype == DType::I32 && v.len() == 2 * ty.numel() {
+            // bf16 pairs (`Graph::weight`): element 2i low, 2i+1 high.
+            let bits = |x: f32| half::bf16::from_f32(x).to_bits() as u32;
+            return Ok(v
+                .chunks_exact(2)
+                .map(|p| (bits(p[0]) | (bits(p[1]) << 16)) as i32 as f64)
+                .collect());
+        }
         Ok(v.iter()
             .map(|&x| match ty.dtype {
                 DType::BF16 => half::bf16::from_f32(x).to_f64(),
@@ -230,18 +238,16 @@ pub fn build_module(
     Ok(m)
 }
 
-fn record(path: &Path) -> Result<FileRecord> {
-    let bytes = std::fs::metadata(path)
-        .map_err(|e| Error::io(path, e))?
-        .len();
-    Ok(FileRecord {
-        path: path
+fn record(w: Written) -> FileRecord {
+    FileRecord {
+        path: w
+            .path
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        bytes,
-        sha256: crate::util::sha256_file(path)?,
-    })
+        bytes: w.bytes,
+        sha256: w.sha256.unwrap_or_default(),
+    }
 }
 
 /// Exports `ckpt`: see the module docs.
@@ -308,60 +314,76 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         .map(|(n, s)| EntrySpec::data(n.clone(), (s.iter().product::<usize>() * wd.size()) as u64))
         .collect();
     let meta = vec![("format".to_string(), "pt".to_string())];
-    let mut st = SafetensorsWriter::new(&st_path, &specs, &meta)?;
-    let mut irpa = IrpaWriter::new(&irpa_path, entries)?;
+    let st = SafetensorsWriter::new_hashed(&st_path, &specs, &meta)?;
+    let irpa = IrpaWriter::new_hashed(&irpa_path, entries)?;
     let bar = progress_bar(opts.progress, tensors.len() as u64);
     let mut count = 0u64;
     let mut bytes_total = 0u64;
-    // One thread reads and converts the next tensor while this one writes
-    // the previous: at most two tensors are in memory at once.
-    let write_result: Result<()> = std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(1);
-        scope.spawn(move || {
-            for (n, _) in tensors {
-                let r = ckpt.read_f32(n).and_then(|v| encode_weights(&v, wd));
-                let failed = r.is_err();
-                if tx.send(r).is_err() || failed {
+    // This thread reads and converts tensor by tensor; two writer threads
+    // each write (and hash) one file. Rendezvous channels bound the tensors
+    // in memory to the one being converted plus the one being written.
+    let (st_written, irpa_written) = std::thread::scope(|scope| -> Result<_> {
+        type Chunk = std::sync::Arc<Vec<u8>>;
+        let (st_tx, st_rx) = std::sync::mpsc::sync_channel::<(&String, Chunk)>(0);
+        let (irpa_tx, irpa_rx) = std::sync::mpsc::sync_channel::<(&String, Chunk)>(0);
+        let st_thread = scope.spawn(move || -> Result<Written> {
+            let mut st = st;
+            for (n, bytes) in st_rx {
+                st.write_tensor(n, &bytes)?;
+            }
+            Ok(st.finish_written()?)
+        });
+        let irpa_thread = scope.spawn(move || -> Result<Written> {
+            let mut irpa = irpa;
+            for (n, bytes) in irpa_rx {
+                irpa.write_tensor(n, &bytes)?;
+            }
+            Ok(irpa.finish_written()?)
+        });
+        let mut read_result = Ok(());
+        for (n, s) in tensors {
+            let bytes = match ckpt.read_f32(n).and_then(|v| encode_weights(&v, wd)) {
+                Ok(b) => std::sync::Arc::new(b),
+                Err(e) => {
+                    read_result = Err(e);
                     break;
                 }
-            }
-        });
-        for (n, s) in tensors {
-            let bytes = rx
-                .recv()
-                .map_err(|_| Error::Usage(format!("weight reader stopped before \"{n}\"")))??;
-            st.write_tensor(n, &bytes)?;
-            irpa.write_tensor(n, &bytes)?;
+            };
             count += s.iter().product::<usize>() as u64;
             bytes_total += bytes.len() as u64;
+            // A failed send means that writer stopped on an error, which
+            // its join reports.
+            if st_tx.send((n, bytes.clone())).is_err() || irpa_tx.send((n, bytes)).is_err() {
+                break;
+            }
             bar.inc(1);
         }
-        Ok(())
-    });
-    write_result?;
-    st.finish()?;
-    irpa.finish()?;
+        drop((st_tx, irpa_tx));
+        let join = |h: std::thread::ScopedJoinHandle<'_, Result<Written>>| {
+            h.join()
+                .unwrap_or_else(|_| Err(Error::Usage("weight writer thread panicked".into())))
+        };
+        let (st_w, irpa_w) = (join(st_thread), join(irpa_thread));
+        read_result?;
+        Ok((st_w?, irpa_w?))
+    })?;
     bar.finish_and_clear();
     let weights_seconds = t1.elapsed().as_secs_f64();
 
     let out = |p: &Path| opts.out_dir.join(p.file_name().unwrap_or_default());
-    // Hash the three files concurrently (the two weight files dominate).
-    let records: Vec<Result<FileRecord>> = std::thread::scope(|s| {
-        let handles: Vec<_> = [&mlir_path, &st_path, &irpa_path]
-            .into_iter()
-            .map(|p| s.spawn(move || record(p)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Usage("hashing thread panicked".into())))
-            })
-            .collect()
-    });
+    // The writers hashed every byte as they wrote it: no second pass.
+    let mlir_written = Written {
+        path: mlir_path.clone(),
+        bytes: text.len() as u64,
+        sha256: Some(crate::util::sha256_hex(text.as_bytes())),
+    };
     let mut files = std::collections::BTreeMap::new();
-    for (key, rec) in ["mlir", "safetensors", "irpa"].into_iter().zip(records) {
-        files.insert(key.to_string(), rec?);
+    for (key, w) in [
+        ("mlir", mlir_written),
+        ("safetensors", st_written),
+        ("irpa", irpa_written),
+    ] {
+        files.insert(key.to_string(), record(w));
     }
     let seq = opts.seq;
     let manifest = Manifest {

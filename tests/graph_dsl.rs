@@ -201,6 +201,18 @@ fn snapshot_every_op() {
             .unwrap())
     );
     snap!(
+        "op_and",
+        one("and", &[i.clone(), i.clone()], |g, a| g
+            .bitwise_and(a[0], a[1])
+            .unwrap())
+    );
+    snap!(
+        "op_parameter_bf16_odd",
+        one("parameter_bf16_odd", &[], |g, _| g
+            .weight("layers.0.w", DType::BF16, &[3])
+            .unwrap())
+    );
+    snap!(
         "op_bitcast_convert",
         one("bitcast_convert", &[x.clone()], |g, a| g
             .bitcast_convert(a[0], DType::I32)
@@ -275,10 +287,12 @@ fn policy_module() -> (Module, HashMap<String, Vec<f64>>) {
     m.functions.push(g);
     let mut w = HashMap::new();
     w.insert("small.w".to_string(), vec![1.0, 0.5, -0.25, f64::INFINITY]);
-    // bf16 weights are i16 parameters: their values are the bf16 bits.
+    // bf16 weights are i32 parameters holding two bf16 bit patterns each
+    // (element 2i in the low half): `[3, 2]` is declared `[3, 1]`.
+    let b = |x: f32| half::bf16::from_f32(x).to_bits() as u32;
     let bits = [1.0f32, 2.0, 3.0, -1.0, 0.0078125, 1.5]
-        .iter()
-        .map(|&x| half::bf16::from_f32(x).to_bits() as i16 as f64)
+        .chunks_exact(2)
+        .map(|p| (b(p[0]) | b(p[1]) << 16) as i32 as f64)
         .collect();
     w.insert("big.w".to_string(), bits);
     (m, w)
@@ -402,6 +416,22 @@ fn malformed_builds_give_documented_errors() {
             }),
             "shift_left",
             "needs two i32 tensors of one type, got tensor<2xf32> and tensor<2xf32>",
+        ),
+        (
+            build_err(|g| {
+                let a = g.input(f32t(&[2]));
+                g.bitwise_and(a, a)
+            }),
+            "and",
+            "needs two i32 tensors of one type, got tensor<2xf32> and tensor<2xf32>",
+        ),
+        (
+            build_err(|g| {
+                let a = g.input(TensorType::new(DType::I32, &[3]));
+                g.bf16_pairs_to_f32(a, &[5])
+            }),
+            "bf16_pairs_to_f32",
+            "needs an i32 tensor of half the elements of [5], got tensor<3xi32>",
         ),
         (
             build_err(|g| {

@@ -20,7 +20,7 @@ pub struct Args {
         value_name = "LIST"
     )]
     pub target: Vec<String>,
-    /// Vulkan target name for `--iree-vulkan-target` (default valhall).
+    /// Vulkan target for `--iree-vulkan-target` (default vp_android_baseline_2022, any Android GPU; valhall, adreno: tuned)
     #[arg(long, value_name = "NAME")]
     pub vulkan_target: Option<String>,
     /// Output directory (default: the module's directory). Files are `NAME-<target>.vmfb`.

@@ -22,7 +22,7 @@ mod composite;
 mod ops;
 mod types;
 
-pub use ops::DotDims;
+pub use ops::{bf16_pairs_shape, DotDims};
 pub use types::{DType, Shape, TensorType};
 
 use smallvec::SmallVec;
@@ -232,6 +232,8 @@ pub enum Op {
     /// `stablehlo.shift_left` of i32 operands (bits shifted out are lost;
     /// shifts of 32 or more give 0).
     ShiftLeft,
+    /// `stablehlo.and` of i32 operands (bitwise).
+    BitwiseAnd,
     /// `stablehlo.optimization_barrier`: the identity, which IREE does not
     /// fuse across.
     OptimizationBarrier,
@@ -304,6 +306,7 @@ impl Op {
             Op::Convert => "convert",
             Op::BitcastConvert => "bitcast_convert",
             Op::ShiftLeft => "shift_left",
+            Op::BitwiseAnd => "and",
             Op::OptimizationBarrier => "optimization_barrier",
             Op::Binary(b) => b.name(),
             Op::Unary(u) => u.name(),

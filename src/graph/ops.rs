@@ -89,13 +89,18 @@ impl Graph {
     /// A weight of stored dtype `stored`, widened in-graph to f32 when it
     /// is stored as bf16 or f16 (loaded in its stored size, computed in f32).
     ///
-    /// A bf16 weight is declared as an `i16` parameter (the same bytes) and
-    /// widened exactly by its bits: `convert` to i32, `shift_left` by 16,
-    /// `bitcast_convert` to f32. IREE's Vulkan (SPIR-V) backend cannot
-    /// legalize bf16 buffers that feed a `dot_general` (`vector.bitcast …
-    /// vector<4xbf16>`); this form compiles there and gives the same f32
-    /// values as `convert` (bf16 is the top half of an f32). An f16 weight
-    /// is `convert`ed.
+    /// A bf16 weight with an even element count is declared as an `i32`
+    /// parameter over the same bytes, each element holding two bf16 values
+    /// (little-endian: the even element in the low half), with the last
+    /// dim halved (or flattened to `[n/2]` when the last dim is odd), and
+    /// widened exactly in-graph by [`Graph::bf16_pairs_to_f32`]. Only
+    /// 32-bit types reach IREE: its Vulkan backend fails on bf16 buffers
+    /// feeding a `dot_general` (`vector.bitcast … vector<4xbf16>`), takes
+    /// minutes per matmul when i16 loads are widened inside it, and the
+    /// Android baseline profile has no 16-bit storage at all (see
+    /// `spec/stablehlo-subset.md`). A bf16 weight with an odd element count
+    /// is declared as `i16` and widened by [`Graph::bf16_bits_to_f32`]. An
+    /// f16 weight is `convert`ed.
     pub fn weight(
         &mut self,
         key: &str,
@@ -104,15 +109,56 @@ impl Graph {
     ) -> Result<Value, GraphError> {
         match stored {
             DType::F32 => self.parameter(key, TensorType::new(stored, shape)),
-            DType::BF16 => {
-                let p = self.parameter(key, TensorType::new(DType::I16, shape))?;
-                self.bf16_bits_to_f32(p)
-            }
+            DType::BF16 => match bf16_pairs_shape(shape) {
+                Some(pairs) => {
+                    let p = self.parameter(key, TensorType::new(DType::I32, &pairs))?;
+                    self.bf16_pairs_to_f32(p, shape)
+                }
+                None => {
+                    let p = self.parameter(key, TensorType::new(DType::I16, shape))?;
+                    self.bf16_bits_to_f32(p)
+                }
+            },
             _ => {
                 let p = self.parameter(key, TensorType::new(stored, shape))?;
                 self.convert(p, DType::F32)
             }
         }
+    }
+
+    /// Widens i32 tensors holding two bf16 bit patterns each (element `2i`
+    /// in the low half, `2i+1` in the high half) to the f32 values of
+    /// `shape` (exact; `shape` has twice the elements). Elementwise only,
+    /// so IREE fuses it into the consumer:
+    /// `b = broadcast(pairs) : […, 2]`,
+    /// `f = bitcast_convert(and(shift_left(b, [16, 0]), 0xFFFF0000), f32)`,
+    /// `reshape(f, shape)`.
+    pub fn bf16_pairs_to_f32(
+        &mut self,
+        pairs: Value,
+        shape: &[usize],
+    ) -> Result<Value, GraphError> {
+        self.checked("bf16_pairs_to_f32", &[pairs])?;
+        let t = self.ty(pairs).clone();
+        let n: Option<usize> = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if t.dtype != DType::I32 || n != t.numel().checked_mul(2) {
+            return err(
+                "bf16_pairs_to_f32",
+                format!("needs an i32 tensor of half the elements of {shape:?}, got {t}"),
+            );
+        }
+        let mut wide = t.shape.to_vec();
+        wide.push(2);
+        let rank = t.rank();
+        let dims: Vec<usize> = (0..rank).collect();
+        let b = self.broadcast_in_dim(pairs, &wide, &dims)?;
+        let amounts = self.dense(DType::I32, &[2], vec![16.0, 0.0])?;
+        let amounts = self.broadcast_in_dim(amounts, &wide, &[rank])?;
+        let shifted = self.shift_left(b, amounts)?;
+        let mask = self.splat(DType::I32, &wide, -65536.0)?;
+        let high = self.bitwise_and(shifted, mask)?;
+        let f = self.bitcast_convert(high, DType::F32)?;
+        self.reshape(f, shape)
     }
 
     /// Widens i16 bf16 bit patterns to the f32 values they encode (exact):
@@ -223,6 +269,20 @@ impl Graph {
         }
         let ty = ta.clone();
         Ok(self.push(Op::ShiftLeft, &[a, b], ty))
+    }
+
+    /// `a & b` elementwise on i32 tensors of one type (`stablehlo.and`).
+    pub fn bitwise_and(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.checked("and", &[a, b])?;
+        let (ta, tb) = (self.ty(a), self.ty(b));
+        if ta != tb || ta.dtype != DType::I32 {
+            return err(
+                "and",
+                format!("needs two i32 tensors of one type, got {ta} and {tb}"),
+            );
+        }
+        let ty = ta.clone();
+        Ok(self.push(Op::BitwiseAnd, &[a, b], ty))
     }
 
     /// The identity on `x`, as a barrier IREE does not fuse across. Used
@@ -696,4 +756,18 @@ impl Graph {
         };
         Ok(self.push(Op::Argmax { dim }, &[x, iota, ninf, zero], ty))
     }
+}
+
+/// The i32 shape a bf16 weight of `shape` is declared with
+/// ([`Graph::weight`]): the last dim halved when it is even, else `[n/2]`;
+/// `None` when the element count is odd (or `shape` is rank 0).
+pub fn bf16_pairs_shape(shape: &[usize]) -> Option<Vec<usize>> {
+    let (&last, rest) = shape.split_last()?;
+    if last % 2 == 0 {
+        let mut s = rest.to_vec();
+        s.push(last / 2);
+        return Some(s);
+    }
+    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
+    (n % 2 == 0).then(|| vec![n / 2])
 }

@@ -67,6 +67,20 @@ impl ParamSource for FileParams {
                 .zip(&ty.shape)
                 .all(|(&a, &b)| a == b as u64);
         let plain = meta.dtype.plain();
+        // bf16 weights with an even element count are declared as i32
+        // pairs over the same bytes (`Graph::weight`).
+        let file_shape: Vec<usize> = meta.shape.iter().map(|&d| d as usize).collect();
+        let bf16_pairs = matches!(
+            plain,
+            Some(crate::params::DType::BF16 | crate::params::DType::I16)
+        ) && ty.dtype == DType::I32
+            && crate::graph::bf16_pairs_shape(&file_shape).as_deref() == Some(&ty.shape[..]);
+        if bf16_pairs {
+            let raw = self.src.raw(key)?;
+            if let Some(t) = decode_raw(&raw, ty) {
+                return Ok(t);
+            }
+        }
         let same_dtype = matches!(
             (plain, ty.dtype),
             (Some(crate::params::DType::F32), DType::F32)

@@ -426,6 +426,17 @@ fn shift_left(a: &Tensor, b: &Tensor) -> KResult<Tensor> {
     }
 }
 
+/// `a & b` on i32.
+fn bitwise_and(a: &Tensor, b: &Tensor) -> KResult<Tensor> {
+    match (a, b) {
+        (Tensor::I32 { shape, data: x }, Tensor::I32 { data: y, .. }) => Ok(Tensor::I32 {
+            shape: shape.clone(),
+            data: x.iter().zip(y).map(|(&v, &w)| v & w).collect(),
+        }),
+        _ => kerr(format!("and of {} and {}", a.describe(), b.describe())),
+    }
+}
+
 fn cmp<T: PartialOrd>(dir: CompareDir, x: T, y: T) -> bool {
     match dir {
         CompareDir::Eq => x == y,
@@ -761,6 +772,10 @@ pub(crate) fn eval(
         Op::ShiftLeft => {
             arity(2)?;
             shift_left(args[0].t(), args[1].t())
+        }
+        Op::BitwiseAnd => {
+            arity(2)?;
+            bitwise_and(args[0].t(), args[1].t())
         }
         Op::OptimizationBarrier => {
             arity(1)?;

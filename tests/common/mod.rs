@@ -194,3 +194,21 @@ pub fn files_in(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// True when a lavapipe ICD is installed (apt package mesa-vulkan-drivers).
+pub fn lavapipe_present() -> bool {
+    let dirs = ["/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d"];
+    let found = dirs.iter().any(|d| {
+        std::fs::read_dir(d).is_ok_and(|r| {
+            r.filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().starts_with("lvp_icd"))
+        })
+    });
+    if !found {
+        if iree_required() {
+            panic!("lavapipe required (CI=true): apt-get install mesa-vulkan-drivers");
+        }
+        eprintln!("SKIP: no lavapipe Vulkan driver (apt-get install mesa-vulkan-drivers)");
+    }
+    found
+}

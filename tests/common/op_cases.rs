@@ -746,6 +746,51 @@ pub fn all() -> Vec<OpCase> {
             g.bf16_bits_to_f32(narrow).unwrap()
         },
     ));
+    let ma: Vec<i32> = vec![
+        -1,
+        0x1234_5678,
+        -0x8000,
+        7,
+        0,
+        -65536,
+        0x7fff_ffff,
+        3,
+        12,
+        -9,
+        5,
+        1,
+    ];
+    let mb: Vec<i32> = vec![-65536, -65536, 0xffff, 5, -1, 0x0f0f, -1, 6, 10, -16, 0, 1];
+    cases.push(case(
+        "and",
+        vec![HostT::i(&sh, ma.clone()), HostT::i(&sh, mb.clone())],
+        HostT::i(&sh, ma.iter().zip(&mb).map(|(&x, &y)| x & y).collect()),
+        EXACT,
+        |g, v| g.bitwise_and(v[0], v[1]).unwrap(),
+    ));
+    // Two bf16 bit patterns per i32 (element 2i low, 2i+1 high, sign bits
+    // set in half of them), widened to the 2x6 f32 values they encode.
+    let halves: Vec<u16> = vals(12, 19, -3.0, 3.0)
+        .iter()
+        .map(|x| (x.to_bits() >> 16) as u16)
+        .collect();
+    let pairs: Vec<i32> = halves
+        .chunks_exact(2)
+        .map(|p| (p[0] as u32 | (p[1] as u32) << 16) as i32)
+        .collect();
+    cases.push(case(
+        "bf16_pairs_to_f32",
+        vec![HostT::i(&[2, 3], pairs)],
+        HostT::f(
+            &[2, 6],
+            halves
+                .iter()
+                .map(|&h| f32::from_bits((h as u32) << 16))
+                .collect(),
+        ),
+        EXACT,
+        |g, v| g.bf16_pairs_to_f32(v[0], &[2, 6]).unwrap(),
+    ));
     cases
 }
 

@@ -48,9 +48,23 @@ pub fn random_weights(module: &Module, seed: u64) -> HashMap<String, Vec<f64>> {
         .unwrap()
         .into_iter()
         .map(|(k, t)| {
-            let v = rng.values(t.numel(), t.dtype, 0.5);
+            let v = match t.dtype {
+                // The test modules' i32 parameters are bf16 weights declared
+                // as pairs (`Graph::weight`): two bf16 bit patterns each.
+                DType::I32 => pack_bf16_pairs(&rng.values(2 * t.numel(), DType::BF16, 0.5)),
+                d => rng.values(t.numel(), d, 0.5),
+            };
             (k, v)
         })
+        .collect()
+}
+
+/// Packs bf16 values two per i32 (element 2i in the low half), as
+/// `Graph::weight` declares bf16 weights.
+pub fn pack_bf16_pairs(v: &[f64]) -> Vec<f64> {
+    let b = |x: f64| half::bf16::from_f64(x).to_bits() as u32;
+    v.chunks_exact(2)
+        .map(|p| (b(p[0]) | b(p[1]) << 16) as i32 as f64)
         .collect()
 }
 
@@ -326,21 +340,33 @@ pub fn write_safetensors(path: &std::path::Path, m: &Module, w: &HashMap<String,
     let mut data = Vec::new();
     for (k, t) in m.parameters().unwrap() {
         let start = data.len();
+        let mut shape = t.shape.to_vec();
         for &x in &w[&k] {
             match t.dtype {
                 DType::BF16 => data.extend(half::bf16::from_f64(x).to_bits().to_le_bytes()),
                 DType::F16 => data.extend(half::f16::from_f64(x).to_bits().to_le_bytes()),
                 // bf16 weights declared by their bits: stored as BF16.
                 DType::I16 => data.extend((x as i16).to_le_bytes()),
+                // bf16 weights declared as i32 pairs: the same bytes, BF16
+                // with the last dim doubled.
+                DType::I32 => data.extend((x as i32).to_le_bytes()),
                 _ => data.extend((x as f32).to_le_bytes()),
             }
         }
+        if t.dtype == DType::I32 {
+            if let Some(last) = shape.last_mut() {
+                *last *= 2;
+            }
+        }
         let dt = match t.dtype {
-            DType::BF16 | DType::I16 => "BF16",
+            DType::BF16 | DType::I16 | DType::I32 => "BF16",
             DType::F16 => "F16",
             _ => "F32",
         };
-        header.insert(k, serde_json::json!({"dtype": dt, "shape": t.shape.to_vec(), "data_offsets": [start, data.len()]}));
+        header.insert(
+            k,
+            serde_json::json!({"dtype": dt, "shape": shape, "data_offsets": [start, data.len()]}),
+        );
     }
     let mut h = serde_json::to_vec(&header).unwrap();
     while h.len() % 8 != 0 {

@@ -357,6 +357,11 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                 let r = self.g.shift_left(v[0], v[1]);
                 self.finish(st, r)
             }
+            "stablehlo.and" => {
+                let v = self.operands(st, Some(2))?;
+                let r = self.g.bitwise_and(v[0], v[1]);
+                self.finish(st, r)
+            }
             "stablehlo.optimization_barrier" => {
                 let v = self.operands(st, Some(1))?;
                 let r = self.g.optimization_barrier(v[0]);
