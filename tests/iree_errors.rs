@@ -375,3 +375,32 @@ fn missing_vulkan_driver_names_the_fix() {
     assert!(err.contains("mesa-vulkan-drivers"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+#[test]
+fn f16_parameters_on_vulkan_fail_with_a_hint_and_no_vmfb() {
+    // IREE 3.13 cannot lower f16 buffers feeding a matmul on Vulkan; kiln
+    // passes iree-compile's error on and says what to do instead.
+    let Some(tc) = toolchain() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mlir = dir.path().join("f16-gen.mlir");
+    std::fs::write(
+        &mlir,
+        r#"module @f16 {
+  util.global private @w = #flow.parameter.named<"model"::"w"> : tensor<16x16xf16>
+  func.func @f16(%arg0: tensor<4x16xf32>) -> tensor<4x16xf32> {
+    %0 = util.global.load @w : tensor<16x16xf16>
+    %1 = stablehlo.convert %0 : (tensor<16x16xf16>) -> tensor<16x16xf32>
+    %2 = stablehlo.dot_general %arg0, %1, contracting_dims = [1] x [1] : (tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
+    return %2 : tensor<4x16xf32>
+  }
+}
+"#,
+    )
+    .unwrap();
+    let vmfb = dir.path().join("f16-vulkan.vmfb");
+    let e = compile(&tc, &mlir, &Target::parse("vulkan").unwrap(), &vmfb, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--weights bf16"), "{e}");
+    assert!(!vmfb.exists());
+}

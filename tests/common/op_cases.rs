@@ -80,6 +80,7 @@ impl HostT {
 }
 
 /// One op-coverage case.
+#[derive(Clone)]
 pub struct OpCase {
     pub name: &'static str,
     pub graph: Graph,
