@@ -13,7 +13,7 @@ mod common;
 use common::op_cases::{self, Data, HostT};
 use common::*;
 use kiln::graph::{DType, Graph, Module, TensorType};
-use kiln::iree::flags::Target;
+use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, HostTensor, RunOptions, TensorData};
 use kiln::stablehlo::{print_module, PrintOptions};
 
@@ -32,9 +32,15 @@ fn from_iree(t: &HostTensor) -> HostT {
     }
 }
 
-#[test]
-fn every_op_and_composite_runs_right_on_iree_host() {
-    let Some(tc) = toolchain() else { return };
+/// Compiles every op case into one module for `target`, runs each function
+/// on `device` and checks it against `expect(case)`; returns the failures
+/// (None when the device is not present).
+fn run_cases(
+    target: Target,
+    device: Device,
+    expect: impl Fn(&op_cases::OpCase) -> op_cases::OpCase,
+) -> Option<Vec<String>> {
+    let tc = toolchain()?;
     let cases = op_cases::all();
     let mut m = Module::new("ops");
     m.functions.extend(cases.iter().map(|c| c.graph.clone()));
@@ -42,26 +48,37 @@ fn every_op_and_composite_runs_right_on_iree_host() {
     let dir = tmpdir();
     let mlir = dir.path().join("ops.mlir");
     std::fs::write(&mlir, &text).unwrap();
-    let vmfb = dir.path().join("ops.vmfb");
-    kiln::iree::compile::compile(&tc, &mlir, &Target::Host, &vmfb, &[]).unwrap();
+    let vmfb = dir.path().join(format!("ops-{}.vmfb", target.suffix()));
+    kiln::iree::compile::compile(&tc, &mlir, &target, &vmfb, &[]).unwrap();
+    if device == Device::Vulkan && !lavapipe_present() {
+        return None;
+    }
     let mut failures = Vec::new();
     for c in &cases {
         let opts = RunOptions {
             function: c.name.into(),
             exact_outputs: Some(1),
-            device: kiln::iree::flags::Device::LocalSync,
+            device,
             ..Default::default()
         };
         let inputs: Vec<HostTensor> = c.inputs.iter().map(to_iree).collect();
         match run_module(&tc, &vmfb, &opts, &inputs) {
             Ok(out) => {
-                if let Err(e) = op_cases::check(c, &from_iree(&out[0])) {
+                if let Err(e) = op_cases::check(&expect(c), &from_iree(&out[0])) {
                     failures.push(e);
                 }
             }
             Err(e) => failures.push(format!("{}: {e}", c.name)),
         }
     }
+    Some(failures)
+}
+
+#[test]
+fn every_op_and_composite_runs_right_on_iree_host() {
+    let Some(failures) = run_cases(Target::Host, Device::LocalSync, |c| c.clone()) else {
+        return;
+    };
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -77,48 +94,19 @@ fn every_op_and_composite_runs_right_on_iree_host() {
 /// 3.13 (`vector.bitcast … vector<4xf16>`, spec/iree.md), bf16 ones do.
 #[test]
 fn every_op_and_composite_runs_right_on_vulkan() {
-    let Some(tc) = toolchain() else { return };
-    let cases = op_cases::all();
-    let mut m = Module::new("ops");
-    m.functions.extend(cases.iter().map(|c| c.graph.clone()));
-    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
-    let dir = tmpdir();
-    let mlir = dir.path().join("ops.mlir");
-    std::fs::write(&mlir, &text).unwrap();
-    let vmfb = dir.path().join("ops-vulkan.vmfb");
-    kiln::iree::compile::compile(&tc, &mlir, &Target::parse("vulkan").unwrap(), &vmfb, &[])
-        .unwrap();
-    if !lavapipe_present() {
-        return;
-    }
-    let mut failures = Vec::new();
-    for c in &cases {
-        let opts = RunOptions {
-            function: c.name.into(),
-            exact_outputs: Some(1),
-            device: kiln::iree::flags::Device::Vulkan,
-            ..Default::default()
-        };
-        let inputs: Vec<HostTensor> = c.inputs.iter().map(to_iree).collect();
-        let unrounded;
-        let c = if c.name == "convert_f16_roundtrip" {
-            unrounded = op_cases::OpCase {
+    let vulkan = Target::parse("vulkan").unwrap();
+    let Some(failures) = run_cases(vulkan, Device::Vulkan, |c| {
+        if c.name == "convert_f16_roundtrip" {
+            op_cases::OpCase {
                 expected: c.inputs[0].clone(),
                 ..c.clone()
-            };
-            &unrounded
-        } else {
-            c
-        };
-        match run_module(&tc, &vmfb, &opts, &inputs) {
-            Ok(out) => {
-                if let Err(e) = op_cases::check(c, &from_iree(&out[0])) {
-                    failures.push(e);
-                }
             }
-            Err(e) => failures.push(format!("{}: {e}", c.name)),
+        } else {
+            c.clone()
         }
-    }
+    }) else {
+        return;
+    };
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -23,7 +23,7 @@ use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
 use kiln::iree::session::Session;
 use kiln::models::Checkpoint;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 struct Exported {
@@ -63,6 +63,31 @@ fn host_vmfb(e: &Exported) -> Option<PathBuf> {
         Some(out)
     })
     .clone()
+}
+
+/// Runs the first fixture prompt through `vmfb` with `run` and checks every
+/// position against the host module (ties within the reference margin allowed).
+fn agrees_with_host_on_first_prompt(
+    e: &Exported,
+    host: &Path,
+    vmfb: &Path,
+    run: RunOptions,
+    what: &str,
+) {
+    let tc = toolchain().unwrap();
+    let exp = smol_expected();
+    let p = &exp.prompts[0];
+    let ids = |vmfb: &Path, o: &RunOptions| {
+        let x = HostTensor::i32(vec![1, exp.seq], p.input.clone()).unwrap();
+        run_module(&tc, vmfb, o, &[x]).unwrap()[0]
+            .as_i32()
+            .unwrap()
+            .to_vec()
+    };
+    let want = ids(host, &opts(e));
+    let got = ids(vmfb, &run);
+    let bad = mismatches(&got, &want, &p.bf16_weights.margin, 0..exp.seq);
+    assert!(bad.is_empty(), "{what} vs host: {bad:?}");
 }
 
 fn opts(e: &Exported) -> RunOptions {
@@ -279,23 +304,12 @@ fn arm_targets_compile_and_arm64_under_qemu_matches_the_host() {
     for o in &outs {
         assert!(std::fs::metadata(o).unwrap().len() > 0, "{}", o.display());
     }
-    let exp = smol_expected();
-    let p = &exp.prompts[0];
-    let input = || HostTensor::i32(vec![1, exp.seq], p.input.clone()).unwrap();
-    let host_ids = run_module(&tc, &host, &opts(e), &[input()]).unwrap()[0]
-        .as_i32()
-        .unwrap()
-        .to_vec();
     let arm64 = RunOptions {
         emulate: Some(Emulation::Arm64),
         ..opts(e)
     };
-    let arm_ids = run_module(&tc, &outs[0], &arm64, &[input()]).unwrap()[0]
-        .as_i32()
-        .unwrap()
-        .to_vec();
-    let bad = mismatches(&arm_ids, &host_ids, &p.bf16_weights.margin, 0..exp.seq);
-    assert!(bad.is_empty(), "arm64 under qemu vs host: {bad:?}");
+    agrees_with_host_on_first_prompt(e, &host, &outs[0], arm64, "arm64 under qemu");
+    let exp = smol_expected();
 
     // `kiln generate --emulate arm64` on the chat prompt: the phone's loop
     // under qemu gives transformers' greedy continuation. Two steps only:
@@ -327,40 +341,18 @@ fn vulkan_compiles_and_runs_on_lavapipe_like_the_host() {
     // compiled only: lavapipe's 8-wide subgroups break its reductions.
     let vk = dir.join("smollm2-vulkan.vmfb");
     let valhall = dir.join("smollm2-valhall.vmfb");
-    kiln::iree::compile::compile(
-        &tc,
-        &e.report.mlir,
-        &Target::parse("vulkan").unwrap(),
-        &vk,
-        &[],
-    )
-    .unwrap();
-    kiln::iree::compile::compile(
-        &tc,
-        &e.report.mlir,
-        &Target::vulkan("valhall").unwrap(),
-        &valhall,
-        &[],
-    )
-    .unwrap();
+    for (target, out) in [
+        (Target::parse("vulkan").unwrap(), &vk),
+        (Target::vulkan("valhall").unwrap(), &valhall),
+    ] {
+        kiln::iree::compile::compile(&tc, &e.report.mlir, &target, out, &[]).unwrap();
+    }
     if !lavapipe_present() {
         return;
     }
-    let exp = smol_expected();
-    let p = &exp.prompts[0];
-    let input = || HostTensor::i32(vec![1, exp.seq], p.input.clone()).unwrap();
-    let host_ids = run_module(&tc, &host, &opts(e), &[input()]).unwrap()[0]
-        .as_i32()
-        .unwrap()
-        .to_vec();
     let on_vulkan = RunOptions {
         device: Device::Vulkan,
         ..opts(e)
     };
-    let vk_ids = run_module(&tc, &vk, &on_vulkan, &[input()]).unwrap()[0]
-        .as_i32()
-        .unwrap()
-        .to_vec();
-    let bad = mismatches(&vk_ids, &host_ids, &p.bf16_weights.margin, 0..exp.seq);
-    assert!(bad.is_empty(), "Vulkan on lavapipe vs host: {bad:?}");
+    agrees_with_host_on_first_prompt(e, &host, &vk, on_vulkan, "Vulkan on lavapipe");
 }

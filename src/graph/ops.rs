@@ -259,30 +259,27 @@ impl Graph {
 
     /// `a << b` elementwise on i32 tensors of one type (`b` ≥ 32 gives 0).
     pub fn shift_left(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
-        self.checked("shift_left", &[a, b])?;
-        let (ta, tb) = (self.ty(a), self.ty(b));
-        if ta != tb || ta.dtype != DType::I32 {
-            return err(
-                "shift_left",
-                format!("needs two i32 tensors of one type, got {ta} and {tb}"),
-            );
-        }
-        let ty = ta.clone();
-        Ok(self.push(Op::ShiftLeft, &[a, b], ty))
+        self.int32_binary(Op::ShiftLeft, a, b)
     }
 
     /// `a & b` elementwise on i32 tensors of one type (`stablehlo.and`).
     pub fn bitwise_and(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
-        self.checked("and", &[a, b])?;
+        self.int32_binary(Op::BitwiseAnd, a, b)
+    }
+
+    /// A bit-level op on two i32 tensors of one type.
+    fn int32_binary(&mut self, op: Op, a: Value, b: Value) -> Result<Value, GraphError> {
+        let name = op.name();
+        self.checked(name, &[a, b])?;
         let (ta, tb) = (self.ty(a), self.ty(b));
         if ta != tb || ta.dtype != DType::I32 {
             return err(
-                "and",
+                name,
                 format!("needs two i32 tensors of one type, got {ta} and {tb}"),
             );
         }
         let ty = ta.clone();
-        Ok(self.push(Op::BitwiseAnd, &[a, b], ty))
+        Ok(self.push(op, &[a, b], ty))
     }
 
     /// The identity on `x`, as a barrier IREE does not fuse across. Used
