@@ -242,3 +242,45 @@ fn export_writes_the_four_files_and_a_complete_manifest() {
         );
     }
 }
+
+/// The manifest reads back as the type that wrote it (`kiln package`
+/// reads `export::Manifest`): every HF fixture (llama and mistral, default
+/// and llama3 RoPE), through the file on disk, byte for byte; linear RoPE
+/// scaling, which no fixture has, too.
+#[test]
+fn manifest_round_trips_through_its_reader() {
+    use kiln::export::{export, ExportOptions, Manifest};
+    use kiln::models::{Checkpoint, RopeScaling};
+    let mut last = None;
+    for name in HF_FIXTURES {
+        let dir = tmpdir();
+        let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+        let r = export(
+            &ckpt,
+            &ExportOptions {
+                seq: 8,
+                out_dir: dir.path().into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&r.manifest_path).unwrap();
+        let back: Manifest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r.manifest, "{name}");
+        assert_eq!(
+            serde_json::to_string_pretty(&back).unwrap() + "\n",
+            text,
+            "{name}"
+        );
+        assert_eq!(
+            kiln::package::read_export_manifest(&r.manifest_path).unwrap(),
+            r.manifest,
+            "{name}"
+        );
+        last = Some(r.manifest);
+    }
+    let mut m = last.unwrap();
+    m.config.rope_scaling = RopeScaling::Linear { factor: 2.5 };
+    let back: Manifest = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+    assert_eq!(back, m);
+}
