@@ -68,8 +68,9 @@ pub struct FileRecord {
 /// The export manifest, written as `<name>.json`.
 ///
 /// The one declaration of its fields: `kiln package`
-/// ([`crate::package::read_export_manifest`]) reads it back with the same
-/// type.
+/// ([`crate::package::read_export_manifest`]) and `kiln run` / `kiln
+/// generate` ([`crate::cli::run::read_manifest`]) read it back with the
+/// same type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     /// kiln's version.
