@@ -17,7 +17,7 @@ use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
 use crate::params::{DType as StDType, Written};
 use crate::stablehlo::{print_module, ConstantPolicy, PrintOptions, WeightSource};
 use crate::{Error, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -55,7 +55,7 @@ impl Default for ExportOptions {
 }
 
 /// Size and hash of one written file.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FileRecord {
     /// File name, relative to the manifest's directory.
     pub path: String,
@@ -66,7 +66,12 @@ pub struct FileRecord {
 }
 
 /// The export manifest, written as `<name>.json`.
-#[derive(Debug, Clone, Serialize)]
+///
+/// The one declaration of its fields: `kiln package`
+/// ([`crate::package::read_export_manifest`]) and `kiln run` / `kiln
+/// generate` ([`crate::cli::run::read_manifest`]) read it back with the
+/// same type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     /// kiln's version.
     pub kiln_version: String,

@@ -24,7 +24,7 @@
 //! output. Files an earlier package of the same model listed in its
 //! manifest and this one does not have are then removed.
 
-use crate::export::FileRecord;
+use crate::export::{FileRecord, Manifest as ExportManifest};
 use crate::params::gguf::{GgufFile, GgufValue};
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
@@ -77,34 +77,6 @@ pub const HOST_MODULE: ModuleKind = ModuleKind {
     target: "host",
     device: "local-task",
 };
-
-/// The fields of an export manifest (`NAME.json`) that packaging reads.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ExportManifest {
-    /// Base name of the files.
-    pub name: String,
-    /// Exported function.
-    pub function: String,
-    /// Fixed sequence length.
-    pub seq: usize,
-    /// Parameter scope.
-    pub scope: String,
-    /// Vocabulary size.
-    pub vocab_size: usize,
-    /// BOS id, when known.
-    #[serde(default)]
-    pub bos_token_id: Option<u32>,
-    /// EOS ids.
-    #[serde(default)]
-    pub eos_token_ids: Vec<u32>,
-    /// Stored dtype of the weights.
-    #[serde(default)]
-    pub weights_dtype: Option<String>,
-    /// The checkpoint the export came from (a GGUF file or an HF folder).
-    pub source: String,
-    /// The written files: `mlir`, `safetensors`, `irpa`.
-    pub files: BTreeMap<String, FileRecord>,
-}
 
 /// One packaged module.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -216,7 +188,9 @@ fn not_found(path: &Path, what: &str) -> Error {
     )
 }
 
-/// Reads an export manifest.
+/// Reads an export manifest ([`crate::export::Manifest`], `NAME.json`)
+/// and checks that its name is a plain file name and its function and seq
+/// are set.
 pub fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
     if !path.is_file() {
         return Err(not_found(path, "export manifest not found"));
@@ -638,7 +612,7 @@ fn stage_and_commit(
         vocab_size: m.vocab_size,
         bos_token_id: m.bos_token_id,
         eos_token_ids: m.eos_token_ids.clone(),
-        weights_dtype: m.weights_dtype.clone(),
+        weights_dtype: Some(m.weights_dtype.clone()),
         parameters: irpa_name,
         modules: entries,
         tokenizer: tok,

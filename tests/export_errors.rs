@@ -242,3 +242,106 @@ fn export_writes_the_four_files_and_a_complete_manifest() {
         );
     }
 }
+
+/// The manifest reads back as the type that wrote it (`kiln package`,
+/// `kiln run` and `kiln generate` all read `export::Manifest`): every HF
+/// fixture (llama and mistral, default and llama3 RoPE), through the file
+/// on disk, byte for byte; linear RoPE scaling, which no fixture has, too.
+#[test]
+fn manifest_round_trips_through_its_reader() {
+    use kiln::export::{export, ExportOptions, Manifest};
+    use kiln::models::{Checkpoint, RopeScaling};
+    let mut last = None;
+    for name in HF_FIXTURES {
+        let dir = tmpdir();
+        let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+        let r = export(
+            &ckpt,
+            &ExportOptions {
+                seq: 8,
+                out_dir: dir.path().into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&r.manifest_path).unwrap();
+        let back: Manifest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r.manifest, "{name}");
+        assert_eq!(
+            serde_json::to_string_pretty(&back).unwrap() + "\n",
+            text,
+            "{name}"
+        );
+        assert_eq!(
+            kiln::package::read_export_manifest(&r.manifest_path).unwrap(),
+            r.manifest,
+            "{name}"
+        );
+        let run = kiln::cli::run::read_manifest(&r.manifest_path)
+            .unwrap()
+            .unwrap();
+        assert_eq!(run.export.as_ref(), Some(&r.manifest), "{name}");
+        assert_eq!(run.defaults.seq, Some(8));
+        assert_eq!(run.defaults.function.as_ref(), Some(&r.manifest.function));
+        assert_eq!(run.defaults.irpa, Some(format!("{}.irpa", r.manifest.name)));
+        last = Some(r.manifest);
+    }
+    let mut m = last.unwrap();
+    m.config.rope_scaling = RopeScaling::Linear { factor: 2.5 };
+    let back: Manifest = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+    assert_eq!(back, m);
+}
+
+/// `kiln run`'s reader: an export manifest must read in full (a damaged
+/// one is an error, not a silent loss of its EOS ids and source); a
+/// `NAME.json` without `kiln_version` (a module not from `kiln export`) is
+/// hand-written run defaults.
+#[test]
+fn run_reads_export_manifests_strictly_and_hand_written_defaults() {
+    use kiln::cli::run::{read_manifest, RunDefaults};
+    let dir = tmpdir();
+    let (code, err) = kiln(&[
+        "export",
+        fixture("hf/tiny-llama-tied-gqa").to_str().unwrap(),
+        "--seq",
+        "8",
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--name",
+        "gqa",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let path = dir.path().join("gqa.json");
+    let m = read_manifest(&path).unwrap().unwrap();
+    let e = m.export.as_ref().unwrap();
+    assert_eq!(m.eos(), vec![2]);
+    assert_eq!(m.source(), Some(e.source.as_str()));
+    assert_eq!(m.defaults.scope.as_deref(), Some("model"));
+
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("config");
+    std::fs::write(&path, v.to_string()).unwrap();
+    let err = read_manifest(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("not a kiln export manifest") && err.contains("config"),
+        "{err}"
+    );
+
+    std::fs::write(&path, r#"{"seq": 8, "function": "f", "irpa": "w.irpa"}"#).unwrap();
+    let m = read_manifest(&path).unwrap().unwrap();
+    assert_eq!(m.export, None);
+    assert!(m.eos().is_empty() && m.source().is_none());
+    assert_eq!(
+        m.defaults,
+        RunDefaults {
+            seq: Some(8),
+            function: Some("f".into()),
+            scope: None,
+            irpa: Some("w.irpa".into()),
+        }
+    );
+    assert!(read_manifest(&dir.path().join("none.json"))
+        .unwrap()
+        .is_none());
+}

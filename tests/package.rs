@@ -11,10 +11,13 @@
 mod common;
 
 use common::{files_in, fixture, tmpdir};
+use kiln::export::FileRecord;
+use kiln::models::{Family, LlamaConfig, RopeScaling};
 use kiln::package::{gguf_tokenizer_files, AssetsManifest};
 use kiln::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -258,6 +261,54 @@ fn export_compile_package_run() {
 
 // --- bad input, on fabricated exports -----------------------------------
 
+/// A complete export manifest (the type `kiln export` writes) for a
+/// fabricated 4-token model: SEQ 16, bf16 weights, BOS 0, EOS 3.
+fn export_manifest(
+    name: &str,
+    source: &str,
+    files: BTreeMap<String, FileRecord>,
+) -> kiln::export::Manifest {
+    let config = LlamaConfig {
+        family: Family::Llama,
+        hidden_size: 8,
+        intermediate_size: 16,
+        num_layers: 1,
+        num_heads: 2,
+        num_kv_heads: 2,
+        head_dim: 4,
+        vocab_size: 4,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10000.0,
+        rope_scaling: RopeScaling::Default,
+        tie_word_embeddings: true,
+        max_position_embeddings: 64,
+        sliding_window: None,
+        bos_token_id: Some(0),
+        eos_token_ids: vec![3],
+    };
+    kiln::export::Manifest {
+        kiln_version: kiln::VERSION.to_string(),
+        name: name.to_string(),
+        function: name.to_string(),
+        seq: 16,
+        scope: "model".into(),
+        input: "tensor<1x16xi32>".into(),
+        output: "tensor<16xi32>".into(),
+        architecture: "llama".into(),
+        vocab_size: config.vocab_size,
+        bos_token_id: config.bos_token_id,
+        eos_token_ids: config.eos_token_ids.clone(),
+        config,
+        weights_dtype: "bf16".into(),
+        constants: "external".into(),
+        parameter_tensors: 1,
+        parameter_count: 2048,
+        parameter_bytes: 4096,
+        source: source.to_string(),
+        files,
+    }
+}
+
 /// A fake export `dir/NAME.json` with a 4 KiB irpa and the given modules
 /// (`arm64`, `arm32`, `vulkan`, `host`); its source is a folder with the
 /// tiny tokenizer.
@@ -275,22 +326,19 @@ fn fake_export(dir: &Path, name: &str, modules: &[&str]) -> PathBuf {
         .unwrap();
     }
     let src = tiny_tokenizer_dir(dir);
-    let manifest = json!({
-        "kiln_version": kiln::VERSION,
-        "name": name,
-        "function": name,
-        "seq": 16,
-        "scope": "model",
-        "vocab_size": 4,
-        "bos_token_id": 0,
-        "eos_token_ids": [3],
-        "weights_dtype": "bf16",
-        "source": s(&src),
-        "files": {
-            "irpa": {"path": format!("{name}.irpa"), "bytes": bytes.len(), "sha256": sha256(&irpa)},
-            "mlir": {"path": format!("{name}-gen.mlir"), "bytes": 10, "sha256": "-"}
-        }
-    });
+    let record = |path: String, bytes: u64, sha256: String| FileRecord {
+        path,
+        bytes,
+        sha256,
+    };
+    let files = [
+        (
+            "irpa",
+            record(format!("{name}.irpa"), bytes.len() as u64, sha256(&irpa)),
+        ),
+        ("mlir", record(format!("{name}-gen.mlir"), 10, "-".into())),
+    ];
+    let manifest = export_manifest(name, s(&src), files.map(|(k, f)| (k.to_string(), f)).into());
     let p = dir.join(format!("{name}.json"));
     std::fs::write(&p, serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
     p

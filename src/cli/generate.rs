@@ -75,7 +75,7 @@ pub fn run(a: Args) -> Result<i32> {
     let tok_path = a
         .tokenizer
         .clone()
-        .or_else(|| default_tokenizer(r.manifest.source.as_deref()));
+        .or_else(|| default_tokenizer(r.manifest.source()));
     let tokenizer = match &tok_path {
         Some(p) => Some(Tokenizer::open(p)?),
         None => None,
@@ -113,7 +113,7 @@ pub fn run(a: Args) -> Result<i32> {
             r.seq - 1
         )));
     }
-    let mut eos = r.manifest.eos.clone();
+    let mut eos = r.manifest.eos();
     if let Some(e) = tokenizer.as_ref().and_then(Tokenizer::eos) {
         if !eos.contains(&(e as i32)) {
             eos.push(e as i32);

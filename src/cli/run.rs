@@ -3,7 +3,7 @@
 use crate::iree::flags::Device;
 use crate::iree::run::{run_module, Emulation, HostTensor, RunOptions};
 use crate::iree::Toolchain;
-use crate::Error;
+use crate::{export, Error};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln run`.
@@ -41,9 +41,27 @@ pub struct Args {
     pub iree_dir: Option<PathBuf>,
 }
 
-/// The fields of an export manifest (`NAME.json`) that `kiln run` reads.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+/// `NAME.json` beside a module, as `kiln run` and `kiln generate` read it.
+///
+/// Normally it is the manifest `kiln export` wrote, read as
+/// [`export::Manifest`] (the one declaration of its fields). `kiln run`
+/// also runs modules compiled from MLIR that `kiln export` did not write
+/// (spec/iree.md; the hand-written tiny module of the IREE tests); their
+/// `NAME.json` only supplies run defaults: `seq`, `function`, `scope` and
+/// `irpa` ([`RunDefaults`]). A file with a `kiln_version` key is taken as
+/// an export manifest and must read as one, so a damaged export manifest
+/// is an error rather than a silent loss of its EOS ids and source.
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Manifest {
+    /// SEQ, function, scope and parameter archive (from either form).
+    pub defaults: RunDefaults,
+    /// The export manifest, when `NAME.json` is one.
+    pub export: Option<export::Manifest>,
+}
+
+/// The keys `kiln run` takes its defaults from.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RunDefaults {
     /// Sequence length.
     pub seq: Option<usize>,
     /// Exported function name.
@@ -52,10 +70,32 @@ pub struct Manifest {
     pub scope: Option<String>,
     /// Parameter archive, relative to the manifest's directory.
     pub irpa: Option<String>,
-    /// End-of-sequence ids (`eos_token_ids`).
-    pub eos: Vec<i32>,
-    /// The checkpoint the export came from (`source`).
-    pub source: Option<String>,
+}
+
+impl From<&export::Manifest> for RunDefaults {
+    fn from(m: &export::Manifest) -> Self {
+        RunDefaults {
+            seq: Some(m.seq),
+            function: Some(m.function.clone()),
+            scope: Some(m.scope.clone()),
+            irpa: m.files.get("irpa").map(|f| f.path.clone()),
+        }
+    }
+}
+
+impl Manifest {
+    /// The end-of-sequence ids of an export manifest (none otherwise).
+    pub fn eos(&self) -> Vec<i32> {
+        self.export
+            .as_ref()
+            .map(|m| m.eos_token_ids.iter().map(|&x| x as i32).collect())
+            .unwrap_or_default()
+    }
+
+    /// The checkpoint an export manifest came from (`source`).
+    pub fn source(&self) -> Option<&str> {
+        self.export.as_ref().map(|m| m.source.as_str())
+    }
 }
 
 /// Strips a `-host`/`-arm64`/`-arm32`/`-vulkan` suffix from a vmfb stem.
@@ -73,6 +113,10 @@ pub fn model_name(vmfb: &Path) -> String {
 }
 
 /// Reads `NAME.json` beside the module; `Ok(None)` when there is none.
+///
+/// A manifest written by `kiln export` (it has `kiln_version`) is read as
+/// [`export::Manifest`]; any other JSON object as hand-written
+/// [`RunDefaults`] (see [`Manifest`]).
 pub fn read_manifest(path: &Path) -> crate::Result<Option<Manifest>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -84,6 +128,21 @@ pub fn read_manifest(path: &Path) -> crate::Result<Option<Manifest>> {
     let bad = |k: &str, want: &str| {
         Error::Usage(format!("{}: key \"{k}\" must be {want}", path.display()))
     };
+    if v.get("kiln_version").is_some() {
+        let m: export::Manifest = serde_json::from_value(v).map_err(|e| {
+            Error::Usage(format!(
+                "{}: not a kiln export manifest (NAME.json written by `kiln export`): {e}",
+                path.display()
+            ))
+        })?;
+        if m.seq == 0 {
+            return Err(bad("seq", "a positive integer"));
+        }
+        return Ok(Some(Manifest {
+            defaults: RunDefaults::from(&m),
+            export: Some(m),
+        }));
+    }
     let seq = match v.get("seq") {
         None => None,
         Some(s) => Some(
@@ -102,27 +161,13 @@ pub fn read_manifest(path: &Path) -> crate::Result<Option<Manifest>> {
         }
     };
     Ok(Some(Manifest {
-        seq,
-        function: string("function")?,
-        scope: string("scope")?,
-        irpa: match string("irpa")? {
-            Some(f) => Some(f),
-            None => v
-                .pointer("/files/irpa/path")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_string),
+        defaults: RunDefaults {
+            seq,
+            function: string("function")?,
+            scope: string("scope")?,
+            irpa: string("irpa")?,
         },
-        eos: v
-            .get("eos_token_ids")
-            .and_then(serde_json::Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_i64())
-                    .map(|x| x as i32)
-                    .collect()
-            })
-            .unwrap_or_default(),
-        source: string("source")?,
+        export: None,
     }))
 }
 
@@ -198,18 +243,19 @@ pub fn resolve(
             )
         })
     };
-    let seq = seq.or(m.seq).ok_or_else(|| missing("seq", "--seq N"))?;
+    let d = &m.defaults;
+    let seq = seq.or(d.seq).ok_or_else(|| missing("seq", "--seq N"))?;
     if seq == 0 {
         return Err(Error::Usage("--seq must be at least 1".into()));
     }
     let function = function
-        .or(m.function.clone())
+        .or(d.function.clone())
         .ok_or_else(|| missing("function", "--function NAME"))?;
-    let scope = scope.or(m.scope.clone()).unwrap_or_else(|| "model".into());
+    let scope = scope.or(d.scope.clone()).unwrap_or_else(|| "model".into());
     let params = match params {
         Some(p) => p,
         None => {
-            let cand = match &m.irpa {
+            let cand = match &d.irpa {
                 Some(f) => dir.join(f),
                 None => dir.join(format!("{name}.irpa")),
             };

@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 use std::path::Path;
 
 /// Model families kiln builds a graph for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
     /// Llama 1/2/3 and SmolLM.
@@ -42,7 +42,7 @@ impl Family {
 }
 
 /// RoPE frequency scaling.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
 #[serde(tag = "rope_type", rename_all = "lowercase")]
 pub enum RopeScaling {
     /// Plain RoPE.
@@ -66,7 +66,7 @@ pub enum RopeScaling {
 }
 
 /// Hyperparameters of a Llama-family decoder.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
 pub struct LlamaConfig {
     /// Model family.
     pub family: Family,
