@@ -2,7 +2,7 @@
 //!
 //! kiln never links IREE: it finds the pinned release's native executables
 //! ([`toolchain`]), builds their flags in one place ([`flags`]), and runs
-//! them as child processes ([`compile`], [`run`]).
+//! them as child processes ([`mod@compile`], [`mod@run`]).
 //!
 //! ```no_run
 //! use kiln::iree::{compile, flags::Target, run, Toolchain};
