@@ -15,10 +15,12 @@
 mod common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport};
+use kiln::generate::generate;
 use kiln::graph::{DType, Graph, Module, TensorType};
 use kiln::iree::compile::compile;
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, HostTensor, RunOptions};
+use kiln::iree::session::Session;
 use kiln::iree::Toolchain;
 use kiln::models::Checkpoint;
 use kiln::stablehlo::{print_module, PrintOptions};
@@ -100,6 +102,27 @@ fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
     );
     let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
     assert!(bad.is_empty(), "{FIXTURE}: {}", bad.join("; "));
+
+    // `kiln generate`'s loaded session on Vulkan (results read back through
+    // a staging buffer there) continues a prompt as on the host.
+    let continue_on = |vmfb: &Path, device: Device| {
+        let mut s = Session::start(
+            &tc,
+            vmfb,
+            &r.irpa,
+            "model",
+            &r.manifest.function,
+            device,
+            rs.seq,
+            None,
+        )
+        .unwrap();
+        generate(&mut s, &c.input[..3], 4, &[], |_| {}).unwrap()
+    };
+    assert_eq!(
+        continue_on(&default, Device::Vulkan),
+        continue_on(&host, Device::LocalTask)
+    );
 }
 
 /// RMSNorm of `[64, 576]` (a workgroup reduction per row, SmolLM2's

@@ -18,8 +18,42 @@ param_module = rt.create_io_parameters_module(config.vm_instance, provider)
 module = rt.VmModule.mmap(config.vm_instance, vmfb)
 modules = rt.load_vm_modules(param_module, module, config=config)
 fn = getattr(modules[-1], function)
+
+
+def to_numpy(arr):
+    """The result's values on the host.
+
+    `DeviceArray.to_host()` in iree-base-runtime 3.13 imports a fresh numpy
+    array as a device buffer when the allocator says it can; on Vulkan
+    (lavapipe) that import needs 4096-byte-aligned memory, which numpy does
+    not give: `INVALID_ARGUMENT; host allocation import pointer does not
+    satisfy Vulkan minImportedHostPointerAlignment 4096`. Then copy through
+    a mappable staging buffer instead, as `to_host()` itself does for
+    allocators that cannot import.
+    """
+    try:
+        return np.asarray(arr.to_host())
+    except ValueError:
+        view, device = arr._buffer_view, arr._device
+        source = view.get_buffer()
+        staging = device.allocator.allocate_buffer(
+            memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+            allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
+            allocation_size=source.byte_length(),
+        )
+        sem = device.create_semaphore(0)
+        device.queue_copy(
+            source,
+            staging,
+            wait_semaphores=rt.HalFence.create_at(sem, 0),
+            signal_semaphores=rt.HalFence.create_at(sem, 1),
+        )
+        rt.HalFence.create_at(sem, 1).wait()
+        return np.array(staging.map().asarray(view.shape, arr.dtype))
+
+
 print("ready", flush=True)
 for line in sys.stdin:
     ids = np.array([int(x) for x in line.split()], dtype=np.int32).reshape(1, seq)
-    out = np.asarray(fn(ids).to_host()).reshape(-1)
+    out = to_numpy(fn(ids)).reshape(-1)
     print(" ".join(str(int(x)) for x in out), flush=True)
