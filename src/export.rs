@@ -255,6 +255,23 @@ fn record(w: Written) -> FileRecord {
     }
 }
 
+/// One tensor's converted bytes, shared by the two writer threads.
+type Chunk = std::sync::Arc<Vec<u8>>;
+
+/// A writer thread's body: writes every tensor that arrives on `rx` with
+/// `write` (in order), then `finish`es the file.
+fn drain<W>(
+    mut w: W,
+    rx: std::sync::mpsc::Receiver<(&String, Chunk)>,
+    write: fn(&mut W, &str, &[u8]) -> crate::params::Result<()>,
+    finish: fn(W) -> crate::params::Result<Written>,
+) -> Result<Written> {
+    for (name, bytes) in rx {
+        write(&mut w, name, &bytes)?;
+    }
+    Ok(finish(w)?)
+}
+
 /// Exports `ckpt`: see the module docs.
 pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     if !matches!(opts.weights, DType::BF16 | DType::F16 | DType::F32) {
@@ -328,22 +345,23 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     // each write (and hash) one file. Rendezvous channels bound the tensors
     // in memory to the one being converted plus the one being written.
     let (st_written, irpa_written) = std::thread::scope(|scope| -> Result<_> {
-        type Chunk = std::sync::Arc<Vec<u8>>;
         let (st_tx, st_rx) = std::sync::mpsc::sync_channel::<(&String, Chunk)>(0);
         let (irpa_tx, irpa_rx) = std::sync::mpsc::sync_channel::<(&String, Chunk)>(0);
-        let st_thread = scope.spawn(move || -> Result<Written> {
-            let mut st = st;
-            for (n, bytes) in st_rx {
-                st.write_tensor(n, &bytes)?;
-            }
-            Ok(st.finish_written()?)
+        let st_thread = scope.spawn(move || {
+            drain(
+                st,
+                st_rx,
+                SafetensorsWriter::write_tensor,
+                SafetensorsWriter::finish_written,
+            )
         });
-        let irpa_thread = scope.spawn(move || -> Result<Written> {
-            let mut irpa = irpa;
-            for (n, bytes) in irpa_rx {
-                irpa.write_tensor(n, &bytes)?;
-            }
-            Ok(irpa.finish_written()?)
+        let irpa_thread = scope.spawn(move || {
+            drain(
+                irpa,
+                irpa_rx,
+                IrpaWriter::write_tensor,
+                IrpaWriter::finish_written,
+            )
         });
         let mut read_result = Ok(());
         for (n, s) in tensors {

@@ -75,12 +75,6 @@ impl ParamSource for FileParams {
             Some(crate::params::DType::BF16 | crate::params::DType::I16)
         ) && ty.dtype == DType::I32
             && crate::graph::bf16_pairs_shape(&file_shape).as_deref() == Some(&ty.shape[..]);
-        if bf16_pairs {
-            let raw = self.src.raw(key)?;
-            if let Some(t) = decode_raw(&raw, ty) {
-                return Ok(t);
-            }
-        }
         let same_dtype = matches!(
             (plain, ty.dtype),
             (Some(crate::params::DType::F32), DType::F32)
@@ -98,9 +92,9 @@ impl ParamSource for FileParams {
             let data = self.src.to_f32(key)?;
             return Ok(Tensor::f32(&ty.shape, data));
         }
-        // Same bytes, typed by the graph: integer tensors, and IRPA entries
-        // that carry no dtype (listed as `[bytes]`).
-        if (shape_ok && same_dtype) || plain.is_none() {
+        // Same bytes, typed by the graph: integer tensors, bf16 pairs, and
+        // IRPA entries that carry no dtype (listed as `[bytes]`).
+        if (shape_ok && same_dtype) || bf16_pairs || plain.is_none() {
             let raw = self.src.raw(key)?;
             if let Some(t) = decode_raw(&raw, ty) {
                 return Ok(t);
