@@ -15,56 +15,25 @@ use kiln::models::Checkpoint;
 #[test]
 fn tiny_checkpoints_match_transformers_on_iree_host() {
     let Some(tc) = toolchain() else { return };
-    let mut failures = Vec::new();
-    for name in HF_FIXTURES {
-        let exp = hf_expected(name);
-        let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
-        // f32 checkpoints are exported as f32, the bf16 one as bf16: the
-        // references ran transformers on exactly those weights.
-        let weights = if exp.weights_dtype == "BF16" {
-            DType::BF16
-        } else {
-            DType::F32
-        };
-        for rs in &exp.seqs {
-            let dir = tmpdir();
-            let r = export(
-                &ckpt,
-                &ExportOptions {
-                    seq: rs.seq,
-                    out_dir: dir.path().into(),
-                    weights,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-            let vmfb = dir.path().join("m.vmfb");
+    let failures = fixture_export_mismatches(
+        |r| {
+            let vmfb = r.mlir.with_file_name("m.vmfb");
             kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
-            for (ci, c) in rs.cases.iter().enumerate() {
-                let opts = RunOptions {
-                    function: r.manifest.function.clone(),
-                    params: vec![("model".into(), r.irpa.clone())],
-                    ..Default::default()
-                };
-                let out = run_module(
-                    &tc,
-                    &vmfb,
-                    &opts,
-                    &[HostTensor::i32(vec![1, rs.seq], c.input.clone()).unwrap()],
-                )
-                .unwrap();
-                let got = out[0].as_i32().unwrap();
-                let bad = mismatches(got, &c.argmax, &c.margin, 0..rs.seq);
-                if !bad.is_empty() {
-                    failures.push(format!(
-                        "{name} seq {} case {ci}: {}",
-                        rs.seq,
-                        bad.join("; ")
-                    ));
-                }
-            }
-        }
-    }
+            let opts = RunOptions {
+                function: r.manifest.function.clone(),
+                params: vec![("model".into(), r.irpa.clone())],
+                ..Default::default()
+            };
+            (vmfb, opts)
+        },
+        |(vmfb, opts), input| {
+            let x = HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
+            run_module(&tc, vmfb, opts, &[x]).unwrap()[0]
+                .as_i32()
+                .unwrap()
+                .to_vec()
+        },
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

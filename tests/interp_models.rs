@@ -24,41 +24,13 @@ fn roundtrip(mlir: &std::path::Path) {
 
 #[test]
 fn tiny_checkpoints_match_transformers_in_the_interpreter() {
-    let mut failures = Vec::new();
-    for name in HF_FIXTURES {
-        let exp = hf_expected(name);
-        let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
-        let weights = if exp.weights_dtype == "BF16" {
-            DType::BF16
-        } else {
-            DType::F32
-        };
-        for rs in &exp.seqs {
-            let dir = tmpdir();
-            let r = export(
-                &ckpt,
-                &ExportOptions {
-                    seq: rs.seq,
-                    out_dir: dir.path().into(),
-                    weights,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+    let failures = fixture_export_mismatches(
+        |r| {
             roundtrip(&r.mlir);
-            for (ci, c) in rs.cases.iter().enumerate() {
-                let got = kiln::interp::predict_file(&r.mlir, &r.irpa, None, &c.input).unwrap();
-                let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
-                if !bad.is_empty() {
-                    failures.push(format!(
-                        "{name} seq {} case {ci}: {}",
-                        rs.seq,
-                        bad.join("; ")
-                    ));
-                }
-            }
-        }
-    }
+            (r.mlir.clone(), r.irpa.clone())
+        },
+        |(mlir, irpa), input| kiln::interp::predict_file(mlir, irpa, None, input).unwrap(),
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

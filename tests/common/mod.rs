@@ -212,3 +212,50 @@ pub fn lavapipe_present() -> bool {
     }
     found
 }
+
+/// Exports every HF fixture at each of its SEQs (weights in the fixture's
+/// dtype: the references ran transformers on exactly those weights), calls
+/// `prepare` once per export and `predict` for each fixture case, and
+/// returns one message per case whose ids differ from transformers' (the
+/// tie rule of [`mismatches`] applies).
+pub fn fixture_export_mismatches<S>(
+    mut prepare: impl FnMut(&kiln::export::ExportReport) -> S,
+    mut predict: impl FnMut(&mut S, &[i32]) -> Vec<i32>,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for name in HF_FIXTURES {
+        let exp = hf_expected(name);
+        let ckpt = kiln::models::Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+        let weights = if exp.weights_dtype == "BF16" {
+            kiln::graph::DType::BF16
+        } else {
+            kiln::graph::DType::F32
+        };
+        for rs in &exp.seqs {
+            let dir = tmpdir();
+            let r = kiln::export::export(
+                &ckpt,
+                &kiln::export::ExportOptions {
+                    seq: rs.seq,
+                    out_dir: dir.path().into(),
+                    weights,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let mut state = prepare(&r);
+            for (ci, c) in rs.cases.iter().enumerate() {
+                let got = predict(&mut state, &c.input);
+                let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
+                if !bad.is_empty() {
+                    failures.push(format!(
+                        "{name} seq {} case {ci}: {}",
+                        rs.seq,
+                        bad.join("; ")
+                    ));
+                }
+            }
+        }
+    }
+    failures
+}
