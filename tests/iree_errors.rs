@@ -13,6 +13,13 @@ fn kiln() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kiln"))
 }
 
+/// `kiln run VMFB --params PARAMS`, to be given the rest of its arguments.
+fn kiln_run(vmfb: &Path, params: &Path) -> Command {
+    let mut c = kiln();
+    c.arg("run").arg(vmfb).arg("--params").arg(params);
+    c
+}
+
 fn failed(out: &std::process::Output) -> String {
     assert_eq!(
         out.status.code(),
@@ -238,33 +245,21 @@ fn run_argument_errors() {
     let vmfb = dir.path().join("tiny-host.vmfb");
     std::fs::write(&vmfb, b"not really a module").unwrap();
     // Too many tokens for SEQ (8, from tiny.json).
-    let out = kiln()
-        .arg("run")
-        .arg(&vmfb)
-        .arg("--params")
-        .arg(&st)
+    let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1,2,3,4,5,6,7,8,9"])
         .output()
         .unwrap();
     let err = failed(&out);
     assert!(err.contains("9 ids") && err.contains("SEQ = 8"), "{err}");
     // Bad token text.
-    let out = kiln()
-        .arg("run")
-        .arg(&vmfb)
-        .arg("--params")
-        .arg(&st)
+    let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1,x"])
         .output()
         .unwrap();
     assert!(failed(&out).contains("'x'"));
     // No manifest and no --seq.
     std::fs::remove_file(dir.path().join("tiny.json")).unwrap();
-    let out = kiln()
-        .arg("run")
-        .arg(&vmfb)
-        .arg("--params")
-        .arg(&st)
+    let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1"])
         .output()
         .unwrap();
@@ -276,11 +271,7 @@ fn run_argument_errors() {
         r#"{"seq": "eight", "function": "tiny"}"#,
     )
     .unwrap();
-    let out = kiln()
-        .arg("run")
-        .arg(&vmfb)
-        .arg("--params")
-        .arg(&st)
+    let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1"])
         .output()
         .unwrap();
@@ -291,20 +282,12 @@ fn run_argument_errors() {
         r#"{"seq": 8, "function": "tiny"}"#,
     )
     .unwrap();
-    let out = kiln()
-        .arg("run")
-        .arg(&vmfb)
-        .arg("--params")
-        .arg(&st)
+    let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1", "--device", "gpu"])
         .output()
         .unwrap();
     assert!(failed(&out).contains("unknown device 'gpu'"));
-    let out = kiln()
-        .arg("run")
-        .arg(&vmfb)
-        .arg("--params")
-        .arg(&st)
+    let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1", "--emulate", "riscv"])
         .output()
         .unwrap();
@@ -326,11 +309,7 @@ fn missing_emulator_says_what_to_run() {
     let (_, st) = write_tiny(dir.path());
     let vmfb = dir.path().join("tiny-arm64.vmfb");
     std::fs::write(&vmfb, b"x").unwrap();
-    let out = kiln()
-        .arg("run")
-        .arg(&vmfb)
-        .arg("--params")
-        .arg(&st)
+    let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1", "--emulate", "arm64"])
         .env("KILN_QEMU_AARCH64", dir.path().join("no-qemu"))
         .output()
@@ -338,11 +317,7 @@ fn missing_emulator_says_what_to_run() {
     let err = failed(&out);
     assert!(err.contains("scripts/install-deps.sh"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    let out = kiln()
-        .arg("run")
-        .arg(&vmfb)
-        .arg("--params")
-        .arg(&st)
+    let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1", "--emulate", "arm64"])
         .env("KILN_IREE_AARCH64_DIR", dir.path().join("nothing"))
         .output()
@@ -361,11 +336,7 @@ fn missing_vulkan_driver_names_the_fix() {
     let (mlir, st) = write_tiny(dir.path());
     let vmfb = dir.path().join("tiny-vulkan.vmfb");
     compile(&tc, &mlir, &Target::parse("vulkan").unwrap(), &vmfb, &[]).unwrap();
-    let out = kiln()
-        .arg("run")
-        .arg(&vmfb)
-        .arg("--params")
-        .arg(&st)
+    let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1", "--device", "vulkan"])
         .env("VK_ICD_FILENAMES", dir.path().join("none.json"))
         .env("VK_DRIVER_FILES", dir.path().join("none.json"))
