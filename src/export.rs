@@ -14,6 +14,7 @@ use crate::models::{Checkpoint, LlamaConfig};
 use crate::params::convert::{f32_to_bf16_rne, f32_to_f16};
 use crate::params::irpa::{EntrySpec, IrpaWriter};
 use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
+use crate::params::TensorWriter;
 use crate::params::{DType as StDType, Written};
 use crate::stablehlo::{print_module, ConstantPolicy, PrintOptions, WeightSource};
 use crate::{Error, Result};
@@ -258,18 +259,16 @@ fn record(w: Written) -> FileRecord {
 /// One tensor's converted bytes, shared by the two writer threads.
 type Chunk = std::sync::Arc<Vec<u8>>;
 
-/// A writer thread's body: writes every tensor that arrives on `rx` with
-/// `write` (in order), then `finish`es the file.
-fn drain<W>(
+/// A writer thread's body: writes every tensor that arrives on `rx` (in
+/// order), then finishes the file.
+fn drain<W: TensorWriter>(
     mut w: W,
     rx: std::sync::mpsc::Receiver<(&String, Chunk)>,
-    write: fn(&mut W, &str, &[u8]) -> crate::params::Result<()>,
-    finish: fn(W) -> crate::params::Result<Written>,
 ) -> Result<Written> {
     for (name, bytes) in rx {
-        write(&mut w, name, &bytes)?;
+        w.write_tensor(name, &bytes)?;
     }
-    Ok(finish(w)?)
+    Ok(w.finish_written()?)
 }
 
 /// Exports `ckpt`: see the module docs.
@@ -347,22 +346,8 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let (st_written, irpa_written) = std::thread::scope(|scope| -> Result<_> {
         let (st_tx, st_rx) = std::sync::mpsc::sync_channel::<(&String, Chunk)>(0);
         let (irpa_tx, irpa_rx) = std::sync::mpsc::sync_channel::<(&String, Chunk)>(0);
-        let st_thread = scope.spawn(move || {
-            drain(
-                st,
-                st_rx,
-                SafetensorsWriter::write_tensor,
-                SafetensorsWriter::finish_written,
-            )
-        });
-        let irpa_thread = scope.spawn(move || {
-            drain(
-                irpa,
-                irpa_rx,
-                IrpaWriter::write_tensor,
-                IrpaWriter::finish_written,
-            )
-        });
+        let st_thread = scope.spawn(move || drain(st, st_rx));
+        let irpa_thread = scope.spawn(move || drain(irpa, irpa_rx));
         let mut read_result = Ok(());
         for (n, s) in tensors {
             let bytes = match ckpt.read_f32(n).and_then(|v| encode_weights(&v, wd)) {

@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use kiln::params::TensorWriter;
 use std::path::Path;
 use std::process::Command;
 

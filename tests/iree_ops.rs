@@ -15,6 +15,7 @@ use common::*;
 use kiln::graph::{DType, Graph, Module, TensorType};
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, HostTensor, RunOptions, TensorData};
+use kiln::params::TensorWriter;
 use kiln::stablehlo::{print_module, PrintOptions};
 
 fn to_iree(t: &HostT) -> HostTensor {

@@ -4,6 +4,7 @@
 use kiln::params::irpa::{EntryKind, EntrySpec, IrpaData, IrpaReader, IrpaWriter};
 use kiln::params::safetensors::{SafeTensors, SafetensorsWriter, TensorSpec};
 use kiln::params::DType;
+use kiln::params::TensorWriter;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,6 +1,7 @@
 //! safetensors reader/writer, sharded checkpoints, and IREE reading our files.
 
 use kiln::params::safetensors::{open_checkpoint, SafeTensors, SafetensorsWriter, TensorSpec};
+use kiln::params::TensorWriter;
 use kiln::params::{DType, ParamsError};
 use std::path::Path;
 

@@ -6,6 +6,7 @@ use crate::params::gguf::{GgufFile, GgufValue};
 use crate::params::irpa::{self, EntrySpec, IrpaWriter};
 use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
 use crate::params::source::detect;
+use crate::params::TensorWriter;
 use crate::params::{convert, open_any, DType, Format, ParamSource, ParamsError, SourceDType};
 use crate::{Error, Result};
 use clap::{Subcommand, ValueEnum};
@@ -298,6 +299,40 @@ impl Files {
     }
 }
 
+/// Streams every item's bytes into `w` (a kernel copy where they are the
+/// source's bytes unchanged), skipping the `splats` (IRPA entries with no
+/// data), then finishes the file.
+fn write_items<W: TensorWriter>(
+    mut w: W,
+    items: &[Item],
+    sources: &[Box<dyn ParamSource>],
+    splats: &HashSet<String>,
+    bar: &indicatif::ProgressBar,
+) -> std::result::Result<(), ParamsError> {
+    let mut files = Files::default();
+    for it in items {
+        bar.set_message(it.name.clone());
+        if splats.contains(&it.name) {
+            bar.inc(it.nbytes);
+            continue;
+        }
+        w.begin_tensor(&it.name)?;
+        let src = sources[it.src].as_ref();
+        if let Some((p, off)) = src.file_range(&it.src_name).filter(|_| is_copy(it)) {
+            w.copy_chunk_from(files.get(p)?, p, off, it.nbytes)?;
+            bar.inc(it.nbytes);
+        } else {
+            produce(src, it, &mut |bytes| {
+                bar.inc(bytes.len() as u64);
+                w.write_chunk(bytes)
+            })?;
+        }
+        w.end_tensor()?;
+    }
+    w.finish()?;
+    Ok(())
+}
+
 /// Streams one tensor's output bytes to `sink` in chunks.
 fn produce(
     src: &dyn ParamSource,
@@ -467,29 +502,13 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
             .filter(|s| s.splat.is_some())
             .map(|s| s.name.clone())
             .collect();
-        let mut w = IrpaWriter::new(&a.output, specs)?;
-        let mut files = Files::default();
-        for it in &items {
-            bar.set_message(it.name.clone());
-            if splats.contains(&it.name) {
-                bar.inc(it.nbytes);
-                continue;
-            }
-            w.begin_tensor(&it.name)?;
-            let src = sources[it.src].as_ref();
-            if let Some((p, off)) = src.file_range(&it.src_name).filter(|_| is_copy(it)) {
-                w.copy_chunk_from(files.get(p)?, p, off, it.nbytes)?;
-                bar.inc(it.nbytes);
-                w.end_tensor()?;
-                continue;
-            }
-            produce(sources[it.src].as_ref(), it, &mut |bytes| {
-                bar.inc(bytes.len() as u64);
-                w.write_chunk(bytes)
-            })?;
-            w.end_tensor()?;
-        }
-        w.finish()?;
+        write_items(
+            IrpaWriter::new(&a.output, specs)?,
+            &items,
+            &sources,
+            &splats,
+            &bar,
+        )?;
     } else {
         let specs: Vec<TensorSpec> = items
             .iter()
@@ -498,25 +517,8 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
                 None => TensorSpec::new(&it.name, DType::U8, &[it.nbytes]),
             })
             .collect();
-        let mut w = SafetensorsWriter::new(&a.output, &specs, &[])?;
-        let mut files = Files::default();
-        for it in &items {
-            bar.set_message(it.name.clone());
-            w.begin_tensor(&it.name)?;
-            let src = sources[it.src].as_ref();
-            if let Some((p, off)) = src.file_range(&it.src_name).filter(|_| is_copy(it)) {
-                w.copy_chunk_from(files.get(p)?, p, off, it.nbytes)?;
-                bar.inc(it.nbytes);
-                w.end_tensor()?;
-                continue;
-            }
-            produce(sources[it.src].as_ref(), it, &mut |bytes| {
-                bar.inc(bytes.len() as u64);
-                w.write_chunk(bytes)
-            })?;
-            w.end_tensor()?;
-        }
-        w.finish()?;
+        let w = SafetensorsWriter::new(&a.output, &specs, &[])?;
+        write_items(w, &items, &sources, &HashSet::new(), &bar)?;
     }
     bar.finish_and_clear();
     Ok(0)

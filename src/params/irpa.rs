@@ -8,7 +8,7 @@
 //! segment holding the DATA bytes. See `spec/irpa.md` for every rule.
 
 use super::dtype::DType;
-use super::stream::{Slot, TensorStream, Written};
+use super::stream::{sealed, Slot, TensorStream, TensorWriter};
 use super::{align_up, map_file, Backing, ParamsError, Result};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -784,50 +784,15 @@ impl IrpaWriter {
             file_size,
         })
     }
+}
 
-    /// Starts the bytes of DATA entry `name`, the next one declared.
-    pub fn begin_tensor(&mut self, name: &str) -> Result<()> {
-        self.stream.begin(name)
+impl sealed::Streamed for IrpaWriter {
+    fn stream(&mut self) -> &mut TensorStream {
+        &mut self.stream
     }
-
-    /// Appends bytes to the open entry.
-    pub fn write_chunk(&mut self, bytes: &[u8]) -> Result<()> {
-        self.stream.chunk(bytes)
-    }
-
-    /// Appends `len` bytes of `src`, starting at `offset`, to the open
-    /// entry, copied by the kernel (`copy_file_range` on Linux) without
-    /// passing through user space unless the writer hashes.
-    pub fn copy_chunk_from(
-        &mut self,
-        src: &std::fs::File,
-        src_path: &Path,
-        offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        self.stream.copy_from(src, src_path, offset, len)
-    }
-
-    /// Closes the open entry, checking its byte count.
-    pub fn end_tensor(&mut self) -> Result<()> {
-        self.stream.end()
-    }
-
-    /// Writes a whole DATA entry (the next one declared).
-    pub fn write_tensor(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
-        self.begin_tensor(name)?;
-        self.write_chunk(bytes)?;
-        self.end_tensor()
-    }
-
-    /// Checks every DATA entry was written, pads to 4096 and renames into place.
-    pub fn finish(self) -> Result<PathBuf> {
-        Ok(self.finish_written()?.path)
-    }
-
-    /// [`IrpaWriter::finish`], returning the size and (when created with
-    /// [`IrpaWriter::new_hashed`]) the sha256 too.
-    pub fn finish_written(self) -> Result<Written> {
-        self.stream.finish(self.file_size)
+    fn into_stream(self) -> (TensorStream, u64) {
+        (self.stream, self.file_size)
     }
 }
+
+impl TensorWriter for IrpaWriter {}

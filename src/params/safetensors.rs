@@ -7,7 +7,7 @@
 //! to the start of the data. See `spec/safetensors.md` for every rule.
 
 use super::dtype::{checked_nbytes, DType};
-use super::stream::{Slot, TensorStream, Written};
+use super::stream::{sealed, Slot, TensorStream, TensorWriter};
 use super::{map_file, Backing, ParamsError, Result};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use std::collections::{HashMap, HashSet};
@@ -639,53 +639,18 @@ impl SafetensorsWriter {
             size: at,
         })
     }
+}
 
-    /// Starts streaming the bytes of `name`, which must be the next declared tensor.
-    pub fn begin_tensor(&mut self, name: &str) -> Result<()> {
-        self.stream.begin(name)
+impl sealed::Streamed for SafetensorsWriter {
+    fn stream(&mut self) -> &mut TensorStream {
+        &mut self.stream
     }
-
-    /// Appends bytes to the open tensor.
-    pub fn write_chunk(&mut self, bytes: &[u8]) -> Result<()> {
-        self.stream.chunk(bytes)
-    }
-
-    /// Appends `len` bytes of `src`, starting at `offset`, to the open
-    /// tensor, copied by the kernel (`copy_file_range` on Linux) unless the
-    /// writer hashes.
-    pub fn copy_chunk_from(
-        &mut self,
-        src: &std::fs::File,
-        src_path: &Path,
-        offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        self.stream.copy_from(src, src_path, offset, len)
-    }
-
-    /// Closes the open tensor, checking its byte count against shape × dtype.
-    pub fn end_tensor(&mut self) -> Result<()> {
-        self.stream.end()
-    }
-
-    /// Writes a whole tensor (the next declared one).
-    pub fn write_tensor(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
-        self.begin_tensor(name)?;
-        self.write_chunk(bytes)?;
-        self.end_tensor()
-    }
-
-    /// Checks every tensor was written, then renames the file into place.
-    pub fn finish(self) -> Result<PathBuf> {
-        Ok(self.finish_written()?.path)
-    }
-
-    /// [`SafetensorsWriter::finish`], returning the size and (when created
-    /// with [`SafetensorsWriter::new_hashed`]) the sha256 too.
-    pub fn finish_written(self) -> Result<Written> {
-        self.stream.finish(self.size)
+    fn into_stream(self) -> (TensorStream, u64) {
+        (self.stream, self.size)
     }
 }
+
+impl TensorWriter for SafetensorsWriter {}
 
 fn build_header(
     path: &Path,

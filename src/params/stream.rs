@@ -5,7 +5,8 @@
 //! written, and an atomic rename once the file is complete.
 //!
 //! [`super::safetensors::SafetensorsWriter`] and [`super::irpa::IrpaWriter`]
-//! only lay out their header and slots; every byte goes through here.
+//! only lay out their header and slots; every byte goes through here, and
+//! both stream their tensors through the one [`TensorWriter`] interface.
 
 use super::{ParamsError, Result};
 use crate::util::AtomicFile;
@@ -36,8 +37,9 @@ pub struct Written {
 
 const ZEROS: [u8; 4096] = [0; 4096];
 
-/// See the module docs.
-pub(crate) struct TensorStream {
+/// See the module docs. Public only in name (its module is private), so
+/// that [`TensorWriter`] can be built on it; nothing outside kiln can make one.
+pub struct TensorStream {
     path: PathBuf,
     out: BufWriter<AtomicFile>,
     hasher: Option<Sha256>,
@@ -50,7 +52,7 @@ pub(crate) struct TensorStream {
 
 impl TensorStream {
     /// Creates the temporary output beside `path` and writes `head`.
-    pub fn create(path: &Path, head: &[u8], slots: Vec<Slot>, hash: bool) -> Result<Self> {
+    pub(crate) fn create(path: &Path, head: &[u8], slots: Vec<Slot>, hash: bool) -> Result<Self> {
         let file = AtomicFile::create(path).map_err(|e| ParamsError::from_crate(path, e))?;
         let mut s = TensorStream {
             path: path.to_path_buf(),
@@ -230,4 +232,71 @@ fn read_exact_at(f: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Res
     let mut f = f;
     f.seek(SeekFrom::Start(offset))?;
     f.read_exact(buf)
+}
+
+/// Keeps [`TensorWriter`] implemented only by kiln's writers, over their
+/// [`TensorStream`].
+pub(crate) mod sealed {
+    /// A writer built on a [`super::TensorStream`].
+    pub trait Streamed {
+        /// The stream every byte goes through.
+        fn stream(&mut self) -> &mut super::TensorStream;
+        /// The stream and the file size to pad to at the end.
+        fn into_stream(self) -> (super::TensorStream, u64);
+    }
+}
+
+/// Streaming writes shared by [`super::safetensors::SafetensorsWriter`] and
+/// [`super::irpa::IrpaWriter`]: declare every tensor up front (the
+/// writer's `new`), then stream each tensor's bytes in declaration order,
+/// then finish, which renames the complete file into place. Dropping a
+/// writer unfinished leaves no output.
+pub trait TensorWriter: sealed::Streamed + Sized {
+    /// Starts the bytes of `name`, which must be the next declared tensor.
+    fn begin_tensor(&mut self, name: &str) -> Result<()> {
+        self.stream().begin(name)
+    }
+
+    /// Appends bytes to the open tensor.
+    fn write_chunk(&mut self, bytes: &[u8]) -> Result<()> {
+        self.stream().chunk(bytes)
+    }
+
+    /// Appends `len` bytes of `src`, starting at `offset`, to the open
+    /// tensor, copied by the kernel (`copy_file_range` on Linux) without
+    /// passing through user space unless the writer hashes.
+    fn copy_chunk_from(
+        &mut self,
+        src: &std::fs::File,
+        src_path: &Path,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.stream().copy_from(src, src_path, offset, len)
+    }
+
+    /// Closes the open tensor, checking its byte count against its declaration.
+    fn end_tensor(&mut self) -> Result<()> {
+        self.stream().end()
+    }
+
+    /// Writes a whole tensor (the next declared one).
+    fn write_tensor(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
+        self.begin_tensor(name)?;
+        self.write_chunk(bytes)?;
+        self.end_tensor()
+    }
+
+    /// Checks every tensor was written, pads the file to its size and
+    /// renames it into place.
+    fn finish(self) -> Result<PathBuf> {
+        Ok(self.finish_written()?.path)
+    }
+
+    /// [`TensorWriter::finish`], returning the size and (when the writer
+    /// was created hashing) the sha256 too.
+    fn finish_written(self) -> Result<Written> {
+        let (stream, size) = self.into_stream();
+        stream.finish(size)
+    }
 }
