@@ -8,7 +8,7 @@ use crate::graph::DType;
 use crate::iree::flags::Target;
 use crate::iree::run::{run_module, HostTensor, RunOptions};
 use crate::iree::Toolchain;
-use crate::models::{Checkpoint, Family, LlamaConfig, RopeScaling};
+use crate::models::{Checkpoint, DecoderConfig, Family, RopeScaling};
 use crate::Result;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -31,8 +31,8 @@ pub const EXPECTED: [i32; SEQ] = [
 pub const SEED: u64 = 0x6B69_6C6E;
 
 /// The demo model's hyperparameters: a tiny SmolLM-shaped Llama.
-pub fn config() -> LlamaConfig {
-    LlamaConfig {
+pub fn config() -> DecoderConfig {
+    DecoderConfig {
         family: Family::Llama,
         hidden_size: 64,
         intermediate_size: 128,
@@ -49,6 +49,7 @@ pub fn config() -> LlamaConfig {
         sliding_window: None,
         bos_token_id: Some(1),
         eos_token_ids: vec![2],
+        arch: Default::default(),
     }
 }
 

@@ -9,8 +9,8 @@
 //! leaves no partial output.
 
 use crate::graph::{DType, Module};
-use crate::models::llama::{build_graph, GraphOptions};
-use crate::models::{Checkpoint, LlamaConfig};
+use crate::models::decoder::{build_graph, GraphOptions};
+use crate::models::{Checkpoint, DecoderConfig};
 use crate::params::convert::{f32_to_bf16_rne, f32_to_f16};
 use crate::params::irpa::{EntrySpec, IrpaWriter};
 use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
@@ -91,7 +91,7 @@ pub struct Manifest {
     /// Model family.
     pub architecture: String,
     /// Hyperparameters.
-    pub config: LlamaConfig,
+    pub config: DecoderConfig,
     /// Vocabulary size.
     pub vocab_size: usize,
     /// BOS id, when known.

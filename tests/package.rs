@@ -12,7 +12,7 @@ mod common;
 
 use common::{files_in, fixture, tmpdir};
 use kiln::export::FileRecord;
-use kiln::models::{Family, LlamaConfig, RopeScaling};
+use kiln::models::{DecoderConfig, Family, RopeScaling};
 use kiln::package::{gguf_tokenizer_files, AssetsManifest};
 use kiln::tokenizer::Tokenizer;
 use serde_json::{json, Value};
@@ -268,7 +268,7 @@ fn export_manifest(
     source: &str,
     files: BTreeMap<String, FileRecord>,
 ) -> kiln::export::Manifest {
-    let config = LlamaConfig {
+    let config = DecoderConfig {
         family: Family::Llama,
         hidden_size: 8,
         intermediate_size: 16,
@@ -285,6 +285,7 @@ fn export_manifest(
         sliding_window: None,
         bos_token_id: Some(0),
         eos_token_ids: vec![3],
+        arch: Default::default(),
     };
     kiln::export::Manifest {
         kiln_version: kiln::VERSION.to_string(),

@@ -70,6 +70,29 @@ impl Graph {
         self.mul(x, s)
     }
 
+    /// tanh-approximated GELU (PyTorch's `gelu(approximate="tanh")`):
+    /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+    pub fn gelu_tanh(&mut self, x: Value) -> Result<Value, GraphError> {
+        let t = self.ty(x).clone();
+        if !t.dtype.is_float() {
+            return err("gelu_tanh", format!("needs a float tensor, got {t}"));
+        }
+        let c = |g: &mut Graph, v: f64| g.splat_like(x, v as f32 as f64);
+        let x2 = self.mul(x, x)?;
+        let x3 = self.mul(x2, x)?;
+        let k = c(self, 0.044715)?;
+        let kx3 = self.mul(x3, k)?;
+        let inner = self.add(x, kx3)?;
+        let s = c(self, (2.0 / std::f64::consts::PI).sqrt())?;
+        let inner = self.mul(inner, s)?;
+        let th = self.tanh(inner)?;
+        let one = c(self, 1.0)?;
+        let th1 = self.add(th, one)?;
+        let half = c(self, 0.5)?;
+        let hx = self.mul(x, half)?;
+        self.mul(hx, th1)
+    }
+
     /// Max-subtracted softmax along `dim`.
     pub fn softmax(&mut self, x: Value, dim: usize) -> Result<Value, GraphError> {
         let t = self.ty(x).clone();

@@ -1,9 +1,10 @@
 //! Opening a checkpoint — an HF folder (config.json + safetensors, single
 //! or sharded), a GGUF file, or a synthetic in-process model — as one
-//! [`Checkpoint`]: a [`LlamaConfig`] plus tensors under their HF names.
+//! [`Checkpoint`]: a [`DecoderConfig`] plus tensors under their HF names.
 
-use super::config::{Family, LlamaConfig, RopeScaling};
-use super::llama::expected_tensors;
+use super::config::{DecoderConfig, RopeScaling};
+use super::decoder::expected_tensors;
+use super::family::{Family, Permutation};
 use super::ModelError;
 use crate::params::gguf::{GgufFile, GgufValue};
 use crate::params::safetensors;
@@ -14,10 +15,10 @@ use std::path::{Path, PathBuf};
 enum Source {
     /// HF safetensors (names are already HF names).
     Hf(safetensors::Checkpoint),
-    /// GGUF, with (HF name, GGUF name, row permutation heads) per tensor.
+    /// GGUF, with (HF name, GGUF name, row permutation to undo) per tensor.
     Gguf {
         file: Box<GgufFile>,
-        map: Vec<(String, String, Option<usize>)>,
+        map: Vec<(String, String, Permutation)>,
     },
     /// Deterministic pseudo-random weights (the demo model).
     Synthetic { seed: u64 },
@@ -30,7 +31,7 @@ pub struct Checkpoint {
     /// Where it was opened from.
     pub path: PathBuf,
     /// Hyperparameters.
-    pub config: LlamaConfig,
+    pub config: DecoderConfig,
     source: Source,
     /// (HF name, shape) of every tensor the graph needs, in graph order.
     tensors: Vec<(String, Vec<usize>)>,
@@ -89,7 +90,7 @@ impl Checkpoint {
         if !cfg_path.is_file() {
             return Err(model_err(dir, "no config.json in this folder"));
         }
-        let config = LlamaConfig::from_hf_json_file(&cfg_path)?;
+        let config = DecoderConfig::from_hf_json_file(&cfg_path)?;
         let st = safetensors::open_checkpoint(dir)?;
         let mut available: Vec<(String, Vec<usize>)> = st
             .tensors()
@@ -152,7 +153,7 @@ impl Checkpoint {
     /// A deterministic pseudo-random model with `config` (the demo model):
     /// matrices uniform in ±0.4·√3/… scaled like an initializer range of
     /// 0.4, norm weights 1 + 0.2·u.
-    pub fn synthetic(name: &str, config: LlamaConfig, seed: u64) -> Result<Checkpoint> {
+    pub fn synthetic(name: &str, config: DecoderConfig, seed: u64) -> Result<Checkpoint> {
         config.validate()?;
         let tensors = expected_tensors(&config);
         Ok(Checkpoint {
@@ -195,11 +196,11 @@ impl Checkpoint {
                     .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{gname}\"")))?;
                 let v = file.dequantize(info)?;
                 Ok(match heads {
-                    Some(n) => {
+                    Permutation::RopeHeads(n) => {
                         let s = info.shape();
                         unpermute_rows(&v, s[0] as usize, s[1] as usize, *n)
                     }
-                    None => v,
+                    Permutation::None => v,
                 })
             }
             Source::Synthetic { seed } => {
@@ -219,7 +220,7 @@ impl Checkpoint {
 /// with the shapes it implies; returns them in graph order.
 fn check_tensors(
     path: &Path,
-    cfg: &LlamaConfig,
+    cfg: &DecoderConfig,
     available: &[(String, Vec<usize>)],
 ) -> Result<Vec<(String, Vec<usize>)>> {
     let expected = expected_tensors(cfg);
@@ -246,38 +247,32 @@ fn check_tensors(
         if !ignorable(name) && !expected.iter().any(|(n, _)| n == name) {
             return Err(model_err(
                 path,
-                format!("unexpected tensor \"{name}\" (the {} graph does not use it; biases and extra heads are not supported yet)", cfg.family.name()),
+                format!(
+                    "unexpected tensor \"{name}\" (the {} graph does not use it)",
+                    cfg.family.name()
+                ),
             ));
         }
     }
     Ok(expected)
 }
 
-/// Maps a GGUF tensor name to its HF name, with the head count whose row
-/// permutation must be undone (Q and K only).
-fn gguf_to_hf(name: &str, cfg: &LlamaConfig) -> Option<(String, Option<usize>)> {
+/// Maps a GGUF tensor name to its HF name, with the row permutation to
+/// undo; the per-block names are the family's.
+fn gguf_to_hf(name: &str, cfg: &DecoderConfig) -> Option<(String, Permutation)> {
     match name {
-        "token_embd.weight" => return Some(("model.embed_tokens.weight".into(), None)),
-        "output_norm.weight" => return Some(("model.norm.weight".into(), None)),
-        "output.weight" => return Some(("lm_head.weight".into(), None)),
+        "token_embd.weight" => {
+            return Some(("model.embed_tokens.weight".into(), Permutation::None))
+        }
+        "output_norm.weight" => return Some(("model.norm.weight".into(), Permutation::None)),
+        "output.weight" => return Some(("lm_head.weight".into(), Permutation::None)),
         _ => {}
     }
     let rest = name.strip_prefix("blk.")?;
     let (layer, part) = rest.split_once('.')?;
     let l: usize = layer.parse().ok()?;
-    let (hf, heads) = match part {
-        "attn_norm.weight" => ("input_layernorm.weight", None),
-        "attn_q.weight" => ("self_attn.q_proj.weight", Some(cfg.num_heads)),
-        "attn_k.weight" => ("self_attn.k_proj.weight", Some(cfg.num_kv_heads)),
-        "attn_v.weight" => ("self_attn.v_proj.weight", None),
-        "attn_output.weight" => ("self_attn.o_proj.weight", None),
-        "ffn_norm.weight" => ("post_attention_layernorm.weight", None),
-        "ffn_gate.weight" => ("mlp.gate_proj.weight", None),
-        "ffn_up.weight" => ("mlp.up_proj.weight", None),
-        "ffn_down.weight" => ("mlp.down_proj.weight", None),
-        _ => return None,
-    };
-    Some((format!("model.layers.{l}.{hf}"), heads))
+    let (hf, perm) = cfg.family.gguf_block_tensor(part, cfg)?;
+    Some((format!("model.layers.{l}.{hf}"), perm))
 }
 
 /// Undoes llama.cpp's Q/K row permutation: view `[rows, cols]` as
@@ -316,7 +311,7 @@ fn meta_f(file: &GgufFile, key: &str) -> Option<f64> {
 
 /// Hyperparameters from GGUF metadata (the tokenizer is read separately,
 /// by [`crate::tokenizer::Tokenizer::from_gguf`]).
-fn gguf_config(path: &Path, file: &GgufFile) -> Result<LlamaConfig> {
+fn gguf_config(path: &Path, file: &GgufFile) -> Result<DecoderConfig> {
     let arch = file
         .get_metadata("general.architecture")
         .and_then(GgufValue::as_str)
@@ -359,7 +354,7 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<LlamaConfig> {
             .and_then(GgufValue::as_u64)
             .map(|x| x as u32)
     };
-    let config = LlamaConfig {
+    let config = DecoderConfig {
         family,
         hidden_size: hidden,
         intermediate_size: meta_u(file, path, &format!("{a}.feed_forward_length"))?,
@@ -379,7 +374,11 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<LlamaConfig> {
         eos_token_ids: u32_meta("tokenizer.ggml.eos_token_id")
             .into_iter()
             .collect(),
+        arch: Default::default(),
     };
+    let config = family
+        .gguf_config(config, file)
+        .map_err(|e| model_err(path, e.0))?;
     config.validate().map_err(|e| model_err(path, e.0))?;
     Ok(config)
 }

@@ -1,45 +1,13 @@
-//! The model hyperparameters kiln builds graphs from, and their reading
-//! from an HF `config.json` (both the transformers 4.x and 5.x spellings).
+//! The model hyperparameters kiln builds graphs from ([`DecoderConfig`]),
+//! and the family-independent part of reading an HF `config.json` (both the
+//! transformers 4.x and 5.x spellings). What differs by family is decided
+//! in `models/family/<name>.rs`.
 
+use super::family::Family;
 use super::ModelError;
 use serde::Deserialize;
 use serde_json::Value as Json;
 use std::path::Path;
-
-/// Model families kiln builds a graph for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Family {
-    /// Llama 1/2/3 and SmolLM.
-    Llama,
-    /// Mistral (Llama graph; sliding window must cover SEQ).
-    Mistral,
-}
-
-impl Family {
-    /// The `model_type` / `general.architecture` spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Family::Llama => "llama",
-            Family::Mistral => "mistral",
-        }
-    }
-
-    /// Families kiln supports, for error messages.
-    pub const SUPPORTED: &'static str = "llama, mistral";
-
-    /// Parses a `model_type`.
-    pub fn parse(s: &str) -> Result<Family, ModelError> {
-        match s {
-            "llama" => Ok(Family::Llama),
-            "mistral" => Ok(Family::Mistral),
-            other => Err(ModelError(format!(
-                "unsupported model_type \"{other}\" (supported: {})",
-                Family::SUPPORTED
-            ))),
-        }
-    }
-}
 
 /// RoPE frequency scaling.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
@@ -65,9 +33,55 @@ pub enum RopeScaling {
     },
 }
 
-/// Hyperparameters of a Llama-family decoder.
+/// Activation of the gated MLP (`down(act(gate(x)) · up(x))`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// SiLU (SwiGLU): Llama, Mistral, Qwen2, Phi-3.
+    #[default]
+    Silu,
+    /// tanh-approximated GELU (GeGLU): Gemma.
+    GeluTanh,
+}
+
+/// How a family's decoder block differs from Llama's: the knobs the shared
+/// decoder (`models/decoder.rs`) reads. `Arch::default()` is Llama.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, Deserialize)]
+#[serde(default)]
+pub struct Arch {
+    /// q/k/v projections carry biases `self_attn.{q,k,v}_proj.bias` (Qwen2).
+    pub qkv_bias: bool,
+    /// q, k and v are one `self_attn.qkv_proj.weight` `[(H+2·KV)·D, hidden]`,
+    /// split in-graph (Phi-3).
+    pub fused_qkv: bool,
+    /// gate and up are one `mlp.gate_up_proj.weight` `[2·I, hidden]`, split
+    /// in-graph (Phi-3).
+    pub fused_gate_up: bool,
+    /// MLP activation.
+    pub activation: Activation,
+    /// RMSNorm scales by `1 + w` instead of `w` (Gemma).
+    pub norm_plus_one: bool,
+    /// Token embeddings are multiplied by `√hidden` (Gemma).
+    pub scale_embeddings: bool,
+    /// Leading dims of each head that RoPE rotates; `None` = all of them
+    /// (Phi-3's `partial_rotary_factor`).
+    pub rotary_dim: Option<usize>,
+    /// Attention scores are scaled by `1/√s` with this `s` instead of
+    /// `head_dim` (Gemma 2's `query_pre_attn_scalar`).
+    pub query_pre_attn_scalar: Option<f64>,
+    /// Attention scores pass through `c·tanh(x/c)` (Gemma 2).
+    pub attn_logit_softcapping: Option<f64>,
+    /// Logits pass through `c·tanh(x/c)` (Gemma 2).
+    pub final_logit_softcapping: Option<f64>,
+    /// Extra norms: after attention (`post_attention_layernorm`, applied to
+    /// the attention output), before and after the MLP
+    /// (`pre_feedforward_layernorm`, `post_feedforward_layernorm`) (Gemma 2).
+    pub sandwich_norms: bool,
+}
+
+/// Hyperparameters of a decoder-only transformer of any supported family.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
-pub struct LlamaConfig {
+pub struct DecoderConfig {
     /// Model family.
     pub family: Family,
     /// Embedding width.
@@ -100,9 +114,17 @@ pub struct LlamaConfig {
     pub bos_token_id: Option<u32>,
     /// End-of-sequence ids (HF allows a list).
     pub eos_token_ids: Vec<u32>,
+    /// What the family changes in the decoder block.
+    #[serde(default)]
+    pub arch: Arch,
 }
 
-impl LlamaConfig {
+impl DecoderConfig {
+    /// Dims of each head that RoPE rotates.
+    pub fn rotary_dim(&self) -> usize {
+        self.arch.rotary_dim.unwrap_or(self.head_dim)
+    }
+
     /// Checks the hyperparameters agree with each other.
     pub fn validate(&self) -> Result<(), ModelError> {
         let bad = |m: String| Err(ModelError(m));
@@ -125,9 +147,10 @@ impl LlamaConfig {
                 self.num_heads, self.num_kv_heads
             ));
         }
-        if self.head_dim % 2 != 0 {
+        let rd = self.rotary_dim();
+        if rd % 2 != 0 || rd == 0 || rd > self.head_dim {
             return bad(format!(
-                "config: head_dim ({}) must be even for RoPE",
+                "config: the rotary dims ({rd}) must be even, positive and at most head_dim ({})",
                 self.head_dim
             ));
         }
@@ -141,51 +164,58 @@ impl LlamaConfig {
     }
 
     /// Reads an HF `config.json`.
-    pub fn from_hf_json_file(path: &Path) -> Result<LlamaConfig, ModelError> {
+    pub fn from_hf_json_file(path: &Path) -> Result<DecoderConfig, ModelError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ModelError(format!("{}: {e}", path.display())))?;
         Self::from_hf_json(&text).map_err(|e| ModelError(format!("{}: {}", path.display(), e.0)))
     }
 
     /// Parses the text of an HF `config.json`.
-    pub fn from_hf_json(text: &str) -> Result<LlamaConfig, ModelError> {
+    pub fn from_hf_json(text: &str) -> Result<DecoderConfig, ModelError> {
         let raw: RawConfig = serde_json::from_str(text)
             .map_err(|e| ModelError(format!("invalid config.json: {e}")))?;
-        raw.into_config()
+        let family = Family::parse(&required(raw.model_type.clone(), "model_type")?)?;
+        let cfg = family.hf_config(&raw)?;
+        cfg.validate()?;
+        Ok(cfg)
     }
 }
 
 /// `config.json` as written by transformers, every key optional so that a
-/// missing one is reported by name.
+/// missing one is reported by name. The keys every family shares are
+/// fields; family files read their own keys from `extra`.
 #[derive(Debug, Deserialize)]
-struct RawConfig {
-    model_type: Option<String>,
-    hidden_size: Option<usize>,
-    intermediate_size: Option<usize>,
-    num_hidden_layers: Option<usize>,
-    num_attention_heads: Option<usize>,
-    num_key_value_heads: Option<usize>,
-    head_dim: Option<usize>,
-    vocab_size: Option<usize>,
-    rms_norm_eps: Option<f64>,
-    rope_theta: Option<f64>,
-    rope_scaling: Option<Json>,
-    rope_parameters: Option<Json>,
-    tie_word_embeddings: Option<bool>,
-    max_position_embeddings: Option<usize>,
-    sliding_window: Option<usize>,
-    attention_bias: Option<bool>,
-    mlp_bias: Option<bool>,
-    hidden_act: Option<String>,
-    bos_token_id: Option<Json>,
-    eos_token_id: Option<Json>,
+pub(crate) struct RawConfig {
+    pub(crate) model_type: Option<String>,
+    pub(crate) hidden_size: Option<usize>,
+    pub(crate) intermediate_size: Option<usize>,
+    pub(crate) num_hidden_layers: Option<usize>,
+    pub(crate) num_attention_heads: Option<usize>,
+    pub(crate) num_key_value_heads: Option<usize>,
+    pub(crate) head_dim: Option<usize>,
+    pub(crate) vocab_size: Option<usize>,
+    pub(crate) rms_norm_eps: Option<f64>,
+    pub(crate) rope_theta: Option<f64>,
+    pub(crate) rope_scaling: Option<Json>,
+    pub(crate) rope_parameters: Option<Json>,
+    pub(crate) tie_word_embeddings: Option<bool>,
+    pub(crate) max_position_embeddings: Option<usize>,
+    pub(crate) sliding_window: Option<usize>,
+    pub(crate) attention_bias: Option<bool>,
+    pub(crate) mlp_bias: Option<bool>,
+    pub(crate) hidden_act: Option<String>,
+    pub(crate) bos_token_id: Option<Json>,
+    pub(crate) eos_token_id: Option<Json>,
+    /// Every other key, for the family files.
+    #[serde(flatten)]
+    pub(crate) extra: serde_json::Map<String, Json>,
 }
 
-fn required<T>(v: Option<T>, key: &str) -> Result<T, ModelError> {
+pub(crate) fn required<T>(v: Option<T>, key: &str) -> Result<T, ModelError> {
     v.ok_or_else(|| ModelError(format!("config.json: missing required key \"{key}\"")))
 }
 
-fn ids(v: &Option<Json>, key: &str) -> Result<Vec<u32>, ModelError> {
+pub(crate) fn ids(v: &Option<Json>, key: &str) -> Result<Vec<u32>, ModelError> {
     let bad = || {
         ModelError(format!(
             "config.json: \"{key}\" must be an id or a list of ids"
@@ -216,7 +246,10 @@ fn num(obj: &serde_json::Map<String, Json>, key: &str, ctx: &str) -> Result<f64,
 }
 
 /// Reads RoPE scaling from a `rope_scaling` or `rope_parameters` object.
-fn parse_rope(obj: &serde_json::Map<String, Json>, ctx: &str) -> Result<RopeScaling, ModelError> {
+pub(crate) fn parse_rope(
+    obj: &serde_json::Map<String, Json>,
+    ctx: &str,
+) -> Result<RopeScaling, ModelError> {
     let ty = obj
         .get("rope_type")
         .or_else(|| obj.get("type"))
@@ -240,26 +273,49 @@ fn parse_rope(obj: &serde_json::Map<String, Json>, ctx: &str) -> Result<RopeScal
 }
 
 impl RawConfig {
-    fn into_config(self) -> Result<LlamaConfig, ModelError> {
-        let family = Family::parse(&required(self.model_type.clone(), "model_type")?)?;
-        if self.attention_bias == Some(true) {
-            return Err(ModelError(
-                "config.json: attention_bias = true is not supported yet (supported: attention without biases)".into(),
-            ));
-        }
-        if self.mlp_bias == Some(true) {
-            return Err(ModelError(
-                "config.json: mlp_bias = true is not supported yet (supported: MLP without biases)"
-                    .into(),
-            ));
-        }
+    /// A number-valued extra key (`null` counts as absent).
+    pub(crate) fn extra_f64(&self, key: &str) -> Option<f64> {
+        self.extra.get(key).and_then(Json::as_f64)
+    }
+
+    /// A string-valued extra key (`null` counts as absent).
+    pub(crate) fn extra_str(&self, key: &str) -> Option<&str> {
+        self.extra.get(key).and_then(Json::as_str)
+    }
+
+    /// Errors unless the MLP activation (`hidden_act`), when present, is `want`.
+    pub(crate) fn expect_activation(&self, want: &str) -> Result<(), ModelError> {
         if let Some(act) = &self.hidden_act {
-            if act != "silu" {
+            if act != want {
                 return Err(ModelError(format!(
-                    "config.json: hidden_act \"{act}\" is not supported (supported: silu)"
+                    "config.json: hidden_act \"{act}\" is not supported for {} (supported: {want})",
+                    self.model_type.as_deref().unwrap_or("this model")
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// Errors when `attention_bias` or `mlp_bias` is set: the family has no
+    /// such biases in kiln's graph.
+    pub(crate) fn reject_biases(&self) -> Result<(), ModelError> {
+        let ty = self.model_type.as_deref().unwrap_or("this model");
+        if self.attention_bias == Some(true) {
+            return Err(ModelError(format!(
+                "config.json: attention_bias = true is not supported for {ty} (supported: attention without biases; qwen2 has q/k/v biases)"
+            )));
+        }
+        if self.mlp_bias == Some(true) {
+            return Err(ModelError(format!(
+                "config.json: mlp_bias = true is not supported for {ty} (supported: MLP without biases)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The hyperparameters every family reads the same way, with
+    /// `Arch::default()`; family files adjust the result.
+    pub(crate) fn common(&self, family: Family) -> Result<DecoderConfig, ModelError> {
         let hidden = required(self.hidden_size, "hidden_size")?;
         let heads = required(self.num_attention_heads, "num_attention_heads")?;
         let head_dim = match self.head_dim {
@@ -286,7 +342,7 @@ impl RawConfig {
         }
         let eos = ids(&self.eos_token_id, "eos_token_id")?;
         let bos = ids(&self.bos_token_id, "bos_token_id")?.first().copied();
-        let cfg = LlamaConfig {
+        Ok(DecoderConfig {
             family,
             hidden_size: hidden,
             intermediate_size: required(self.intermediate_size, "intermediate_size")?,
@@ -303,8 +359,7 @@ impl RawConfig {
             sliding_window: self.sliding_window,
             bos_token_id: bos,
             eos_token_ids: eos,
-        };
-        cfg.validate()?;
-        Ok(cfg)
+            arch: Arch::default(),
+        })
     }
 }

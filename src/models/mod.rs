@@ -1,9 +1,17 @@
 //! Model loaders: checkpoints (HF folders, GGUF files) to model graphs.
+//!
+//! `config` reads hyperparameters, `family/` holds one file per model
+//! family (what its config keys and tensor names mean), `decoder` is the
+//! graph every family shares, `rope` its position tables, `checkpoint`
+//! opens files.
 
 pub mod config;
-pub mod llama;
+pub mod decoder;
+pub mod family;
+pub mod rope;
 
-pub use config::{Family, LlamaConfig, RopeScaling};
+pub use config::{Activation, Arch, DecoderConfig, RopeScaling};
+pub use family::Family;
 
 /// A checkpoint that cannot be turned into a graph: names what is wrong
 /// (file, key, tensor, expected vs found) and what is supported.

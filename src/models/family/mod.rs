@@ -1,0 +1,127 @@
+//! Model families: one file each, mapping a family's `config.json` keys,
+//! GGUF metadata and tensor names onto the shared decoder
+//! (`models/decoder.rs`, configured by [`Arch`](super::Arch)).
+//!
+//! Adding a family (see `spec/models.md`): a variant here, one line in each
+//! `match` below, and a file with `hf_config` (and, for GGUF input,
+//! `gguf_config` and `gguf_block_tensor`).
+
+mod llama;
+
+use super::config::{DecoderConfig, RawConfig};
+use super::ModelError;
+use crate::params::gguf::GgufFile;
+use serde::{Deserialize, Serialize};
+
+/// Model families kiln builds a graph for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// Llama 1/2/3 and SmolLM.
+    Llama,
+    /// Mistral (Llama graph; sliding window must cover SEQ).
+    Mistral,
+}
+
+impl Family {
+    /// Every family, in the order error messages list them.
+    pub const ALL: &'static [Family] = &[Family::Llama, Family::Mistral];
+
+    /// The `model_type` / `general.architecture` spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Mistral => "mistral",
+        }
+    }
+
+    /// Families kiln supports, comma-separated, for error messages.
+    pub fn supported() -> String {
+        Family::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Parses a `model_type` (or a GGUF `general.architecture`).
+    pub fn parse(s: &str) -> Result<Family, ModelError> {
+        Family::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                ModelError(format!(
+                    "unsupported model_type \"{s}\" (supported: {})",
+                    Family::supported()
+                ))
+            })
+    }
+
+    /// The hyperparameters of an HF `config.json` of this family.
+    pub(crate) fn hf_config(self, raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
+        match self {
+            Family::Llama | Family::Mistral => llama::hf_config(self, raw),
+        }
+    }
+
+    /// Adjusts the hyperparameters read from GGUF metadata (`common`, read
+    /// the same way for every family) for this family.
+    pub(crate) fn gguf_config(
+        self,
+        common: DecoderConfig,
+        file: &GgufFile,
+    ) -> Result<DecoderConfig, ModelError> {
+        match self {
+            Family::Llama | Family::Mistral => llama::gguf_config(common, file),
+        }
+    }
+
+    /// Maps the per-block part of a GGUF tensor name (`attn_q.weight` of
+    /// `blk.N.attn_q.weight`) to the HF one (`self_attn.q_proj.weight`),
+    /// with the row permutation to undo.
+    pub(crate) fn gguf_block_tensor(
+        self,
+        part: &str,
+        cfg: &DecoderConfig,
+    ) -> Option<(&'static str, Permutation)> {
+        match self {
+            Family::Llama | Family::Mistral => llama::gguf_block_tensor(part, cfg),
+        }
+    }
+}
+
+/// A row permutation llama.cpp's converter applied to a GGUF tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Permutation {
+    /// Stored as in HF.
+    None,
+    /// Q/K rows permuted for llama.cpp's interleaved RoPE, with this many
+    /// heads (see [`super::checkpoint::unpermute_rows`]).
+    RopeHeads(usize),
+}
+
+/// The block tensors every llama.cpp conversion names the same way, as
+/// (GGUF part, HF part), Q and K first.
+pub(crate) const GGUF_BLOCK_NAMES: &[(&str, &str)] = &[
+    ("attn_q.weight", "self_attn.q_proj.weight"),
+    ("attn_k.weight", "self_attn.k_proj.weight"),
+    ("attn_v.weight", "self_attn.v_proj.weight"),
+    ("attn_q.bias", "self_attn.q_proj.bias"),
+    ("attn_k.bias", "self_attn.k_proj.bias"),
+    ("attn_v.bias", "self_attn.v_proj.bias"),
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_output.weight", "self_attn.o_proj.weight"),
+    ("ffn_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_gate.weight", "mlp.gate_proj.weight"),
+    ("ffn_up.weight", "mlp.up_proj.weight"),
+    ("ffn_down.weight", "mlp.down_proj.weight"),
+];
+
+/// The HF part of a standard GGUF block tensor part.
+pub(crate) fn standard_block_tensor(part: &str) -> Option<&'static str> {
+    GGUF_BLOCK_NAMES
+        .iter()
+        .find(|(g, _)| *g == part)
+        .map(|(_, h)| *h)
+}

@@ -1,0 +1,69 @@
+//! RoPE: inverse frequencies (with the scaling a config names) and the
+//! cos/sin tables the graphs embed as constants.
+
+use super::config::{DecoderConfig, RopeScaling};
+
+/// RoPE inverse frequencies (length `rotary_dim / 2`), as transformers
+/// computes them, scaling included.
+pub fn inv_freq(cfg: &DecoderConfig) -> Vec<f64> {
+    let d = cfg.rotary_dim();
+    // transformers computes these in f32: base ** (arange(0, d, 2) / d).
+    let base: Vec<f64> = (0..d / 2)
+        .map(|i| {
+            let e = (2 * i) as f32 / d as f32;
+            (1.0f32 / (cfg.rope_theta as f32).powf(e)) as f64
+        })
+        .collect();
+    match &cfg.rope_scaling {
+        RopeScaling::Default => base,
+        RopeScaling::Linear { .. } => base,
+        RopeScaling::Llama3 {
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            original_max_position_embeddings: old,
+        } => {
+            let low_wavelen = old / low_freq_factor;
+            let high_wavelen = old / high_freq_factor;
+            base.into_iter()
+                .map(|f| {
+                    let wavelen = 2.0 * std::f64::consts::PI / f;
+                    let scaled = if wavelen > low_wavelen { f / factor } else { f };
+                    // Neither high- nor low-frequency (wavelengths are finite and positive).
+                    let medium = wavelen >= high_wavelen && wavelen <= low_wavelen;
+                    if medium {
+                        let smooth = (old / wavelen - low_freq_factor)
+                            / (high_freq_factor - low_freq_factor);
+                        (1.0 - smooth) * scaled / factor + smooth * scaled
+                    } else {
+                        scaled
+                    }
+                })
+                .map(|x| x as f32 as f64)
+                .collect()
+        }
+    }
+}
+
+/// The cos and sin tables `[positions, rotary_dim]` (row-major, f32-exact
+/// values) for rotate-half RoPE: `emb = concat(freqs, freqs)`. Row `p` is
+/// position `p`.
+pub fn rope_tables(cfg: &DecoderConfig, positions: usize) -> (Vec<f64>, Vec<f64>) {
+    let f = inv_freq(cfg);
+    let pos_scale = match cfg.rope_scaling {
+        RopeScaling::Linear { factor } => 1.0 / factor,
+        _ => 1.0,
+    };
+    let d = cfg.rotary_dim();
+    let mut cos = Vec::with_capacity(positions * d);
+    let mut sin = Vec::with_capacity(positions * d);
+    for p in 0..positions {
+        let pos = (p as f64 * pos_scale) as f32;
+        for j in 0..d {
+            let ang = pos * f[j % (d / 2)] as f32;
+            cos.push((ang as f64).cos() as f32 as f64);
+            sin.push((ang as f64).sin() as f32 as f64);
+        }
+    }
+    (cos, sin)
+}
