@@ -10,6 +10,7 @@
 
 use crate::graph::{DType, Module};
 use crate::models::decoder::{build_graph, GraphOptions};
+use crate::models::kv::{build_decode, build_prefill, KvOptions};
 use crate::models::{Checkpoint, DecoderConfig};
 use crate::params::convert::{f32_to_bf16_rne, f32_to_f16};
 use crate::params::irpa::{EntrySpec, IrpaWriter};
@@ -39,6 +40,39 @@ pub struct ExportOptions {
     pub constants: ConstantPolicy,
     /// Show a progress bar on a terminal.
     pub progress: bool,
+    /// Also write the KV-cache pair `<name>-kv-gen.mlir` (prefill +
+    /// decode over the same parameters).
+    pub kv: Option<KvCacheOptions>,
+}
+
+/// Shapes of the KV-cache export (`kiln export --kv-cache`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvCacheOptions {
+    /// Prompt bucket P (default: SEQ).
+    pub prompt_len: Option<usize>,
+    /// Max context N (default: 2·P, capped at the model's max positions).
+    pub max_context: Option<usize>,
+    /// Cache dtype: f32 or bf16.
+    pub cache_dtype: DType,
+}
+
+/// The KV-cache module's record in the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvManifest {
+    /// The module file (`<name>-kv-gen.mlir`).
+    pub mlir: String,
+    /// Prefill function: `(tensor<1xPxi32>, tensor<i32>) -> (tensor<i32>, K, V)`.
+    pub prefill: String,
+    /// Decode function: `(tensor<1xi32>, tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
+    pub decode: String,
+    /// Prompt bucket P.
+    pub prompt_len: usize,
+    /// Max context N.
+    pub max_context: usize,
+    /// Cache element type (`f32` or `bf16`).
+    pub cache_dtype: String,
+    /// Shape of each of the two caches, `[layers, kv_heads, N, head_dim]`.
+    pub cache_shape: Vec<usize>,
 }
 
 impl Default for ExportOptions {
@@ -51,6 +85,7 @@ impl Default for ExportOptions {
             weights: DType::BF16,
             constants: ConstantPolicy::default(),
             progress: false,
+            kv: None,
         }
     }
 }
@@ -110,8 +145,11 @@ pub struct Manifest {
     pub parameter_bytes: u64,
     /// Where the checkpoint came from.
     pub source: String,
-    /// The written files: `mlir`, `safetensors`, `irpa`.
+    /// The written files: `mlir`, `safetensors`, `irpa` (and `kv_mlir`).
     pub files: std::collections::BTreeMap<String, FileRecord>,
+    /// The KV-cache pair, when exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvManifest>,
 }
 
 /// What [`export`] wrote, with timings.
@@ -127,6 +165,8 @@ pub struct ExportReport {
     pub safetensors: PathBuf,
     /// IRPA path.
     pub irpa: PathBuf,
+    /// The KV-cache module, when exported.
+    pub kv_mlir: Option<PathBuf>,
     /// Seconds spent building and printing the graph.
     pub graph_seconds: f64,
     /// Seconds spent converting and writing weights.
@@ -244,6 +284,36 @@ pub fn build_module(
     Ok(m)
 }
 
+/// Resolves the KV-cache shapes and names for a model exported as `function`.
+pub fn kv_options(
+    cfg: &DecoderConfig,
+    seq: usize,
+    weights: DType,
+    function: &str,
+    kv: &KvCacheOptions,
+) -> KvOptions {
+    let p = kv.prompt_len.unwrap_or(seq);
+    let n = kv
+        .max_context
+        .unwrap_or_else(|| (2 * p).min(cfg.max_position_embeddings.max(p + 1)));
+    KvOptions {
+        prompt_len: p,
+        max_context: n,
+        weight_dtype: weights,
+        cache_dtype: kv.cache_dtype,
+        prefill: format!("{function}_prefill"),
+        decode: format!("{function}_decode"),
+    }
+}
+
+/// Builds the KV-cache module: prefill and decode over the same parameters.
+pub fn build_kv_module(ckpt: &Checkpoint, opts: &KvOptions, module_name: &str) -> Result<Module> {
+    let mut m = Module::new(module_name);
+    m.functions.push(build_prefill(&ckpt.config, opts)?);
+    m.functions.push(build_decode(&ckpt.config, opts)?);
+    Ok(m)
+}
+
 fn record(w: Written) -> FileRecord {
     FileRecord {
         path: w
@@ -295,6 +365,21 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         },
         Some(&CheckpointWeights(ckpt)),
     )?;
+    let kv = match &opts.kv {
+        Some(kv) => {
+            let ko = kv_options(&ckpt.config, opts.seq, opts.weights, &function, kv);
+            let m = build_kv_module(ckpt, &ko, &format!("{}_kv", identifier(&name)))?;
+            let kv_text = print_module(
+                &m,
+                &PrintOptions {
+                    constants: opts.constants.clone(),
+                },
+                Some(&CheckpointWeights(ckpt)),
+            )?;
+            Some((ko, kv_text))
+        }
+        None => None,
+    };
     let graph_seconds = t0.elapsed().as_secs_f64();
 
     std::fs::create_dir_all(&opts.out_dir).map_err(|e| {
@@ -316,6 +401,10 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let irpa_path = staging.path().join(format!("{name}.irpa"));
     let mlir_path = staging.path().join(format!("{name}-gen.mlir"));
     crate::util::write_atomic(&mlir_path, text.as_bytes())?;
+    let kv_path = staging.path().join(format!("{name}-kv-gen.mlir"));
+    if let Some((_, kv_text)) = &kv {
+        crate::util::write_atomic(&kv_path, kv_text.as_bytes())?;
+    }
 
     let t1 = Instant::now();
     let wd = opts.weights;
@@ -393,6 +482,23 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     ] {
         files.insert(key.to_string(), record(w));
     }
+    let kv_manifest = kv.as_ref().map(|(ko, kv_text)| {
+        let w = Written {
+            path: kv_path.clone(),
+            bytes: kv_text.len() as u64,
+            sha256: Some(crate::util::sha256_hex(kv_text.as_bytes())),
+        };
+        files.insert("kv_mlir".to_string(), record(w));
+        KvManifest {
+            mlir: format!("{name}-kv-gen.mlir"),
+            prefill: ko.prefill.clone(),
+            decode: ko.decode.clone(),
+            prompt_len: ko.prompt_len,
+            max_context: ko.max_context,
+            cache_dtype: ko.cache_dtype.to_string(),
+            cache_shape: ko.cache_type(&ckpt.config).shape.to_vec(),
+        }
+    });
     let seq = opts.seq;
     let manifest = Manifest {
         kiln_version: crate::VERSION.to_string(),
@@ -414,13 +520,18 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         parameter_bytes: bytes_total,
         source: ckpt.path.display().to_string(),
         files,
+        kv: kv_manifest,
     };
     let manifest_staged = staging.path().join(format!("{name}.json"));
     let json =
         serde_json::to_string_pretty(&manifest).map_err(|e| Error::Usage(e.to_string()))? + "\n";
     crate::util::write_atomic(&manifest_staged, json.as_bytes())?;
     // Everything is complete: move it into place.
-    for p in [&mlir_path, &st_path, &irpa_path, &manifest_staged] {
+    let mut done = vec![&mlir_path, &st_path, &irpa_path, &manifest_staged];
+    if kv.is_some() {
+        done.insert(1, &kv_path);
+    }
+    for p in done {
         std::fs::rename(p, out(p)).map_err(|e| Error::io(out(p), e))?;
     }
     Ok(ExportReport {
@@ -429,6 +540,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         mlir: out(&mlir_path),
         safetensors: out(&st_path),
         irpa: out(&irpa_path),
+        kv_mlir: kv.is_some().then(|| out(&kv_path)),
         graph_seconds,
         weights_seconds,
     })

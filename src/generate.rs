@@ -158,3 +158,282 @@ impl Forward for Interpreted {
             })
     }
 }
+
+/// One model driven through the KV-cache pair (`kiln export --kv-cache`):
+/// a prefill over the prompt bucket P, then one decode per token, the
+/// caches kept by the implementation between calls.
+pub trait KvStep {
+    /// Prompt bucket P.
+    fn prompt_len(&self) -> usize;
+    /// Max context N (cache length).
+    fn max_context(&self) -> usize;
+    /// Runs prefill on `padded` (P ids, the prompt then 0s) whose first
+    /// `length` ids are the prompt; returns the id predicted after it and
+    /// keeps the caches.
+    fn prefill(&mut self, padded: &[i32], length: usize) -> Result<i32>;
+    /// Runs decode for `token` at `position` on the kept caches; returns
+    /// the id predicted after it and keeps the updated caches.
+    fn decode(&mut self, token: i32, position: usize) -> Result<i32>;
+}
+
+/// The KV-cache loop: exactly the ids [`generate`] gives with SEQ = N (the
+/// same greedy choice and eos handling), one prefill then one decode per
+/// new token instead of a whole-window forward per token. The prompt must
+/// fit P and leave room in N.
+pub fn generate_kv(
+    model: &mut dyn KvStep,
+    prompt: &[i32],
+    max_new_tokens: usize,
+    eos: &[i32],
+    mut on_token: impl FnMut(i32),
+) -> Result<Generation> {
+    let (p, n) = (model.prompt_len(), model.max_context());
+    if prompt.is_empty() {
+        return Err(Error::Usage("the prompt is empty".into()));
+    }
+    if prompt.len() > p {
+        return Err(Error::Usage(format!(
+            "the prompt has {} tokens but the prompt bucket P is {p} (export with a larger --prompt-len)",
+            prompt.len()
+        )));
+    }
+    if prompt.len() >= n {
+        return Err(Error::Usage(format!(
+            "the prompt has {} tokens but the max context N is {n}: no room for a new token (export with a larger --max-context)",
+            prompt.len()
+        )));
+    }
+    let mut padded = vec![0i32; p];
+    padded[..prompt.len()].copy_from_slice(prompt);
+    let mut ids = Vec::new();
+    let mut step = 0;
+    let mut next = None;
+    while prompt.len() + step < n && step < max_new_tokens {
+        let id = match next {
+            None => model.prefill(&padded, prompt.len())?,
+            Some(prev) => model.decode(prev, prompt.len() + step - 1)?,
+        };
+        if eos.contains(&id) {
+            return Ok(Generation {
+                ids,
+                stopped_at_eos: true,
+            });
+        }
+        ids.push(id);
+        on_token(id);
+        next = Some(id);
+        step += 1;
+    }
+    Ok(Generation {
+        ids,
+        stopped_at_eos: false,
+    })
+}
+
+/// Checks a decode position against N: a generation past the max context
+/// is an error, never a silent wrap-around.
+fn check_position(position: usize, max_context: usize) -> Result<()> {
+    if position >= max_context {
+        return Err(Error::Usage(format!(
+            "decode position {position} is past the max context N = {max_context} (export with a larger --max-context)"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the caches a call returned against the manifest's shape.
+fn check_caches(shapes: [&[usize]; 2], want: &[usize], function: &str) -> Result<()> {
+    for s in shapes {
+        if s != want {
+            return Err(Error::Usage(format!(
+                "@{function} returned a cache of shape {s:?}, expected {want:?}: the module does not match its manifest (re-export)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The KV-cache pair through kiln's own interpreter (no IREE); the caches
+/// are host tensors.
+pub struct KvInterpreted {
+    module: crate::graph::Module,
+    names: (String, String),
+    params: crate::interp::files::FileParams,
+    prompt_len: usize,
+    max_context: usize,
+    cache_shape: Vec<usize>,
+    caches: Option<(crate::interp::Tensor, crate::interp::Tensor)>,
+}
+
+impl KvInterpreted {
+    /// Parses `mlir` (a `NAME-kv-gen.mlir`) and opens `params`; `prefill`
+    /// and `decode` name the two functions. P, N and the cache shape are
+    /// read from their signatures.
+    pub fn open(
+        mlir: &std::path::Path,
+        params: &std::path::Path,
+        prefill: &str,
+        decode: &str,
+    ) -> Result<KvInterpreted> {
+        let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
+        let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
+        let pf = crate::interp::find_function(&module, Some(prefill))?;
+        let df = crate::interp::find_function(&module, Some(decode))?;
+        let bad = |f: &str| {
+            Error::Usage(format!(
+                "function @{f} does not have the KV-cache signature (see spec/kv-cache.md)"
+            ))
+        };
+        let prompt_len = pf
+            .inputs
+            .first()
+            .and_then(|&v| pf.ty(v).shape.last().copied())
+            .ok_or_else(|| bad(prefill))?;
+        let cache_shape = df
+            .inputs
+            .get(2)
+            .map(|&v| df.ty(v).shape.to_vec())
+            .filter(|s| s.len() == 4)
+            .ok_or_else(|| bad(decode))?;
+        Ok(KvInterpreted {
+            params: crate::interp::files::FileParams::open(params)?,
+            names: (prefill.to_string(), decode.to_string()),
+            max_context: cache_shape[2],
+            module,
+            prompt_len,
+            cache_shape,
+            caches: None,
+        })
+    }
+
+    fn call(&mut self, decode: bool, inputs: Vec<crate::interp::Tensor>) -> Result<i32> {
+        let name = if decode { &self.names.1 } else { &self.names.0 };
+        let g = crate::interp::find_function(&self.module, Some(name))?;
+        let mut out = crate::interp::run(g, &inputs, &self.params)?.into_iter();
+        let (next, k, v) = match (out.next(), out.next(), out.next()) {
+            (Some(n), Some(k), Some(v)) => (n, k, v),
+            _ => {
+                return Err(Error::Usage(format!(
+                    "function @{name} must return (id, K, V)"
+                )))
+            }
+        };
+        check_caches([k.shape(), v.shape()], &self.cache_shape, name)?;
+        let id = next
+            .as_i32()
+            .and_then(|x| x.first().copied())
+            .ok_or_else(|| Error::Usage(format!("function @{name} does not return an i32 id")))?;
+        self.caches = Some((k, v));
+        Ok(id)
+    }
+}
+
+impl KvStep for KvInterpreted {
+    fn prompt_len(&self) -> usize {
+        self.prompt_len
+    }
+    fn max_context(&self) -> usize {
+        self.max_context
+    }
+    fn prefill(&mut self, padded: &[i32], length: usize) -> Result<i32> {
+        use crate::interp::Tensor;
+        let inputs = vec![
+            Tensor::i32(&[1, padded.len()], padded.to_vec()),
+            Tensor::i32(&[], vec![length as i32]),
+        ];
+        self.call(false, inputs)
+    }
+    fn decode(&mut self, token: i32, position: usize) -> Result<i32> {
+        use crate::interp::Tensor;
+        check_position(position, self.max_context)?;
+        let (k, v) = self
+            .caches
+            .take()
+            .ok_or_else(|| Error::Usage("decode before prefill".into()))?;
+        let inputs = vec![
+            Tensor::i32(&[1], vec![token]),
+            Tensor::i32(&[], vec![position as i32]),
+            k,
+            v,
+        ];
+        self.call(true, inputs)
+    }
+}
+
+/// The KV-cache pair through `iree-run-module`, one process per call (for
+/// emulated targets): the caches go through `.npy` files between calls.
+pub struct KvRunModule {
+    /// The toolchain.
+    pub toolchain: Toolchain,
+    /// The compiled KV module.
+    pub vmfb: PathBuf,
+    /// How to run it (parameters, device, emulation); `function` is set
+    /// per call.
+    pub options: RunOptions,
+    /// (prefill, decode) function names.
+    pub functions: (String, String),
+    /// Prompt bucket P.
+    pub prompt_len: usize,
+    /// Shape of each cache, `[L, KV, N, D]`.
+    pub cache_shape: Vec<usize>,
+    /// The caches after the last call.
+    pub caches: Option<(HostTensor, HostTensor)>,
+}
+
+impl KvRunModule {
+    fn call(&mut self, decode: bool, inputs: &[HostTensor]) -> Result<i32> {
+        let mut opts = self.options.clone();
+        opts.function = if decode {
+            self.functions.1.clone()
+        } else {
+            self.functions.0.clone()
+        };
+        opts.exact_outputs = Some(3);
+        let out = run_module(&self.toolchain, &self.vmfb, &opts, inputs)?;
+        let mut it = out.into_iter();
+        let (next, k, v) = match (it.next(), it.next(), it.next()) {
+            (Some(n), Some(k), Some(v)) => (n, k, v),
+            _ => {
+                return Err(Error::Usage(format!(
+                    "@{} must return (id, K, V)",
+                    opts.function
+                )))
+            }
+        };
+        check_caches([&k.shape, &v.shape], &self.cache_shape, &opts.function)?;
+        self.caches = Some((k, v));
+        next.as_i32()
+            .and_then(|x| x.first().copied())
+            .ok_or_else(|| Error::Usage(format!("@{} does not return an i32 id", opts.function)))
+    }
+}
+
+impl KvStep for KvRunModule {
+    fn prompt_len(&self) -> usize {
+        self.prompt_len
+    }
+    fn max_context(&self) -> usize {
+        self.cache_shape[2]
+    }
+    fn prefill(&mut self, padded: &[i32], length: usize) -> Result<i32> {
+        let inputs = [
+            HostTensor::i32(vec![1, padded.len()], padded.to_vec())?,
+            HostTensor::i32(vec![], vec![length as i32])?,
+        ];
+        self.call(false, &inputs)
+    }
+    fn decode(&mut self, token: i32, position: usize) -> Result<i32> {
+        check_position(position, self.max_context())?;
+        let (k, v) = self
+            .caches
+            .take()
+            .ok_or_else(|| Error::Usage("decode before prefill".into()))?;
+        let inputs = [
+            HostTensor::i32(vec![1], vec![token])?,
+            HostTensor::i32(vec![], vec![position as i32])?,
+            k,
+            v,
+        ];
+        self.call(true, &inputs)
+    }
+}

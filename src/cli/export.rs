@@ -1,6 +1,6 @@
 //! `kiln export CHECKPOINT --seq N …`: checkpoint → MLIR + safetensors + irpa + manifest.
 
-use crate::export::{export, ExportOptions};
+use crate::export::{export, ExportOptions, KvCacheOptions};
 use crate::graph::DType;
 use crate::models::Checkpoint;
 use crate::stablehlo::ConstantPolicy;
@@ -34,6 +34,24 @@ pub struct Args {
     /// Constant policy: external, inline or threshold=BYTES.
     #[arg(long, default_value = "external")]
     pub constants: String,
+    /// Also write NAME-kv-gen.mlir: a prefill and a one-token decode
+    /// function carrying K/V caches, over the same parameters.
+    #[arg(long)]
+    pub kv_cache: bool,
+    /// KV export: prompt bucket P, prefill's token count (default: --seq).
+    #[arg(long, value_name = "P", requires = "kv_cache")]
+    pub prompt_len: Option<usize>,
+    /// KV export: max context N, prompt plus new tokens (default: 2·P).
+    #[arg(long, value_name = "N", requires = "kv_cache")]
+    pub max_context: Option<usize>,
+    /// KV export: cache dtype, f32 or bf16.
+    #[arg(
+        long,
+        value_name = "DTYPE",
+        default_value = "f32",
+        requires = "kv_cache"
+    )]
+    pub kv_dtype: String,
 }
 
 /// Parses `--weights`.
@@ -85,6 +103,24 @@ fn human(bytes: u64) -> String {
 pub fn run(a: Args) -> Result<i32> {
     let weights = parse_weights(&a.weights)?;
     let constants = parse_constants(&a.constants, &a.scope)?;
+    let kv = if a.kv_cache {
+        let cache_dtype = match a.kv_dtype.as_str() {
+            "f32" => DType::F32,
+            "bf16" => DType::BF16,
+            other => {
+                return Err(Error::Usage(format!(
+                    "--kv-dtype {other}: expected f32 or bf16"
+                )))
+            }
+        };
+        Some(KvCacheOptions {
+            prompt_len: a.prompt_len,
+            max_context: a.max_context,
+            cache_dtype,
+        })
+    } else {
+        None
+    };
     let t = std::time::Instant::now();
     let ckpt = Checkpoint::open(&a.checkpoint)?;
     let opts = ExportOptions {
@@ -95,6 +131,7 @@ pub fn run(a: Args) -> Result<i32> {
         weights,
         constants,
         progress: std::io::stderr().is_terminal(),
+        kv,
     };
     let r = export(&ckpt, &opts)?;
     let m = &r.manifest;
@@ -131,7 +168,25 @@ pub fn run(a: Args) -> Result<i32> {
         human(m.parameter_bytes),
         m.weights_dtype
     );
-    for p in [&r.mlir, &r.safetensors, &r.irpa, &r.manifest_path] {
+    if let Some(kv) = &m.kv {
+        eprintln!(
+            "  kv-cache  @{}(tensor<1x{}xi32>, tensor<i32>) and @{}(tensor<1xi32>, tensor<i32>, K, V), K/V tensor<{}x{}>",
+            kv.prefill,
+            kv.prompt_len,
+            kv.decode,
+            kv.cache_shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("x"),
+            kv.cache_dtype
+        );
+    }
+    let mut written = vec![&r.mlir, &r.safetensors, &r.irpa, &r.manifest_path];
+    if let Some(p) = &r.kv_mlir {
+        written.insert(1, p);
+    }
+    for p in written {
         let size = std::fs::metadata(p).map(|md| md.len()).unwrap_or(0);
         eprintln!("  wrote     {} ({})", p.display(), human(size));
     }

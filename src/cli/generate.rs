@@ -1,10 +1,16 @@
-//! `kiln generate MODULE.vmfb (--prompt TEXT | --tokens IDS) …`: text
-//! generation with exactly the phone's redecode loop.
+//! `kiln generate MODULE (--prompt TEXT | --tokens IDS) …`: text
+//! generation with exactly the phone's redecode loop, or (`--kv-cache`)
+//! with the prefill + decode pair, which gives the same ids. MODULE is a
+//! `.vmfb` (run by IREE) or a `.mlir` (run by kiln's interpreter).
 
 use super::run::{parse_tokens, resolve, task_groups};
-use crate::generate::{generate, Forward, IreeRunModule};
+use crate::generate::{
+    generate, generate_kv, Forward, Generation, Interpreted, IreeRunModule, KvInterpreted,
+    KvRunModule, KvStep,
+};
 use crate::iree::flags::Device;
 use crate::iree::run::{Emulation, RunOptions};
+use crate::iree::session::KvSession;
 use crate::iree::session::Session;
 use crate::iree::Toolchain;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
@@ -58,6 +64,11 @@ pub struct Args {
     /// Use the IREE venv (or tool directory) at DIR.
     #[arg(long, value_name = "DIR")]
     pub iree_dir: Option<PathBuf>,
+    /// Drive the KV-cache pair (`NAME-kv-<target>.vmfb` or
+    /// `NAME-kv-gen.mlir` from `kiln export --kv-cache`): one prefill, then
+    /// one decode call per token, the caches kept on the device.
+    #[arg(long)]
+    pub kv_cache: bool,
 }
 
 fn default_tokenizer(source: Option<&str>) -> Option<PathBuf> {
@@ -105,14 +116,25 @@ pub fn run(a: Args) -> Result<i32> {
         }
         (None, None) => return Err(Error::Usage("pass --prompt TEXT or --tokens IDS".into())),
     };
-    if prompt.len() >= r.seq {
-        return Err(Error::Usage(format!(
-            "the prompt has {} tokens but SEQ is {}: it must be at most {} tokens (export with a larger --seq)",
-            prompt.len(),
-            r.seq,
-            r.seq - 1
-        )));
-    }
+    let kv = if a.kv_cache {
+        let kv = r.manifest.export.as_ref().and_then(|m| m.kv.clone());
+        Some(kv.ok_or_else(|| {
+            Error::Usage(format!(
+                "--kv-cache: the manifest beside {} records no KV-cache export (re-export with `kiln export … --kv-cache`)",
+                a.module.display()
+            ))
+        })?)
+    } else {
+        if prompt.len() >= r.seq {
+            return Err(Error::Usage(format!(
+                "the prompt has {} tokens but SEQ is {}: it must be at most {} tokens (export with a larger --seq)",
+                prompt.len(),
+                r.seq,
+                r.seq - 1
+            )));
+        }
+        None
+    };
     let mut eos = r.manifest.eos();
     if let Some(e) = tokenizer.as_ref().and_then(Tokenizer::eos) {
         if !eos.contains(&(e as i32)) {
@@ -122,45 +144,95 @@ pub fn run(a: Args) -> Result<i32> {
     let device = Device::parse(&a.device)?;
     let emulate = a.emulate.as_deref().map(Emulation::parse).transpose()?;
     let groups = task_groups(a.task_groups)?;
-    let tc = Toolchain::locate(a.iree_dir.as_deref())?;
+    let interpreted = a.module.extension().is_some_and(|e| e == "mlir");
     let t0 = std::time::Instant::now();
-    let mut model: Box<dyn Forward> = if a.per_step || emulate.is_some() {
-        Box::new(IreeRunModule {
-            toolchain: tc,
-            vmfb: a.module.clone(),
-            options: RunOptions {
-                device,
-                function: r.function.clone(),
-                params: vec![(r.scope.clone(), r.params.clone())],
-                task_groups: groups,
-                emulate,
-                exact_outputs: None,
-            },
-            seq: r.seq,
-        })
-    } else {
-        Box::new(Session::start(
-            &tc,
+    let run_opts = |tc_function: String| RunOptions {
+        device,
+        function: tc_function,
+        params: vec![(r.scope.clone(), r.params.clone())],
+        task_groups: groups,
+        emulate,
+        exact_outputs: None,
+    };
+    let mut model: Driver = match (&kv, interpreted) {
+        (None, true) => Driver::Redecode(Box::new(Interpreted::open(
             &a.module,
             &r.params,
-            &r.scope,
             &r.function,
-            device,
-            r.seq,
-            groups,
-        )?)
+        )?)),
+        (Some(kv), true) => Driver::Kv(Box::new(KvInterpreted::open(
+            &a.module,
+            &r.params,
+            &kv.prefill,
+            &kv.decode,
+        )?)),
+        (None, false) => {
+            let tc = Toolchain::locate(a.iree_dir.as_deref())?;
+            if a.per_step || emulate.is_some() {
+                Driver::Redecode(Box::new(IreeRunModule {
+                    toolchain: tc,
+                    vmfb: a.module.clone(),
+                    options: run_opts(r.function.clone()),
+                    seq: r.seq,
+                }))
+            } else {
+                Driver::Redecode(Box::new(Session::start(
+                    &tc,
+                    &a.module,
+                    &r.params,
+                    &r.scope,
+                    &r.function,
+                    device,
+                    r.seq,
+                    groups,
+                )?))
+            }
+        }
+        (Some(kv), false) => {
+            let tc = Toolchain::locate(a.iree_dir.as_deref())?;
+            if a.per_step || emulate.is_some() {
+                Driver::Kv(Box::new(KvRunModule {
+                    toolchain: tc,
+                    vmfb: a.module.clone(),
+                    options: run_opts(kv.prefill.clone()),
+                    functions: (kv.prefill.clone(), kv.decode.clone()),
+                    prompt_len: kv.prompt_len,
+                    cache_shape: kv.cache_shape.clone(),
+                    caches: None,
+                }))
+            } else {
+                Driver::Kv(Box::new(KvSession::start(
+                    &tc,
+                    &a.module,
+                    &r.params,
+                    &r.scope,
+                    (&kv.prefill, &kv.decode),
+                    device,
+                    (kv.prompt_len, kv.max_context),
+                    groups,
+                )?))
+            }
+        }
     };
     let load = t0.elapsed().as_secs_f64();
-    eprintln!(
-        "prompt: {} tokens; SEQ {}; loaded in {load:.2}s",
-        prompt.len(),
-        r.seq
-    );
+    match &kv {
+        Some(kv) => eprintln!(
+            "prompt: {} tokens; KV cache P {} N {}; loaded in {load:.2}s",
+            prompt.len(),
+            kv.prompt_len,
+            kv.max_context
+        ),
+        None => eprintln!(
+            "prompt: {} tokens; SEQ {}; loaded in {load:.2}s",
+            prompt.len(),
+            r.seq
+        ),
+    }
     let mut stdout = std::io::stdout();
     let mut decoder = StreamDecoder::new();
     let mut stream_err = None;
     let t1 = std::time::Instant::now();
-    let g = generate(model.as_mut(), &prompt, a.max_new_tokens, &eos, |id| {
+    let on_token = |id: i32| {
         let piece = match &tokenizer {
             Some(t) => match decoder.push(t, id as u32) {
                 Ok(s) => s,
@@ -173,7 +245,11 @@ pub fn run(a: Args) -> Result<i32> {
         };
         let _ = stdout.write_all(piece.as_bytes());
         let _ = stdout.flush();
-    })?;
+    };
+    let g: Generation = match &mut model {
+        Driver::Redecode(m) => generate(m.as_mut(), &prompt, a.max_new_tokens, &eos, on_token)?,
+        Driver::Kv(m) => generate_kv(m.as_mut(), &prompt, a.max_new_tokens, &eos, on_token)?,
+    };
     if let Some(e) = stream_err {
         return Err(e);
     }
@@ -182,7 +258,7 @@ pub fn run(a: Args) -> Result<i32> {
     let secs = t1.elapsed().as_secs_f64();
     let n = g.ids.len() + usize::from(g.stopped_at_eos);
     eprintln!(
-        "{} new tokens{} in {secs:.2}s: {:.2} tokens/s ({} forward passes)",
+        "{} new tokens{} in {secs:.2}s: {:.2} tokens/s ({} {})",
         g.ids.len(),
         if g.stopped_at_eos {
             " (stopped at eos)"
@@ -190,7 +266,18 @@ pub fn run(a: Args) -> Result<i32> {
             ""
         },
         n as f64 / secs.max(1e-9),
-        n
+        n,
+        if kv.is_some() {
+            "prefill/decode calls"
+        } else {
+            "forward passes"
+        }
     );
     Ok(0)
+}
+
+/// The loop a generation runs: redecode or KV cache.
+enum Driver {
+    Redecode(Box<dyn Forward>),
+    Kv(Box<dyn KvStep>),
 }

@@ -229,7 +229,17 @@ pub fn resolve(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = model_name(module);
+    let mut name = model_name(module);
+    if module.extension().is_some_and(|e| e == "mlir") {
+        name = name.strip_suffix("-gen").unwrap_or(&name).to_string();
+    }
+    // A KV-cache module (`NAME-kv-<target>.vmfb`, `NAME-kv-gen.mlir`)
+    // shares its export's `NAME.json`.
+    if let Some(base) = name.strip_suffix("-kv") {
+        if !dir.join(format!("{name}.json")).is_file() {
+            name = base.to_string();
+        }
+    }
     let manifest_path = dir.join(format!("{name}.json"));
     let manifest = read_manifest(&manifest_path)?;
     let m = manifest.clone().unwrap_or_default();

@@ -1,6 +1,14 @@
 # kiln's long-lived IREE runner: loads the module and the parameter archive
 # once with IREE's own Python runtime (iree-base-runtime), then answers one
-# line of SEQ token ids on stdin with one line of SEQ predicted ids on stdout.
+# line on stdin with one line on stdout.
+#
+# Redecode mode (FUNCTION is one name): a line of SEQ token ids -> a line of
+# SEQ predicted ids.
+# KV-cache mode (FUNCTION is "PREFILL,DECODE", SEQ is the prompt bucket P):
+#   "p LENGTH id_0 ... id_{P-1}"  -> next id   (runs prefill, keeps K and V)
+#   "d TOKEN POSITION"            -> next id   (runs decode on the kept K, V)
+# The caches stay on the device between calls: the results of one call are
+# passed as arguments to the next, never copied to the host.
 import sys
 
 import numpy as np
@@ -17,7 +25,11 @@ provider = index.create_provider(scope=scope)
 param_module = rt.create_io_parameters_module(config.vm_instance, provider)
 module = rt.VmModule.mmap(config.vm_instance, vmfb)
 modules = rt.load_vm_modules(param_module, module, config=config)
-fn = getattr(modules[-1], function)
+kv_mode = "," in function
+if kv_mode:
+    prefill_fn, decode_fn = (getattr(modules[-1], f) for f in function.split(","))
+else:
+    fn = getattr(modules[-1], function)
 
 
 def to_numpy(arr):
@@ -52,8 +64,32 @@ def to_numpy(arr):
         return np.array(staging.map().asarray(view.shape, arr.dtype))
 
 
+def serve_redecode():
+    for line in sys.stdin:
+        ids = np.array([int(x) for x in line.split()], dtype=np.int32).reshape(1, seq)
+        out = to_numpy(fn(ids)).reshape(-1)
+        print(" ".join(str(int(x)) for x in out), flush=True)
+
+
+def serve_kv():
+    caches = None
+    for line in sys.stdin:
+        words = line.split()
+        if words[0] == "p":
+            length = np.array(int(words[1]), dtype=np.int32)
+            ids = np.array([int(x) for x in words[2:]], dtype=np.int32).reshape(1, seq)
+            nxt, k, v = prefill_fn(ids, length)
+        elif words[0] == "d":
+            if caches is None:
+                raise SystemExit("decode before prefill")
+            token = np.array([int(words[1])], dtype=np.int32)
+            position = np.array(int(words[2]), dtype=np.int32)
+            nxt, k, v = decode_fn(token, position, *caches)
+        else:
+            raise SystemExit("unknown command " + words[0])
+        caches = (k, v)
+        print(int(to_numpy(nxt).reshape(-1)[0]), flush=True)
+
+
 print("ready", flush=True)
-for line in sys.stdin:
-    ids = np.array([int(x) for x in line.split()], dtype=np.int32).reshape(1, seq)
-    out = to_numpy(fn(ids)).reshape(-1)
-    print(" ".join(str(int(x)) for x in out), flush=True)
+serve_kv() if kv_mode else serve_redecode()

@@ -120,17 +120,18 @@ impl Session {
         .into()
     }
 
-    /// Runs one forward pass on SEQ ids.
-    pub fn run(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
-        let line = ids
-            .iter()
-            .map(|x| x.to_string())
-            .collect::<Vec<_>>()
-            .join(" ");
+    /// Sends one request line and reads the answer line.
+    fn request(&mut self, line: &str) -> Result<String> {
         writeln!(self.stdin, "{line}")
             .and_then(|_| self.stdin.flush())
             .map_err(|e| IreeError::Session(format!("writing to the runner: {e}")))?;
-        let out = self.read_line()?;
+        self.read_line()
+    }
+
+    /// Runs one forward pass on SEQ ids.
+    pub fn run(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
+        let line = join_ids(ids);
+        let out = self.request(&line)?;
         let v: Vec<i32> = out
             .split_whitespace()
             .map(|t| t.parse::<i32>())
@@ -145,6 +146,75 @@ impl Session {
             .into());
         }
         Ok(v)
+    }
+}
+
+fn join_ids(ids: &[i32]) -> String {
+    ids.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A session over a KV-cache module (`kiln export --kv-cache`): prefill
+/// and decode loaded once, the K/V caches kept on the device between
+/// calls (each call's result buffers are the next call's arguments).
+pub struct KvSession {
+    inner: Session,
+    prompt_len: usize,
+    max_context: usize,
+}
+
+impl KvSession {
+    /// Starts the runner on `prefill`/`decode` of `vmfb`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        tc: &Toolchain,
+        vmfb: &Path,
+        params: &Path,
+        scope: &str,
+        (prefill, decode): (&str, &str),
+        device: Device,
+        (prompt_len, max_context): (usize, usize),
+        task_groups: Option<usize>,
+    ) -> Result<KvSession> {
+        let inner = Session::start(
+            tc,
+            vmfb,
+            params,
+            scope,
+            &format!("{prefill},{decode}"),
+            device,
+            prompt_len,
+            task_groups,
+        )?;
+        Ok(KvSession {
+            inner,
+            prompt_len,
+            max_context,
+        })
+    }
+
+    fn next_id(&mut self, line: &str) -> Result<i32> {
+        let out = self.inner.request(line)?;
+        out.trim().parse::<i32>().map_err(|_| {
+            IreeError::Session(format!("unexpected runner output: {}", out.trim())).into()
+        })
+    }
+}
+
+impl crate::generate::KvStep for KvSession {
+    fn prompt_len(&self) -> usize {
+        self.prompt_len
+    }
+    fn max_context(&self) -> usize {
+        self.max_context
+    }
+    fn prefill(&mut self, padded: &[i32], length: usize) -> Result<i32> {
+        self.next_id(&format!("p {length} {}", join_ids(padded)))
+    }
+    fn decode(&mut self, token: i32, position: usize) -> Result<i32> {
+        self.next_id(&format!("d {token} {position}"))
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod config;
 pub mod decoder;
 pub mod family;
+pub mod kv;
 pub mod rope;
 
 pub use config::{Activation, Arch, DecoderConfig, RopeScaling};
