@@ -287,14 +287,11 @@ fn policy_module() -> (Module, HashMap<String, Vec<f64>>) {
     m.functions.push(g);
     let mut w = HashMap::new();
     w.insert("small.w".to_string(), vec![1.0, 0.5, -0.25, f64::INFINITY]);
-    // bf16 weights are i32 parameters holding two bf16 bit patterns each
-    // (element 2i in the low half): `[3, 2]` is declared `[3, 1]`.
-    let b = |x: f32| half::bf16::from_f32(x).to_bits() as u32;
-    let bits = [1.0f32, 2.0, 3.0, -1.0, 0.0078125, 1.5]
-        .chunks_exact(2)
-        .map(|p| (b(p[0]) | b(p[1]) << 16) as i32 as f64)
-        .collect();
-    w.insert("big.w".to_string(), bits);
+    // bf16 weights are bf16 parameters, values exact in bf16.
+    w.insert(
+        "big.w".to_string(),
+        vec![1.0, 2.0, 3.0, -1.0, 0.0078125, 1.5],
+    );
     (m, w)
 }
 

@@ -336,14 +336,9 @@ fn parameters_upcast_and_checked() {
     let w = g.weight("w", DType::BF16, &[2]).unwrap();
     let y = g.add(w, w).unwrap();
     g.set_outputs(&[y]);
-    // A bf16 weight is declared by its bits: one i32 holding two bf16
-    // patterns (element 0 in the low half), widened in-graph.
-    let bits = |x: f32| half::bf16::from_f32(x).to_bits() as u32;
+    // A bf16 weight is a bf16 parameter converted to f32 in-graph.
     let mut p = HashMap::new();
-    p.insert(
-        "w".to_string(),
-        Tensor::i32(&[1], vec![(bits(1.5) | bits(-2.0) << 16) as i32]),
-    );
+    p.insert("w".to_string(), Tensor::f32(&[2], vec![1.5, -2.0]));
     let out = run(&g, &[], &p).unwrap();
     assert_eq!(out[0], Tensor::f32(&[2], vec![3.0, -4.0]));
     p.insert("w".to_string(), Tensor::i32(&[2], vec![0, 0]));

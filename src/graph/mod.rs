@@ -19,6 +19,7 @@
 //! ```
 
 mod composite;
+pub mod lower;
 mod ops;
 mod types;
 

@@ -87,43 +87,25 @@ impl Graph {
     }
 
     /// A weight of stored dtype `stored`, widened in-graph to f32 when it
-    /// is stored as bf16 or f16 (loaded in its stored size, computed in f32).
+    /// is stored as bf16 or f16: a parameter of the stored type followed by
+    /// a `convert` to f32, so the weight is loaded in its stored size and
+    /// widened inside the op that uses it.
     ///
-    /// A bf16 weight with an even element count is declared as an `i32`
-    /// parameter over the same bytes, each element holding two bf16 values
-    /// (little-endian: the even element in the low half), with the last
-    /// dim halved (or flattened to `[n/2]` when the last dim is odd), and
-    /// widened exactly in-graph by [`Graph::bf16_pairs_to_f32`]. Only
-    /// 32-bit types reach IREE: its Vulkan backend fails on bf16 buffers
-    /// feeding a `dot_general` (`vector.bitcast … vector<4xbf16>`), takes
-    /// minutes per matmul when i16 loads are widened inside it, and the
-    /// Android baseline profile has no 16-bit storage at all (see
-    /// `spec/stablehlo-subset.md`). A bf16 weight with an odd element count
-    /// is declared as `i16` and widened by [`Graph::bf16_bits_to_f32`]. An
-    /// f16 weight is `convert`ed.
+    /// IREE's Vulkan backend cannot take bf16 parameters; before a Vulkan
+    /// compile kiln re-declares them over the same bytes as 32-bit words
+    /// ([`crate::graph::lower::lower_bf16_parameters`], see
+    /// `spec/stablehlo-subset.md`).
     pub fn weight(
         &mut self,
         key: &str,
         stored: DType,
         shape: &[usize],
     ) -> Result<Value, GraphError> {
-        match stored {
-            DType::F32 => self.parameter(key, TensorType::new(stored, shape)),
-            DType::BF16 => match bf16_pairs_shape(shape) {
-                Some(pairs) => {
-                    let p = self.parameter(key, TensorType::new(DType::I32, &pairs))?;
-                    self.bf16_pairs_to_f32(p, shape)
-                }
-                None => {
-                    let p = self.parameter(key, TensorType::new(DType::I16, shape))?;
-                    self.bf16_bits_to_f32(p)
-                }
-            },
-            _ => {
-                let p = self.parameter(key, TensorType::new(stored, shape))?;
-                self.convert(p, DType::F32)
-            }
+        let p = self.parameter(key, TensorType::new(stored, shape))?;
+        if stored == DType::F32 {
+            return Ok(p);
         }
+        self.convert(p, DType::F32)
     }
 
     /// Widens i32 tensors holding two bf16 bit patterns each (element `2i`

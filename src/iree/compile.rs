@@ -56,8 +56,13 @@ pub fn compile(
         .suffix(".vmfb")
         .tempfile_in(&dir)
         .map_err(|e| Error::io(&dir, e))?;
+    let lowered = match target {
+        Target::Vulkan { .. } => lower_for_vulkan(mlir, &dir)?,
+        _ => None,
+    };
+    let input = lowered.as_ref().map_or(mlir, |t| t.path());
     let output = Command::new(&tc.compile)
-        .args(compile_args(mlir, target, tmp.path(), extra))
+        .args(compile_args(input, target, tmp.path(), extra))
         .stdin(Stdio::null())
         .output()
         .map_err(|source| IreeError::Spawn {
@@ -103,6 +108,34 @@ pub fn compile(
     }
     tmp.persist(out).map_err(|e| Error::io(out, e.error))?;
     Ok(())
+}
+
+/// For a Vulkan compile: when `mlir` declares bf16 parameters, the module
+/// with them re-declared as 32-bit words
+/// ([`crate::graph::lower::lower_bf16_parameters`]), written to a temporary
+/// file in `dir`; `None` when there is nothing to lower.
+fn lower_for_vulkan(mlir: &Path, dir: &Path) -> Result<Option<tempfile::NamedTempFile>> {
+    let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
+    let bf16_global = text
+        .lines()
+        .any(|l| l.trim_start().starts_with("util.global") && l.contains("xbf16>"));
+    if !bf16_global {
+        return Ok(None);
+    }
+    let parsed = crate::stablehlo::parse_module_full(&text).map_err(|e| e.with_file(mlir))?;
+    if !crate::graph::lower::has_bf16_parameters(&parsed.module) {
+        return Ok(None);
+    }
+    let lowered = crate::graph::lower::lower_bf16_parameters(&parsed.module)
+        .map_err(|e| Error::Usage(format!("{}: {e}", mlir.display())))?;
+    let out = crate::stablehlo::print_module(&lowered, &parsed.print_options(), None)?;
+    let mut f = tempfile::Builder::new()
+        .prefix(".kiln-vulkan-")
+        .suffix(".mlir")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    std::io::Write::write_all(&mut f, out.as_bytes()).map_err(|e| Error::io(f.path(), e))?;
+    Ok(Some(f))
 }
 
 /// The output path `kiln compile` uses: `out_dir/NAME-<suffix>.vmfb`.
