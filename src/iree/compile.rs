@@ -113,9 +113,21 @@ pub fn compile(
 /// For a Vulkan compile: when `mlir` declares bf16 parameters, the module
 /// with them re-declared as 32-bit words
 /// ([`crate::graph::lower::lower_bf16_parameters`]), written to a temporary
-/// file in `dir`; `None` when there is nothing to lower.
+/// file in `dir`; `None` when there is nothing to lower. Functions taking
+/// or returning bf16 tensors (bf16 KV caches) are an error.
 fn lower_for_vulkan(mlir: &Path, dir: &Path) -> Result<Option<tempfile::NamedTempFile>> {
     let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
+    if let Some(f) = text
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with("func.func") && l.contains("xbf16>"))
+    {
+        let name = f.split(['@', '(']).nth(1).unwrap_or("?");
+        return Err(Error::Usage(format!(
+            "{}: function @{name} takes or returns bf16 tensors, which the pinned IREE's Vulkan backend cannot store (the Android baseline profile has no 16-bit storage; lavapipe returns wrong values): re-export with --kv-dtype f32 for Vulkan",
+            mlir.display()
+        )));
+    }
     let bf16_global = text
         .lines()
         .any(|l| l.trim_start().starts_with("util.global") && l.contains("xbf16>"));
