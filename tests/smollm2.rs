@@ -13,15 +13,18 @@
 //!   and `kiln generate --emulate arm64` continues the chat prompt as
 //!   transformers does;
 //! - `kiln generate` from prompt text (plain and `--chat`) prints
-//!   transformers' continuation.
+//!   transformers' continuation;
+//! - the KV-cache pair (exported alongside, P 64, N 128): prefill + decode
+//!   generate transformers' greedy ids on the host (IREE session, and the
+//!   chat prompt through `kiln generate --kv-cache`) and in the interpreter.
 
 mod common;
 use common::*;
-use kiln::export::{export, ExportOptions, ExportReport};
-use kiln::generate::{generate, IreeRunModule};
+use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
+use kiln::generate::{generate, generate_kv, IreeRunModule, KvInterpreted};
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
-use kiln::iree::session::Session;
+use kiln::iree::session::{KvSession, Session};
 use kiln::models::Checkpoint;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -44,6 +47,11 @@ fn exported() -> Option<&'static Exported> {
                 seq: 64,
                 out_dir: dir.path().into(),
                 name: Some("smollm2".into()),
+                kv: Some(KvCacheOptions {
+                    prompt_len: None,
+                    max_context: None,
+                    cache_dtype: kiln::graph::DType::F32,
+                }),
                 ..Default::default()
             },
         )
@@ -220,6 +228,78 @@ fn redecode_generation_matches_transformers() {
             g.ids, chat.generate.ids
         ));
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Checks a generation against a prompt's transformers reference.
+fn check_generation(
+    failures: &mut Vec<String>,
+    what: &str,
+    p: &SmolPrompt,
+    g: &kiln::generate::Generation,
+) {
+    if g.ids != p.generate.ids || g.stopped_at_eos != p.generate.stopped_at_eos {
+        failures.push(format!(
+            "{} ({what}): generated {:?} (eos {}), transformers {:?} (eos {})",
+            p.name, g.ids, g.stopped_at_eos, p.generate.ids, p.generate.stopped_at_eos
+        ));
+    }
+}
+
+#[test]
+fn kv_cache_generation_matches_transformers() {
+    let Some(e) = exported() else { return };
+    let kv = e.report.manifest.kv.clone().unwrap();
+    assert_eq!((kv.prompt_len, kv.max_context), (64, 128));
+    assert_eq!(kv.cache_shape, [30, 3, 128, 64]);
+    let exp = smol_expected();
+    let mut failures = Vec::new();
+    // The interpreter, on the chat prompt (it stops at eos after 7 tokens).
+    let kv_mlir = e.report.kv_mlir.clone().unwrap();
+    let chat = exp.prompts.iter().find(|p| p.name == "chat").unwrap();
+    let mut interp = KvInterpreted::open(&kv_mlir, &e.report.irpa, &kv.prefill, &kv.decode).unwrap();
+    let g = generate_kv(&mut interp, &chat.ids, chat.generate.max_new_tokens, &[exp.eos_id], |_| {})
+        .unwrap();
+    check_generation(&mut failures, "interpreter", chat, &g);
+    let Some(tc) = toolchain() else {
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        return;
+    };
+    let vmfb = kv_mlir.with_file_name("smollm2-kv-host.vmfb");
+    kiln::iree::compile::compile(&tc, &kv_mlir, &Target::Host, &vmfb, &[]).unwrap();
+    let mut s = KvSession::start(
+        &tc,
+        &vmfb,
+        &e.report.irpa,
+        "model",
+        (&kv.prefill, &kv.decode),
+        Device::LocalTask,
+        (kv.prompt_len, kv.max_context),
+        None,
+    )
+    .unwrap();
+    for p in &exp.prompts {
+        let g = generate_kv(&mut s, &p.ids, p.generate.max_new_tokens, &[exp.eos_id], |_| {})
+            .unwrap();
+        check_generation(&mut failures, "KV session", p, &g);
+    }
+    // The CLI: kiln generate --kv-cache --chat prints the same answer.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args([
+            "generate",
+            vmfb.to_str().unwrap(),
+            "--kv-cache",
+            "--chat",
+            "--prompt",
+            "What is the capital of France?",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.trim_end_matches('\n'), chat.generate.text, "{stderr}");
+    assert!(stderr.contains("KV cache P 64 N 128"), "{stderr}");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
