@@ -733,3 +733,13 @@ fn invalid_names_are_rejected_by_the_printer() {
         "{e}"
     );
 }
+
+#[test]
+fn snapshot_vulkan_lowering_of_bf16_parameters() {
+    let (m, _) = policy_module();
+    let low = kiln::graph::lower::lower_bf16_parameters(&m).unwrap();
+    snap!(
+        "lowered_bf16_parameters",
+        print_module(&low, &PrintOptions::default(), None).unwrap()
+    );
+}

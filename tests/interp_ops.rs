@@ -350,3 +350,57 @@ fn parameters_upcast_and_checked() {
     assert!(e.contains("takes 0 argument"), "{e}");
     let _ = f32t(&[1]);
 }
+
+#[test]
+fn lowered_bf16_parameters_compute_the_same_values() {
+    use kiln::graph::lower::{has_bf16_parameters, lower_bf16_parameters};
+    use kiln::graph::Module;
+    let vals = [1.5f32, -2.0, 0.0078125, 3.0, -0.5, 96.0];
+    let bits = |x: f32| half::bf16::from_f32(x).to_bits();
+    for shape in [vec![2, 3], vec![3]] {
+        let n: usize = shape.iter().product();
+        let mut g = Graph::new("f");
+        let x = g.input(f32t(&shape));
+        let w = g.weight("w", DType::BF16, &shape).unwrap();
+        let y = g.mul(x, w).unwrap();
+        g.set_outputs(&[y]);
+        let mut m = Module::new("m");
+        m.functions.push(g);
+        assert!(has_bf16_parameters(&m));
+        let low = lower_bf16_parameters(&m).unwrap();
+        assert!(!has_bf16_parameters(&low));
+        let input = Tensor::f32(&shape, vec![2.0; n]);
+        let mut native = HashMap::new();
+        native.insert("w".to_string(), Tensor::f32(&shape, vals[..n].to_vec()));
+        let want = run(&m.functions[0], &[input.clone()], &native).unwrap();
+        // The lowered graph reads the same bytes as i32 pairs (even count)
+        // or i16 bits (odd count).
+        let mut packed = HashMap::new();
+        if n % 2 == 0 {
+            let words = vals[..n]
+                .chunks_exact(2)
+                .map(|p| (bits(p[0]) as u32 | (bits(p[1]) as u32) << 16) as i32)
+                .collect();
+            packed.insert(
+                "w".to_string(),
+                Tensor::i32(&kiln::graph::bf16_pairs_shape(&shape).unwrap(), words),
+            );
+        } else {
+            let words = vals[..n].iter().map(|&x| bits(x) as i16 as i32).collect();
+            packed.insert("w".to_string(), Tensor::i32(&shape, words));
+        }
+        let got = run(&low.functions[0], &[input], &packed).unwrap();
+        assert_eq!(got, want, "{shape:?}");
+    }
+    // Only a convert to f32 can be lowered.
+    let mut g = Graph::new("f");
+    let p = g
+        .parameter("w", TensorType::new(DType::BF16, &[2]))
+        .unwrap();
+    let r = g.reshape(p, &[1, 2]).unwrap();
+    g.set_outputs(&[r]);
+    let mut m = Module::new("m");
+    m.functions.push(g);
+    let e = lower_bf16_parameters(&m).unwrap_err().to_string();
+    assert!(e.contains("feeds `reshape`"), "{e}");
+}

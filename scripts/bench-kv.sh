@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# KV-cache benchmark (issue 10): SmolLM2-135M-Instruct on the host, a
+# 64-token prompt + 64 new tokens, median of RUNS (default 3), in one run:
+#   - iree-benchmark-module: one redecode forward at SEQ 128 and at SEQ 64,
+#     the prefill (P 64) and one decode step (N 128);
+#   - end to end: `kiln generate` (redecode, SEQ 128) vs
+#     `kiln generate --kv-cache` (P 64, N 128), tokens/s.
+# Usage: scripts/bench-kv.sh [RUNS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs="${1:-3}"
+gguf="$(bash scripts/fetch-smollm2.sh)"
+cargo build --release -q
+kiln=./target/release/kiln
+bench="$($kiln toolchain 2>/dev/null | awk '$1 == "iree-benchmark-module:" {print $2}')"
+[[ -x "$bench" ]] || { echo "bench-kv: iree-benchmark-module not found (run kiln toolchain install)" >&2; exit 1; }
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+$kiln export "$gguf" --seq 128 --out "$out" --name s128 --kv-cache --prompt-len 64 --max-context 128 2>/dev/null
+$kiln export "$gguf" --seq 64 --out "$out" --name s64 2>/dev/null
+for m in s128-gen s128-kv-gen s64-gen; do $kiln compile "$out/$m.mlir" --target host >/dev/null 2>&1; done
+
+# median real time (ms) of one call
+bm() { # module function inputs...
+  local vmfb="$1" fn="$2" params="$3"; shift 3
+  local args=()
+  for i in "$@"; do args+=("--input=$i"); done
+  "$bench" --device=local-task --module="$vmfb" --parameters=model="$params" --function="$fn" \
+    "${args[@]}" --benchmark_repetitions="$runs" --benchmark_min_time=1x 2>/dev/null |
+    awk '/_median/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}'
+}
+ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
+ids128=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(128)))')
+fwd128=$(bm "$out/s128-host.vmfb" s128 "$out/s128.irpa" "1x128xi32=$ids128")
+fwd64=$(bm "$out/s64-host.vmfb" s64 "$out/s64.irpa" "1x64xi32=$ids64")
+prefill=$(bm "$out/s128-kv-host.vmfb" s128_prefill "$out/s128.irpa" "1x64xi32=$ids64" "i32=64")
+decode=$(bm "$out/s128-kv-host.vmfb" s128_decode "$out/s128.irpa" "1xi32=1234" "i32=127" \
+  "30x3x128x64xf32=0" "30x3x128x64xf32=0")
+
+# End to end: 64-token prompt + 64 new tokens (eos ignored by the ids chosen
+# only if the model does not emit it; the line reports what ran).
+gen() { "$kiln" generate "$@" --tokens "$ids64" --max-new-tokens 64 2>&1 >/dev/null | awk '/tokens\/s/'; }
+e2e_re=$(gen "$out/s128-host.vmfb")
+e2e_kv=$(gen "$out/s128-kv-host.vmfb" --kv-cache)
+
+awk -v f128="$fwd128" -v f64="$fwd64" -v p="$prefill" -v d="$decode" -v n="$runs" 'BEGIN {
+  printf "SmolLM2-135M host (iree-benchmark-module, median of %d)\n", n
+  printf "  redecode forward, SEQ 128: %8.1f ms\n", f128
+  printf "  redecode forward, SEQ 64:  %8.1f ms\n", f64
+  printf "  prefill, P 64:             %8.1f ms  (%.2fx the SEQ-64 forward)\n", p, p / f64
+  printf "  decode, N 128:             %8.1f ms  (%.1fx faster than the SEQ-128 forward)\n", d, f128 / d
+}'
+echo "  kiln generate (redecode, SEQ 128): $e2e_re"
+echo "  kiln generate --kv-cache (P 64, N 128): $e2e_kv"
