@@ -12,6 +12,7 @@
 //! ASSETS/NAME-arm64-v8a.vmfb         from NAME-arm64.vmfb
 //! ASSETS/NAME-armeabi-v7a.vmfb       from NAME-arm32.vmfb
 //! ASSETS/NAME-vulkan.vmfb            from NAME-vulkan.vmfb
+//! ASSETS/NAME-kv-<key>.vmfb          the KV-cache pair, from NAME-kv-<target>.vmfb (when exported)
 //! ASSETS/NAME.tokenizer.json         HF tokenizer.json
 //! ASSETS/NAME.tokenizer_config.json  bos/eos tokens and the chat template
 //! ```
@@ -123,12 +124,37 @@ pub struct AssetsManifest {
     pub parameters: String,
     /// Modules by key (`arm64-v8a`, `armeabi-v7a`, `vulkan`, `host`).
     pub modules: BTreeMap<String, ModuleEntry>,
+    /// The KV-cache pair, when the export has one and a KV module was
+    /// compiled (`kiln export --kv-cache`; `spec/kv-cache.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<AssetsKv>,
     /// The HF `tokenizer.json`, when packaged.
     pub tokenizer: Option<String>,
     /// Its `tokenizer_config.json` (bos/eos tokens, chat template), when packaged.
     pub tokenizer_config: Option<String>,
     /// Size and sha256 of every other file, sorted by path.
     pub files: Vec<FileRecord>,
+}
+
+/// The KV-cache pair in the assets: the functions, their shapes, and the
+/// packaged `NAME-kv-<key>.vmfb` modules (same keys as `modules`), over the
+/// same `.irpa`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AssetsKv {
+    /// Prefill: `(tensor<1xPxi32>, tensor<i32>) -> (tensor<i32>, K, V)`.
+    pub prefill: String,
+    /// Decode: `(tensor<1xi32>, tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
+    pub decode: String,
+    /// Prompt bucket P.
+    pub prompt_len: usize,
+    /// Max context N.
+    pub max_context: usize,
+    /// Cache element type.
+    pub cache_dtype: String,
+    /// Shape of each cache, `[layers, kv_heads, N, head_dim]`.
+    pub cache_shape: Vec<usize>,
+    /// KV modules by key.
+    pub modules: BTreeMap<String, ModuleEntry>,
 }
 
 /// Where the tokenizer comes from.
@@ -476,6 +502,35 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
         )));
     }
 
+    // The KV-cache modules, when the export has the pair.
+    let mut kv_modules: Vec<(ModuleKind, PathBuf)> = Vec::new();
+    if let Some(kv) = &m.kv {
+        let kv_mlir = base.join(&kv.mlir);
+        for (k, _) in &modules {
+            let p = base.join(format!("{name}-kv-{}.vmfb", k.target));
+            if !p.is_file() {
+                warnings.push(format!(
+                    "{} not found: no KV-cache {} module packaged (`kiln compile {} --target {}`)",
+                    p.display(),
+                    k.key,
+                    kv_mlir.display(),
+                    k.target
+                ));
+                continue;
+            }
+            if let (Some(a), Some(b)) = (mtime(&p), mtime(&kv_mlir)) {
+                if a < b {
+                    warnings.push(format!(
+                        "{} is older than {}: it may be stale; recompile with `kiln compile`",
+                        p.display(),
+                        kv_mlir.display()
+                    ));
+                }
+            }
+            kv_modules.push((*k, p));
+        }
+    }
+
     let tokenizer = plan_tokenizer(&opts.tokenizer, &m, &base, &mut warnings)?;
 
     // Everything checked: write into a staging directory.
@@ -495,7 +550,14 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
             std::io::Error::new(e.kind(), format!("cannot create assets directory: {e}")),
         )
     })?;
-    let result = stage_and_commit(&m, &irpa_src, irpa_rec, &modules, tokenizer, out);
+    let result = stage_and_commit(
+        &m,
+        &irpa_src,
+        irpa_rec,
+        (&modules, &kv_modules),
+        tokenizer,
+        out,
+    );
     if result.is_err() && created {
         // Only removes the directory when it is still empty.
         let _ = std::fs::remove_dir(out);
@@ -515,7 +577,7 @@ fn stage_and_commit(
     m: &ExportManifest,
     irpa_src: &Path,
     irpa_rec: &FileRecord,
-    modules: &[(ModuleKind, PathBuf)],
+    (modules, kv_modules): (&[(ModuleKind, PathBuf)], &[(ModuleKind, PathBuf)]),
     tokenizer: TokenizerPlan,
     out: &Path,
 ) -> Result<Staged> {
@@ -547,24 +609,41 @@ fn stage_and_commit(
         sha256: sha,
     });
 
-    let mut entries = BTreeMap::new();
-    for (k, src) in modules {
-        let file = format!("{name}-{}.vmfb", k.key);
-        let (bytes, sha256) = copy_hashed(src, &st.join(&file))?;
-        files.push(FileRecord {
-            path: file.clone(),
-            bytes,
-            sha256,
-        });
-        entries.insert(
-            k.key.to_string(),
-            ModuleEntry {
-                path: file,
-                target: k.target.to_string(),
-                device: k.device.to_string(),
-            },
-        );
-    }
+    let mut copy_modules = |list: &[(ModuleKind, PathBuf)], infix: &str| -> Result<_> {
+        let mut entries = BTreeMap::new();
+        for (k, src) in list {
+            let file = format!("{name}{infix}-{}.vmfb", k.key);
+            let (bytes, sha256) = copy_hashed(src, &st.join(&file))?;
+            files.push(FileRecord {
+                path: file.clone(),
+                bytes,
+                sha256,
+            });
+            entries.insert(
+                k.key.to_string(),
+                ModuleEntry {
+                    path: file,
+                    target: k.target.to_string(),
+                    device: k.device.to_string(),
+                },
+            );
+        }
+        Ok(entries)
+    };
+    let entries = copy_modules(modules, "")?;
+    let kv_entries = copy_modules(kv_modules, "-kv")?;
+    let kv = match &m.kv {
+        Some(kv) if !kv_entries.is_empty() => Some(AssetsKv {
+            prefill: kv.prefill.clone(),
+            decode: kv.decode.clone(),
+            prompt_len: kv.prompt_len,
+            max_context: kv.max_context,
+            cache_dtype: kv.cache_dtype.clone(),
+            cache_shape: kv.cache_shape.clone(),
+            modules: kv_entries,
+        }),
+        _ => None,
+    };
 
     let tok_name = format!("{name}.tokenizer.json");
     let cfg_name = format!("{name}.tokenizer_config.json");
@@ -615,6 +694,7 @@ fn stage_and_commit(
         weights_dtype: Some(m.weights_dtype.clone()),
         parameters: irpa_name,
         modules: entries,
+        kv,
         tokenizer: tok,
         tokenizer_config: cfg,
         files,

@@ -73,7 +73,11 @@ fn check_assets(dir: &Path, name: &str) -> AssetsManifest {
     sorted.sort();
     assert_eq!(listed, sorted, "files sorted by path");
     assert!(listed.contains(&m.parameters.as_str()));
-    for e in m.modules.values() {
+    for e in m
+        .modules
+        .values()
+        .chain(m.kv.iter().flat_map(|kv| kv.modules.values()))
+    {
         assert!(listed.contains(&e.path.as_str()), "{}", e.path);
     }
     for t in m.tokenizer.iter().chain(m.tokenizer_config.iter()) {
@@ -118,6 +122,61 @@ fn tiny_tokenizer_dir(dir: &Path) -> PathBuf {
 }
 
 // --- end to end, with IREE ------------------------------------------------
+
+#[test]
+fn kv_pair_is_packaged_beside_the_redecode_modules() {
+    let Some(tc) = common::toolchain() else {
+        return;
+    };
+    use kiln::iree::flags::Target;
+    let dir = tmpdir();
+    let exp = dir.path().join("exp");
+    let ckpt = kiln::models::Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
+    let rep = kiln::export::export(
+        &ckpt,
+        &kiln::export::ExportOptions {
+            seq: 8,
+            out_dir: exp.clone(),
+            name: Some("tiny".into()),
+            kv: Some(kiln::export::KvCacheOptions {
+                prompt_len: None,
+                max_context: Some(16),
+                cache_dtype: kiln::graph::DType::F32,
+            }),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let arm64 = [Target::Arm64];
+    kiln::iree::compile::compile_many(&tc, &rep.mlir, &arm64, &exp, "tiny", 1, &[]).unwrap();
+    let kv_mlir = rep.kv_mlir.clone().unwrap();
+    let outs = kiln::iree::compile::compile_many(&tc, &kv_mlir, &arm64, &exp, "tiny-kv", 1, &[])
+        .unwrap();
+    let assets = dir.path().join("assets");
+    let o = kiln(&[
+        "package",
+        s(&rep.manifest_path),
+        "--out",
+        s(&assets),
+        "--no-tokenizer",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "stderr: {err}");
+    let m = check_assets(&assets, "tiny");
+    let kv = m.kv.expect("the KV pair is packaged");
+    assert_eq!((kv.prompt_len, kv.max_context), (8, 16));
+    assert_eq!(kv.prefill, "tiny_prefill");
+    assert_eq!(kv.decode, "tiny_decode");
+    assert_eq!(kv.cache_shape, [2, 2, 16, 12]);
+    let keys: Vec<&str> = kv.modules.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["arm64-v8a"]);
+    let f = m
+        .files
+        .iter()
+        .find(|f| f.path == "tiny-kv-arm64-v8a.vmfb")
+        .unwrap();
+    assert_eq!(f.sha256, sha256(&outs[0]));
+}
 
 #[test]
 fn export_compile_package_run() {
@@ -307,6 +366,7 @@ fn export_manifest(
         parameter_bytes: 4096,
         source: source.to_string(),
         files,
+        kv: None,
     }
 }
 
