@@ -12,18 +12,9 @@ use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{Emulation, RunOptions};
 use kiln::iree::session::Session;
 use kiln::models::Checkpoint;
-use std::process::Command;
 
 fn kiln(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    kiln_cli(env!("CARGO_BIN_EXE_kiln"), args)
 }
 
 #[test]

@@ -20,9 +20,9 @@ use kiln::graph::DType;
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{Emulation, RunOptions};
 use kiln::iree::session::KvSession;
+use kiln::iree::Toolchain;
 use kiln::models::Checkpoint;
 use std::path::Path;
-use std::process::Command;
 
 /// Prompt bucket used for the fixtures: positions 0..P go through prefill.
 const P: usize = 4;
@@ -49,6 +49,22 @@ fn export_kv(name: &str, seq: usize, dir: &Path, cache: DType) -> ExportReport {
             }),
             ..Default::default()
         },
+    )
+    .unwrap()
+}
+
+/// A KV session over `vmfb` (compiled from `r`'s KV module) on `device`.
+fn kv_session(tc: &Toolchain, r: &ExportReport, vmfb: &Path, device: Device) -> KvSession {
+    let kv = r.manifest.kv.as_ref().unwrap();
+    KvSession::start(
+        tc,
+        vmfb,
+        &r.irpa,
+        "model",
+        (&kv.prefill, &kv.decode),
+        device,
+        (kv.prompt_len, kv.max_context),
+        None,
     )
     .unwrap()
 }
@@ -127,21 +143,10 @@ fn iree_host_kv_matches_transformers_on_every_fixture() {
         let rs = exp.seqs.last().unwrap();
         let dir = tmpdir();
         let r = export_kv(name, rs.seq, dir.path(), DType::F32);
-        let kv = r.manifest.kv.as_ref().unwrap();
         let vmfb = dir.path().join("tiny-kv-host.vmfb");
         kiln::iree::compile::compile(&tc, r.kv_mlir.as_ref().unwrap(), &Target::Host, &vmfb, &[])
             .unwrap();
-        let mut s = KvSession::start(
-            &tc,
-            &vmfb,
-            &r.irpa,
-            "model",
-            (&kv.prefill, &kv.decode),
-            Device::LocalTask,
-            (kv.prompt_len, kv.max_context),
-            None,
-        )
-        .unwrap();
+        let mut s = kv_session(&tc, &r, &vmfb, Device::LocalTask);
         for (ci, c) in rs.cases.iter().enumerate() {
             let bad = teacher_forced(&mut s, &c.input, &c.argmax, &c.margin);
             if !bad.is_empty() {
@@ -179,19 +184,7 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
     )
     .unwrap();
     let prompt = [5, 17, 3];
-    let session = |vmfb: &Path, device| {
-        KvSession::start(
-            &tc,
-            vmfb,
-            &r.irpa,
-            "model",
-            (&kv.prefill, &kv.decode),
-            device,
-            (kv.prompt_len, kv.max_context),
-            None,
-        )
-        .unwrap()
-    };
+    let session = |vmfb: &Path, device| kv_session(&tc, &r, vmfb, device);
     let host = generate_kv(
         &mut session(&outs[0], Device::LocalTask),
         &prompt,
@@ -251,17 +244,7 @@ fn bf16_caches_match_f32_on_the_cpu_and_are_refused_for_vulkan() {
     let vmfb = dir.path().join("tiny-kv-host.vmfb");
     kiln::iree::compile::compile(&tc, r.kv_mlir.as_ref().unwrap(), &Target::Host, &vmfb, &[])
         .unwrap();
-    let mut s = KvSession::start(
-        &tc,
-        &vmfb,
-        &r.irpa,
-        "model",
-        (&kv.prefill, &kv.decode),
-        Device::LocalTask,
-        (kv.prompt_len, kv.max_context),
-        None,
-    )
-    .unwrap();
+    let mut s = kv_session(&tc, &r, &vmfb, Device::LocalTask);
     assert_eq!(generate_kv(&mut s, &prompt, 16, &[], |_| {}).unwrap(), g32);
     let vk = dir.path().join("tiny-kv-vulkan.vmfb");
     let e = kiln::iree::compile::compile(
@@ -278,15 +261,7 @@ fn bf16_caches_match_f32_on_the_cpu_and_are_refused_for_vulkan() {
 }
 
 fn kiln(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    kiln_cli(env!("CARGO_BIN_EXE_kiln"), args)
 }
 
 #[test]

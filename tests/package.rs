@@ -150,8 +150,8 @@ fn kv_pair_is_packaged_beside_the_redecode_modules() {
     let arm64 = [Target::Arm64];
     kiln::iree::compile::compile_many(&tc, &rep.mlir, &arm64, &exp, "tiny", 1, &[]).unwrap();
     let kv_mlir = rep.kv_mlir.clone().unwrap();
-    let outs = kiln::iree::compile::compile_many(&tc, &kv_mlir, &arm64, &exp, "tiny-kv", 1, &[])
-        .unwrap();
+    let outs =
+        kiln::iree::compile::compile_many(&tc, &kv_mlir, &arm64, &exp, "tiny-kv", 1, &[]).unwrap();
     let assets = dir.path().join("assets");
     let o = kiln(&[
         "package",

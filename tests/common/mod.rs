@@ -259,3 +259,14 @@ pub fn fixture_export_mismatches<S>(
     }
     failures
 }
+
+/// Runs the `kiln` binary (`env!("CARGO_BIN_EXE_kiln")` of the calling
+/// test) with `args`: (exit code, stdout, stderr).
+pub fn kiln_cli(bin: &str, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(bin).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
