@@ -31,6 +31,27 @@ pub enum RopeScaling {
         /// Context length the model was trained on.
         original_max_position_embeddings: f64,
     },
+    /// LongRoPE (Phi-3's `longrope`, formerly `su`): inverse frequencies
+    /// divided by per-dimension factors — `short_factor` when the table
+    /// covers at most `original_max_position_embeddings` positions,
+    /// `long_factor` beyond — and cos/sin multiplied by an attention factor
+    /// (transformers' `_compute_longrope_parameters`).
+    #[serde(rename = "longrope")]
+    LongRope {
+        /// Factors (one per rotary frequency) for short contexts.
+        short_factor: Vec<f64>,
+        /// Factors (one per rotary frequency) for long contexts.
+        long_factor: Vec<f64>,
+        /// Context length the model was pretrained with.
+        original_max_position_embeddings: f64,
+        /// `factor`, when the config gives it; otherwise
+        /// `max_position_embeddings / original_max_position_embeddings`.
+        factor: Option<f64>,
+        /// Scale of cos/sin, when the config gives it; otherwise
+        /// `√(1 + ln factor / ln original_max_position_embeddings)` (1 when
+        /// `factor ≤ 1`).
+        attention_factor: Option<f64>,
+    },
 }
 
 /// Activation of the gated MLP (`down(act(gate(x)) · up(x))`).
@@ -154,6 +175,28 @@ impl DecoderConfig {
                 self.head_dim
             ));
         }
+        if let RopeScaling::LongRope {
+            short_factor,
+            long_factor,
+            original_max_position_embeddings: old,
+            ..
+        } = &self.rope_scaling
+        {
+            for (key, f) in [("short_factor", short_factor), ("long_factor", long_factor)] {
+                if f.len() != rd / 2 || f.iter().any(|&x| !x.is_finite() || x <= 0.0) {
+                    return bad(format!(
+                        "config: longrope {key} must hold {} positive numbers (rotary dims / 2), found {:?}",
+                        rd / 2,
+                        f
+                    ));
+                }
+            }
+            if !old.is_finite() || *old < 1.0 {
+                return bad(format!(
+                    "config: longrope original_max_position_embeddings must be at least 1, found {old}"
+                ));
+            }
+        }
         if self.vocab_size > i32::MAX as usize {
             return bad(format!(
                 "config: vocab_size {} does not fit i32 ids",
@@ -246,9 +289,12 @@ fn num(obj: &serde_json::Map<String, Json>, key: &str, ctx: &str) -> Result<f64,
 }
 
 /// Reads RoPE scaling from a `rope_scaling` or `rope_parameters` object.
+/// `omax` is the pretraining length LongRoPE uses when the object has no
+/// `original_max_position_embeddings`.
 pub(crate) fn parse_rope(
     obj: &serde_json::Map<String, Json>,
     ctx: &str,
+    omax: Option<f64>,
 ) -> Result<RopeScaling, ModelError> {
     let ty = obj
         .get("rope_type")
@@ -266,10 +312,39 @@ pub(crate) fn parse_rope(
             high_freq_factor: num(obj, "high_freq_factor", ctx)?,
             original_max_position_embeddings: num(obj, "original_max_position_embeddings", ctx)?,
         }),
+        "longrope" | "su" => Ok(RopeScaling::LongRope {
+            short_factor: factors(obj, "short_factor", ctx)?,
+            long_factor: factors(obj, "long_factor", ctx)?,
+            original_max_position_embeddings: match obj
+                .get("original_max_position_embeddings")
+                .and_then(Json::as_f64)
+                .or(omax)
+            {
+                Some(n) => n,
+                None => num(obj, "original_max_position_embeddings", ctx)?,
+            },
+            factor: obj.get("factor").and_then(Json::as_f64),
+            attention_factor: obj.get("attention_factor").and_then(Json::as_f64),
+        }),
         other => Err(ModelError(format!(
-            "config.json: unsupported rope_type \"{other}\" in {ctx} (supported: default, linear, llama3)"
+            "config.json: unsupported rope_type \"{other}\" in {ctx} (supported: default, linear, llama3, longrope)"
         ))),
     }
+}
+
+fn factors(
+    obj: &serde_json::Map<String, Json>,
+    key: &str,
+    ctx: &str,
+) -> Result<Vec<f64>, ModelError> {
+    obj.get(key)
+        .and_then(Json::as_array)
+        .and_then(|a| a.iter().map(Json::as_f64).collect::<Option<Vec<f64>>>())
+        .ok_or_else(|| {
+            ModelError(format!(
+                "config.json: {ctx} needs a list of numbers \"{key}\""
+            ))
+        })
 }
 
 impl RawConfig {
@@ -331,14 +406,30 @@ impl RawConfig {
         // older: top-level rope_theta and rope_scaling.
         let mut rope_theta = self.rope_theta;
         let mut scaling = RopeScaling::Default;
+        // LongRoPE's pretraining length: a top-level
+        // original_max_position_embeddings (Phi-3) wins over the one in the
+        // RoPE object, which defaults to max_position_embeddings (as
+        // transformers' standardize_rope_params).
+        let top_omax = self.extra_f64("original_max_position_embeddings");
+        let omax = top_omax.or(self.max_position_embeddings.map(|m| m as f64));
         if let Some(Json::Object(p)) = &self.rope_parameters {
             if let Some(t) = p.get("rope_theta").and_then(Json::as_f64) {
                 rope_theta = Some(t);
             }
-            scaling = parse_rope(p, "rope_parameters")?;
+            scaling = parse_rope(p, "rope_parameters", omax)?;
         }
         if let Some(Json::Object(s)) = &self.rope_scaling {
-            scaling = parse_rope(s, "rope_scaling")?;
+            scaling = parse_rope(s, "rope_scaling", omax)?;
+        }
+        if let (
+            RopeScaling::LongRope {
+                original_max_position_embeddings: o,
+                ..
+            },
+            Some(top),
+        ) = (&mut scaling, top_omax)
+        {
+            *o = top;
         }
         let eos = ids(&self.eos_token_id, "eos_token_id")?;
         let bos = ids(&self.bos_token_id, "bos_token_id")?.first().copied();
