@@ -1,0 +1,134 @@
+//! The model families beside Llama off the host: one tiny checkpoint per
+//! family (Qwen2, Phi-3, Gemma) exported with f32 weights, compiled for
+//! the host, arm64 and kiln's default Vulkan target; the arm64 module run
+//! under qemu and the Vulkan module on lavapipe give exactly the host
+//! module's ids, which equal transformers' (tie rule). And Qwen2 from a
+//! GGUF file (llama.cpp's layout: Q/K unpermuted, biases as
+//! `blk.N.attn_{q,k,v}.bias`) exports the same graph and weights as the HF
+//! folder it was written from, and gives transformers' ids on the host.
+//! Every fixture at both SEQs on the host and in the interpreter is in
+//! `tests/export_hf.rs` / `tests/interp_models.rs`.
+
+mod common;
+use common::*;
+use kiln::export::{export, ExportOptions, ExportReport};
+use kiln::graph::DType;
+use kiln::iree::flags::{Device, Target};
+use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
+use kiln::iree::Toolchain;
+use kiln::models::Checkpoint;
+use std::path::Path;
+
+/// One fixture per family added beside Llama/Mistral.
+const ONE_PER_FAMILY: [&str; 3] = ["tiny-qwen2", "tiny-phi3", "tiny-gemma"];
+
+fn export_f32(ckpt: &Checkpoint, dir: &Path, seq: usize) -> ExportReport {
+    export(
+        ckpt,
+        &ExportOptions {
+            seq,
+            out_dir: dir.into(),
+            weights: DType::F32,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn ids(
+    tc: &Toolchain,
+    r: &ExportReport,
+    vmfb: &Path,
+    device: Device,
+    emulate: Option<Emulation>,
+    input: &[i32],
+) -> Vec<i32> {
+    let opts = RunOptions {
+        device,
+        emulate,
+        function: r.manifest.function.clone(),
+        params: vec![("model".into(), r.irpa.clone())],
+        ..Default::default()
+    };
+    let x = HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
+    run_module(tc, vmfb, &opts, &[x]).unwrap()[0]
+        .as_i32()
+        .unwrap()
+        .to_vec()
+}
+
+#[test]
+fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
+    let Some(tc) = toolchain() else { return };
+    let lavapipe = lavapipe_present();
+    for name in ONE_PER_FAMILY {
+        let exp = hf_expected(name);
+        let rs = &exp.seqs[0];
+        let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+        let dir = tmpdir();
+        let r = export_f32(&ckpt, dir.path(), rs.seq);
+        let targets = [Target::Host, Target::Arm64, Target::parse("vulkan").unwrap()];
+        let outs =
+            kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
+                .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
+        for (ci, c) in rs.cases.iter().enumerate() {
+            let host = ids(&tc, &r, &outs[0], Device::LocalTask, None, &c.input);
+            let bad = mismatches(&host, &c.argmax, &c.margin, 0..rs.seq);
+            assert!(bad.is_empty(), "{name} case {ci} host: {}", bad.join("; "));
+            let arm = ids(
+                &tc,
+                &r,
+                &outs[1],
+                Device::LocalTask,
+                Some(Emulation::Arm64),
+                &c.input,
+            );
+            assert_eq!(arm, host, "{name} case {ci}: arm64 under qemu vs host");
+            if lavapipe {
+                let vk = ids(&tc, &r, &outs[2], Device::Vulkan, None, &c.input);
+                assert_eq!(vk, host, "{name} case {ci}: Vulkan on lavapipe vs host");
+            }
+        }
+    }
+}
+
+#[test]
+fn qwen2_gguf_exports_the_hf_graph_and_gives_transformers_ids() {
+    let gguf = Checkpoint::open(fixture("gguf/tiny-qwen2.gguf")).unwrap();
+    let hf = Checkpoint::open(fixture("hf/tiny-qwen2")).unwrap();
+    assert_eq!(gguf.config.family, kiln::models::Family::Qwen2);
+    assert!(gguf.config.arch.qkv_bias && gguf.config.tie_word_embeddings);
+    assert_eq!(gguf.tensors(), hf.tensors());
+    for (name, _) in hf.tensors() {
+        assert!(
+            gguf.read_f32(name).unwrap() == hf.read_f32(name).unwrap(),
+            "{name} differs between the GGUF and the HF folder"
+        );
+    }
+    let exp = hf_expected("tiny-qwen2");
+    let tc = toolchain();
+    for rs in &exp.seqs {
+        let (dg, dh) = (tmpdir(), tmpdir());
+        let rg = export_f32(&gguf, dg.path(), rs.seq);
+        let rh = export_f32(&hf, dh.path(), rs.seq);
+        assert_eq!(
+            std::fs::read_to_string(&rg.mlir).unwrap(),
+            std::fs::read_to_string(&rh.mlir).unwrap(),
+            "seq {}: the GGUF and HF exports differ",
+            rs.seq
+        );
+        let Some(tc) = &tc else { continue };
+        let vmfb = dg.path().join("m.vmfb");
+        kiln::iree::compile::compile(tc, &rg.mlir, &Target::Host, &vmfb, &[]).unwrap();
+        for (ci, c) in rs.cases.iter().enumerate() {
+            let got = ids(tc, &rg, &vmfb, Device::LocalTask, None, &c.input);
+            let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
+            assert!(
+                bad.is_empty(),
+                "tiny-qwen2.gguf seq {} case {ci}: {}",
+                rs.seq,
+                bad.join("; ")
+            );
+        }
+    }
+}
