@@ -67,7 +67,11 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
         let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
         let dir = tmpdir();
         let r = export_f32(&ckpt, dir.path(), rs.seq);
-        let targets = [Target::Host, Target::Arm64, Target::parse("vulkan").unwrap()];
+        let targets = [
+            Target::Host,
+            Target::Arm64,
+            Target::parse("vulkan").unwrap(),
+        ];
         let outs =
             kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
                 .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
