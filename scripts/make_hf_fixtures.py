@@ -212,6 +212,24 @@ FIXTURES = {
         1010,
         torch.float32,
     ),
+    "tiny-gemma2": (
+        Gemma2Config,
+        Gemma2ForCausalLM,
+        base_kwargs(
+            tie_word_embeddings=False,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            pad_token_id=None,
+            hidden_activation="gelu_pytorch_tanh",
+            query_pre_attn_scalar=24,
+            attn_logit_softcapping=4.0,
+            final_logit_softcapping=15.0,
+            sliding_window=16,
+        ),
+        1011,
+        torch.float32,
+    ),
 }
 
 # Families whose RMSNorm scales by (1 + w): norm weights are perturbed
@@ -232,6 +250,11 @@ NOTES = {
     "tiny-phi3-longrope": "model_type phi3: longrope (original_max_position_embeddings 16, "
     "max_position_embeddings 64: short_factor at SEQ 8, long_factor at SEQ 33, attention_factor "
     "sqrt(1 + ln 4 / ln 16) on cos/sin), MHA 4/4",
+    "tiny-gemma2": "model_type gemma2: Gemma plus sandwich norms (post-attention, pre/post-MLP; "
+    "w = 0.2*N(0,1)), query_pre_attn_scalar 24 (!= head_dim 16), attn_logit_softcapping 4, "
+    "final_logit_softcapping 15, layer 0 local (sliding_window 16: active at SEQ 33) and layer 1 global, "
+    "GQA 4/2, untied (tied, the scaled embedding dominates the sandwich-normed stream and the "
+    "argmax echoes the input)",
     "tiny-gemma": "model_type gemma: embeddings x sqrt(48), RMSNorm (1 + w) with w = 0.2*N(0,1), GeGLU "
     "(gelu_pytorch_tanh), head_dim 16 != 48 / 4, MQA (1 KV head), tied",
 }
@@ -263,7 +286,24 @@ def edit_old_style(cfg):
     return dict(sorted(cfg.items()))
 
 
+def edit_window(cfg):
+    """A sliding window (5) narrower than every SEQ: every layer sees only
+    the last 5 keys."""
+    assert cfg["sliding_window"] == 4096
+    cfg["sliding_window"] = 5
+    return cfg
+
+
+# Variants whose outputs must differ from their source fixture's.
+CHANGED_VARIANTS = {"tiny-mistral-window"}
+
 VARIANTS = {
+    "tiny-mistral-window": (
+        "tiny-mistral",
+        edit_window,
+        "config.json of tiny-mistral with sliding_window 5 (< every SEQ): each query attends to "
+        "itself and the 4 keys before it; same weights, different outputs",
+    ),
     "tiny-llama-untied-mha-no-kv-heads": (
         "tiny-llama-untied-mha",
         edit_no_kv_heads,
@@ -571,6 +611,12 @@ def family_checks(name, d):
         dropped_changes_argmax(d, "zeroing the norm weights (w = 0: scale 1)", zero_if(lambda n: n.endswith("norm.weight")))
     if name.startswith("tiny-phi3"):
         dropped_changes_argmax(d, "setting the norm weights to 1", zero_if(lambda n: n.endswith("norm.weight"), 1.0))
+    if name == "tiny-gemma2":
+        cfg = json.loads((d / "config.json").read_text())
+        assert cfg["layer_types"] == ["sliding_attention", "full_attention"], cfg["layer_types"]
+        compare_config_edit(d, "a global layer 0 (sliding_window 4096)", lambda c: c.update(sliding_window=4096))
+        compare_config_edit(d, "no attention soft-capping", lambda c: c.update(attn_logit_softcapping=None), seqs=(8, 33))
+        compare_config_edit(d, "query_pre_attn_scalar 256", lambda c: c.update(query_pre_attn_scalar=256), seqs=(8, 33))
     if name == "tiny-phi3":
         # partial RoPE: rotating every dim instead of 6 of 12 changes outputs
         cfg = json.loads((d / "config.json").read_text())
@@ -659,6 +705,16 @@ def main():
         src_doc = json.loads((s / "expected.json").read_text())
         seed = FIXTURES[src][3] + 2
         doc, stats, _ = expected_for(name, d, seed, note, source=src)
+        if name in CHANGED_VARIANTS:
+            for a, b in zip(doc["seqs"], src_doc["seqs"]):
+                differ = sum(
+                    sum(x != y for x, y in zip(ca["argmax"], cb["argmax"]))
+                    for ca, cb in zip(a["cases"], b["cases"])
+                )
+                assert differ > 0, f"{name}: same argmaxes as {src} at seq {a['seq']}"
+                print(f"{name}: seq {a['seq']}: {differ} argmaxes differ from {src}", file=sys.stderr)
+            write_json(d / "expected.json", doc)
+            continue
         # the variant must reproduce the source fixture's outputs exactly
         for a, b in zip(doc["seqs"], src_doc["seqs"]):
             for ca, cb in zip(a["cases"], b["cases"]):

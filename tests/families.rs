@@ -1,5 +1,5 @@
 //! The model families beside Llama off the host: one tiny checkpoint per
-//! family (Qwen2, Phi-3, Gemma) exported with f32 weights, compiled for
+//! family (Qwen2, Phi-3, Gemma, Gemma 2) exported with f32 weights, compiled for
 //! the host, arm64 and kiln's default Vulkan target; the arm64 module run
 //! under qemu and the Vulkan module on lavapipe give exactly the host
 //! module's ids, which equal transformers' (tie rule). And Qwen2 from a
@@ -20,7 +20,7 @@ use kiln::models::Checkpoint;
 use std::path::Path;
 
 /// One fixture per family added beside Llama/Mistral.
-const ONE_PER_FAMILY: [&str; 3] = ["tiny-qwen2", "tiny-phi3", "tiny-gemma"];
+const ONE_PER_FAMILY: [&str; 4] = ["tiny-qwen2", "tiny-phi3", "tiny-gemma", "tiny-gemma2"];
 
 fn export_f32(ckpt: &Checkpoint, dir: &Path, seq: usize) -> ExportReport {
     export(

@@ -98,6 +98,11 @@ pub struct Arch {
     /// the attention output), before and after the MLP
     /// (`pre_feedforward_layernorm`, `post_feedforward_layernorm`) (Gemma 2).
     pub sandwich_norms: bool,
+    /// Which layers attend only to the last `sliding_window` keys (when
+    /// the config has a window): `None` = every layer (Mistral); `Some(v)`:
+    /// layer `l` iff `v[l]` (Gemma 2's alternating local/global layers,
+    /// Qwen2's `layer_types`).
+    pub sliding_layers: Option<Vec<bool>>,
 }
 
 /// Hyperparameters of a decoder-only transformer of any supported family.
@@ -141,6 +146,16 @@ pub struct DecoderConfig {
 }
 
 impl DecoderConfig {
+    /// The attention window of layer `l` (it sees only the last `w` keys,
+    /// itself included), if it has one.
+    pub fn layer_window(&self, l: usize) -> Option<usize> {
+        let w = self.sliding_window?;
+        match &self.arch.sliding_layers {
+            None => Some(w),
+            Some(v) => v.get(l).copied().unwrap_or(false).then_some(w),
+        }
+    }
+
     /// Dims of each head that RoPE rotates.
     pub fn rotary_dim(&self) -> usize {
         self.arch.rotary_dim.unwrap_or(self.head_dim)
@@ -167,6 +182,18 @@ impl DecoderConfig {
                 "config: num_attention_heads ({}) is not a multiple of num_key_value_heads ({})",
                 self.num_heads, self.num_kv_heads
             ));
+        }
+        if let Some(v) = &self.arch.sliding_layers {
+            if v.len() != self.num_layers {
+                return bad(format!(
+                    "config: layer_types lists {} layers, num_hidden_layers is {}",
+                    v.len(),
+                    self.num_layers
+                ));
+            }
+        }
+        if self.sliding_window == Some(0) {
+            return bad("config: sliding_window must be positive".into());
         }
         let rd = self.rotary_dim();
         if rd % 2 != 0 || rd == 0 || rd > self.head_dim {

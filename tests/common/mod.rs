@@ -67,7 +67,7 @@ pub fn hf_expected(name: &str) -> HfExpected {
 }
 
 /// The tiny HF checkpoints.
-pub const HF_FIXTURES: [&str; 12] = [
+pub const HF_FIXTURES: [&str; 13] = [
     "tiny-llama-tied-gqa",
     "tiny-llama-untied-mha",
     "tiny-llama-untied-mha-no-kv-heads",
@@ -80,6 +80,7 @@ pub const HF_FIXTURES: [&str; 12] = [
     "tiny-phi3",
     "tiny-phi3-longrope",
     "tiny-gemma",
+    "tiny-gemma2",
 ];
 
 /// Margin below which a reference argmax counts as a tie.

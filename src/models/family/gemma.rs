@@ -6,7 +6,7 @@
 //! alternating sliding-window (local) / global layers. No GGUF input yet
 //! (llama.cpp stores Gemma's norm weights with the 1 added).
 
-use super::Family;
+use super::{sliding_layers, Family};
 use crate::models::config::{Activation, DecoderConfig, RawConfig};
 use crate::models::ModelError;
 use serde_json::Value as Json;
@@ -56,16 +56,9 @@ pub(super) fn hf_config(family: Family, raw: &RawConfig) -> Result<DecoderConfig
         cfg.arch.query_pre_attn_scalar = opt_f64(raw, "query_pre_attn_scalar", Some(256.0))?;
         cfg.arch.attn_logit_softcapping = opt_f64(raw, "attn_logit_softcapping", Some(50.0))?;
         cfg.arch.final_logit_softcapping = opt_f64(raw, "final_logit_softcapping", Some(30.0))?;
-        // Layers marked "sliding_attention" (by default every even one) see
+        // Layers marked "sliding_attention" (by default the even ones) see
         // only the last sliding_window keys.
-        let window = raw.sliding_window;
-        let any_sliding = match raw.extra.get("layer_types").and_then(Json::as_array) {
-            Some(types) => types
-                .iter()
-                .any(|t| t.as_str() == Some("sliding_attention")),
-            None => cfg.num_layers > 0,
-        };
-        cfg.sliding_window = if any_sliding { window } else { None };
+        cfg.arch.sliding_layers = Some(sliding_layers(raw, cfg.num_layers, |l| (l + 1) % 2 == 1)?);
     } else {
         cfg.sliding_window = None;
     }

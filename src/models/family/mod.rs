@@ -124,6 +124,35 @@ impl Family {
     }
 }
 
+/// Which layers are local (sliding-window) attention, from `layer_types`
+/// (`"sliding_attention"` / `"full_attention"`), or `default(l)` when the
+/// config has no such list.
+pub(crate) fn sliding_layers(
+    raw: &RawConfig,
+    num_layers: usize,
+    default: impl Fn(usize) -> bool,
+) -> Result<Vec<bool>, ModelError> {
+    let Some(types) = raw.extra.get("layer_types").filter(|v| !v.is_null()) else {
+        return Ok((0..num_layers).map(default).collect());
+    };
+    let bad = || {
+        ModelError(
+            "config.json: \"layer_types\" must be a list of \"sliding_attention\" / \"full_attention\""
+                .into(),
+        )
+    };
+    types
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|t| match t.as_str() {
+            Some("sliding_attention") => Ok(true),
+            Some("full_attention") => Ok(false),
+            _ => Err(bad()),
+        })
+        .collect()
+}
+
 /// A row permutation llama.cpp's converter applied to a GGUF tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Permutation {

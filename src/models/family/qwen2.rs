@@ -1,11 +1,11 @@
 //! Qwen2 / Qwen2.5 (`model_type: qwen2`, GGUF `qwen2`): the Llama block
 //! plus q/k/v projection biases (`self_attn.{q,k,v}_proj.bias`, external
 //! parameters like every weight); SwiGLU, no o_proj bias; sliding-window
-//! attention only when `use_sliding_window` is set (then it must cover
-//! SEQ). llama.cpp stores Qwen2's Q/K unpermuted (NEOX RoPE) and the biases
+//! attention only when `use_sliding_window` is set, on the layers
+//! `layer_types` marks. llama.cpp stores Qwen2's Q/K unpermuted (NEOX RoPE) and the biases
 //! as `blk.N.attn_{q,k,v}.bias`.
 
-use super::{standard_block_tensor, Family, Permutation};
+use super::{sliding_layers, standard_block_tensor, Family, Permutation};
 use crate::models::config::{DecoderConfig, RawConfig};
 use crate::models::ModelError;
 use crate::params::gguf::GgufFile;
@@ -29,16 +29,9 @@ pub(super) fn hf_config(raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
         .get("use_sliding_window")
         .and_then(Json::as_bool)
         .unwrap_or(false);
-    let any_sliding = match raw.extra.get("layer_types").and_then(Json::as_array) {
-        Some(types) => types
-            .iter()
-            .any(|t| t.as_str() == Some("sliding_attention")),
-        None => {
-            let first = raw.extra_f64("max_window_layers").unwrap_or(28.0);
-            (cfg.num_layers as f64) > first
-        }
-    };
-    cfg.sliding_window = if use_sliding && any_sliding {
+    let first = raw.extra_f64("max_window_layers").unwrap_or(28.0);
+    cfg.arch.sliding_layers = Some(sliding_layers(raw, cfg.num_layers, |l| l as f64 >= first)?);
+    cfg.sliding_window = if use_sliding {
         raw.sliding_window
     } else {
         None
