@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub enum Family {
     /// Llama 1/2/3 and SmolLM.
     Llama,
-    /// Mistral (Llama graph; sliding window must cover SEQ).
+    /// Mistral (Llama graph with a sliding window on every layer).
     Mistral,
     /// Qwen2 / Qwen2.5 (q/k/v biases).
     Qwen2,
