@@ -1,8 +1,9 @@
 //! The model families beside Llama off the host: one tiny checkpoint per
-//! family (Qwen2, Phi-3, Gemma, Gemma 2) exported with f32 weights, compiled for
-//! the host, arm64 and kiln's default Vulkan target; the arm64 module run
-//! under qemu and the Vulkan module on lavapipe give exactly the host
-//! module's ids, which equal transformers' (tie rule). And Qwen2 from a
+//! family (Qwen2, Phi-3, Gemma, Gemma 2) exported with the default bf16
+//! weights (what ships to a phone), compiled for the host, arm64 and kiln's
+//! default Vulkan target; the arm64 module run under qemu and the Vulkan
+//! module on lavapipe give exactly the host module's ids. (The f32 exports
+//! equal transformers' ids at every position: `tests/export_hf.rs`.) And Qwen2 from a
 //! GGUF file (llama.cpp's layout: Q/K unpermuted, biases as
 //! `blk.N.attn_{q,k,v}.bias`) exports the same graph and weights as the HF
 //! folder it was written from, and gives transformers' ids on the host.
@@ -66,7 +67,16 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
         let rs = &exp.seqs[0];
         let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
         let dir = tmpdir();
-        let r = export_f32(&ckpt, dir.path(), rs.seq);
+        let r = export(
+            &ckpt,
+            &ExportOptions {
+                seq: rs.seq,
+                out_dir: dir.path().into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.manifest.weights_dtype, "bf16");
         let targets = [
             Target::Host,
             Target::Arm64,
@@ -77,8 +87,6 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
                 .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
         for (ci, c) in rs.cases.iter().enumerate() {
             let host = ids(&tc, &r, &outs[0], Device::LocalTask, None, &c.input);
-            let bad = mismatches(&host, &c.argmax, &c.margin, 0..rs.seq);
-            assert!(bad.is_empty(), "{name} case {ci} host: {}", bad.join("; "));
             let arm = ids(
                 &tc,
                 &r,
