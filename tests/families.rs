@@ -144,3 +144,51 @@ fn qwen2_gguf_exports_the_hf_graph_and_gives_transformers_ids() {
         }
     }
 }
+
+/// Keys a config may leave out take transformers' per-family defaults.
+#[test]
+fn absent_keys_take_each_familys_transformers_defaults() {
+    use kiln::models::{DecoderConfig, RopeScaling};
+    let base = r#""vocab_size": 96, "hidden_size": 48, "intermediate_size": 80,
+        "num_hidden_layers": 2, "num_attention_heads": 4"#;
+    let parse = |extra: &str| DecoderConfig::from_hf_json(&format!("{{{base}, {extra}}}")).unwrap();
+    // Gemma: head_dim 256 (not 48/4), tied head, tanh GELU.
+    let g = parse(r#""model_type": "gemma""#);
+    assert_eq!((g.head_dim, g.tie_word_embeddings), (256, true));
+    // Gemma 2: query_pre_attn_scalar 256, soft-capping 50 / 30, even layers local.
+    let g2 = parse(r#""model_type": "gemma2", "sliding_window": 4096"#);
+    assert_eq!(g2.arch.query_pre_attn_scalar, Some(256.0));
+    assert_eq!(g2.arch.attn_logit_softcapping, Some(50.0));
+    assert_eq!(g2.arch.final_logit_softcapping, Some(30.0));
+    assert_eq!(g2.arch.sliding_layers, Some(vec![true, false]));
+    assert_eq!((g2.layer_window(0), g2.layer_window(1)), (Some(4096), None));
+    // null turns soft-capping off.
+    let g2 = parse(r#""model_type": "gemma2", "attn_logit_softcapping": null"#);
+    assert_eq!(g2.arch.attn_logit_softcapping, None);
+    // Qwen2: no window unless use_sliding_window; then layers >= max_window_layers.
+    let q = parse(r#""model_type": "qwen2", "sliding_window": 4"#);
+    assert_eq!((q.layer_window(0), q.layer_window(1)), (None, None));
+    let q = parse(
+        r#""model_type": "qwen2", "sliding_window": 4, "use_sliding_window": true, "max_window_layers": 1"#,
+    );
+    assert_eq!((q.layer_window(0), q.layer_window(1)), (None, Some(4)));
+    // Phi-3, transformers 4.x spelling: top-level partial_rotary_factor and
+    // original_max_position_embeddings, rope_scaling of type "su".
+    let p = parse(
+        r#""model_type": "phi3", "partial_rotary_factor": 0.5, "max_position_embeddings": 64,
+        "original_max_position_embeddings": 16,
+        "rope_scaling": {"type": "su", "short_factor": [1, 2, 3], "long_factor": [4, 5, 6]}"#,
+    );
+    assert_eq!(p.rotary_dim(), 6);
+    assert_eq!(
+        p.rope_scaling,
+        RopeScaling::LongRope {
+            short_factor: vec![1.0, 2.0, 3.0],
+            long_factor: vec![4.0, 5.0, 6.0],
+            original_max_position_embeddings: 16.0,
+            factor: None,
+            attention_factor: None,
+        }
+    );
+    assert!((kiln::models::rope::attention_factor(&p) - 1.5f64.sqrt()).abs() < 1e-12);
+}

@@ -48,6 +48,12 @@ pub(super) fn hf_config(family: Family, raw: &RawConfig) -> Result<DecoderConfig
         )));
     }
     let mut cfg = raw.common(family)?;
+    // transformers' Gemma defaults differ from Llama's: head_dim 256 (not
+    // hidden/heads) and a tied head.
+    if raw.head_dim.is_none() {
+        cfg.head_dim = 256;
+    }
+    cfg.tie_word_embeddings = raw.tie_word_embeddings.unwrap_or(true);
     cfg.arch.activation = Activation::GeluTanh;
     cfg.arch.norm_plus_one = true;
     cfg.arch.scale_embeddings = true;
