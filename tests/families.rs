@@ -20,8 +20,15 @@ use kiln::iree::Toolchain;
 use kiln::models::Checkpoint;
 use std::path::Path;
 
-/// One fixture per family added beside Llama/Mistral.
-const ONE_PER_FAMILY: [&str; 4] = ["tiny-qwen2", "tiny-phi3", "tiny-gemma", "tiny-gemma2"];
+/// One fixture per family added beside Llama/Mistral, with the index of the
+/// SEQ to build (Gemma 2 at SEQ 33, where its local layer's window of 16
+/// is narrower than SEQ and masked).
+const ONE_PER_FAMILY: [(&str, usize); 4] = [
+    ("tiny-qwen2", 0),
+    ("tiny-phi3", 0),
+    ("tiny-gemma", 0),
+    ("tiny-gemma2", 1),
+];
 
 fn export_f32(ckpt: &Checkpoint, dir: &Path, seq: usize) -> ExportReport {
     export(
@@ -62,9 +69,9 @@ fn ids(
 fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
     let Some(tc) = toolchain() else { return };
     let lavapipe = lavapipe_present();
-    for name in ONE_PER_FAMILY {
+    for (name, si) in ONE_PER_FAMILY {
         let exp = hf_expected(name);
-        let rs = &exp.seqs[0];
+        let rs = &exp.seqs[si];
         let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
         let dir = tmpdir();
         let r = export(
