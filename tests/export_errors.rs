@@ -20,7 +20,16 @@ fn kiln(args: &[&str]) -> (i32, String) {
 
 /// Copies a tiny fixture into `dir`, applying `edit` to its config.json.
 fn variant(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> std::path::PathBuf {
-    let src = fixture("hf/tiny-llama-tied-gqa");
+    variant_of("tiny-llama-tied-gqa", dir, edit)
+}
+
+/// Copies the tiny fixture `name` into `dir`, applying `edit` to its config.json.
+fn variant_of(
+    name: &str,
+    dir: &Path,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> std::path::PathBuf {
+    let src = fixture(&format!("hf/{name}"));
     let dst = dir.join("ckpt");
     std::fs::create_dir_all(&dst).unwrap();
     std::fs::copy(src.join("model.safetensors"), dst.join("model.safetensors")).unwrap();
@@ -66,7 +75,7 @@ fn bad_configs_are_clear_errors() {
     let dir = tmpdir();
     let cases: Vec<(ConfigEdit, &str)> = vec![
         (Box::new(|c| { c.as_object_mut().unwrap().remove("hidden_size"); }), "missing required key \"hidden_size\""),
-        (Box::new(|c| c["model_type"] = "gpt2".into()), "unsupported model_type \"gpt2\" (supported: llama, mistral)"),
+        (Box::new(|c| c["model_type"] = "gpt2".into()), "unsupported model_type \"gpt2\" (supported: llama, mistral, qwen2, phi3, gemma, gemma2)"),
         (Box::new(|c| c["attention_bias"] = true.into()), "attention_bias = true is not supported"),
         (Box::new(|c| c["num_key_value_heads"] = 3.into()), "not a multiple of num_key_value_heads (3)"),
         (Box::new(|c| c["hidden_act"] = "gelu".into()), "hidden_act \"gelu\" is not supported"),
@@ -79,6 +88,42 @@ fn bad_configs_are_clear_errors() {
     for (i, (edit, want)) in cases.into_iter().enumerate() {
         let d = dir.path().join(i.to_string());
         let ck = variant(&d, edit);
+        expect_error(&ck, &[], want);
+    }
+}
+
+#[test]
+fn bad_family_configs_are_clear_errors() {
+    let dir = tmpdir();
+    let cases: Vec<(&str, ConfigEdit, &str)> = vec![
+        ("tiny-phi3", Box::new(|c| c["rope_parameters"]["rope_type"] = "dynamic".into()),
+         "unsupported rope_type \"dynamic\" in rope_parameters (supported: default, linear, llama3, longrope)"),
+        ("tiny-phi3-longrope", Box::new(|c| { c["rope_parameters"]["short_factor"].as_array_mut().unwrap().pop(); }),
+         "longrope short_factor must hold 6 positive numbers (rotary dims / 2)"),
+        ("tiny-phi3-longrope", Box::new(|c| { c["rope_parameters"].as_object_mut().unwrap().remove("long_factor"); }),
+         "rope_parameters needs a list of numbers \"long_factor\""),
+        ("tiny-phi3", Box::new(|c| c["rope_parameters"]["partial_rotary_factor"] = 1.5.into()),
+         "partial_rotary_factor must be in (0, 1], found 1.5"),
+        ("tiny-gemma", Box::new(|c| c["hidden_act"] = "silu".into()),
+         "hidden_act \"silu\" is not supported for gemma (supported: gelu_pytorch_tanh, gelu)"),
+        ("tiny-gemma", Box::new(|c| c["attention_bias"] = true.into()),
+         "attention_bias = true is not supported for gemma"),
+        ("tiny-qwen2", Box::new(|c| c["layer_types"] = serde_json::json!(["full_attention"])),
+         "layer_types lists 1 layers, num_hidden_layers is 2"),
+        ("tiny-gemma2", Box::new(|c| c["layer_types"] = serde_json::json!(["chunked_attention", "full_attention"])),
+         "\"layer_types\" must be a list of \"sliding_attention\" / \"full_attention\""),
+        ("tiny-gemma2", Box::new(|c| c["hidden_activation"] = "gelu".into()),
+         "hidden_activation \"gelu\" is not supported for gemma2 (supported: gelu_pytorch_tanh)"),
+        ("tiny-qwen2", Box::new(|c| c["model_type"] = "llama".into()),
+         "unexpected tensor \"model.layers.0.self_attn.k_proj.bias\" (the llama graph does not use it)"),
+        ("tiny-llama-tied-gqa", Box::new(|c| c["model_type"] = "qwen2".into()),
+         "missing tensor \"model.layers.0.self_attn.q_proj.bias\" (expected shape [48] from the config)"),
+        ("tiny-llama-tied-gqa", Box::new(|c| c["model_type"] = "phi3".into()),
+         "missing tensor \"model.layers.0.self_attn.qkv_proj.weight\" (expected shape [96, 48] from the config)"),
+    ];
+    for (i, (name, edit, want)) in cases.into_iter().enumerate() {
+        let d = dir.path().join(i.to_string());
+        let ck = variant_of(name, &d, edit);
         expect_error(&ck, &[], want);
     }
 }

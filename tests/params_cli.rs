@@ -11,6 +11,13 @@ fn fx(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// A path under tests/fixtures.
+fn common_fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
 fn kiln(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kiln"))
         .args(args)
@@ -52,6 +59,61 @@ fn inspect_reports_tensors_metadata_and_entry_kinds() {
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["format"], "safetensors");
     assert_eq!(j["tensors"][0]["shape"], serde_json::json!([2, 3]));
+}
+
+#[test]
+fn inspect_names_the_model_family_and_whether_export_supports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let supported = "llama, mistral, qwen2, phi3, gemma, gemma2";
+    // A GGUF of an unsupported architecture: metadata.gguf (written as
+    // "llama") with its general.architecture value patched to "bloom".
+    let mut bytes = std::fs::read(fx("gguf/metadata.gguf")).unwrap();
+    let key = bytes
+        .windows(20)
+        .position(|w| w == b"general.architecture")
+        .unwrap();
+    let at = key + bytes[key..].windows(5).position(|w| w == b"llama").unwrap();
+    bytes[at..at + 5].copy_from_slice(b"bloom");
+    let bloom = dir.path().join("bloom.gguf");
+    std::fs::write(&bloom, &bytes).unwrap();
+    let o = kiln(&["params", "inspect", s(&bloom)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let want =
+        format!("model family: bloom is not supported by kiln export (supported: {supported})");
+    assert!(text.contains(&want), "{text}");
+    let o = kiln(&["params", "inspect", "--json", s(&bloom)]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["model_family"]["name"], "bloom");
+    assert_eq!(j["model_family"]["supported"], false);
+    assert_eq!(j["model_family"]["supported_families"][2], "qwen2");
+
+    // An HF folder: the model_type of the config.json beside the file.
+    let hf = dir.path().join("neox");
+    std::fs::create_dir_all(&hf).unwrap();
+    let src = common_fixture("hf/tiny-llama-tied-gqa");
+    std::fs::copy(src.join("model.safetensors"), hf.join("model.safetensors")).unwrap();
+    let cfg = std::fs::read_to_string(src.join("config.json"))
+        .unwrap()
+        .replace("\"model_type\": \"llama\"", "\"model_type\": \"gpt_neox\"");
+    std::fs::write(hf.join("config.json"), cfg).unwrap();
+    let o = kiln(&["params", "inspect", s(&hf.join("model.safetensors"))]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let want =
+        format!("model family: gpt_neox is not supported by kiln export (supported: {supported})");
+    assert!(text.contains(&want), "{text}");
+
+    // A supported one.
+    let o = kiln(&[
+        "params",
+        "inspect",
+        s(&common_fixture("gguf/tiny-qwen2.gguf")),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("model family: qwen2 (supported by kiln export)"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -26,7 +26,9 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
     /// List every tensor (name, dtype, shape, bytes, offset), totals, GGUF
-    /// metadata and IRPA entry kinds.
+    /// metadata, IRPA entry kinds, and the model family (a GGUF's
+    /// `general.architecture`, or the `model_type` of the config.json beside
+    /// the file) with whether `kiln export` supports it.
     Inspect {
         /// A .safetensors, .irpa or .gguf file, or a sharded checkpoint.
         file: PathBuf,
@@ -114,6 +116,34 @@ fn gguf_json(v: &GgufValue) -> serde_json::Value {
     }
 }
 
+/// The model family a parameter file belongs to, when it says: a GGUF's
+/// `general.architecture`, or the `model_type` of the `config.json` beside
+/// a safetensors file (an HF checkpoint folder).
+fn model_family(path: &Path, gguf: Option<&GgufFile>) -> Option<String> {
+    if let Some(g) = gguf {
+        return g
+            .get_metadata("general.architecture")
+            .and_then(GgufValue::as_str)
+            .map(str::to_string);
+    }
+    let cfg = path.parent()?.join("config.json");
+    let text = std::fs::read_to_string(cfg).ok()?;
+    let j: serde_json::Value = serde_json::from_str(&text).ok()?;
+    j.get("model_type")?.as_str().map(str::to_string)
+}
+
+/// One line on whether `kiln export` builds a graph for `family`.
+fn family_note(family: &str) -> String {
+    use crate::models::Family;
+    match Family::parse(family) {
+        Ok(_) => format!("model family: {family} (supported by kiln export)"),
+        Err(_) => format!(
+            "model family: {family} is not supported by kiln export (supported: {})",
+            Family::supported()
+        ),
+    }
+}
+
 fn inspect(path: &Path, json: bool) -> Result<i32> {
     let src = open_any(path)?;
     let gguf = if src.format() == Format::Gguf {
@@ -121,6 +151,7 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
     } else {
         None
     };
+    let family = model_family(path, gguf.as_ref());
     let tensors = src.tensors();
     let total: u64 = tensors.iter().map(|t| t.nbytes).sum();
     let mut kinds: Vec<(&str, usize)> = Vec::new();
@@ -163,6 +194,17 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
             out["alignment"] = g.alignment().into();
             out["metadata"] = meta.into();
         }
+        if let Some(f) = &family {
+            out["model_family"] = serde_json::json!({
+                "name": f,
+                "supported": crate::models::Family::parse(f).is_ok(),
+                "supported_families": crate::models::Family::ALL
+                    .iter()
+                    .map(|f| f.name())
+                    .collect::<Vec<_>>(),
+                "note": family_note(f),
+            });
+        }
         if !kinds.is_empty() {
             let k: serde_json::Map<String, serde_json::Value> = kinds
                 .iter()
@@ -188,6 +230,9 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
             src.format(),
             tensors.len()
         ),
+    }
+    if let Some(f) = &family {
+        println!("{}", family_note(f));
     }
     if let Some(g) = &gguf {
         for (k, v) in g.metadata() {

@@ -116,7 +116,7 @@ impl Checkpoint {
         })
     }
 
-    /// Opens a GGUF file of architecture `llama` or `mistral`.
+    /// Opens a GGUF file of architecture `llama`, `mistral` or `qwen2`.
     pub fn open_gguf(path: &Path) -> Result<Checkpoint> {
         let file = GgufFile::open(path)?;
         let config = gguf_config(path, &file)?;

@@ -31,6 +31,27 @@ pub enum RopeScaling {
         /// Context length the model was trained on.
         original_max_position_embeddings: f64,
     },
+    /// LongRoPE (Phi-3's `longrope`, formerly `su`): inverse frequencies
+    /// divided by per-dimension factors — `short_factor` when the table
+    /// covers at most `original_max_position_embeddings` positions,
+    /// `long_factor` beyond — and cos/sin multiplied by an attention factor
+    /// (transformers' `_compute_longrope_parameters`).
+    #[serde(rename = "longrope")]
+    LongRope {
+        /// Factors (one per rotary frequency) for short contexts.
+        short_factor: Vec<f64>,
+        /// Factors (one per rotary frequency) for long contexts.
+        long_factor: Vec<f64>,
+        /// Context length the model was pretrained with.
+        original_max_position_embeddings: f64,
+        /// `factor`, when the config gives it; otherwise
+        /// `max_position_embeddings / original_max_position_embeddings`.
+        factor: Option<f64>,
+        /// Scale of cos/sin, when the config gives it; otherwise
+        /// `√(1 + ln factor / ln original_max_position_embeddings)` (1 when
+        /// `factor ≤ 1`).
+        attention_factor: Option<f64>,
+    },
 }
 
 /// Activation of the gated MLP (`down(act(gate(x)) · up(x))`).
@@ -77,6 +98,11 @@ pub struct Arch {
     /// the attention output), before and after the MLP
     /// (`pre_feedforward_layernorm`, `post_feedforward_layernorm`) (Gemma 2).
     pub sandwich_norms: bool,
+    /// Which layers attend only to the last `sliding_window` keys (when
+    /// the config has a window): `None` = every layer (Mistral); `Some(v)`:
+    /// layer `l` iff `v[l]` (Gemma 2's alternating local/global layers,
+    /// Qwen2's `layer_types`).
+    pub sliding_layers: Option<Vec<bool>>,
 }
 
 /// Hyperparameters of a decoder-only transformer of any supported family.
@@ -120,6 +146,16 @@ pub struct DecoderConfig {
 }
 
 impl DecoderConfig {
+    /// The attention window of layer `l` (it sees only the last `w` keys,
+    /// itself included), if it has one.
+    pub fn layer_window(&self, l: usize) -> Option<usize> {
+        let w = self.sliding_window?;
+        match &self.arch.sliding_layers {
+            None => Some(w),
+            Some(v) => v.get(l).copied().unwrap_or(false).then_some(w),
+        }
+    }
+
     /// Dims of each head that RoPE rotates.
     pub fn rotary_dim(&self) -> usize {
         self.arch.rotary_dim.unwrap_or(self.head_dim)
@@ -147,12 +183,46 @@ impl DecoderConfig {
                 self.num_heads, self.num_kv_heads
             ));
         }
+        if let Some(v) = &self.arch.sliding_layers {
+            if v.len() != self.num_layers {
+                return bad(format!(
+                    "config: layer_types lists {} layers, num_hidden_layers is {}",
+                    v.len(),
+                    self.num_layers
+                ));
+            }
+        }
+        if self.sliding_window == Some(0) {
+            return bad("config: sliding_window must be positive".into());
+        }
         let rd = self.rotary_dim();
         if rd % 2 != 0 || rd == 0 || rd > self.head_dim {
             return bad(format!(
                 "config: the rotary dims ({rd}) must be even, positive and at most head_dim ({})",
                 self.head_dim
             ));
+        }
+        if let RopeScaling::LongRope {
+            short_factor,
+            long_factor,
+            original_max_position_embeddings: old,
+            ..
+        } = &self.rope_scaling
+        {
+            for (key, f) in [("short_factor", short_factor), ("long_factor", long_factor)] {
+                if f.len() != rd / 2 || f.iter().any(|&x| !x.is_finite() || x <= 0.0) {
+                    return bad(format!(
+                        "config: longrope {key} must hold {} positive numbers (rotary dims / 2), found {:?}",
+                        rd / 2,
+                        f
+                    ));
+                }
+            }
+            if !old.is_finite() || *old < 1.0 {
+                return bad(format!(
+                    "config: longrope original_max_position_embeddings must be at least 1, found {old}"
+                ));
+            }
         }
         if self.vocab_size > i32::MAX as usize {
             return bad(format!(
@@ -246,9 +316,12 @@ fn num(obj: &serde_json::Map<String, Json>, key: &str, ctx: &str) -> Result<f64,
 }
 
 /// Reads RoPE scaling from a `rope_scaling` or `rope_parameters` object.
+/// `omax` is the pretraining length LongRoPE uses when the object has no
+/// `original_max_position_embeddings`.
 pub(crate) fn parse_rope(
     obj: &serde_json::Map<String, Json>,
     ctx: &str,
+    omax: Option<f64>,
 ) -> Result<RopeScaling, ModelError> {
     let ty = obj
         .get("rope_type")
@@ -266,10 +339,39 @@ pub(crate) fn parse_rope(
             high_freq_factor: num(obj, "high_freq_factor", ctx)?,
             original_max_position_embeddings: num(obj, "original_max_position_embeddings", ctx)?,
         }),
+        "longrope" | "su" => Ok(RopeScaling::LongRope {
+            short_factor: factors(obj, "short_factor", ctx)?,
+            long_factor: factors(obj, "long_factor", ctx)?,
+            original_max_position_embeddings: match obj
+                .get("original_max_position_embeddings")
+                .and_then(Json::as_f64)
+                .or(omax)
+            {
+                Some(n) => n,
+                None => num(obj, "original_max_position_embeddings", ctx)?,
+            },
+            factor: obj.get("factor").and_then(Json::as_f64),
+            attention_factor: obj.get("attention_factor").and_then(Json::as_f64),
+        }),
         other => Err(ModelError(format!(
-            "config.json: unsupported rope_type \"{other}\" in {ctx} (supported: default, linear, llama3)"
+            "config.json: unsupported rope_type \"{other}\" in {ctx} (supported: default, linear, llama3, longrope)"
         ))),
     }
+}
+
+fn factors(
+    obj: &serde_json::Map<String, Json>,
+    key: &str,
+    ctx: &str,
+) -> Result<Vec<f64>, ModelError> {
+    obj.get(key)
+        .and_then(Json::as_array)
+        .and_then(|a| a.iter().map(Json::as_f64).collect::<Option<Vec<f64>>>())
+        .ok_or_else(|| {
+            ModelError(format!(
+                "config.json: {ctx} needs a list of numbers \"{key}\""
+            ))
+        })
 }
 
 impl RawConfig {
@@ -331,14 +433,30 @@ impl RawConfig {
         // older: top-level rope_theta and rope_scaling.
         let mut rope_theta = self.rope_theta;
         let mut scaling = RopeScaling::Default;
+        // LongRoPE's pretraining length: a top-level
+        // original_max_position_embeddings (Phi-3) wins over the one in the
+        // RoPE object, which defaults to max_position_embeddings (as
+        // transformers' standardize_rope_params).
+        let top_omax = self.extra_f64("original_max_position_embeddings");
+        let omax = top_omax.or(self.max_position_embeddings.map(|m| m as f64));
         if let Some(Json::Object(p)) = &self.rope_parameters {
             if let Some(t) = p.get("rope_theta").and_then(Json::as_f64) {
                 rope_theta = Some(t);
             }
-            scaling = parse_rope(p, "rope_parameters")?;
+            scaling = parse_rope(p, "rope_parameters", omax)?;
         }
         if let Some(Json::Object(s)) = &self.rope_scaling {
-            scaling = parse_rope(s, "rope_scaling")?;
+            scaling = parse_rope(s, "rope_scaling", omax)?;
+        }
+        if let (
+            RopeScaling::LongRope {
+                original_max_position_embeddings: o,
+                ..
+            },
+            Some(top),
+        ) = (&mut scaling, top_omax)
+        {
+            *o = top;
         }
         let eos = ids(&self.eos_token_id, "eos_token_id")?;
         let bos = ids(&self.bos_token_id, "bos_token_id")?.first().copied();

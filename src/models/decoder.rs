@@ -11,7 +11,7 @@
 use super::config::{Activation, DecoderConfig};
 use super::rope::rope_tables;
 use super::ModelError;
-use crate::graph::{DType, DotDims, Graph, TensorType, Value};
+use crate::graph::{CompareDir, DType, DotDims, Graph, TensorType, Value};
 
 /// Every weight a checkpoint must provide, as (HF name, shape), in the
 /// order the graph uses them. A tied model has no `lm_head.weight`.
@@ -421,17 +421,12 @@ fn softcap(g: &mut Graph, x: Value, c: f64) -> Result<Value, ModelError> {
 }
 
 /// Checks SEQ-like lengths against the model: positive, within
-/// `max_position_embeddings`, and inside a sliding window.
+/// `max_position_embeddings`, and inside a sliding window (for graphs that
+/// do not mask windows; the redecode forward masks them itself).
+// Used by the KV-cache graphs (models/kv.rs) only.
+#[allow(dead_code)]
 pub(crate) fn check_length(cfg: &DecoderConfig, what: &str, n: usize) -> Result<(), ModelError> {
-    if n == 0 {
-        return Err(ModelError(format!("{what} must be at least 1")));
-    }
-    if n > cfg.max_position_embeddings {
-        return Err(ModelError(format!(
-            "{what} {n} exceeds the model's max_position_embeddings ({})",
-            cfg.max_position_embeddings
-        )));
-    }
+    check_positions(cfg, what, n)?;
     if let Some(w) = cfg.sliding_window {
         if w < n {
             return Err(ModelError(format!(
@@ -442,23 +437,66 @@ pub(crate) fn check_length(cfg: &DecoderConfig, what: &str, n: usize) -> Result<
     Ok(())
 }
 
+/// Checks SEQ-like lengths against the model: positive and within
+/// `max_position_embeddings`.
+fn check_positions(cfg: &DecoderConfig, what: &str, n: usize) -> Result<(), ModelError> {
+    if n == 0 {
+        return Err(ModelError(format!("{what} must be at least 1")));
+    }
+    if n > cfg.max_position_embeddings {
+        return Err(ModelError(format!(
+            "{what} {n} exceeds the model's max_position_embeddings ({})",
+            cfg.max_position_embeddings
+        )));
+    }
+    Ok(())
+}
+
+/// The sliding-window mask of `n` positions: i1 `[n, n]`, true where key
+/// `k` ≤ query `q` and `q − k < window` (transformers'
+/// `sliding_window_overlay` on the causal mask).
+fn sliding_keep(g: &mut Graph, n: usize, window: usize) -> Result<Value, ModelError> {
+    let qi = g.iota(DType::I32, &[n, n], 0)?;
+    let ki = g.iota(DType::I32, &[n, n], 1)?;
+    let causal = g.compare(CompareDir::Ge, qi, ki)?;
+    let dist = g.sub(qi, ki)?;
+    let w = g.splat_like(dist, window as f64)?;
+    // Non-causal entries get distance `window`: outside the window.
+    let dist = g.select(causal, dist, w)?;
+    Ok(g.compare(CompareDir::Lt, dist, w)?)
+}
+
 /// Builds the redecode forward graph `tensor<1xSEQxi32> -> tensor<SEQxi32>`.
 pub fn build_graph(cfg: &DecoderConfig, opts: &GraphOptions) -> Result<Graph, ModelError> {
     cfg.validate()?;
     let seq = opts.seq;
-    check_length(cfg, "SEQ", seq)?;
+    // Sliding windows narrower than SEQ are masked below.
+    check_positions(cfg, "SEQ", seq)?;
     let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.function);
     let ids = b.g.input(TensorType::new(DType::I32, &[1, seq]));
     let ids = b.g.reshape(ids, &[seq])?;
     let emb = b.embedding()?;
     let mut x = b.embed(emb, ids)?;
     let (cos, sin) = b.rope_constants(seq)?;
+    // One mask per distinct window narrower than SEQ (local layers).
+    let mut windows: Vec<(usize, Value)> = Vec::new();
     for l in 0..cfg.num_layers {
+        let mask = match cfg.layer_window(l) {
+            Some(w) if w < seq => match windows.iter().find(|(x, _)| *x == w) {
+                Some(&(_, keep)) => Mask::Keep(keep),
+                None => {
+                    let keep = sliding_keep(&mut b.g, seq, w)?;
+                    windows.push((w, keep));
+                    Mask::Keep(keep)
+                }
+            },
+            _ => Mask::Causal,
+        };
         let lw = b.layer(l)?;
         let (q, k, v) = b.qkv(&lw, x)?;
         let q = b.rope(q, cos, sin)?;
         let k = b.rope(k, cos, sin)?;
-        let a = b.attention(q, k, v, Mask::Causal)?;
+        let a = b.attention(q, k, v, mask)?;
         x = b.finish_block(&lw, x, a)?;
     }
     let out = b.head_argmax(x, emb)?;

@@ -67,7 +67,7 @@ pub fn hf_expected(name: &str) -> HfExpected {
 }
 
 /// The tiny HF checkpoints.
-pub const HF_FIXTURES: [&str; 8] = [
+pub const HF_FIXTURES: [&str; 14] = [
     "tiny-llama-tied-gqa",
     "tiny-llama-untied-mha",
     "tiny-llama-untied-mha-no-kv-heads",
@@ -76,6 +76,12 @@ pub const HF_FIXTURES: [&str; 8] = [
     "tiny-llama3-mqa-old-config",
     "tiny-mistral",
     "tiny-llama-bf16",
+    "tiny-mistral-window",
+    "tiny-qwen2",
+    "tiny-phi3",
+    "tiny-phi3-longrope",
+    "tiny-gemma",
+    "tiny-gemma2",
 ];
 
 /// Margin below which a reference argmax counts as a tie.

@@ -6,7 +6,10 @@
 //! `match` below, and a file with `hf_config` (and, for GGUF input,
 //! `gguf_config` and `gguf_block_tensor`).
 
+mod gemma;
 mod llama;
+mod phi3;
+mod qwen2;
 
 use super::config::{DecoderConfig, RawConfig};
 use super::ModelError;
@@ -19,19 +22,38 @@ use serde::{Deserialize, Serialize};
 pub enum Family {
     /// Llama 1/2/3 and SmolLM.
     Llama,
-    /// Mistral (Llama graph; sliding window must cover SEQ).
+    /// Mistral (Llama graph with a sliding window on every layer).
     Mistral,
+    /// Qwen2 / Qwen2.5 (q/k/v biases).
+    Qwen2,
+    /// Phi-3 (fused qkv and gate/up, partial RoPE, LongRoPE).
+    Phi3,
+    /// Gemma (√hidden embedding scale, `1 + w` norms, GeGLU).
+    Gemma,
+    /// Gemma 2 (Gemma plus sandwich norms, soft-capping, local/global layers).
+    Gemma2,
 }
 
 impl Family {
     /// Every family, in the order error messages list them.
-    pub const ALL: &'static [Family] = &[Family::Llama, Family::Mistral];
+    pub const ALL: &'static [Family] = &[
+        Family::Llama,
+        Family::Mistral,
+        Family::Qwen2,
+        Family::Phi3,
+        Family::Gemma,
+        Family::Gemma2,
+    ];
 
     /// The `model_type` / `general.architecture` spelling.
     pub fn name(self) -> &'static str {
         match self {
             Family::Llama => "llama",
             Family::Mistral => "mistral",
+            Family::Qwen2 => "qwen2",
+            Family::Phi3 => "phi3",
+            Family::Gemma => "gemma",
+            Family::Gemma2 => "gemma2",
         }
     }
 
@@ -62,6 +84,9 @@ impl Family {
     pub(crate) fn hf_config(self, raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
         match self {
             Family::Llama | Family::Mistral => llama::hf_config(self, raw),
+            Family::Qwen2 => qwen2::hf_config(raw),
+            Family::Phi3 => phi3::hf_config(raw),
+            Family::Gemma | Family::Gemma2 => gemma::hf_config(self, raw),
         }
     }
 
@@ -74,6 +99,11 @@ impl Family {
     ) -> Result<DecoderConfig, ModelError> {
         match self {
             Family::Llama | Family::Mistral => llama::gguf_config(common, file),
+            Family::Qwen2 => qwen2::gguf_config(common, file),
+            Family::Phi3 | Family::Gemma | Family::Gemma2 => Err(ModelError(format!(
+                "GGUF input is not supported for {} (supported GGUF architectures: llama, mistral, qwen2); export the HF folder instead",
+                self.name()
+            ))),
         }
     }
 
@@ -87,8 +117,40 @@ impl Family {
     ) -> Option<(&'static str, Permutation)> {
         match self {
             Family::Llama | Family::Mistral => llama::gguf_block_tensor(part, cfg),
+            Family::Qwen2 => qwen2::gguf_block_tensor(part),
+            // No GGUF input (gguf_config refuses these families).
+            Family::Phi3 | Family::Gemma | Family::Gemma2 => None,
         }
     }
+}
+
+/// Which layers are local (sliding-window) attention, from `layer_types`
+/// (`"sliding_attention"` / `"full_attention"`), or `default(l)` when the
+/// config has no such list.
+pub(crate) fn sliding_layers(
+    raw: &RawConfig,
+    num_layers: usize,
+    default: impl Fn(usize) -> bool,
+) -> Result<Vec<bool>, ModelError> {
+    let Some(types) = raw.extra.get("layer_types").filter(|v| !v.is_null()) else {
+        return Ok((0..num_layers).map(default).collect());
+    };
+    let bad = || {
+        ModelError(
+            "config.json: \"layer_types\" must be a list of \"sliding_attention\" / \"full_attention\""
+                .into(),
+        )
+    };
+    types
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|t| match t.as_str() {
+            Some("sliding_attention") => Ok(true),
+            Some("full_attention") => Ok(false),
+            _ => Err(bad()),
+        })
+        .collect()
 }
 
 /// A row permutation llama.cpp's converter applied to a GGUF tensor.

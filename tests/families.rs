@@ -1,0 +1,201 @@
+//! The model families beside Llama off the host: one tiny checkpoint per
+//! family (Qwen2, Phi-3, Gemma, Gemma 2) exported with the default bf16
+//! weights (what ships to a phone), compiled for the host, arm64 and kiln's
+//! default Vulkan target; the arm64 module run under qemu and the Vulkan
+//! module on lavapipe give exactly the host module's ids. (The f32 exports
+//! equal transformers' ids at every position: `tests/export_hf.rs`.) And Qwen2 from a
+//! GGUF file (llama.cpp's layout: Q/K unpermuted, biases as
+//! `blk.N.attn_{q,k,v}.bias`) exports the same graph and weights as the HF
+//! folder it was written from, and gives transformers' ids on the host.
+//! Every fixture at both SEQs on the host and in the interpreter is in
+//! `tests/export_hf.rs` / `tests/interp_models.rs`.
+
+mod common;
+use common::*;
+use kiln::export::{export, ExportOptions, ExportReport};
+use kiln::graph::DType;
+use kiln::iree::flags::{Device, Target};
+use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
+use kiln::iree::Toolchain;
+use kiln::models::Checkpoint;
+use std::path::Path;
+
+/// One fixture per family added beside Llama/Mistral, with the index of the
+/// SEQ to build (Gemma 2 at SEQ 33, where its local layer's window of 16
+/// is narrower than SEQ and masked).
+const ONE_PER_FAMILY: [(&str, usize); 4] = [
+    ("tiny-qwen2", 0),
+    ("tiny-phi3", 0),
+    ("tiny-gemma", 0),
+    ("tiny-gemma2", 1),
+];
+
+fn export_f32(ckpt: &Checkpoint, dir: &Path, seq: usize) -> ExportReport {
+    export(
+        ckpt,
+        &ExportOptions {
+            seq,
+            out_dir: dir.into(),
+            weights: DType::F32,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn ids(
+    tc: &Toolchain,
+    r: &ExportReport,
+    vmfb: &Path,
+    device: Device,
+    emulate: Option<Emulation>,
+    input: &[i32],
+) -> Vec<i32> {
+    let opts = RunOptions {
+        device,
+        emulate,
+        function: r.manifest.function.clone(),
+        params: vec![("model".into(), r.irpa.clone())],
+        ..Default::default()
+    };
+    let x = HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
+    run_module(tc, vmfb, &opts, &[x]).unwrap()[0]
+        .as_i32()
+        .unwrap()
+        .to_vec()
+}
+
+#[test]
+fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
+    let Some(tc) = toolchain() else { return };
+    let lavapipe = lavapipe_present();
+    for (name, si) in ONE_PER_FAMILY {
+        let exp = hf_expected(name);
+        let rs = &exp.seqs[si];
+        let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+        let dir = tmpdir();
+        let r = export(
+            &ckpt,
+            &ExportOptions {
+                seq: rs.seq,
+                out_dir: dir.path().into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.manifest.weights_dtype, "bf16");
+        let targets = [
+            Target::Host,
+            Target::Arm64,
+            Target::parse("vulkan").unwrap(),
+        ];
+        let outs =
+            kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
+                .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
+        for (ci, c) in rs.cases.iter().enumerate() {
+            let host = ids(&tc, &r, &outs[0], Device::LocalTask, None, &c.input);
+            let arm = ids(
+                &tc,
+                &r,
+                &outs[1],
+                Device::LocalTask,
+                Some(Emulation::Arm64),
+                &c.input,
+            );
+            assert_eq!(arm, host, "{name} case {ci}: arm64 under qemu vs host");
+            if lavapipe {
+                let vk = ids(&tc, &r, &outs[2], Device::Vulkan, None, &c.input);
+                assert_eq!(vk, host, "{name} case {ci}: Vulkan on lavapipe vs host");
+            }
+        }
+    }
+}
+
+#[test]
+fn qwen2_gguf_exports_the_hf_graph_and_gives_transformers_ids() {
+    let gguf = Checkpoint::open(fixture("gguf/tiny-qwen2.gguf")).unwrap();
+    let hf = Checkpoint::open(fixture("hf/tiny-qwen2")).unwrap();
+    assert_eq!(gguf.config.family, kiln::models::Family::Qwen2);
+    assert!(gguf.config.arch.qkv_bias && gguf.config.tie_word_embeddings);
+    assert_eq!(gguf.tensors(), hf.tensors());
+    for (name, _) in hf.tensors() {
+        assert!(
+            gguf.read_f32(name).unwrap() == hf.read_f32(name).unwrap(),
+            "{name} differs between the GGUF and the HF folder"
+        );
+    }
+    let exp = hf_expected("tiny-qwen2");
+    let tc = toolchain();
+    for rs in &exp.seqs {
+        let (dg, dh) = (tmpdir(), tmpdir());
+        let rg = export_f32(&gguf, dg.path(), rs.seq);
+        let rh = export_f32(&hf, dh.path(), rs.seq);
+        assert_eq!(
+            std::fs::read_to_string(&rg.mlir).unwrap(),
+            std::fs::read_to_string(&rh.mlir).unwrap(),
+            "seq {}: the GGUF and HF exports differ",
+            rs.seq
+        );
+        let Some(tc) = &tc else { continue };
+        let vmfb = dg.path().join("m.vmfb");
+        kiln::iree::compile::compile(tc, &rg.mlir, &Target::Host, &vmfb, &[]).unwrap();
+        for (ci, c) in rs.cases.iter().enumerate() {
+            let got = ids(tc, &rg, &vmfb, Device::LocalTask, None, &c.input);
+            let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
+            assert!(
+                bad.is_empty(),
+                "tiny-qwen2.gguf seq {} case {ci}: {}",
+                rs.seq,
+                bad.join("; ")
+            );
+        }
+    }
+}
+
+/// Keys a config may leave out take transformers' per-family defaults.
+#[test]
+fn absent_keys_take_each_familys_transformers_defaults() {
+    use kiln::models::{DecoderConfig, RopeScaling};
+    let base = r#""vocab_size": 96, "hidden_size": 48, "intermediate_size": 80,
+        "num_hidden_layers": 2, "num_attention_heads": 4"#;
+    let parse = |extra: &str| DecoderConfig::from_hf_json(&format!("{{{base}, {extra}}}")).unwrap();
+    // Gemma: head_dim 256 (not 48/4), tied head, tanh GELU.
+    let g = parse(r#""model_type": "gemma""#);
+    assert_eq!((g.head_dim, g.tie_word_embeddings), (256, true));
+    // Gemma 2: query_pre_attn_scalar 256, soft-capping 50 / 30, even layers local.
+    let g2 = parse(r#""model_type": "gemma2", "sliding_window": 4096"#);
+    assert_eq!(g2.arch.query_pre_attn_scalar, Some(256.0));
+    assert_eq!(g2.arch.attn_logit_softcapping, Some(50.0));
+    assert_eq!(g2.arch.final_logit_softcapping, Some(30.0));
+    assert_eq!(g2.arch.sliding_layers, Some(vec![true, false]));
+    assert_eq!((g2.layer_window(0), g2.layer_window(1)), (Some(4096), None));
+    // null turns soft-capping off.
+    let g2 = parse(r#""model_type": "gemma2", "attn_logit_softcapping": null"#);
+    assert_eq!(g2.arch.attn_logit_softcapping, None);
+    // Qwen2: no window unless use_sliding_window; then layers >= max_window_layers.
+    let q = parse(r#""model_type": "qwen2", "sliding_window": 4"#);
+    assert_eq!((q.layer_window(0), q.layer_window(1)), (None, None));
+    let q = parse(
+        r#""model_type": "qwen2", "sliding_window": 4, "use_sliding_window": true, "max_window_layers": 1"#,
+    );
+    assert_eq!((q.layer_window(0), q.layer_window(1)), (None, Some(4)));
+    // Phi-3, transformers 4.x spelling: top-level partial_rotary_factor and
+    // original_max_position_embeddings, rope_scaling of type "su".
+    let p = parse(
+        r#""model_type": "phi3", "partial_rotary_factor": 0.5, "max_position_embeddings": 64,
+        "original_max_position_embeddings": 16,
+        "rope_scaling": {"type": "su", "short_factor": [1, 2, 3], "long_factor": [4, 5, 6]}"#,
+    );
+    assert_eq!(p.rotary_dim(), 6);
+    assert_eq!(
+        p.rope_scaling,
+        RopeScaling::LongRope {
+            short_factor: vec![1.0, 2.0, 3.0],
+            long_factor: vec![4.0, 5.0, 6.0],
+            original_max_position_embeddings: 16.0,
+            factor: None,
+            attention_factor: None,
+        }
+    );
+    assert!((kiln::models::rope::attention_factor(&p) - 1.5f64.sqrt()).abs() < 1e-12);
+}
