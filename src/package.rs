@@ -573,11 +573,14 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
 
 type Staged = (AssetsManifest, PathBuf, Vec<PathBuf>);
 
+/// A compiled module found beside the export.
+type Found = (ModuleKind, PathBuf);
+
 fn stage_and_commit(
     m: &ExportManifest,
     irpa_src: &Path,
     irpa_rec: &FileRecord,
-    (modules, kv_modules): (&[(ModuleKind, PathBuf)], &[(ModuleKind, PathBuf)]),
+    (modules, kv_modules): (&[Found], &[Found]),
     tokenizer: TokenizerPlan,
     out: &Path,
 ) -> Result<Staged> {
@@ -609,7 +612,7 @@ fn stage_and_commit(
         sha256: sha,
     });
 
-    let mut copy_modules = |list: &[(ModuleKind, PathBuf)], infix: &str| -> Result<_> {
+    let mut copy_modules = |list: &[Found], infix: &str| -> Result<_> {
         let mut entries = BTreeMap::new();
         for (k, src) in list {
             let file = format!("{name}{infix}-{}.vmfb", k.key);

@@ -372,7 +372,7 @@ fn lowered_bf16_parameters_compute_the_same_values() {
         let input = Tensor::f32(&shape, vec![2.0; n]);
         let mut native = HashMap::new();
         native.insert("w".to_string(), Tensor::f32(&shape, vals[..n].to_vec()));
-        let want = run(&m.functions[0], &[input.clone()], &native).unwrap();
+        let want = run(&m.functions[0], std::slice::from_ref(&input), &native).unwrap();
         // The lowered graph reads the same bytes as i32 pairs (even count)
         // or i16 bits (odd count).
         let mut packed = HashMap::new();

@@ -274,10 +274,24 @@ impl<'a> Decoder<'a> {
 
     /// The RoPE tables for positions `0..n` as constants `[n, rotary_dim]`.
     pub(crate) fn rope_constants(&mut self, n: usize) -> Result<(Value, Value), ModelError> {
-        let (cos, sin) = rope_tables(self.cfg, n);
+        self.rope_constants_within(n, n)
+    }
+
+    /// The RoPE tables for positions `0..rows` of a graph whose context is
+    /// `context` positions (LongRoPE picks its factors by the context, so
+    /// a prefill over P positions of an N-position KV cache uses the
+    /// decode's factors).
+    pub(crate) fn rope_constants_within(
+        &mut self,
+        rows: usize,
+        context: usize,
+    ) -> Result<(Value, Value), ModelError> {
+        let (mut cos, mut sin) = rope_tables(self.cfg, context.max(rows));
         let rd = self.cfg.rotary_dim();
-        let cos = self.g.dense(DType::F32, &[n, rd], cos)?;
-        let sin = self.g.dense(DType::F32, &[n, rd], sin)?;
+        cos.truncate(rows * rd);
+        sin.truncate(rows * rd);
+        let cos = self.g.dense(DType::F32, &[rows, rd], cos)?;
+        let sin = self.g.dense(DType::F32, &[rows, rd], sin)?;
         Ok((cos, sin))
     }
 
@@ -420,26 +434,9 @@ fn softcap(g: &mut Graph, x: Value, c: f64) -> Result<Value, ModelError> {
     Ok(g.mul(y, cap)?)
 }
 
-/// Checks SEQ-like lengths against the model: positive, within
-/// `max_position_embeddings`, and inside a sliding window (for graphs that
-/// do not mask windows; the redecode forward masks them itself).
-// Used by the KV-cache graphs (models/kv.rs) only.
-#[allow(dead_code)]
-pub(crate) fn check_length(cfg: &DecoderConfig, what: &str, n: usize) -> Result<(), ModelError> {
-    check_positions(cfg, what, n)?;
-    if let Some(w) = cfg.sliding_window {
-        if w < n {
-            return Err(ModelError(format!(
-                "sliding_window {w} is narrower than {what} {n}: sliding-window attention is not supported (use {what} <= {w})"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Checks SEQ-like lengths against the model: positive and within
 /// `max_position_embeddings`.
-fn check_positions(cfg: &DecoderConfig, what: &str, n: usize) -> Result<(), ModelError> {
+pub(crate) fn check_positions(cfg: &DecoderConfig, what: &str, n: usize) -> Result<(), ModelError> {
     if n == 0 {
         return Err(ModelError(format!("{what} must be at least 1")));
     }
@@ -450,6 +447,44 @@ fn check_positions(cfg: &DecoderConfig, what: &str, n: usize) -> Result<(), Mode
         )));
     }
     Ok(())
+}
+
+/// The attention masks of a graph over `n` query and key positions, one
+/// per distinct sliding window narrower than `n` (Mistral, Gemma 2's local
+/// layers), built once and reused by every layer that has that window.
+pub(crate) struct CausalMasks {
+    n: usize,
+    windows: Vec<(usize, Value)>,
+}
+
+impl CausalMasks {
+    /// No masks built yet, for `n` positions.
+    pub(crate) fn new(n: usize) -> CausalMasks {
+        CausalMasks {
+            n,
+            windows: Vec::new(),
+        }
+    }
+
+    /// Layer `l`'s mask: causal, or causal within its window.
+    pub(crate) fn layer(
+        &mut self,
+        g: &mut Graph,
+        cfg: &DecoderConfig,
+        l: usize,
+    ) -> Result<Mask, ModelError> {
+        Ok(match cfg.layer_window(l) {
+            Some(w) if w < self.n => match self.windows.iter().find(|(x, _)| *x == w) {
+                Some(&(_, keep)) => Mask::Keep(keep),
+                None => {
+                    let keep = sliding_keep(g, self.n, w)?;
+                    self.windows.push((w, keep));
+                    Mask::Keep(keep)
+                }
+            },
+            _ => Mask::Causal,
+        })
+    }
 }
 
 /// The sliding-window mask of `n` positions: i1 `[n, n]`, true where key
@@ -478,20 +513,9 @@ pub fn build_graph(cfg: &DecoderConfig, opts: &GraphOptions) -> Result<Graph, Mo
     let emb = b.embedding()?;
     let mut x = b.embed(emb, ids)?;
     let (cos, sin) = b.rope_constants(seq)?;
-    // One mask per distinct window narrower than SEQ (local layers).
-    let mut windows: Vec<(usize, Value)> = Vec::new();
+    let mut masks = CausalMasks::new(seq);
     for l in 0..cfg.num_layers {
-        let mask = match cfg.layer_window(l) {
-            Some(w) if w < seq => match windows.iter().find(|(x, _)| *x == w) {
-                Some(&(_, keep)) => Mask::Keep(keep),
-                None => {
-                    let keep = sliding_keep(&mut b.g, seq, w)?;
-                    windows.push((w, keep));
-                    Mask::Keep(keep)
-                }
-            },
-            _ => Mask::Causal,
-        };
+        let mask = masks.layer(&mut b.g, cfg, l)?;
         let lw = b.layer(l)?;
         let (q, k, v) = b.qkv(&lw, x)?;
         let q = b.rope(q, cos, sin)?;

@@ -21,7 +21,7 @@
 //! See `spec/kv-cache.md`.
 
 use super::config::DecoderConfig;
-use super::decoder::{check_length, Decoder, Mask};
+use super::decoder::{check_positions, CausalMasks, Decoder, Mask};
 use super::ModelError;
 use crate::graph::{CompareDir, DType, TensorType, Value};
 
@@ -58,8 +58,8 @@ impl KvOptions {
 
     fn check(&self, cfg: &DecoderConfig) -> Result<(), ModelError> {
         cfg.validate()?;
-        check_length(cfg, "the prompt length P", self.prompt_len)?;
-        check_length(cfg, "the max context N", self.max_context)?;
+        check_positions(cfg, "the prompt length P", self.prompt_len)?;
+        check_positions(cfg, "the max context N", self.max_context)?;
         if self.max_context <= self.prompt_len {
             return Err(ModelError(format!(
                 "the max context N ({}) must exceed the prompt length P ({}) to leave room for new tokens",
@@ -99,6 +99,23 @@ fn next_id(b: &mut Decoder<'_>, x: Value, emb: Value) -> Result<Value, ModelErro
     Ok(b.g.reshape(id, &[])?)
 }
 
+/// The decode mask of a layer with a sliding window `w`: keys `k` with
+/// `k ≤ position` (`causal`) and `position − k < w`.
+fn window_keep(
+    b: &mut Decoder<'_>,
+    key_idx: Value,
+    pos_b: Value,
+    causal: Value,
+    w: usize,
+) -> Result<Value, ModelError> {
+    let g = &mut b.g;
+    let dist = g.sub(pos_b, key_idx)?;
+    let wv = g.splat_like(dist, w as f64)?;
+    let near = g.compare(CompareDir::Lt, dist, wv)?;
+    // causal && near
+    Ok(g.select(causal, near, causal)?)
+}
+
 /// Builds the prefill function (see the module docs).
 pub fn build_prefill(
     cfg: &DecoderConfig,
@@ -113,14 +130,16 @@ pub fn build_prefill(
     let ids = b.g.reshape(tokens, &[p])?;
     let emb = b.embedding()?;
     let mut x = b.embed(emb, ids)?;
-    let (cos, sin) = b.rope_constants(p)?;
+    let (cos, sin) = b.rope_constants_within(p, n)?;
+    let mut masks = CausalMasks::new(p);
     let (mut ks, mut vs) = (Vec::new(), Vec::new());
     for l in 0..cfg.num_layers {
+        let mask = masks.layer(&mut b.g, cfg, l)?;
         let lw = b.layer(l)?;
         let (q, k, v) = b.qkv(&lw, x)?;
         let q = b.rope(q, cos, sin)?;
         let k = b.rope(k, cos, sin)?;
-        let a = b.attention(q, k, v, Mask::Causal)?;
+        let a = b.attention(q, k, v, mask)?;
         x = b.finish_block(&lw, x, a)?;
         let zeros = b.g.splat(DType::F32, &[kvh, n - p, d], 0.0)?;
         ks.push(b.g.concatenate(&[k, zeros], 1)?);
@@ -159,10 +178,12 @@ pub fn build_decode(
     let (cos_t, sin_t) = b.rope_constants(n)?;
     let cos = b.g.gather_rows(cos_t, pos1)?;
     let sin = b.g.gather_rows(sin_t, pos1)?;
-    // Keys 0..=position are visible; the new key/value go to `position`.
+    // Keys 0..=position are visible (within the layer's window, if any);
+    // the new key/value go to `position`.
     let key_idx = b.g.iota(DType::I32, &[1, n], 1)?;
     let pos_b = b.g.broadcast_in_dim(pos, &[1, n], &[])?;
     let keep = b.g.compare(CompareDir::Le, key_idx, pos_b)?;
+    let mut windows: Vec<(usize, Value)> = Vec::new();
     let slot_idx = b.g.iota(DType::I32, &[kvh, n, d], 1)?;
     let pos_s = b.g.broadcast_in_dim(pos, &[kvh, n, d], &[])?;
     let slot = b.g.compare(CompareDir::Eq, slot_idx, pos_s)?;
@@ -186,6 +207,17 @@ pub fn build_decode(
         };
         let k = layer_cache(&mut b, kc, k)?;
         let v = layer_cache(&mut b, vc, v)?;
+        let keep = match cfg.layer_window(l) {
+            Some(w) if w < n => match windows.iter().find(|(x, _)| *x == w) {
+                Some(&(_, m)) => m,
+                None => {
+                    let m = window_keep(&mut b, key_idx, pos_b, keep, w)?;
+                    windows.push((w, m));
+                    m
+                }
+            },
+            _ => keep,
+        };
         let a = b.attention(q, k, v, Mask::Keep(keep))?;
         x = b.finish_block(&lw, x, a)?;
         ks.push(k);
