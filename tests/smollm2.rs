@@ -250,6 +250,19 @@ fn kv_cache_generation_matches_transformers() {
     let kv = e.report.manifest.kv.clone().unwrap();
     assert_eq!((kv.prompt_len, kv.max_context), (64, 128));
     assert_eq!(kv.cache_shape, [30, 3, 128, 64]);
+    let text = std::fs::read_to_string(e.report.kv_mlir.as_ref().unwrap()).unwrap();
+    assert!(text.contains("func.func @smollm2_prefill(%arg0: tensor<1x64xi32>, %arg1: tensor<i32>) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
+    assert!(text.contains("func.func @smollm2_decode(%arg0: tensor<1xi32>, %arg1: tensor<i32>, %arg2: tensor<30x3x128x64xf32>, %arg3: tensor<30x3x128x64xf32>) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
+    assert!(!text.contains("xi64>") && !text.contains("tensor<i64>"), "no i64 values");
+    // The same parameters as the redecode module: one archive for both.
+    let redecode = std::fs::read_to_string(&e.report.mlir).unwrap();
+    let globals = |t: &str| -> std::collections::BTreeSet<String> {
+        t.lines()
+            .filter(|l| l.trim_start().starts_with("util.global"))
+            .map(|l| l.split(" = ").nth(1).unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(globals(&text), globals(&redecode));
     let exp = smol_expected();
     let mut failures = Vec::new();
     // The interpreter, on the chat prompt (it stops at eos after 7 tokens).
