@@ -73,6 +73,13 @@ def main():
             fmt="{:.1f}")
         row("run", f"host forward SEQ {s} vs PyTorch eager f32", g(f"run{s}.kiln"), g(f"run{s}.eager"), "ms", 1.0,
             fmt="{:.1f}")
+    row("compile", "host: iree-compile wall, proposed graph + data tiling", g("compile.host.proposed"),
+        g("compile.host.turbine"), "s", 1.0)
+    for s in [64, 256]:
+        row("run", f"host forward SEQ {s}, proposed graph, vs turbine's module", g(f"run{s}.proposed"),
+            g(f"run{s}.turbine"), "ms", 0.9, fmt="{:.1f}")
+        row("run", f"host forward SEQ {s}, proposed graph, vs PyTorch eager f32", g(f"run{s}.proposed"),
+            g(f"run{s}.eager"), "ms", 1.0, fmt="{:.1f}")
     gen = []
     if g("gen.redecode") is not None:
         gen.append(("kiln generate (redecode, SEQ 64 window)", g("gen.redecode")))
@@ -112,6 +119,11 @@ def main():
     if interp is not None:
         md.append(f"- kiln interp, one SEQ-64 forward, whole process (parse + load + run): {interp:.2f} s, "
                   f"{mrss.get('interp.kiln', 0):.0f} MiB peak RSS")
+    for s in [64, 256]:
+        if g(f"proposed{s}.same_ids") is not None:
+            md.append(f"- SEQ {s}: the proposed graph's module gives "
+                      + ("the same ids as kiln's" if g(f"proposed{s}.same_ids") == 1 else "**different ids**")
+                      + " on a 5-token prompt (all SEQ positions)")
     if g("convert.identical") is not None:
         md.append("- kiln's and iree-convert-parameters' .irpa files are "
                   + ("byte-identical" if g("convert.identical") == 1 else "**different**"))
