@@ -14,7 +14,8 @@ iree-turbine, pinned IREE 3.13.0). Subcommands, each one process so that
   params DIR OUT         iree-turbine's `aot.save_module_parameters`: the .irpa
                          the exported module reads (scope "model").
   eager DIR SEQ RUNS     PyTorch eager f32 forward on the same model; prints
-                         the median ms of RUNS timed calls (after one warm-up).
+                         the median ms of RUNS timed calls (after 3 warm-ups)
+                         with all cores, then with one thread.
   chart JSON PNG         draws the kiln/peer ratios of a results file.
 
 Nothing here is part of kiln; kiln itself never runs Python.
@@ -111,20 +112,27 @@ def cmd_params(hf_dir, out):
 
 
 def cmd_eager(hf_dir, seq, runs):
+    """Prints the median ms of RUNS forwards with all cores, then with one."""
+    import os
+
     import torch
 
-    torch.set_num_threads(int(__import__("os").cpu_count() or 1))
     model = _Argmax.wrap(_load(hf_dir))
     ids = torch.zeros((1, int(seq)), dtype=torch.int32)
     ids[0, 0] = 1
-    times = []
-    with torch.inference_mode():
-        model(ids)
-        for _ in range(int(runs)):
-            t = time.perf_counter()
-            model(ids)
-            times.append((time.perf_counter() - t) * 1e3)
-    print(f"{statistics.median(times):.1f}")
+    out = []
+    for threads in [os.cpu_count() or 1, 1]:
+        torch.set_num_threads(threads)
+        times = []
+        with torch.inference_mode():
+            for _ in range(3):  # thread pool and oneDNN warm-up: the first calls are slow
+                model(ids)
+            for _ in range(int(runs)):
+                t = time.perf_counter()
+                model(ids)
+                times.append((time.perf_counter() - t) * 1e3)
+        out.append(f"{statistics.median(times):.1f}")
+    print(" ".join(out))
 
 
 def cmd_chart(results, png):

@@ -66,20 +66,26 @@ def main():
         row("compile", f"{t}: iree-compile wall", g(f"compile.{t}.kiln"), g(f"compile.{t}.turbine"), "s", 1.0)
         row("compile", f"{t}: iree-compile peak RSS", mrss.get(f"compile.{t}.kiln"), mrss.get(f"compile.{t}.turbine"),
             "MiB", fmt="{:.0f}")
+        row("compile", f"{t}: iree-compile CPU (user + sys)", g(f"compile.{t}.kiln.cpu"),
+            g(f"compile.{t}.turbine.cpu"), "s")
         kb, tb = g(f"size.vmfb.{t}.kiln"), g(f"size.vmfb.{t}.turbine")
         row("compile", f"{t}: .vmfb size", kb and kb / 1024, tb and tb / 1024, "KiB", fmt="{:.0f}")
-    for s in [64, 256]:
-        row("run", f"host forward SEQ {s} vs turbine's module", g(f"run{s}.kiln"), g(f"run{s}.turbine"), "ms", 0.9,
-            fmt="{:.1f}")
-        row("run", f"host forward SEQ {s} vs PyTorch eager f32", g(f"run{s}.kiln"), g(f"run{s}.eager"), "ms", 1.0,
-            fmt="{:.1f}")
     row("compile", "host: iree-compile wall, proposed graph + data tiling", g("compile.host.proposed"),
         g("compile.host.turbine"), "s", 1.0)
+    row("compile", "host: iree-compile CPU, proposed graph + data tiling", g("compile.host.proposed.cpu"),
+        g("compile.host.turbine.cpu"), "s")
     for s in [64, 256]:
-        row("run", f"host forward SEQ {s}, proposed graph, vs turbine's module", g(f"run{s}.proposed"),
-            g(f"run{s}.turbine"), "ms", 0.9, fmt="{:.1f}")
-        row("run", f"host forward SEQ {s}, proposed graph, vs PyTorch eager f32", g(f"run{s}.proposed"),
-            g(f"run{s}.eager"), "ms", 1.0, fmt="{:.1f}")
+        for sfx, how in [("", "2 threads"), (".1t", "1 thread")]:
+            k, t, e, p = (g(f"run{s}.{w}{sfx}") for w in ["kiln", "turbine", "eager", "proposed"])
+            main = sfx == ""
+            row("run", f"host forward SEQ {s}, {how}, vs turbine's module", k, t, "ms", 0.9 if main else None,
+                fmt="{:.1f}")
+            row("run", f"host forward SEQ {s}, {how}, vs PyTorch eager f32", k, e, "ms", 1.0 if main else None,
+                fmt="{:.1f}")
+            row("run", f"host forward SEQ {s}, {how}, proposed graph, vs turbine's module", p, t, "ms",
+                0.9 if main else None, fmt="{:.1f}")
+            row("run", f"host forward SEQ {s}, {how}, proposed graph, vs PyTorch eager f32", p, e, "ms",
+                1.0 if main else None, fmt="{:.1f}")
     gen = []
     if g("gen.redecode") is not None:
         gen.append(("kiln generate (redecode, SEQ 64 window)", g("gen.redecode")))
