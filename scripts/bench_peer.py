@@ -144,7 +144,7 @@ def cmd_chart(results, png):
     rows = [r for r in json.load(open(results))["ratios"] if r.get("ratio")]
     labels = [r["name"] for r in rows]
     vals = [r["ratio"] for r in rows]
-    fig, ax = plt.subplots(figsize=(8, 0.42 * len(rows) + 1.2))
+    fig, ax = plt.subplots(figsize=(12, 0.3 * len(rows) + 1.5))
     colors = ["#2a9d8f" if v <= 1.0 else "#e76f51" for v in vals]
     ax.barh(range(len(rows)), vals, color=colors)
     ax.set_yticks(range(len(rows)))
@@ -155,7 +155,8 @@ def cmd_chart(results, png):
     for i, v in enumerate(vals):
         ax.text(v, i, f" {v:.3g}×", va="center", fontsize=7)
     ax.set_xlabel("kiln / peer (log scale; < 1 means kiln is better)")
-    ax.set_title("kiln vs iree-turbine path, SmolLM2-135M, same run")
+    ax.set_title("kiln / peer (iree-turbine, iree-convert-parameters, PyTorch eager), SmolLM2-135M, one run", fontsize=10)
+    ax.set_xlim(min(vals) / 2, max(vals) * 3)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     print(f"wrote {png}")
