@@ -404,3 +404,51 @@ fn lowered_bf16_parameters_compute_the_same_values() {
     let e = lower_bf16_parameters(&m).unwrap_err().to_string();
     assert!(e.contains("feeds `reshape`"), "{e}");
 }
+
+#[test]
+fn argmax_two_pass_matches_argmax_with_ties() {
+    // Rows with ties (lowest index wins), negatives, -inf and a single max.
+    let vals = vec![
+        1.0,
+        3.0,
+        3.0,
+        2.0, //
+        -5.0,
+        -1.0,
+        -7.0,
+        -1.0, //
+        f32::NEG_INFINITY,
+        0.0,
+        0.0,
+        f32::NEG_INFINITY, //
+        9.0,
+        9.0,
+        9.0,
+        9.0,
+    ];
+    for dim in [0, 1] {
+        let build = |two: bool| {
+            let mut g = Graph::new("f");
+            let x = g.input(f32t(&[4, 4]));
+            let y = if two {
+                g.argmax_two_pass(x, dim).unwrap()
+            } else {
+                g.argmax(x, dim).unwrap()
+            };
+            g.set_outputs(&[y]);
+            g
+        };
+        let input = Tensor::f32(&[4, 4], vals.clone());
+        let p: HashMap<String, Tensor> = HashMap::new();
+        let a = run(&build(false), std::slice::from_ref(&input), &p).unwrap();
+        let b = run(&build(true), std::slice::from_ref(&input), &p).unwrap();
+        assert_eq!(a, b, "dim {dim}");
+    }
+    let p: HashMap<String, Tensor> = HashMap::new();
+    let mut g = Graph::new("f");
+    let x = g.input(f32t(&[4, 4]));
+    let y = g.argmax_two_pass(x, 1).unwrap();
+    g.set_outputs(&[y]);
+    let out = run(&g, &[Tensor::f32(&[4, 4], vals)], &p).unwrap();
+    assert_eq!(out[0], Tensor::i32(&[4], vec![1, 1, 1, 0]));
+}

@@ -36,6 +36,7 @@ fn exact_presets() {
             "--iree-input-type=stablehlo",
             "--iree-hal-target-device=local",
             "--iree-hal-local-target-device-backends=llvm-cpu",
+            "--iree-opt-data-tiling=true",
             "--iree-llvmcpu-target-triple=aarch64-linux-android29",
             "--iree-llvmcpu-target-cpu=cortex-a76",
             "--iree-llvmcpu-target-cpu-features=+dotprod",

@@ -253,7 +253,10 @@ fn kv_cache_generation_matches_transformers() {
     let text = std::fs::read_to_string(e.report.kv_mlir.as_ref().unwrap()).unwrap();
     assert!(text.contains("func.func @smollm2_prefill(%arg0: tensor<1x64xi32>, %arg1: tensor<i32>) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
     assert!(text.contains("func.func @smollm2_decode(%arg0: tensor<1xi32>, %arg1: tensor<i32>, %arg2: tensor<30x3x128x64xf32>, %arg3: tensor<30x3x128x64xf32>) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
-    assert!(!text.contains("xi64>") && !text.contains("tensor<i64>"), "no i64 values");
+    assert!(
+        !text.contains("xi64>") && !text.contains("tensor<i64>"),
+        "no i64 values"
+    );
     // The same parameters as the redecode module: one archive for both.
     let redecode = std::fs::read_to_string(&e.report.mlir).unwrap();
     let globals = |t: &str| -> std::collections::BTreeSet<String> {

@@ -421,7 +421,7 @@ impl<'a> Decoder<'a> {
         if let Some(c) = self.cfg.arch.final_logit_softcapping {
             logits = softcap(&mut self.g, logits, c)?;
         }
-        Ok(self.g.argmax(logits, 1)?)
+        Ok(self.g.argmax_two_pass(logits, 1)?)
     }
 }
 
