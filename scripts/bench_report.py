@@ -75,22 +75,14 @@ def main():
                 g(f"compile.{t}.turbine.cpu"), "s")
             kb, tb = g(f"size.vmfb.{t}.kiln"), g(f"size.vmfb.{t}.turbine")
             row("compile", f"{t}: .vmfb size", kb and kb / 1024, tb and tb / 1024, "KiB", fmt="{:.0f}")
-        row("compile", "host: iree-compile wall, proposed graph + data tiling", g("compile.host.proposed"),
-            g("compile.host.turbine"), "s", 1.0)
-        row("compile", "host: iree-compile CPU, proposed graph + data tiling", g("compile.host.proposed.cpu"),
-            g("compile.host.turbine.cpu"), "s")
         for s in [64, 256]:
             for sfx, how in [("", "2 threads"), (".1t", "1 thread")]:
-                k, t, e, p = (g(f"run{s}.{w}{sfx}") for w in ["kiln", "turbine", "eager", "proposed"])
+                k, t, e = (g(f"run{s}.{w}{sfx}") for w in ["kiln", "turbine", "eager"])
                 main = sfx == ""
                 row("run", f"host forward SEQ {s}, {how}, vs turbine's module", k, t, "ms", 0.9 if main else None,
                     fmt="{:.1f}")
                 row("run", f"host forward SEQ {s}, {how}, vs PyTorch eager f32", k, e, "ms", 1.0 if main else None,
                     fmt="{:.1f}")
-                row("run", f"host forward SEQ {s}, {how}, proposed graph, vs turbine's module", p, t, "ms",
-                    0.9 if main else None, fmt="{:.1f}")
-                row("run", f"host forward SEQ {s}, {how}, proposed graph, vs PyTorch eager f32", p, e, "ms",
-                    1.0 if main else None, fmt="{:.1f}")
         return rows, ratios
 
     rows, ratios = build(med, mrss)
@@ -142,11 +134,6 @@ def main():
     if interp is not None:
         md.append(f"- kiln interp, one SEQ-64 forward, whole process (parse + load + run): {interp:.2f} s, "
                   f"{mrss.get('interp.kiln', 0):.0f} MiB peak RSS")
-    for s in [64, 256]:
-        if g(f"proposed{s}.same_ids") is not None:
-            md.append(f"- SEQ {s}: the proposed graph's module gives "
-                      + ("the same ids as kiln's" if g(f"proposed{s}.same_ids") == 1 else "**different ids**")
-                      + " on a 5-token prompt (all SEQ positions)")
     if g("convert.identical") is not None:
         md.append("- kiln's and iree-convert-parameters' .irpa files are "
                   + ("byte-identical" if g("convert.identical") == 1 else "**different**"))
