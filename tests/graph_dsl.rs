@@ -737,7 +737,7 @@ fn invalid_names_are_rejected_by_the_printer() {
 #[test]
 fn snapshot_vulkan_lowering_of_bf16_parameters() {
     let (m, _) = policy_module();
-    let low = kiln::graph::lower::lower_bf16_parameters(&m).unwrap();
+    let low = kiln::graph::lower::lower_for_vulkan(&m).unwrap();
     snap!(
         "lowered_bf16_parameters",
         print_module(&low, &PrintOptions::default(), None).unwrap()

@@ -353,7 +353,7 @@ fn parameters_upcast_and_checked() {
 
 #[test]
 fn lowered_bf16_parameters_compute_the_same_values() {
-    use kiln::graph::lower::{has_bf16_parameters, lower_bf16_parameters};
+    use kiln::graph::lower::{has_bf16_parameters, lower_for_vulkan};
     use kiln::graph::Module;
     let vals = [1.5f32, -2.0, 0.0078125, 3.0, -0.5, 96.0];
     let bits = |x: f32| half::bf16::from_f32(x).to_bits();
@@ -367,7 +367,7 @@ fn lowered_bf16_parameters_compute_the_same_values() {
         let mut m = Module::new("m");
         m.functions.push(g);
         assert!(has_bf16_parameters(&m));
-        let low = lower_bf16_parameters(&m).unwrap();
+        let low = lower_for_vulkan(&m).unwrap();
         assert!(!has_bf16_parameters(&low));
         let input = Tensor::f32(&shape, vec![2.0; n]);
         let mut native = HashMap::new();
@@ -401,7 +401,7 @@ fn lowered_bf16_parameters_compute_the_same_values() {
     g.set_outputs(&[r]);
     let mut m = Module::new("m");
     m.functions.push(g);
-    let e = lower_bf16_parameters(&m).unwrap_err().to_string();
+    let e = lower_for_vulkan(&m).unwrap_err().to_string();
     assert!(e.contains("feeds `reshape`"), "{e}");
 }
 
@@ -451,4 +451,31 @@ fn argmax_two_pass_matches_argmax_with_ties() {
     g.set_outputs(&[y]);
     let out = run(&g, &[Tensor::f32(&[4, 4], vals)], &p).unwrap();
     assert_eq!(out[0], Tensor::i32(&[4], vec![1, 1, 1, 0]));
+}
+
+#[test]
+fn vulkan_lowering_turns_the_two_pass_argmax_into_one_reduce() {
+    use kiln::graph::lower::lower_for_vulkan;
+    use kiln::graph::{Module, Op};
+    let mut g = Graph::new("f");
+    let x = g.input(f32t(&[3, 5]));
+    let y = g.argmax_two_pass(x, 1).unwrap();
+    g.set_outputs(&[y]);
+    let mut m = Module::new("m");
+    m.functions.push(g);
+    let low = lower_for_vulkan(&m).unwrap();
+    let f = &low.functions[0];
+    assert!(matches!(f.node(f.outputs[0]).op, Op::Argmax { dim: 1 }));
+    let input = Tensor::f32(
+        &[3, 5],
+        vec![
+            0.0, 2.0, 2.0, -1.0, 1.0, //
+            -3.0, -3.0, -4.0, -5.0, -3.0, //
+            1.0, 2.0, 3.0, 4.0, 5.0,
+        ],
+    );
+    let p: HashMap<String, Tensor> = HashMap::new();
+    let want = run(&m.functions[0], std::slice::from_ref(&input), &p).unwrap();
+    assert_eq!(want[0], Tensor::i32(&[3], vec![1, 0, 4]));
+    assert_eq!(run(f, &[input], &p).unwrap(), want);
 }

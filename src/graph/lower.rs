@@ -8,13 +8,22 @@
 //! `dot_general` fail to legalize (`vector.bitcast … vector<4xbf16>`), i16
 //! loads widened inside a matmul take minutes per dispatch to compile, and
 //! the Android baseline profile has no 16-bit storage at all. So before a
-//! Vulkan compile, [`lower_bf16_parameters`] re-declares every bf16
+//! Vulkan compile, [`lower_for_vulkan`] re-declares every bf16
 //! parameter over the same archive bytes as i32 pairs (or i16 for an odd
 //! element count) and widens it exactly in-graph
 //! ([`Graph::bf16_pairs_to_f32`], [`Graph::bf16_bits_to_f32`]). The archive
 //! is the same; only the MLIR iree-compile sees differs.
+//!
+//! The same pass turns the two-reduction argmax
+//! ([`Graph::argmax_two_pass`], the CPU backends' fast form) back into the
+//! variadic (value, index) reduce ([`Graph::argmax`]): on `valhall` the
+//! index reduction fails to legalize (`failed to legalize operation
+//! 'memref.alloc' … memref<96xindex, #spirv.storage_class<Workgroup>>`).
 
-use super::{bf16_pairs_shape, DType, Graph, GraphError, Module, Op, TensorType, Value};
+use super::{
+    bf16_pairs_shape, CompareDir, DType, Graph, GraphError, Literal, Module, Op, ReduceKind,
+    TensorType, Value,
+};
 
 /// True when some function of `m` has a bf16 parameter.
 pub fn has_bf16_parameters(m: &Module) -> bool {
@@ -25,7 +34,7 @@ pub fn has_bf16_parameters(m: &Module) -> bool {
 
 /// `m` with every bf16 parameter declared by its bits and widened in-graph
 /// (see the module docs). A bf16 parameter may only feed `convert`s to f32.
-pub fn lower_bf16_parameters(m: &Module) -> Result<Module, GraphError> {
+pub fn lower_for_vulkan(m: &Module) -> Result<Module, GraphError> {
     let mut out = Module {
         name: m.name.clone(),
         attributes: m.attributes.clone(),
@@ -61,7 +70,7 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
             Op::Convert if widened[node.args[0].index()] => {
                 if node.ty.dtype != DType::F32 {
                     return Err(GraphError {
-                        op: "lower_bf16_parameters",
+                        op: "lower_for_vulkan",
                         msg: format!(
                             "@{}: a bf16 parameter is converted to {}, only f32 is supported",
                             f.name, node.ty.dtype
@@ -70,10 +79,17 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
                 }
                 map[node.args[0].index()]
             }
+            Op::Reduce {
+                kind: ReduceKind::Min,
+                dims,
+            } if dims.len() == 1 && argmax_operand(f, node.args[0], dims[0]).is_some() => {
+                let x = argmax_operand(f, node.args[0], dims[0]).unwrap_or(node.args[0]);
+                g.argmax(map[x.index()], dims[0])?
+            }
             op => {
                 if let Some(a) = node.args.iter().find(|a| widened[a.index()]) {
                     return Err(GraphError {
-                        op: "lower_bf16_parameters",
+                        op: "lower_for_vulkan",
                         msg: format!(
                             "@{}: bf16 parameter %{} feeds `{}`; only a convert to f32 can be lowered",
                             f.name,
@@ -94,4 +110,31 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
     }
     g.outputs = f.outputs.iter().map(|o| map[o.index()]).collect();
     Ok(g)
+}
+
+/// When `v` is `select(x == broadcast(reduce_max(x, [dim])), iota(dim),
+/// i32::MAX)` — the candidates of [`Graph::argmax_two_pass`] — returns `x`.
+fn argmax_operand(f: &Graph, v: Value, dim: usize) -> Option<Value> {
+    let sel = f.node(v);
+    if sel.op != Op::Select {
+        return None;
+    }
+    let (cmp, idx, none) = (
+        f.node(sel.args[0]),
+        f.node(sel.args[1]),
+        f.node(sel.args[2]),
+    );
+    let is_iota = matches!(idx.op, Op::Iota { dim: d } if d == dim);
+    let is_max = matches!(none.op, Op::Constant(Literal::Splat(c)) if c == i32::MAX as f64);
+    if !is_iota || !is_max || cmp.op != Op::Compare(CompareDir::Eq) {
+        return None;
+    }
+    let (x, b) = (cmp.args[0], f.node(cmp.args[1]));
+    if !matches!(b.op, Op::BroadcastInDim { .. }) {
+        return None;
+    }
+    let m = f.node(b.args[0]);
+    let max_of_x = matches!(&m.op, Op::Reduce { kind: ReduceKind::Max, dims } if dims[..] == [dim])
+        && m.args[0] == x;
+    max_of_x.then_some(x)
 }

@@ -93,7 +93,7 @@ impl Graph {
     ///
     /// IREE's Vulkan backend cannot take bf16 parameters; before a Vulkan
     /// compile kiln re-declares them over the same bytes as 32-bit words
-    /// ([`crate::graph::lower::lower_bf16_parameters`], see
+    /// ([`crate::graph::lower::lower_for_vulkan`], see
     /// `spec/stablehlo-subset.md`).
     pub fn weight(
         &mut self,

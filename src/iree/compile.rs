@@ -110,11 +110,11 @@ pub fn compile(
     Ok(())
 }
 
-/// For a Vulkan compile: when `mlir` declares bf16 parameters, the module
-/// with them re-declared as 32-bit words
-/// ([`crate::graph::lower::lower_bf16_parameters`]), written to a temporary
-/// file in `dir`; `None` when there is nothing to lower. Functions taking
-/// or returning bf16 tensors (bf16 KV caches) are an error.
+/// For a Vulkan compile: the module as the pinned IREE's SPIR-V backend
+/// can take it ([`crate::graph::lower::lower_for_vulkan`]: bf16 parameters
+/// re-declared as 32-bit words, the two-reduction argmax as one variadic
+/// reduce), written to a temporary file in `dir`. Functions taking or
+/// returning bf16 tensors (bf16 KV caches) are an error.
 fn lower_for_vulkan(mlir: &Path, dir: &Path) -> Result<Option<tempfile::NamedTempFile>> {
     let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
     if let Some(f) = text
@@ -128,17 +128,8 @@ fn lower_for_vulkan(mlir: &Path, dir: &Path) -> Result<Option<tempfile::NamedTem
             mlir.display()
         )));
     }
-    let bf16_global = text
-        .lines()
-        .any(|l| l.trim_start().starts_with("util.global") && l.contains("xbf16>"));
-    if !bf16_global {
-        return Ok(None);
-    }
     let parsed = crate::stablehlo::parse_module_full(&text).map_err(|e| e.with_file(mlir))?;
-    if !crate::graph::lower::has_bf16_parameters(&parsed.module) {
-        return Ok(None);
-    }
-    let lowered = crate::graph::lower::lower_bf16_parameters(&parsed.module)
+    let lowered = crate::graph::lower::lower_for_vulkan(&parsed.module)
         .map_err(|e| Error::Usage(format!("{}: {e}", mlir.display())))?;
     let out = crate::stablehlo::print_module(&lowered, &parsed.print_options(), None)?;
     let mut f = tempfile::Builder::new()
