@@ -113,8 +113,10 @@ pub fn compile(
 /// For a Vulkan compile: the module as the pinned IREE's SPIR-V backend
 /// can take it ([`crate::graph::lower::lower_for_vulkan`]: bf16 parameters
 /// re-declared as 32-bit words, the two-reduction argmax as one variadic
-/// reduce), written to a temporary file in `dir`. Functions taking or
-/// returning bf16 tensors (bf16 KV caches) are an error.
+/// reduce), written to a temporary file in `dir`. MLIR outside the subset
+/// kiln parses is compiled as it is (`None`) unless it declares bf16
+/// globals. Functions taking or returning bf16 tensors (bf16 KV caches)
+/// are an error.
 fn lower_for_vulkan(mlir: &Path, dir: &Path) -> Result<Option<tempfile::NamedTempFile>> {
     let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
     if let Some(f) = text
@@ -128,7 +130,20 @@ fn lower_for_vulkan(mlir: &Path, dir: &Path) -> Result<Option<tempfile::NamedTem
             mlir.display()
         )));
     }
-    let parsed = crate::stablehlo::parse_module_full(&text).map_err(|e| e.with_file(mlir))?;
+    let parsed = match crate::stablehlo::parse_module_full(&text) {
+        Ok(p) => p,
+        // MLIR kiln did not write (outside the subset kiln parses) goes to
+        // iree-compile as it is, unless it has bf16 globals to lower.
+        Err(e) => {
+            let bf16_global = text
+                .lines()
+                .any(|l| l.trim_start().starts_with("util.global") && l.contains("xbf16>"));
+            if bf16_global {
+                return Err(e.with_file(mlir).into());
+            }
+            return Ok(None);
+        }
+    };
     let lowered = crate::graph::lower::lower_for_vulkan(&parsed.module)
         .map_err(|e| Error::Usage(format!("{}: {e}", mlir.display())))?;
     let out = crate::stablehlo::print_module(&lowered, &parsed.print_options(), None)?;
