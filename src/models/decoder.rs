@@ -369,6 +369,25 @@ impl<'a> Decoder<'a> {
         Ok(g.reshape(out, &[s, h * d])?)
     }
 
+    /// Block `l` over all positions of `x: [S, hidden]` with causal
+    /// (windowed) attention: the block's output, and its keys (after RoPE)
+    /// and values `[KV, S, D]` for a cache.
+    pub(crate) fn causal_block(
+        &mut self,
+        l: usize,
+        x: Value,
+        (cos, sin): (Value, Value),
+        masks: &mut CausalMasks,
+    ) -> Result<(Value, Value, Value), ModelError> {
+        let mask = masks.layer(&mut self.g, self.cfg, l)?;
+        let lw = self.layer(l)?;
+        let (q, k, v) = self.qkv(&lw, x)?;
+        let q = self.rope(q, cos, sin)?;
+        let k = self.rope(k, cos, sin)?;
+        let a = self.attention(q, k, v, mask)?;
+        Ok((self.finish_block(&lw, x, a)?, k, v))
+    }
+
     /// The rest of a block after attention: o_proj, residual, MLP, residual.
     /// `x` is the block's input `[S, hidden]`, `a` the attention `[S, H·D]`.
     pub(crate) fn finish_block(
@@ -515,13 +534,7 @@ pub fn build_graph(cfg: &DecoderConfig, opts: &GraphOptions) -> Result<Graph, Mo
     let (cos, sin) = b.rope_constants(seq)?;
     let mut masks = CausalMasks::new(seq);
     for l in 0..cfg.num_layers {
-        let mask = masks.layer(&mut b.g, cfg, l)?;
-        let lw = b.layer(l)?;
-        let (q, k, v) = b.qkv(&lw, x)?;
-        let q = b.rope(q, cos, sin)?;
-        let k = b.rope(k, cos, sin)?;
-        let a = b.attention(q, k, v, mask)?;
-        x = b.finish_block(&lw, x, a)?;
+        x = b.causal_block(l, x, (cos, sin), &mut masks)?.0;
     }
     let out = b.head_argmax(x, emb)?;
     b.g.set_outputs(&[out]);

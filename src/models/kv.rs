@@ -134,13 +134,8 @@ pub fn build_prefill(
     let mut masks = CausalMasks::new(p);
     let (mut ks, mut vs) = (Vec::new(), Vec::new());
     for l in 0..cfg.num_layers {
-        let mask = masks.layer(&mut b.g, cfg, l)?;
-        let lw = b.layer(l)?;
-        let (q, k, v) = b.qkv(&lw, x)?;
-        let q = b.rope(q, cos, sin)?;
-        let k = b.rope(k, cos, sin)?;
-        let a = b.attention(q, k, v, mask)?;
-        x = b.finish_block(&lw, x, a)?;
+        let (y, k, v) = b.causal_block(l, x, (cos, sin), &mut masks)?;
+        x = y;
         let zeros = b.g.splat(DType::F32, &[kvh, n - p, d], 0.0)?;
         ks.push(b.g.concatenate(&[k, zeros], 1)?);
         vs.push(b.g.concatenate(&[v, zeros], 1)?);
