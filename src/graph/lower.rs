@@ -79,32 +79,28 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
                 }
                 map[node.args[0].index()]
             }
-            Op::Reduce {
-                kind: ReduceKind::Min,
-                dims,
-            } if dims.len() == 1 && argmax_operand(f, node.args[0], dims[0]).is_some() => {
-                let x = argmax_operand(f, node.args[0], dims[0]).unwrap_or(node.args[0]);
-                g.argmax(map[x.index()], dims[0])?
-            }
-            op => {
-                if let Some(a) = node.args.iter().find(|a| widened[a.index()]) {
-                    return Err(GraphError {
-                        op: "lower_for_vulkan",
-                        msg: format!(
-                            "@{}: bf16 parameter %{} feeds `{}`; only a convert to f32 can be lowered",
-                            f.name,
-                            a.0,
-                            op.name()
-                        ),
-                    });
+            op => match two_pass_argmax(f, node) {
+                Some((x, dim)) => g.argmax(map[x.index()], dim)?,
+                None => {
+                    if let Some(a) = node.args.iter().find(|a| widened[a.index()]) {
+                        return Err(GraphError {
+                            op: "lower_for_vulkan",
+                            msg: format!(
+                                "@{}: bf16 parameter %{} feeds `{}`; only a convert to f32 can be lowered",
+                                f.name,
+                                a.0,
+                                op.name()
+                            ),
+                        });
+                    }
+                    let args: Vec<Value> = node.args.iter().map(|a| map[a.index()]).collect();
+                    let v = g.push(op.clone(), &args, node.ty.clone());
+                    if let Op::Input { .. } = op {
+                        g.inputs.push(v);
+                    }
+                    v
                 }
-                let args: Vec<Value> = node.args.iter().map(|a| map[a.index()]).collect();
-                let v = g.push(op.clone(), &args, node.ty.clone());
-                if let Op::Input { .. } = op {
-                    g.inputs.push(v);
-                }
-                v
-            }
+            },
         };
         map.push(v);
     }
@@ -112,10 +108,18 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
     Ok(g)
 }
 
-/// When `v` is `select(x == broadcast(reduce_max(x, [dim])), iota(dim),
-/// i32::MAX)` — the candidates of [`Graph::argmax_two_pass`] — returns `x`.
-fn argmax_operand(f: &Graph, v: Value, dim: usize) -> Option<Value> {
-    let sel = f.node(v);
+/// When `node` is [`Graph::argmax_two_pass`]'s final reduction,
+/// `reduce_min(select(x == broadcast(reduce_max(x, [dim])), iota(dim),
+/// i32::MAX), [dim])`, returns `(x, dim)`.
+fn two_pass_argmax(f: &Graph, node: &super::Node) -> Option<(Value, usize)> {
+    let dim = match &node.op {
+        Op::Reduce {
+            kind: ReduceKind::Min,
+            dims,
+        } if dims.len() == 1 => dims[0],
+        _ => return None,
+    };
+    let sel = f.node(node.args[0]);
     if sel.op != Op::Select {
         return None;
     }
@@ -136,5 +140,5 @@ fn argmax_operand(f: &Graph, v: Value, dim: usize) -> Option<Value> {
     let m = f.node(b.args[0]);
     let max_of_x = matches!(&m.op, Op::Reduce { kind: ReduceKind::Max, dims } if dims[..] == [dim])
         && m.args[0] == x;
-    max_of_x.then_some(x)
+    max_of_x.then_some((x, dim))
 }
