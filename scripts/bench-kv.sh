@@ -4,7 +4,11 @@
 #   - iree-benchmark-module: one redecode forward at SEQ 128 and at SEQ 64,
 #     the prefill (P 64) and one decode step (N 128);
 #   - end to end: `kiln generate` (redecode, SEQ 128) vs
-#     `kiln generate --kv-cache` (P 64, N 128), tokens/s.
+#     `kiln generate --kv-cache` (P 64, N 128), tokens/s;
+#   - the weight-streaming floor: a module over the same archive that only
+#     reads every weight once (row sums of each parameter), which no
+#     one-token decode can beat: it bounds decode latency by this
+#     machine's memory bandwidth.
 # Usage: scripts/bench-kv.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +24,42 @@ trap 'rm -rf "$out"' EXIT
 $kiln export "$gguf" --seq 128 --out "$out" --name s128 --kv-cache --prompt-len 64 --max-context 128 2>/dev/null
 $kiln export "$gguf" --seq 64 --out "$out" --name s64 2>/dev/null
 for m in s128-gen s128-kv-gen s64-gen; do $kiln compile "$out/$m.mlir" --target host >/dev/null 2>&1; done
+
+# The floor module: every parameter global of the KV module, each read once
+# by a matrix-vector product with the runtime argument (so nothing can be
+# hoisted to load time), nothing else.
+python3 - "$out/s128-kv-gen.mlir" "$out/floor.mlir" <<'PY'
+import re, sys
+src, dst = sys.argv[1], sys.argv[2]
+pat = re.compile(r'^\s*util\.global private @(\w+) = (#flow\.parameter\.named<[^>]*>) : tensor<([0-9x]+)x(\w+)>')
+globs = [m.groups() for m in map(pat.match, open(src)) if m]
+out = ["module @floor {"]
+out += [f"  util.global private @{n} = {p} : tensor<{d}x{t}>" for n, p, d, t in globs]
+out.append("  func.func @floor(%x: tensor<f32>) -> tensor<f32> {")
+out.append("    %z = stablehlo.constant dense<0.0> : tensor<f32>")
+acc = "%z"
+for i, (n, _, d, t) in enumerate(globs):
+    dims = d.split("x")
+    full, last = "x".join(dims), dims[-1]
+    out.append(f"    %w{i} = util.global.load @{n} : tensor<{full}x{t}>")
+    out.append(f"    %c{i} = stablehlo.convert %w{i} : (tensor<{full}x{t}>) -> tensor<{full}xf32>")
+    # a matrix-vector product with the runtime argument broadcast (what a
+    # decode step does with each weight), so nothing can be hoisted to load
+    out.append(f"    %x{i} = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<{last}xf32>")
+    if len(dims) == 1:
+        out.append(f"    %s{i} = stablehlo.dot_general %c{i}, %x{i}, contracting_dims = [0] x [0] : (tensor<{full}xf32>, tensor<{last}xf32>) -> tensor<f32>")
+    else:
+        rows = "x".join(dims[:-1])
+        out.append(f"    %r{i} = stablehlo.dot_general %c{i}, %x{i}, contracting_dims = [{len(dims) - 1}] x [0] : (tensor<{full}xf32>, tensor<{last}xf32>) -> tensor<{rows}xf32>")
+        alld = ", ".join(str(k) for k in range(len(dims) - 1))
+        out.append(f"    %s{i} = stablehlo.reduce(%r{i} init: %z) applies stablehlo.add across dimensions = [{alld}] : (tensor<{rows}xf32>, tensor<f32>) -> tensor<f32>")
+    out.append(f"    %a{i} = stablehlo.add {acc}, %s{i} : tensor<f32>")
+    acc = f"%a{i}"
+out.append(f"    return {acc} : tensor<f32>\n  }}\n}}")
+open(dst, "w").write("\n".join(out) + "\n")
+PY
+$kiln compile "$out/floor.mlir" --target host >/dev/null 2>&1
+weight_bytes=$(stat -c %s "$out/s128.irpa")
 
 # median real time (ms) of one call
 bm() { # module function inputs...
@@ -37,6 +77,7 @@ fwd64=$(bm "$out/s64-host.vmfb" s64 "$out/s64.irpa" "1x64xi32=$ids64")
 prefill=$(bm "$out/s128-kv-host.vmfb" s128_prefill "$out/s128.irpa" "1x64xi32=$ids64" "i32=64")
 decode=$(bm "$out/s128-kv-host.vmfb" s128_decode "$out/s128.irpa" "1xi32=1234" "i32=127" \
   "30x3x128x64xf32=0" "30x3x128x64xf32=0")
+floor=$(bm "$out/floor-host.vmfb" floor "$out/s128.irpa" "f32=1")
 
 # End to end: 64-token prompt + 64 new tokens (eos ignored by the ids chosen
 # only if the model does not emit it; the line reports what ran).
@@ -44,12 +85,15 @@ gen() { "$kiln" generate "$@" --tokens "$ids64" --max-new-tokens 64 2>&1 >/dev/n
 e2e_re=$(gen "$out/s128-host.vmfb")
 e2e_kv=$(gen "$out/s128-kv-host.vmfb" --kv-cache)
 
-awk -v f128="$fwd128" -v f64="$fwd64" -v p="$prefill" -v d="$decode" -v n="$runs" 'BEGIN {
+awk -v f128="$fwd128" -v f64="$fwd64" -v p="$prefill" -v d="$decode" -v n="$runs" \
+  -v fl="$floor" -v wb="$weight_bytes" 'BEGIN {
   printf "SmolLM2-135M host (iree-benchmark-module, median of %d)\n", n
   printf "  redecode forward, SEQ 128: %8.1f ms\n", f128
   printf "  redecode forward, SEQ 64:  %8.1f ms\n", f64
   printf "  prefill, P 64:             %8.1f ms  (%.2fx the SEQ-64 forward)\n", p, p / f64
   printf "  decode, N 128:             %8.1f ms  (%.1fx faster than the SEQ-128 forward)\n", d, f128 / d
+  printf "  floor, read every weight:  %8.1f ms  (%.0f MB at %.1f GB/s; decode = %.2fx the floor)\n", fl, wb / 1e6, wb / fl / 1e6, d / fl
+  printf "  20x would need decode <= %.1f ms: the weights read at %.1f GB/s\n", f128 / 20, wb / (f128 / 20) / 1e6
 }'
 echo "  kiln generate (redecode, SEQ 128): $e2e_re"
 echo "  kiln generate --kv-cache (P 64, N 128): $e2e_kv"
