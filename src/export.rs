@@ -56,11 +56,11 @@ pub struct KvCacheOptions {
     pub cache_dtype: DType,
 }
 
-/// The KV-cache module's record in the manifest.
+/// The KV-cache pair's functions and shapes: what a driver needs to call
+/// them. Recorded in the export manifest ([`KvManifest`]) and in a
+/// package's assets (`package::AssetsKv`), flattened into each.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KvManifest {
-    /// The module file (`<name>-kv-gen.mlir`).
-    pub mlir: String,
+pub struct KvPair {
     /// Prefill function: `(tensor<1xPxi32>, tensor<i32>) -> (tensor<i32>, K, V)`.
     pub prefill: String,
     /// Decode function: `(tensor<1xi32>, tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
@@ -73,6 +73,16 @@ pub struct KvManifest {
     pub cache_dtype: String,
     /// Shape of each of the two caches, `[layers, kv_heads, N, head_dim]`.
     pub cache_shape: Vec<usize>,
+}
+
+/// The KV-cache module's record in the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvManifest {
+    /// The module file (`<name>-kv-gen.mlir`).
+    pub mlir: String,
+    /// Its functions and shapes (flattened: the JSON keys sit beside `mlir`).
+    #[serde(flatten)]
+    pub pair: KvPair,
 }
 
 impl Default for ExportOptions {
@@ -491,12 +501,14 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         files.insert("kv_mlir".to_string(), record(w));
         KvManifest {
             mlir: format!("{name}-kv-gen.mlir"),
-            prefill: ko.prefill.clone(),
-            decode: ko.decode.clone(),
-            prompt_len: ko.prompt_len,
-            max_context: ko.max_context,
-            cache_dtype: ko.cache_dtype.to_string(),
-            cache_shape: ko.cache_type(&ckpt.config).shape.to_vec(),
+            pair: KvPair {
+                prefill: ko.prefill.clone(),
+                decode: ko.decode.clone(),
+                prompt_len: ko.prompt_len,
+                max_context: ko.max_context,
+                cache_dtype: ko.cache_dtype.to_string(),
+                cache_shape: ko.cache_type(&ckpt.config).shape.to_vec(),
+            },
         }
     });
     let seq = opts.seq;

@@ -141,18 +141,9 @@ pub struct AssetsManifest {
 /// same `.irpa`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AssetsKv {
-    /// Prefill: `(tensor<1xPxi32>, tensor<i32>) -> (tensor<i32>, K, V)`.
-    pub prefill: String,
-    /// Decode: `(tensor<1xi32>, tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
-    pub decode: String,
-    /// Prompt bucket P.
-    pub prompt_len: usize,
-    /// Max context N.
-    pub max_context: usize,
-    /// Cache element type.
-    pub cache_dtype: String,
-    /// Shape of each cache, `[layers, kv_heads, N, head_dim]`.
-    pub cache_shape: Vec<usize>,
+    /// The functions and shapes, as in the export manifest (flattened).
+    #[serde(flatten)]
+    pub pair: crate::export::KvPair,
     /// KV modules by key.
     pub modules: BTreeMap<String, ModuleEntry>,
 }
@@ -637,12 +628,7 @@ fn stage_and_commit(
     let kv_entries = copy_modules(kv_modules, "-kv")?;
     let kv = match &m.kv {
         Some(kv) if !kv_entries.is_empty() => Some(AssetsKv {
-            prefill: kv.prefill.clone(),
-            decode: kv.decode.clone(),
-            prompt_len: kv.prompt_len,
-            max_context: kv.max_context,
-            cache_dtype: kv.cache_dtype.clone(),
-            cache_shape: kv.cache_shape.clone(),
+            pair: kv.pair.clone(),
             modules: kv_entries,
         }),
         _ => None,

@@ -55,7 +55,7 @@ fn export_kv(name: &str, seq: usize, dir: &Path, cache: DType) -> ExportReport {
 
 /// A KV session over `vmfb` (compiled from `r`'s KV module) on `device`.
 fn kv_session(tc: &Toolchain, r: &ExportReport, vmfb: &Path, device: Device) -> KvSession {
-    let kv = r.manifest.kv.as_ref().unwrap();
+    let kv = &r.manifest.kv.as_ref().unwrap().pair;
     KvSession::start(
         tc,
         vmfb,
@@ -70,7 +70,7 @@ fn kv_session(tc: &Toolchain, r: &ExportReport, vmfb: &Path, device: Device) -> 
 }
 
 fn interp_kv(r: &ExportReport) -> KvInterpreted {
-    let kv = r.manifest.kv.as_ref().unwrap();
+    let kv = &r.manifest.kv.as_ref().unwrap().pair;
     KvInterpreted::open(
         r.kv_mlir.as_ref().unwrap(),
         &r.irpa,
@@ -166,7 +166,7 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
     let Some(tc) = toolchain() else { return };
     let dir = tmpdir();
     let r = export_kv("tiny-llama-bf16", 16, dir.path(), DType::F32);
-    let kv = r.manifest.kv.clone().unwrap();
+    let kv = r.manifest.kv.clone().unwrap().pair;
     let targets = [
         Target::Host,
         Target::Arm64,
@@ -230,7 +230,7 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
 fn bf16_caches_match_f32_on_the_cpu_and_are_refused_for_vulkan() {
     let dir = tmpdir();
     let r = export_kv("tiny-llama-tied-gqa", 16, dir.path(), DType::BF16);
-    let kv = r.manifest.kv.clone().unwrap();
+    let kv = r.manifest.kv.clone().unwrap().pair;
     assert_eq!(kv.cache_dtype, "bf16");
     let text = std::fs::read_to_string(r.kv_mlir.as_ref().unwrap()).unwrap();
     assert!(text.contains("tensor<2x2x16x12xbf16>"), "bf16 cache type");
@@ -281,7 +281,7 @@ fn bad_input_is_a_clear_error() {
     // Caches of the wrong shape, fed to the decode function.
     let text = std::fs::read_to_string(r.kv_mlir.as_ref().unwrap()).unwrap();
     let m = kiln::stablehlo::parse_module(&text).unwrap();
-    let kvm = r.manifest.kv.as_ref().unwrap();
+    let kvm = &r.manifest.kv.as_ref().unwrap().pair;
     let params = kiln::interp::files::FileParams::open(&r.irpa).unwrap();
     let bad = kiln::interp::Tensor::f32(&[2, 2, 4, 12], vec![0.0; 2 * 2 * 4 * 12]);
     let e = kiln::interp::run_module(

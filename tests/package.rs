@@ -164,11 +164,13 @@ fn kv_pair_is_packaged_beside_the_redecode_modules() {
     assert_eq!(o.status.code(), Some(0), "stderr: {err}");
     let m = check_assets(&assets, "tiny");
     let kv = m.kv.expect("the KV pair is packaged");
+    let modules = &kv.modules;
+    let kv = &kv.pair;
     assert_eq!((kv.prompt_len, kv.max_context), (8, 16));
     assert_eq!(kv.prefill, "tiny_prefill");
     assert_eq!(kv.decode, "tiny_decode");
     assert_eq!(kv.cache_shape, [2, 2, 16, 12]);
-    let keys: Vec<&str> = kv.modules.keys().map(String::as_str).collect();
+    let keys: Vec<&str> = modules.keys().map(String::as_str).collect();
     assert_eq!(keys, ["arm64-v8a"]);
     let f = m
         .files

@@ -247,7 +247,7 @@ fn check_generation(
 #[test]
 fn kv_cache_generation_matches_transformers() {
     let Some(e) = exported() else { return };
-    let kv = e.report.manifest.kv.clone().unwrap();
+    let kv = e.report.manifest.kv.clone().unwrap().pair;
     assert_eq!((kv.prompt_len, kv.max_context), (64, 128));
     assert_eq!(kv.cache_shape, [30, 3, 128, 64]);
     let text = std::fs::read_to_string(e.report.kv_mlir.as_ref().unwrap()).unwrap();

@@ -168,7 +168,7 @@ pub fn run(a: Args) -> Result<i32> {
         human(m.parameter_bytes),
         m.weights_dtype
     );
-    if let Some(kv) = &m.kv {
+    if let Some(kv) = m.kv.as_ref().map(|k| &k.pair) {
         eprintln!(
             "  kv-cache  @{}(tensor<1x{}xi32>, tensor<i32>) and @{}(tensor<1xi32>, tensor<i32>, K, V), K/V tensor<{}x{}>",
             kv.prefill,

@@ -117,7 +117,12 @@ pub fn run(a: Args) -> Result<i32> {
         (None, None) => return Err(Error::Usage("pass --prompt TEXT or --tokens IDS".into())),
     };
     let kv = if a.kv_cache {
-        let kv = r.manifest.export.as_ref().and_then(|m| m.kv.clone());
+        let kv = r
+            .manifest
+            .export
+            .as_ref()
+            .and_then(|m| m.kv.as_ref())
+            .map(|k| k.pair.clone());
         Some(kv.ok_or_else(|| {
             Error::Usage(format!(
                 "--kv-cache: the manifest beside {} records no KV-cache export (re-export with `kiln export … --kv-cache`)",
