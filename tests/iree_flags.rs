@@ -37,7 +37,6 @@ fn exact_presets() {
             "--iree-hal-target-device=local",
             "--iree-hal-local-target-device-backends=llvm-cpu",
             "--iree-opt-data-tiling=true",
-            "--iree-opt-const-eval=false",
             "--iree-llvmcpu-target-triple=aarch64-linux-android29",
             "--iree-llvmcpu-target-cpu=cortex-a76",
             "--iree-llvmcpu-target-cpu-features=+dotprod",

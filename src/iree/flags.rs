@@ -240,17 +240,10 @@ impl Target {
         // host, at the cost of a packed copy of the weights in memory
         // (resident 302 -> 564 MB). Pass `-- --iree-opt-data-tiling=false`
         // to `kiln compile` for the smaller footprint (the last flag wins).
-        //
-        // Compile-time evaluation of constant expressions is off: kiln's
-        // weights are external parameters, so it has nothing to fold, and
-        // the `.vmfb` is byte-identical with and without it (checked for
-        // host, arm64 and the KV pair), while the pass costs iree-compile
-        // 0.7-2 s on SmolLM2 (docs/benchmarks.md).
-        const LOCAL: [&str; 4] = [
+        const LOCAL: [&str; 3] = [
             "--iree-hal-target-device=local",
             "--iree-hal-local-target-device-backends=llvm-cpu",
             "--iree-opt-data-tiling=true",
-            "--iree-opt-const-eval=false",
         ];
         let mut f: Vec<String> = vec![INPUT_TYPE_FLAG.to_string()];
         match self {
