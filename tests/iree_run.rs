@@ -293,6 +293,59 @@ fn cli_compile_and_run() {
 }
 
 #[test]
+fn cli_compile_low_memory() {
+    // `--low-memory` builds another host module (no data tiling: the
+    // weights are not packed into a copy at load) that gives the same ids.
+    let Some(_tc) = toolchain() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (mlir, st) = write_tiny(dir.path());
+    let mut vmfbs = Vec::new();
+    for (sub, low) in [("tiled", false), ("low", true)] {
+        let out_dir = dir.path().join(sub);
+        let mut cmd = kiln();
+        cmd.arg("compile")
+            .arg(&mlir)
+            .args(["--target", "host", "--out"])
+            .arg(&out_dir);
+        if low {
+            cmd.arg("--low-memory");
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let host = out_dir.join("tiny-host.vmfb");
+        let out = kiln()
+            .arg("run")
+            .arg(&host)
+            .arg("--params")
+            .arg(&st)
+            .args([
+                "--tokens",
+                "3,1,4,1,5,9,2",
+                "--seq",
+                "8",
+                "--function",
+                "tiny",
+            ])
+            .output()
+            .unwrap();
+        let want: Vec<String> = expected_ids(&prompt())
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        assert_eq!(stdout_of(&out), format!("{}\n", want.join(" ")), "{sub}");
+        vmfbs.push(std::fs::read(host).unwrap());
+    }
+    assert_ne!(
+        vmfbs[0], vmfbs[1],
+        "--low-memory must change the compiled module"
+    );
+}
+
+#[test]
 fn cli_toolchain_lists_tools() {
     let Some(tc) = toolchain() else { return };
     let out = kiln().arg("toolchain").output().unwrap();

@@ -11,6 +11,10 @@ pub const IREE_VERSION: &str = "3.13.0";
 /// Input dialect flag passed to every `iree-compile` call.
 pub const INPUT_TYPE_FLAG: &str = "--iree-input-type=stablehlo";
 
+/// What `kiln compile --low-memory` appends: the CPU presets without data
+/// tiling (no packed copy of the weights at load).
+pub const NO_DATA_TILING_FLAG: &str = "--iree-opt-data-tiling=false";
+
 /// Vulkan target used when none is named: the Android Vulkan baseline
 /// profile (Vulkan 1.1, 32-bit storage, no subgroup operations). Its
 /// kernels make no assumption about the GPU's subgroup size, so the same
@@ -238,8 +242,8 @@ impl Target {
         // kernels want (the weights once, at load): a SmolLM2 forward at
         // SEQ 128 352 -> 275 ms and a one-token decode 37 -> 23 ms on the
         // host, at the cost of a packed copy of the weights in memory
-        // (resident 302 -> 564 MB). Pass `-- --iree-opt-data-tiling=false`
-        // to `kiln compile` for the smaller footprint (the last flag wins).
+        // (resident 302 -> 564 MB). `kiln compile --low-memory` appends
+        // NO_DATA_TILING_FLAG for the smaller footprint (the last flag wins).
         const LOCAL: [&str; 3] = [
             "--iree-hal-target-device=local",
             "--iree-hal-local-target-device-backends=llvm-cpu",
