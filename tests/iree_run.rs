@@ -8,7 +8,7 @@ use iree_common::*;
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
 use kiln::iree::{compile, compile_many, IreeError, Toolchain};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// Compiles once per test binary: (dir, mlir, safetensors, outputs by suffix).
@@ -232,6 +232,27 @@ fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `kiln run HOST --params ST --tokens <the tiny prompt>`, for callers to
+/// add flags to.
+fn run_tiny(host: &Path, st: &Path) -> std::process::Command {
+    let mut cmd = kiln();
+    cmd.arg("run")
+        .arg(host)
+        .arg("--params")
+        .arg(st)
+        .args(["--tokens", "3,1,4,1,5,9,2"]);
+    cmd
+}
+
+/// What `kiln run` prints for the tiny prompt: the expected ids.
+fn tiny_ids_line() -> String {
+    let want: Vec<String> = expected_ids(&prompt())
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+    format!("{}\n", want.join(" "))
+}
+
 #[test]
 fn cli_compile_and_run() {
     let Some(_tc) = toolchain() else { return };
@@ -256,40 +277,16 @@ fn cli_compile_and_run() {
     assert!(host.is_file());
     // The manifest sits beside the module: copy it into out/.
     std::fs::copy(dir.path().join("tiny.json"), out_dir.join("tiny.json")).unwrap();
-    let out = kiln()
-        .arg("run")
-        .arg(&host)
-        .arg("--params")
-        .arg(&st)
-        .args(["--tokens", "3,1,4,1,5,9,2"])
-        .output()
-        .unwrap();
-    let want: Vec<String> = expected_ids(&prompt())
-        .iter()
-        .map(|v| v.to_string())
-        .collect();
-    assert_eq!(stdout_of(&out), format!("{}\n", want.join(" ")));
+    let out = run_tiny(&host, &st).output().unwrap();
+    assert_eq!(stdout_of(&out), tiny_ids_line());
     // Explicit --seq/--function and KILN_TASK_GROUPS without a manifest.
     std::fs::remove_file(out_dir.join("tiny.json")).unwrap();
-    let out = kiln()
-        .arg("run")
-        .arg(&host)
-        .arg("--params")
-        .arg(&st)
-        .args([
-            "--tokens",
-            "3,1,4,1,5,9,2",
-            "--seq",
-            "8",
-            "--function",
-            "tiny",
-            "--device",
-            "local-sync",
-        ])
+    let out = run_tiny(&host, &st)
+        .args(["--seq", "8", "--function", "tiny", "--device", "local-sync"])
         .env("KILN_TASK_GROUPS", "1")
         .output()
         .unwrap();
-    assert_eq!(stdout_of(&out), format!("{}\n", want.join(" ")));
+    assert_eq!(stdout_of(&out), tiny_ids_line());
 }
 
 #[test]
@@ -317,26 +314,11 @@ fn cli_compile_low_memory() {
             String::from_utf8_lossy(&out.stderr)
         );
         let host = out_dir.join("tiny-host.vmfb");
-        let out = kiln()
-            .arg("run")
-            .arg(&host)
-            .arg("--params")
-            .arg(&st)
-            .args([
-                "--tokens",
-                "3,1,4,1,5,9,2",
-                "--seq",
-                "8",
-                "--function",
-                "tiny",
-            ])
+        let out = run_tiny(&host, &st)
+            .args(["--seq", "8", "--function", "tiny"])
             .output()
             .unwrap();
-        let want: Vec<String> = expected_ids(&prompt())
-            .iter()
-            .map(|v| v.to_string())
-            .collect();
-        assert_eq!(stdout_of(&out), format!("{}\n", want.join(" ")), "{sub}");
+        assert_eq!(stdout_of(&out), tiny_ids_line(), "{sub}");
         vmfbs.push(std::fs::read(host).unwrap());
     }
     assert_ne!(
