@@ -544,8 +544,10 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     if kv.is_some() {
         done.insert(1, &kv_path);
     }
+    let aside = staging.path().join("previous");
+    std::fs::create_dir(&aside).map_err(|e| Error::io(&aside, e))?;
     for p in done {
-        std::fs::rename(p, out(p)).map_err(|e| Error::io(out(p), e))?;
+        crate::util::replace_by_rename(p, &out(p), &aside)?;
     }
     Ok(ExportReport {
         manifest,

@@ -79,6 +79,32 @@ pub fn write_atomic(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<PathBuf> {
     f.commit()
 }
 
+/// Moves the complete file `src` to `dst`, replacing what is there, by
+/// renames only: a previous `dst` is first moved into `aside` (a directory
+/// on the same file system, which the caller deletes), then `src` takes the
+/// free name; if that fails the previous file is put back.
+///
+/// Why not one `rename(src, dst)`: on ext4 a rename that replaces an
+/// existing file forces writeback of the new file's data first (the
+/// `auto_da_alloc` heuristic), ≈ 90 ms per 270 MB archive here, so
+/// re-exporting SmolLM2 into the same folder took 1.0 s instead of 0.65 s.
+/// No reader ever sees a partial file either way; the name is absent only
+/// between the two renames.
+pub fn replace_by_rename(src: &Path, dst: &Path, aside: &Path) -> Result<()> {
+    let prev = aside.join(dst.file_name().unwrap_or_default());
+    let moved = match std::fs::rename(dst, &prev) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(Error::io(dst, e)),
+    };
+    std::fs::rename(src, dst).map_err(|e| {
+        if moved {
+            let _ = std::fs::rename(&prev, dst);
+        }
+        Error::io(dst, e)
+    })
+}
+
 /// Hex sha256 of a file's contents, streamed.
 pub fn sha256_file(path: impl AsRef<Path>) -> Result<String> {
     let path = path.as_ref();
@@ -116,4 +142,37 @@ pub fn cache_dir() -> PathBuf {
     }
     let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
     PathBuf::from(home).join(".cache").join("kiln")
+}
+
+#[cfg(test)]
+mod replace_tests {
+    use super::replace_by_rename;
+
+    #[test]
+    fn replaces_moves_the_previous_aside_and_restores_it_on_failure() {
+        let d = tempfile::tempdir().unwrap();
+        let (src, dst, aside) = (
+            d.path().join("new"),
+            d.path().join("out"),
+            d.path().join("aside"),
+        );
+        std::fs::create_dir(&aside).unwrap();
+        // No previous file: a plain move.
+        std::fs::write(&src, b"one").unwrap();
+        replace_by_rename(&src, &dst, &aside).unwrap();
+        assert_eq!(std::fs::read(&dst).unwrap(), b"one");
+        assert!(!src.exists());
+        // A previous file: replaced, and the old one waits in `aside`.
+        std::fs::write(&src, b"two").unwrap();
+        replace_by_rename(&src, &dst, &aside).unwrap();
+        assert_eq!(std::fs::read(&dst).unwrap(), b"two");
+        assert_eq!(std::fs::read(aside.join("out")).unwrap(), b"one");
+        // The new file cannot be moved (it is gone): an error naming the
+        // destination, and the previous file is back in place.
+        let e = replace_by_rename(&src, &dst, &aside)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("out"), "{e}");
+        assert_eq!(std::fs::read(&dst).unwrap(), b"two");
+    }
 }

@@ -289,6 +289,53 @@ fn export_writes_the_four_files_and_a_complete_manifest() {
     }
 }
 
+/// Exporting again into the same folder replaces the four files with the
+/// new export's and leaves nothing else behind (the previous files are moved
+/// aside into the staging folder, which is removed); other files stay.
+#[test]
+fn export_again_replaces_the_files_in_place() {
+    let dir = tmpdir();
+    let keep = dir.path().join("notes.txt");
+    std::fs::write(&keep, "mine").unwrap();
+    for seq in ["8", "16"] {
+        let (code, err) = kiln(&[
+            "export",
+            fixture("hf/tiny-llama-untied-mha").to_str().unwrap(),
+            "--seq",
+            seq,
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--name",
+            "mha",
+        ]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "mha-gen.mlir",
+            "mha.irpa",
+            "mha.json",
+            "mha.safetensors",
+            "notes.txt"
+        ]
+    );
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("mha.json")).unwrap()).unwrap();
+    assert_eq!(m["seq"], 16);
+    let mlir = std::fs::read_to_string(dir.path().join("mha-gen.mlir")).unwrap();
+    assert!(
+        mlir.contains("tensor<1x16xi32>"),
+        "the MLIR is the second export's"
+    );
+    assert_eq!(std::fs::read_to_string(&keep).unwrap(), "mine");
+}
+
 /// The manifest reads back as the type that wrote it (`kiln package`,
 /// `kiln run` and `kiln generate` all read `export::Manifest`): every HF
 /// fixture (llama and mistral, default and llama3 RoPE), through the file
