@@ -12,7 +12,7 @@ use crate::graph::{DType, Module};
 use crate::models::decoder::{build_graph, GraphOptions};
 use crate::models::kv::{build_decode, build_prefill, KvOptions};
 use crate::models::{Checkpoint, DecoderConfig};
-use crate::params::convert::{f32_to_bf16_rne, f32_to_f16};
+use crate::params::convert::{f32_to_bf16_bits, f32_to_f16_bits};
 use crate::params::irpa::{EntrySpec, IrpaWriter};
 use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
 use crate::params::TensorWriter;
@@ -196,23 +196,18 @@ pub fn encode_weights(values: &[f32], dtype: DType) -> Result<Vec<u8>> {
     match dtype {
         DType::F32 => Ok(values.iter().flat_map(|x| x.to_le_bytes()).collect()),
         DType::BF16 | DType::F16 => {
-            // One pass straight into the little-endian bytes (no u16
-            // staging vector: half the allocations and memory traffic).
+            // One pass straight into the little-endian bytes.
+            let one: fn(f32) -> u16 = if dtype == DType::BF16 {
+                f32_to_bf16_bits
+            } else {
+                f32_to_f16_bits
+            };
             let mut out = vec![0u8; values.len() * 2];
             out.par_chunks_mut(CHUNK * 2)
                 .zip(values.par_chunks(CHUNK))
                 .for_each(|(o, s)| {
-                    let mut bits = [0u16; 1024];
-                    for (o, s) in o.chunks_mut(2048).zip(s.chunks(1024)) {
-                        let b = &mut bits[..s.len()];
-                        if dtype == DType::BF16 {
-                            f32_to_bf16_rne(s, b)
-                        } else {
-                            f32_to_f16(s, b)
-                        }
-                        for (d, v) in o.chunks_exact_mut(2).zip(b.iter()) {
-                            d.copy_from_slice(&v.to_le_bytes());
-                        }
+                    for (d, &x) in o.chunks_exact_mut(2).zip(s) {
+                        d.copy_from_slice(&one(x).to_le_bytes());
                     }
                 });
             Ok(out)
@@ -585,7 +580,6 @@ pub fn progress_bar(enabled: bool, len: u64) -> indicatif::ProgressBar {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::params::convert::{f32_to_bf16_bits, f32_to_f16_bits};
 
     /// The chunked encoder gives each element's own rounding, in order,
     /// across chunk boundaries and a ragged tail.
