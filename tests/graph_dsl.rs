@@ -118,6 +118,34 @@ fn snapshot_every_op() {
             .unwrap())
     );
     snap!(
+        "op_dynamic_update_slice",
+        one(
+            "dynamic_update_slice",
+            &[
+                f32t(&[2, 4, 3]),
+                f32t(&[1, 2, 3]),
+                TensorType::new(DType::I32, &[])
+            ],
+            |g, a| {
+                let zero = g.scalar(DType::I32, 0.0).unwrap();
+                g.dynamic_update_slice(a[0], a[1], &[zero, a[2], zero])
+                    .unwrap()
+            }
+        )
+    );
+    snap!("op_output_storage", {
+        let mut g = Graph::new("output_storage");
+        let cache = g.input(f32t(&[4, 3]));
+        let row = g.input(f32t(&[1, 3]));
+        let pos = g.input(TensorType::new(DType::I32, &[]));
+        let zero = g.scalar(DType::I32, 0.0).unwrap();
+        let c = g.dynamic_update_slice(cache, row, &[pos, zero]).unwrap();
+        let s = g.reduce_sum(c, &[0, 1]).unwrap();
+        g.set_outputs(&[s, c]);
+        g.store_output_in_input(1, cache).unwrap();
+        print(g)
+    });
+    snap!(
         "op_iota",
         one("iota", &[], |g, _| g.iota(DType::I32, &[2, 3], 1).unwrap())
     );
@@ -539,6 +567,36 @@ fn malformed_builds_give_documented_errors() {
             "do not agree outside dim 1",
         ),
         (
+            build_err(|g| {
+                let a = g.input(f32t(&[2, 3]));
+                let u = g.input(f32t(&[3, 1]));
+                let z = g.scalar(DType::I32, 0.0)?;
+                g.dynamic_update_slice(a, u, &[z, z])
+            }),
+            "dynamic_update_slice",
+            "cannot write tensor<3x1xf32> into tensor<2x3xf32>",
+        ),
+        (
+            build_err(|g| {
+                let a = g.input(f32t(&[2, 3]));
+                let u = g.input(f32t(&[1, 1]));
+                let z = g.scalar(DType::I32, 0.0)?;
+                g.dynamic_update_slice(a, u, &[z])
+            }),
+            "dynamic_update_slice",
+            "1 start indices for tensor<2x3xf32>",
+        ),
+        (
+            build_err(|g| {
+                let a = g.input(f32t(&[2, 3]));
+                let u = g.input(f32t(&[1, 1]));
+                let z = g.input(TensorType::new(DType::I32, &[1]));
+                g.dynamic_update_slice(a, u, &[z, z])
+            }),
+            "dynamic_update_slice",
+            "start indices must be tensor<i32>, got tensor<1xi32>",
+        ),
+        (
             build_err(|g| g.concatenate(&[], 0)),
             "concatenate",
             "needs at least one operand",
@@ -741,5 +799,45 @@ fn snapshot_vulkan_lowering_of_bf16_parameters() {
     snap!(
         "lowered_bf16_parameters",
         print_module(&low, &PrintOptions::default(), None).unwrap()
+    );
+}
+
+#[test]
+fn output_storage_is_checked() {
+    let mut g = Graph::new("f");
+    let a = g.input(f32t(&[2, 3]));
+    let b = g.input(f32t(&[3]));
+    let s = g.reduce_sum(a, &[1]).unwrap();
+    g.set_outputs(&[a, s]);
+    let e = g.store_output_in_input(1, a).unwrap_err();
+    assert!(
+        e.msg
+            .contains("result 1 is tensor<2xf32> but argument 0 is tensor<2x3xf32>"),
+        "{e}"
+    );
+    let e = g.store_output_in_input(2, a).unwrap_err();
+    assert!(e.msg.contains("which has 2 results"), "{e}");
+    let e = g.store_output_in_input(0, s).unwrap_err();
+    assert!(e.msg.contains("is not an argument"), "{e}");
+    let e = g.store_output_in_input(0, b).unwrap_err();
+    assert!(
+        e.msg
+            .contains("result 0 is tensor<2x3xf32> but argument 1 is tensor<3xf32>"),
+        "{e}"
+    );
+    g.store_output_in_input(0, a).unwrap();
+    let e = g.store_output_in_input(0, a).unwrap_err();
+    assert!(e.msg.contains("already has an output storage"), "{e}");
+    assert_eq!(g.output_stored_in(0), Some(0));
+    assert_eq!(g.output_stored_in(1), None);
+    // A storage set by hand that does not fit is a print error, not bad MLIR.
+    g.output_storage = vec![(1, 0)];
+    let mut m = Module::new("m");
+    m.functions.push(g);
+    let e = print_module(&m, &PrintOptions::default(), None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("result 0 cannot be stored in argument 1"),
+        "{e}"
     );
 }

@@ -24,6 +24,8 @@ fn cases() -> Vec<(&'static str, String)> {
         ("unterminated string", "module @m {\n  util.global private @w = #flow.parameter.named<\"model\"::\"w> : tensor<2xf32>\n}\n".to_string()),
         ("truncated", "module @m {\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    %0 = stablehlo.add %arg0, %arg0 : tensor<2x".to_string()),
         ("missing return", "module @m {\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n  }\n}\n".to_string()),
+        ("output storage of another type", "module @m {\n  func.func @f(%arg0: tensor<2xf32> {iree.abi.output = 0 : index}) -> tensor<3xf32> {\n    %0 = stablehlo.constant dense<0.0> : tensor<3xf32>\n    return %0 : tensor<3xf32>\n  }\n}\n".to_string()),
+        ("output storage not a number", "module @m {\n  func.func @f(%arg0: tensor<2xf32> {iree.abi.output = \"x\"}) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n".to_string()),
         ("dynamic shape", "module @m {\n  func.func @f(%arg0: tensor<?xf32>) -> tensor<2xf32> {\n  }\n}\n".to_string()),
     ]
 }

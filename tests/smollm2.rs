@@ -252,7 +252,17 @@ fn kv_cache_generation_matches_transformers() {
     assert_eq!(kv.cache_shape, [30, 3, 128, 64]);
     let text = std::fs::read_to_string(e.report.kv_mlir.as_ref().unwrap()).unwrap();
     assert!(text.contains("func.func @smollm2_prefill(%arg0: tensor<1x64xi32>, %arg1: tensor<i32>) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
-    assert!(text.contains("func.func @smollm2_decode(%arg0: tensor<1xi32>, %arg1: tensor<i32>, %arg2: tensor<30x3x128x64xf32>, %arg3: tensor<30x3x128x64xf32>) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
+    assert!(text.contains("func.func @smollm2_decode(%arg0: tensor<1xi32>, %arg1: tensor<i32>, %arg2: tensor<30x3x128x64xf32> {iree.abi.output = 1 : index}, %arg3: tensor<30x3x128x64xf32> {iree.abi.output = 2 : index}) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
+    // Decode updates the caches in place: one row write per layer and
+    // cache, no re-stacking copy.
+    let decode = &text[text.find("func.func @smollm2_decode").unwrap()..];
+    assert_eq!(decode.matches("stablehlo.dynamic_update_slice").count(), 60);
+    assert!(
+        !decode
+            .lines()
+            .any(|l| l.contains("stablehlo.concatenate") && l.ends_with("tensor<30x3x128x64xf32>")),
+        "decode re-stacks its caches"
+    );
     assert!(
         !text.contains("xi64>") && !text.contains("tensor<i64>"),
         "no i64 values"

@@ -105,6 +105,7 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
         map.push(v);
     }
     g.outputs = f.outputs.iter().map(|o| map[o.index()]).collect();
+    g.output_storage = f.output_storage.clone();
     Ok(g)
 }
 

@@ -267,6 +267,11 @@ pub enum Op {
         /// Stride per dim (≥ 1).
         strides: Vec<usize>,
     },
+    /// `stablehlo.dynamic_update_slice`: args (operand, update, one i32
+    /// scalar start index per dim). The result is the operand with the
+    /// update written at the starts, each clamped to
+    /// `0..=operand_dim - update_dim` as StableHLO specifies.
+    DynamicUpdateSlice,
     /// Concatenation of all args along `dim`.
     Concatenate {
         /// The dim joined along.
@@ -317,6 +322,7 @@ impl Op {
             Op::Reshape => "reshape",
             Op::Transpose { .. } => "transpose",
             Op::Slice { .. } => "slice",
+            Op::DynamicUpdateSlice => "dynamic_update_slice",
             Op::Concatenate { .. } => "concatenate",
             Op::Iota { .. } => "iota",
             Op::DotGeneral(_) => "dot_general",
@@ -359,6 +365,12 @@ pub struct Graph {
     pub inputs: Vec<Value>,
     /// Returned values, in order.
     pub outputs: Vec<Value>,
+    /// Results whose storage is an argument's buffer, as (argument
+    /// position, result index): printed as `{iree.abi.output = R : index}`
+    /// on the argument, so IREE writes that result into the buffer the
+    /// caller passed (an in-place update when the result is the argument
+    /// with a slice rewritten). What the function computes is unchanged.
+    pub output_storage: Vec<(usize, usize)>,
 }
 
 impl Graph {
@@ -369,6 +381,7 @@ impl Graph {
             nodes: Vec::new(),
             inputs: Vec::new(),
             outputs: Vec::new(),
+            output_storage: Vec::new(),
         }
     }
 
@@ -385,6 +398,55 @@ impl Graph {
     /// Sets the returned values.
     pub fn set_outputs(&mut self, outs: &[Value]) {
         self.outputs = outs.to_vec();
+    }
+
+    /// Makes argument `input`'s buffer the storage of result `output`
+    /// (see [`Graph::output_storage`]). Call after [`Graph::set_outputs`]:
+    /// both must have one type, and neither may be given twice.
+    pub fn store_output_in_input(&mut self, output: usize, input: Value) -> Result<(), GraphError> {
+        let fail = |msg: String| {
+            Err(GraphError {
+                op: "output_storage",
+                msg,
+            })
+        };
+        let Some(pos) = self.inputs.iter().position(|&v| v == input) else {
+            return fail(format!("{input} is not an argument of @{}", self.name));
+        };
+        let Some(&out) = self.outputs.get(output) else {
+            return fail(format!(
+                "result {output} of @{}, which has {} results",
+                self.name,
+                self.outputs.len()
+            ));
+        };
+        if self.ty(out) != self.ty(input) {
+            return fail(format!(
+                "result {output} is {} but argument {pos} is {}",
+                self.ty(out),
+                self.ty(input)
+            ));
+        }
+        if self
+            .output_storage
+            .iter()
+            .any(|&(a, r)| a == pos || r == output)
+        {
+            return fail(format!(
+                "argument {pos} or result {output} already has an output storage"
+            ));
+        }
+        self.output_storage.push((pos, output));
+        self.output_storage.sort_unstable();
+        Ok(())
+    }
+
+    /// The result whose storage is argument `pos`, if any.
+    pub fn output_stored_in(&self, pos: usize) -> Option<usize> {
+        self.output_storage
+            .iter()
+            .find(|&&(a, _)| a == pos)
+            .map(|&(_, r)| r)
     }
 
     /// Every parameter node, as (key, stored type), in definition order.

@@ -538,6 +538,47 @@ impl Graph {
         self.slice(x, &start, &limit, &strides)
     }
 
+    /// `operand` with `update` written at `starts` (one i32 scalar per dim,
+    /// each clamped so the update lies inside the operand). Same rank and
+    /// dtype; every update dim at most the operand's.
+    pub fn dynamic_update_slice(
+        &mut self,
+        operand: Value,
+        update: Value,
+        starts: &[Value],
+    ) -> Result<Value, GraphError> {
+        let mut all = vec![operand, update];
+        all.extend_from_slice(starts);
+        self.checked("dynamic_update_slice", &all)?;
+        let (to, tu) = (self.ty(operand), self.ty(update));
+        if to.dtype != tu.dtype
+            || to.rank() != tu.rank()
+            || to.shape.iter().zip(&tu.shape).any(|(o, u)| u > o)
+        {
+            return err(
+                "dynamic_update_slice",
+                format!("cannot write {tu} into {to}"),
+            );
+        }
+        if starts.len() != to.rank() {
+            return err(
+                "dynamic_update_slice",
+                format!("{} start indices for {to}", starts.len()),
+            );
+        }
+        if let Some(&s) = starts
+            .iter()
+            .find(|&&s| *self.ty(s) != TensorType::scalar(DType::I32))
+        {
+            return err(
+                "dynamic_update_slice",
+                format!("start indices must be tensor<i32>, got {}", self.ty(s)),
+            );
+        }
+        let ty = to.clone();
+        Ok(self.push(Op::DynamicUpdateSlice, &all, ty))
+    }
+
     /// Concatenates `xs` along `dim`; all other dims and the dtype must agree.
     pub fn concatenate(&mut self, xs: &[Value], dim: usize) -> Result<Value, GraphError> {
         self.checked("concatenate", xs)?;

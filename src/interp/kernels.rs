@@ -535,6 +535,54 @@ fn slice(t: &Tensor, start: &[usize], strd: &[usize], out: &[usize]) -> Tensor {
     gather_offsets(t, out, &strided_offsets(out, base, &step))
 }
 
+/// `stablehlo.dynamic_update_slice`: `operand` (reused when owned) with
+/// `update` written at the clamped start indices.
+fn dynamic_update_slice(operand: Arg<'_>, update: &Tensor, starts: &[Arg<'_>]) -> KResult<Tensor> {
+    let os = operand.t().shape().to_vec();
+    let us = update.shape().to_vec();
+    if os.len() != us.len() || starts.len() != os.len() {
+        return kerr("dynamic_update_slice operands do not agree in rank");
+    }
+    let mut base = 0usize;
+    let ss = strides(&os);
+    for (d, s) in starts.iter().enumerate() {
+        let Tensor::I32 { data, .. } = s.t() else {
+            return kerr(format!("start index {d} is {}", s.t().describe()));
+        };
+        let Some(&v) = data.first() else {
+            return kerr(format!("start index {d} is empty"));
+        };
+        // Clamped so the update lies inside the operand, as StableHLO specifies.
+        let hi = os[d].checked_sub(us[d]).ok_or_else(|| {
+            InterpError(format!(
+                "update dim {d} ({}) exceeds the operand's ({})",
+                us[d], os[d]
+            ))
+        })?;
+        base += (v.max(0) as usize).min(hi) * ss[d];
+    }
+    let offs = strided_offsets(&us, base, &ss);
+    let mut out = operand.into_owned();
+    fn put<T: Copy>(dst: &mut [T], src: &[T], offs: &[usize]) {
+        for (&o, &x) in offs.iter().zip(src) {
+            dst[o] = x;
+        }
+    }
+    match (&mut out, update) {
+        (Tensor::F32 { data, .. }, Tensor::F32 { data: u, .. }) => put(data, u, &offs),
+        (Tensor::I32 { data, .. }, Tensor::I32 { data: u, .. }) => put(data, u, &offs),
+        (Tensor::I1 { data, .. }, Tensor::I1 { data: u, .. }) => put(data, u, &offs),
+        (o, u) => {
+            return kerr(format!(
+                "dynamic_update_slice of {} into {}",
+                u.describe(),
+                o.describe()
+            ))
+        }
+    }
+    Ok(out)
+}
+
 fn concatenate(args: &[Arg<'_>], dim: usize, out: &[usize]) -> KResult<Tensor> {
     let outer: usize = out[..dim].iter().product();
     fn cat<T: Copy>(parts: Vec<(&[T], usize)>, outer: usize, total: usize) -> Vec<T> {
@@ -812,6 +860,15 @@ pub(crate) fn eval(
         Op::Slice { start, strides, .. } => {
             arity(1)?;
             Ok(slice(args[0].t(), start, strides, shape))
+        }
+        Op::DynamicUpdateSlice => {
+            if args.len() < 2 {
+                return kerr("dynamic_update_slice needs an operand and an update");
+            }
+            let rest = args.split_off(2);
+            let update = args.pop().expect("two operands");
+            let operand = args.pop().expect("two operands");
+            dynamic_update_slice(operand, update.t(), &rest)
         }
         Op::Concatenate { dim } => {
             if args.is_empty() || *dim >= shape.len() {

@@ -14,9 +14,11 @@
 //!   overwritten by decode before they are ever attended to) and zeros up
 //!   to N.
 //! - `decode(token: [1] i32, position: [] i32, K, V) -> (next: [] i32, K', V')`:
-//!   `token` sits at `position`; its keys/values are written there (a
-//!   select against an iota, not a dynamic slice), attention sees keys
-//!   `0..=position`.
+//!   `token` sits at `position`; each layer's key/value row is written
+//!   there by `dynamic_update_slice` (only the start index is dynamic) and
+//!   attention sees keys `0..=position`. K and V are updated in place: the
+//!   K'/V' results are stored in the K/V argument buffers
+//!   ([`Graph::store_output_in_input`](crate::graph::Graph::store_output_in_input)).
 //!
 //! See `spec/kv-cache.md`.
 
@@ -164,8 +166,8 @@ pub fn build_decode(
     let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.decode);
     let token = b.g.input(TensorType::new(DType::I32, &[1]));
     let pos = b.g.input(TensorType::new(DType::I32, &[]));
-    let kc = b.g.input(cache.clone());
-    let vc = b.g.input(cache);
+    let kc_in = b.g.input(cache.clone());
+    let vc_in = b.g.input(cache);
     let emb = b.embedding()?;
     let mut x = b.embed(emb, token)?;
     // RoPE rows for this position, gathered from the [N, rd] tables.
@@ -179,29 +181,40 @@ pub fn build_decode(
     let pos_b = b.g.broadcast_in_dim(pos, &[1, n], &[])?;
     let keep = b.g.compare(CompareDir::Le, key_idx, pos_b)?;
     let mut windows: Vec<(usize, Value)> = Vec::new();
-    let slot_idx = b.g.iota(DType::I32, &[kvh, n, d], 1)?;
-    let pos_s = b.g.broadcast_in_dim(pos, &[kvh, n, d], &[])?;
-    let slot = b.g.compare(CompareDir::Eq, slot_idx, pos_s)?;
-    let (mut ks, mut vs) = (Vec::new(), Vec::new());
+    let zero = b.g.scalar(DType::I32, 0.0)?;
+    let (mut kc, mut vc) = (kc_in, vc_in);
     for l in 0..cfg.num_layers {
         let lw = b.layer(l)?;
         let (q, k, v) = b.qkv(&lw, x)?;
         let q = b.rope(q, cos, sin)?;
         let k = b.rope(k, cos, sin)?;
-        let layer_cache = |b: &mut Decoder<'_>, all: Value, new: Value| {
+        let layer = b.g.scalar(DType::I32, l as f64)?;
+        // Writes the new `[KV, 1, D]` row at (l, ·, position, ·) of the
+        // stacked cache, in place, and returns the updated cache and the
+        // layer's `[KV, N, D]` view of it (f32).
+        let write = |b: &mut Decoder<'_>, all: Value, new: Value| {
+            let dtype = b.g.ty(all).dtype;
+            let row = b.g.reshape(new, &[1, kvh, 1, d])?;
+            let row = if dtype == DType::F32 {
+                row
+            } else {
+                b.g.convert(row, dtype)?
+            };
+            let all =
+                b.g.dynamic_update_slice(all, row, &[layer, zero, pos, zero])?;
             let c =
                 b.g.slice(all, &[l, 0, 0, 0], &[l + 1, kvh, n, d], &[1, 1, 1, 1])?;
             let c = b.g.reshape(c, &[kvh, n, d])?;
-            let c = if b.g.ty(c).dtype == DType::F32 {
+            let c = if dtype == DType::F32 {
                 c
             } else {
                 b.g.convert(c, DType::F32)?
             };
-            let new = b.g.broadcast_in_dim(new, &[kvh, n, d], &[0, 1, 2])?;
-            Ok::<_, ModelError>(b.g.select(slot, new, c)?)
+            Ok::<_, ModelError>((all, c))
         };
-        let k = layer_cache(&mut b, kc, k)?;
-        let v = layer_cache(&mut b, vc, v)?;
+        let (kc2, k) = write(&mut b, kc, k)?;
+        let (vc2, v) = write(&mut b, vc, v)?;
+        (kc, vc) = (kc2, vc2);
         let keep = match cfg.layer_window(l) {
             Some(w) if w < n => match windows.iter().find(|(x, _)| *x == w) {
                 Some(&(_, m)) => m,
@@ -215,12 +228,11 @@ pub fn build_decode(
         };
         let a = b.attention(q, k, v, Mask::Keep(keep))?;
         x = b.finish_block(&lw, x, a)?;
-        ks.push(k);
-        vs.push(v);
     }
     let next = next_id(&mut b, x, emb)?;
-    let kc = stack(&mut b, &ks, opts.cache_dtype)?;
-    let vc = stack(&mut b, &vs, opts.cache_dtype)?;
     b.g.set_outputs(&[next, kc, vc]);
+    // The updated caches are written into the buffers the caller passed.
+    b.g.store_output_in_input(1, kc_in)?;
+    b.g.store_output_in_input(2, vc_in)?;
     Ok(b.g)
 }

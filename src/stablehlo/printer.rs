@@ -299,6 +299,18 @@ fn print_function(
             g.name
         )));
     }
+    for &(pos, r) in &g.output_storage {
+        let ok = match (g.inputs.get(pos), g.outputs.get(r)) {
+            (Some(&a), Some(&o)) => g.ty(a) == g.ty(o),
+            _ => false,
+        };
+        if !ok {
+            return Err(Error::Usage(format!(
+                "function @{}: result {r} cannot be stored in argument {pos} (missing, or of another type)",
+                g.name
+            )));
+        }
+    }
     // SSA names: arguments are %argN, every other node %N in order.
     let mut names: Vec<String> = Vec::with_capacity(g.nodes.len());
     let mut counter = 0usize;
@@ -318,7 +330,15 @@ fn print_function(
     let args: Vec<String> = g
         .inputs
         .iter()
-        .map(|&v| format!("{}: {}", names[v.index()], g.ty(v)))
+        .enumerate()
+        .map(|(pos, &v)| match g.output_stored_in(pos) {
+            Some(r) => format!(
+                "{}: {} {{iree.abi.output = {r} : index}}",
+                names[v.index()],
+                g.ty(v)
+            ),
+            None => format!("{}: {}", names[v.index()], g.ty(v)),
+        })
         .collect();
     let rets: Vec<String> = g.outputs.iter().map(|&v| g.ty(v).to_string()).collect();
     let ret_sig = if rets.len() == 1 {
@@ -415,6 +435,15 @@ fn print_function(
                 i64_array(strides),
                 ta(0)
             ),
+            Op::DynamicUpdateSlice => {
+                let ops: Vec<&str> = n.args.iter().map(|&v| name(v)).collect();
+                let tys: Vec<String> = n.args.iter().map(|&v| ty(v).to_string()).collect();
+                format!(
+                    "{res} = stablehlo.dynamic_update_slice {} : ({}) -> {t}",
+                    ops.join(", "),
+                    tys.join(", ")
+                )
+            }
             Op::Concatenate { dim } => {
                 let ops: Vec<&str> = n.args.iter().map(|&v| name(v)).collect();
                 let tys: Vec<String> = n.args.iter().map(|&v| ty(v).to_string()).collect();

@@ -400,6 +400,35 @@ pub fn all() -> Vec<OpCase> {
         EXACT,
         |g, v| g.concatenate(&[v[0], v[1]], 1).unwrap(),
     ));
+    // dynamic_update_slice: a [2, 2] update into [3, 4] at runtime starts;
+    // starts that would put it outside are clamped (StableHLO semantics).
+    let du_op = HostT::f(&[3, 4], vals(12, 31, -1.0, 1.0));
+    let du_up = HostT::f(&[2, 2], vals(4, 32, 2.0, 3.0));
+    for (name, r, c) in [
+        ("dynamic_update_slice", 1i32, 1i32),
+        ("dynamic_update_slice_clamped", 5, -3),
+        ("dynamic_update_slice_edge", 1, 3),
+    ] {
+        let (r0, c0) = (r.clamp(0, 1) as usize, c.clamp(0, 2) as usize);
+        let mut want = du_op.fv().to_vec();
+        for i in 0..2 {
+            for j in 0..2 {
+                want[(r0 + i) * 4 + c0 + j] = du_up.fv()[i * 2 + j];
+            }
+        }
+        cases.push(case(
+            name,
+            vec![
+                du_op.clone(),
+                du_up.clone(),
+                HostT::i(&[], vec![r]),
+                HostT::i(&[], vec![c]),
+            ],
+            HostT::f(&[3, 4], want),
+            EXACT,
+            |g, v| g.dynamic_update_slice(v[0], v[1], &[v[2], v[3]]).unwrap(),
+        ));
+    }
     cases.push(case(
         "iota",
         vec![],

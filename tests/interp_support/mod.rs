@@ -179,7 +179,15 @@ pub fn all_ops_graph(name: &str) -> Graph {
     let sn = g.splat(DType::F32, &[4, 4], -0.25).unwrap();
     let ro = g.rope(masked, cs, sn).unwrap();
     let am = g.argmax(ro, 1).unwrap();
-    g.set_outputs(&[am, rs, rm, rn, ci]);
+    // A row written at start indices taken from the ids (4 and 0: the
+    // first is clamped to 3 so the row fits).
+    let i0 = g.slice(ids, &[0], &[1], &[1]).unwrap();
+    let i0 = g.reshape(i0, &[]).unwrap();
+    let i1 = g.slice(ids, &[1], &[2], &[1]).unwrap();
+    let i1 = g.reshape(i1, &[]).unwrap();
+    let row = g.slice(ro, &[0, 0], &[1, 4], &[1, 1]).unwrap();
+    let du = g.dynamic_update_slice(ro, row, &[i0, i1]).unwrap();
+    g.set_outputs(&[am, rs, rm, rn, ci, du]);
     g
 }
 
@@ -195,6 +203,20 @@ pub fn all_ops_module() -> Module {
     let y = g.linear(x, w).unwrap();
     let z = g.tanh(y).unwrap();
     g.set_outputs(&[z, y]);
+    m.functions.push(g);
+    // A cache updated in place: result 0 is stored in argument 0.
+    let mut g = Graph::new("cache_write");
+    let cache = g.input(f32t(&[2, 4, 3]));
+    let row = g.input(f32t(&[1, 1, 3]));
+    let pos = g.input(TensorType::new(DType::I32, &[]));
+    let one = g.scalar(DType::I32, 1.0).unwrap();
+    let zero = g.scalar(DType::I32, 0.0).unwrap();
+    let c = g
+        .dynamic_update_slice(cache, row, &[one, pos, zero])
+        .unwrap();
+    let s = g.reduce_sum(c, &[0, 1, 2]).unwrap();
+    g.set_outputs(&[s, c]);
+    g.store_output_in_input(1, cache).unwrap();
     m.functions.push(g);
     m
 }

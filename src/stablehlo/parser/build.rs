@@ -447,6 +447,18 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                 let r = self.g.dot_general(v[0], v[1], dims);
                 self.finish(st, r)
             }
+            "stablehlo.dynamic_update_slice" => {
+                let v = self.operands(st, None)?;
+                if v.len() < 2 {
+                    return Err(self.c.err_found(
+                        st.pos,
+                        "an operand, an update and one start index per dim",
+                        format!("{} operand(s)", v.len()),
+                    ));
+                }
+                let r = self.g.dynamic_update_slice(v[0], v[1], &v[2..]);
+                self.finish(st, r)
+            }
             "stablehlo.gather" => self.gather(st),
             "stablehlo.reduce" => self.reduce(st),
             _ => Err(self.c.err_found(
@@ -634,11 +646,27 @@ pub(crate) fn function<'a>(
             c.expect(":")?;
             let raw = syntax::raw_type(c)?;
             let ty = tensor_type(c, &raw)?;
+            let mut stored = None;
             if c.peek("{") {
-                let mut sink = Vec::new();
-                syntax::attr_dict(c, &mut sink)?;
+                let mut attrs = Vec::new();
+                syntax::attr_dict(c, &mut attrs)?;
+                // `iree.abi.output = R : index`: result R is written into
+                // this argument's buffer. Other argument attributes do not
+                // change what the function computes and are dropped.
+                if let Some((_, a, ap)) = attrs.iter().find(|(k, _, _)| k == "iree.abi.output") {
+                    match a {
+                        Attr::Int(r) if *r >= 0 => stored = Some((*r as usize, *ap)),
+                        other => {
+                            return Err(c.err_found(
+                                *ap,
+                                "`iree.abi.output = N : index` with a result number N",
+                                format!("{other:?}"),
+                            ))
+                        }
+                    }
+                }
             }
-            arg_names.push((n, p, ty));
+            arg_names.push((n, p, ty, stored));
             if c.eat(")") {
                 break;
             }
@@ -660,9 +688,13 @@ pub(crate) fn function<'a>(
     }
     c.expect("{")?;
     let body = syntax::block(c, 0)?;
-    for (n, p, ty) in arg_names {
+    let mut storage = Vec::new();
+    for (n, p, ty, stored) in arg_names {
         let v = fb.g.input(ty);
         fb.define(n, p, Binding::One(v))?;
+        if let Some((r, ap)) = stored {
+            storage.push((r, v, ap));
+        }
     }
     let mut returned = None;
     for st in &body {
@@ -701,5 +733,14 @@ pub(crate) fn function<'a>(
         ));
     };
     fb.g.set_outputs(&outs);
+    for (r, v, ap) in storage {
+        fb.g.store_output_in_input(r, v).map_err(|e| {
+            c.err_found(
+                ap,
+                "an output storage for a result of the argument's type",
+                e.to_string(),
+            )
+        })?;
+    }
     Ok(fb.g)
 }

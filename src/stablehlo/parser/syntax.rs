@@ -411,7 +411,7 @@ pub(crate) fn attr_value(c: &mut Cursor<'_>) -> PResult<Attr> {
         let v = c.i64("an integer")?;
         if c.eat(":") {
             let t = c.ident("an integer type")?;
-            if !matches!(t, "i64" | "i32" | "ui64" | "ui32") {
+            if !matches!(t, "i64" | "i32" | "ui64" | "ui32" | "index") {
                 return Err(c.err("an integer type"));
             }
         }
