@@ -1,0 +1,270 @@
+"""What one decode step's weight reads cost on the pinned IREE, by weight form.
+
+A one-token decode multiplies every weight matrix by one vector, so its
+floor is reading the weights once. This builds, for SmolLM2-135M's decode
+weight set (30 layers x q/k/v/o/gate/up/down + the tied 49152x576 LM head,
+random values), one module per storage form that does nothing but those
+matrix-vector products with runtime vectors, compiles it for the host with
+kiln's CPU preset flags (plus the flags named per row) and times it with
+iree-benchmark-module (median of RUNS, local-task). Also the machine's plain
+read bandwidth (a C loop over 256 MiB on every core, when gcc is present).
+
+  python scripts/bench_weight_forms.py IREE_VENV [RUNS]
+
+Run it with the IREE venv's python, which has numpy (`kiln toolchain`
+prints the venv: ~/.cache/kiln/iree-3.13.0), e.g.
+  ~/.cache/kiln/iree-3.13.0/bin/python scripts/bench_weight_forms.py ~/.cache/kiln/iree-3.13.0
+Forms:
+
+  bf16         kiln's form: bf16 globals, convert to f32, dot_general
+  bf16-3       the same bytes in three matrices (dispatch count, not bytes)
+  q41-i8       GGUF Q4_1 kept exactly: i8 codes [N, K/32, 32] + f32 scale
+               and min per block, dequantized in-graph, then contracted
+  q41-i4       the same with the codes packed as i4 (2 per byte)
+  q41-grouped  the codes contracted per block first, scale/min applied to
+               the [N, K/32] partial sums (the form that needs no dequantized
+               weight)
+  w8-row       i8 weights with one f32 scale per row (lossy: not GGUF's
+               numerics), convert fused into the matvec
+  w8a8         i8 weights and the vector quantized to i8 per call, i8 x i8
+               -> i32 with IREE's ukernels (lossy: weights and activations)
+"""
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+LAYER = [("q", 576, 576), ("k", 192, 576), ("v", 192, 576), ("o", 576, 576),
+         ("gate", 1536, 576), ("up", 1536, 576), ("down", 576, 1536)]
+PRESET = ["--iree-input-type=stablehlo", "--iree-hal-target-device=local",
+          "--iree-hal-local-target-device-backends=llvm-cpu",
+          "--iree-opt-data-tiling=true", "--iree-llvmcpu-target-cpu=host"]
+
+
+def mats(form):
+    if form == "bf16-3":
+        return [("all", 30 * (960 + 576 + 3072), 576), ("down", 30 * 576, 1536), ("head", 49152, 576)]
+    out = [(f"l{l}.{n}", r, c) for l in range(30) for n, r, c in LAYER]
+    return out + [("head", 49152, 576)]
+
+
+class Module:
+    def __init__(self):
+        self.globals, self.body, self.tensors, self.n = [], [], {}, 0
+
+    def param(self, key, mlir_ty, st_dtype, arr):
+        sym = f"w{len(self.globals)}"
+        self.globals.append(f'  util.global private @{sym} = #flow.parameter.named<"model"::"{key}"> : {mlir_ty}')
+        self.tensors[key] = (st_dtype, list(arr.shape), arr.tobytes())
+        return self.emit(f"util.global.load @{sym} : {mlir_ty}")
+
+    def emit(self, text):
+        v = f"%v{self.n}"
+        self.n += 1
+        self.body.append(f"    {v} = {text}")
+        return v
+
+    def write(self, base, acc):
+        text = "module @forms {\n" + "\n".join(self.globals) + "\n"
+        text += "  func.func @forms(%x576: tensor<1x576xf32>, %x1536: tensor<1x1536xf32>) -> tensor<f32> {\n"
+        text += "    %zero = stablehlo.constant dense<0.0> : tensor<f32>\n"
+        text += "\n".join(self.body) + f"\n    return {acc} : tensor<f32>\n  }}\n}}\n"
+        open(base + ".mlir", "w").write(text)
+        header, blobs, off = {}, [], 0
+        for key, (dt, shape, data) in self.tensors.items():
+            header[key] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(data)]}
+            off += len(data)
+            blobs.append(data)
+        h = json.dumps(header).encode()
+        h += b" " * (-len(h) % 8)
+        with open(base + ".safetensors", "wb") as f:
+            f.write(struct.pack("<Q", len(h)))
+            f.write(h)
+            for b in blobs:
+                f.write(b)
+        return off
+
+
+def row_sum(m, r, n):
+    return m.emit(f'"stablehlo.reduce"({r}, %zero) ({{\n    ^bb0(%a{m.n}: tensor<f32>, %b{m.n}: tensor<f32>):\n'
+                  f'      %c{m.n} = stablehlo.add %a{m.n}, %b{m.n} : tensor<f32>\n      stablehlo.return %c{m.n} : tensor<f32>\n'
+                  f'    }}) {{dimensions = array<i64: 0, 1>}} : (tensor<1x{n}xf32>, tensor<f32>) -> tensor<f32>')
+
+
+def build(form, base):
+    rng = np.random.default_rng(0)
+    m = Module()
+    acc = "%zero"
+    qx = {}
+    for key, n, k in mats(form):
+        x = f"%x{k}"
+        b = k // 32
+        if form in ("bf16", "bf16-3"):
+            w = m.param(key, f"tensor<{n}x{k}xbf16>", "BF16", rng.integers(0, 1 << 16, (n, k), dtype=np.uint16) & 0xBFFF)
+            wf = m.emit(f"stablehlo.convert {w} : (tensor<{n}x{k}xbf16>) -> tensor<{n}x{k}xf32>")
+            r = m.emit(f"stablehlo.dot_general {x}, {wf}, contracting_dims = [1] x [1] : (tensor<1x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<1x{n}xf32>")
+        elif form in ("q41-i8", "q41-i4", "q41-grouped"):
+            qt = "i4" if form == "q41-i4" else "i8"
+            codes = (rng.integers(0, 256, (n, b, 16), dtype=np.uint8) if qt == "i4"
+                     else rng.integers(-8, 8, (n, b, 32), dtype=np.int8))
+            q = m.param(key + ".q", f"tensor<{n}x{b}x32x{qt}>", "U8" if qt == "i4" else "I8", codes)
+            d = m.param(key + ".d", f"tensor<{n}x{b}xf32>", "F32", (rng.random((n, b)) * 0.01).astype(np.float32))
+            mn = m.param(key + ".m", f"tensor<{n}x{b}xf32>", "F32", (rng.random((n, b)) * -0.08).astype(np.float32))
+            qf = m.emit(f"stablehlo.convert {q} : (tensor<{n}x{b}x32x{qt}>) -> tensor<{n}x{b}x32xf32>")
+            xv = m.emit(f"stablehlo.reshape {x} : (tensor<1x{k}xf32>) -> tensor<{b}x32xf32>")
+            if form == "q41-grouped":
+                xb = m.emit(f"stablehlo.broadcast_in_dim {xv}, dims = [1, 2] : (tensor<{b}x32xf32>) -> tensor<{n}x{b}x32xf32>")
+                p = m.emit(f"stablehlo.multiply {qf}, {xb} : tensor<{n}x{b}x32xf32>")
+                t = m.emit(f'"stablehlo.reduce"({p}, %zero) ({{\n    ^bb0(%a{m.n}: tensor<f32>, %b{m.n}: tensor<f32>):\n'
+                           f'      %c{m.n} = stablehlo.add %a{m.n}, %b{m.n} : tensor<f32>\n      stablehlo.return %c{m.n} : tensor<f32>\n'
+                           f'    }}) {{dimensions = array<i64: 2>}} : (tensor<{n}x{b}x32xf32>, tensor<f32>) -> tensor<{n}x{b}xf32>')
+                td = m.emit(f"stablehlo.multiply {t}, {d} : tensor<{n}x{b}xf32>")
+                xs = m.emit(f'"stablehlo.reduce"({xv}, %zero) ({{\n    ^bb0(%a{m.n}: tensor<f32>, %b{m.n}: tensor<f32>):\n'
+                            f'      %c{m.n} = stablehlo.add %a{m.n}, %b{m.n} : tensor<f32>\n      stablehlo.return %c{m.n} : tensor<f32>\n'
+                            f'    }}) {{dimensions = array<i64: 1>}} : (tensor<{b}x32xf32>, tensor<f32>) -> tensor<{b}xf32>')
+                xsb = m.emit(f"stablehlo.broadcast_in_dim {xs}, dims = [1] : (tensor<{b}xf32>) -> tensor<{n}x{b}xf32>")
+                tm = m.emit(f"stablehlo.multiply {xsb}, {mn} : tensor<{n}x{b}xf32>")
+                ts = m.emit(f"stablehlo.add {td}, {tm} : tensor<{n}x{b}xf32>")
+                y = m.emit(f'"stablehlo.reduce"({ts}, %zero) ({{\n    ^bb0(%a{m.n}: tensor<f32>, %b{m.n}: tensor<f32>):\n'
+                           f'      %c{m.n} = stablehlo.add %a{m.n}, %b{m.n} : tensor<f32>\n      stablehlo.return %c{m.n} : tensor<f32>\n'
+                           f'    }}) {{dimensions = array<i64: 1>}} : (tensor<{n}x{b}xf32>, tensor<f32>) -> tensor<{n}xf32>')
+            else:
+                db = m.emit(f"stablehlo.broadcast_in_dim {d}, dims = [0, 1] : (tensor<{n}x{b}xf32>) -> tensor<{n}x{b}x32xf32>")
+                mb = m.emit(f"stablehlo.broadcast_in_dim {mn}, dims = [0, 1] : (tensor<{n}x{b}xf32>) -> tensor<{n}x{b}x32xf32>")
+                w = m.emit(f"stablehlo.multiply {qf}, {db} : tensor<{n}x{b}x32xf32>")
+                w = m.emit(f"stablehlo.add {w}, {mb} : tensor<{n}x{b}x32xf32>")
+                y = m.emit(f"stablehlo.dot_general {w}, {xv}, contracting_dims = [1, 2] x [0, 1] : (tensor<{n}x{b}x32xf32>, tensor<{b}x32xf32>) -> tensor<{n}xf32>")
+            r = m.emit(f"stablehlo.reshape {y} : (tensor<{n}xf32>) -> tensor<1x{n}xf32>")
+        elif form == "w8-row":
+            q = m.param(key, f"tensor<{n}x{k}xi8>", "I8", rng.integers(-127, 128, (n, k), dtype=np.int8))
+            s = m.param(key + ".s", f"tensor<{n}xf32>", "F32", (rng.random(n) * 0.01).astype(np.float32))
+            qf = m.emit(f"stablehlo.convert {q} : (tensor<{n}x{k}xi8>) -> tensor<{n}x{k}xf32>")
+            y = m.emit(f"stablehlo.dot_general {x}, {qf}, contracting_dims = [1] x [1] : (tensor<1x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<1x{n}xf32>")
+            sb = m.emit(f"stablehlo.reshape {s} : (tensor<{n}xf32>) -> tensor<1x{n}xf32>")
+            r = m.emit(f"stablehlo.multiply {y}, {sb} : tensor<1x{n}xf32>")
+        elif form == "w8a8":
+            if k not in qx:
+                a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
+                mx = m.emit(f'"stablehlo.reduce"({a}, %zero) ({{\n    ^bb0(%a{m.n}: tensor<f32>, %b{m.n}: tensor<f32>):\n'
+                            f'      %c{m.n} = stablehlo.maximum %a{m.n}, %b{m.n} : tensor<f32>\n      stablehlo.return %c{m.n} : tensor<f32>\n'
+                            f'    }}) {{dimensions = array<i64: 0, 1>}} : (tensor<1x{k}xf32>, tensor<f32>) -> tensor<f32>')
+                c = m.emit("stablehlo.constant dense<127.0> : tensor<f32>")
+                sx = m.emit(f"stablehlo.divide {mx}, {c} : tensor<f32>")
+                sxb = m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [] : (tensor<f32>) -> tensor<1x{k}xf32>")
+                xd = m.emit(f"stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>")
+                xr = m.emit(f"stablehlo.round_nearest_even {xd} : tensor<1x{k}xf32>")
+                qx[k] = m.emit(f"stablehlo.convert {xr} : (tensor<1x{k}xf32>) -> tensor<1x{k}xi8>")
+            q = m.param(key, f"tensor<{n}x{k}xi8>", "I8", rng.integers(-127, 128, (n, k), dtype=np.int8))
+            s = m.param(key + ".s", f"tensor<{n}xf32>", "F32", (rng.random(n) * 0.01).astype(np.float32))
+            y = m.emit(f"stablehlo.dot_general {qx[k]}, {q}, contracting_dims = [1] x [1] : (tensor<1x{k}xi8>, tensor<{n}x{k}xi8>) -> tensor<1x{n}xi32>")
+            yf = m.emit(f"stablehlo.convert {y} : (tensor<1x{n}xi32>) -> tensor<1x{n}xf32>")
+            sb = m.emit(f"stablehlo.reshape {s} : (tensor<{n}xf32>) -> tensor<1x{n}xf32>")
+            r = m.emit(f"stablehlo.multiply {yf}, {sb} : tensor<1x{n}xf32>")
+        else:
+            sys.exit(f"unknown form {form}")
+        rs = row_sum(m, r, n)
+        acc = m.emit(f"stablehlo.add {acc}, {rs} : tensor<f32>")
+    return m.write(base, acc)
+
+
+FORMS = [
+    ("bf16", []),
+    ("bf16-3", []),
+    ("q41-i8", []),
+    ("q41-i8", ["--iree-dispatch-creation-enable-aggressive-fusion"]),
+    ("q41-i4", []),
+    ("q41-grouped", []),
+    ("q41-grouped", ["--iree-opt-data-tiling=false"]),
+    ("w8-row", []),
+    ("w8a8", ["--iree-llvmcpu-enable-ukernels=all"]),
+]
+
+
+def read_bandwidth(tmp):
+    gcc = shutil.which("gcc")
+    if not gcc:
+        return None
+    src = os.path.join(tmp, "bw.c")
+    open(src, "w").write(r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+static size_t n; static const double *buf; static int threads;
+static void *run(void *p) {
+  size_t id = (size_t)p, per = n / threads; const double *b = buf + per * id;
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (size_t i = 0; i < per; i += 4) { s0 += b[i]; s1 += b[i + 1]; s2 += b[i + 2]; s3 += b[i + 3]; }
+  volatile double sink = s0 + s1 + s2 + s3; (void)sink; return 0;
+}
+int main(void) {
+  threads = (int)sysconf(_SC_NPROCESSORS_ONLN); n = (256u << 20) / 8;
+  double *b = aligned_alloc(64, n * 8); for (size_t i = 0; i < n; i++) b[i] = 1; buf = b;
+  double best = 1e9;
+  for (int r = 0; r < 10; r++) {
+    struct timespec t0, t1; pthread_t th[64];
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < threads; i++) pthread_create(&th[i], 0, run, (void *)(size_t)i);
+    for (int i = 0; i < threads; i++) pthread_join(th[i], 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double t = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9; if (t < best) best = t;
+  }
+  printf("%.1f %d\n", n * 8 / best / 1e9, threads); return 0;
+}
+""")
+    exe = os.path.join(tmp, "bw")
+    subprocess.run([gcc, "-O3", "-march=native", "-pthread", src, "-o", exe], check=True)
+    gbs, threads = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
+    return float(gbs), int(threads)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    venv, runs = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    pkgs = os.path.join(venv, "lib", f"python{sys.version_info.major}.{sys.version_info.minor}", "site-packages")
+    compiler = os.path.join(pkgs, "iree", "compiler", "_mlir_libs", "iree-compile")
+    bench = os.path.join(pkgs, "iree", "_runtime_libs", "iree-benchmark-module")
+    for tool in (compiler, bench):
+        if not os.path.exists(tool):
+            sys.exit(f"bench_weight_forms: {tool} not found (is {venv} kiln's IREE venv?)")
+    tmp = tempfile.mkdtemp(prefix="kiln-forms-")
+    try:
+        bw = read_bandwidth(tmp)
+        if bw:
+            print(f"plain read bandwidth: {bw[0]:.1f} GB/s ({bw[1]} threads, 256 MiB, best of 10)")
+        print(f"{'form':12} {'flags':50} {'MB':>6} {'ms':>7} {'GB/s':>6}")
+        built = {}
+        for form, flags in FORMS:
+            base = os.path.join(tmp, form)
+            if form not in built:
+                built[form] = build(form, base)
+            vmfb = base + "-" + str(abs(hash(tuple(flags)))) + ".vmfb"
+            c = subprocess.run([compiler, *PRESET, *flags, base + ".mlir", "-o", vmfb], capture_output=True, text=True)
+            label = " ".join(f.replace("--iree-", "") for f in flags) or "(kiln's preset)"
+            if c.returncode != 0:
+                err = next((l for l in c.stderr.splitlines() if "error" in l), c.stderr[:200])
+                print(f"{form:12} {label:50} compile failed: {err}")
+                continue
+            out = subprocess.run([bench, "--device=local-task", f"--module={vmfb}",
+                                  f"--parameters=model={base}.safetensors", "--function=forms",
+                                  "--input=1x576xf32=0.5", "--input=1x1536xf32=0.25",
+                                  f"--benchmark_repetitions={runs}", "--benchmark_min_time=1x"],
+                                 capture_output=True, text=True, check=True).stdout
+            line = next(l for l in out.splitlines() if "_median" in l).split()
+            ms = float(line[1]) * {"ms": 1.0, "us": 1e-3, "s": 1e3}[line[2]]
+            mb = built[form] / 1e6
+            print(f"{form:12} {label:50} {mb:6.0f} {ms:7.2f} {mb / ms:6.1f}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
