@@ -700,6 +700,10 @@ fn stage_and_commit(
         .unwrap_or_default();
     // Move into place, the manifest last; then drop the files of the
     // earlier package that this one does not have.
+    // Earlier copies are moved aside into the staging folder (deleted with
+    // it), not renamed over: `util::replace_by_rename` says why.
+    let aside = st.join(".previous");
+    std::fs::create_dir(&aside).map_err(|e| Error::io(&aside, e))?;
     let mut written = Vec::new();
     for f in manifest
         .files
@@ -708,7 +712,7 @@ fn stage_and_commit(
         .chain([manifest_name.clone()])
     {
         let dest = out.join(&f);
-        std::fs::rename(st.join(&f), &dest).map_err(|e| Error::io(&dest, e))?;
+        crate::util::replace_by_rename(&st.join(&f), &dest, &aside)?;
         written.push(dest);
     }
     for f in previous {

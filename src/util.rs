@@ -41,7 +41,9 @@ impl AtomicFile {
 
     /// Flushes, syncs nothing (speed over durability), gives the file the
     /// usual `0644` mode (temporary files start private) and renames it
-    /// into place.
+    /// into place. A file already at the destination is replaced by
+    /// [`replace_by_rename`] (moved aside into a fresh folder beside it,
+    /// deleted after), not renamed over: see there for why.
     pub fn commit(mut self) -> Result<PathBuf> {
         self.tmp.flush().map_err(|e| Error::io(&self.dest, e))?;
         #[cfg(unix)]
@@ -52,9 +54,21 @@ impl AtomicFile {
                 .map_err(|e| Error::io(&self.dest, e))?;
         }
         let dest = self.dest.clone();
-        self.tmp
-            .persist(&dest)
-            .map_err(|e| Error::io(&dest, e.error))?;
+        let replaces = std::fs::symlink_metadata(&dest).is_ok_and(|m| m.is_file());
+        if !replaces {
+            self.tmp
+                .persist(&dest)
+                .map_err(|e| Error::io(&dest, e.error))?;
+            return Ok(dest);
+        }
+        let aside = tempfile::Builder::new()
+            .prefix(".kiln-old-")
+            .tempdir_in(self.tmp.path().parent().unwrap_or(Path::new(".")))
+            .map_err(|e| Error::io(&dest, e))?;
+        // The temporary name is deleted on drop unless the rename took it.
+        let tmp = self.tmp.into_temp_path();
+        replace_by_rename(&tmp, &dest, aside.path())?;
+        let _ = tmp.keep();
         Ok(dest)
     }
 }
@@ -174,5 +188,48 @@ mod replace_tests {
             .to_string();
         assert!(e.contains("out"), "{e}");
         assert_eq!(std::fs::read(&dst).unwrap(), b"two");
+    }
+}
+
+#[cfg(test)]
+mod atomic_tests {
+    use super::AtomicFile;
+    use std::io::Write;
+
+    fn names(d: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn commit_replaces_an_existing_file_and_leaves_nothing_behind() {
+        let d = tempfile::tempdir().unwrap();
+        let dest = d.path().join("w.irpa");
+        let mut f = AtomicFile::create(&dest).unwrap();
+        f.write_all(b"first").unwrap();
+        f.commit().unwrap();
+        // Replacing goes through a move-aside folder, removed afterwards.
+        let mut f = AtomicFile::create(&dest).unwrap();
+        f.write_all(b"second").unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"first", "not yet committed");
+        f.commit().unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"second");
+        assert_eq!(names(d.path()), ["w.irpa"]);
+        // Dropped uncommitted: the old file stays, the temporary goes.
+        let mut f = AtomicFile::create(&dest).unwrap();
+        f.write_all(b"third").unwrap();
+        drop(f);
+        assert_eq!(std::fs::read(&dest).unwrap(), b"second");
+        assert_eq!(names(d.path()), ["w.irpa"]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&dest).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o644);
+        }
     }
 }
