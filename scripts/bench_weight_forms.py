@@ -91,10 +91,16 @@ class Module:
         return off
 
 
+def reduce(m, x, op, dims, in_ty, out_ty):
+    """`op` (add, maximum) of f32 `x` over `dims`, from %zero."""
+    k = m.n
+    return m.emit(f'"stablehlo.reduce"({x}, %zero) ({{\n    ^bb0(%a{k}: tensor<f32>, %b{k}: tensor<f32>):\n'
+                  f'      %c{k} = stablehlo.{op} %a{k}, %b{k} : tensor<f32>\n      stablehlo.return %c{k} : tensor<f32>\n'
+                  f'    }}) {{dimensions = array<i64: {dims}>}} : ({in_ty}, tensor<f32>) -> {out_ty}')
+
+
 def row_sum(m, r, n):
-    return m.emit(f'"stablehlo.reduce"({r}, %zero) ({{\n    ^bb0(%a{m.n}: tensor<f32>, %b{m.n}: tensor<f32>):\n'
-                  f'      %c{m.n} = stablehlo.add %a{m.n}, %b{m.n} : tensor<f32>\n      stablehlo.return %c{m.n} : tensor<f32>\n'
-                  f'    }}) {{dimensions = array<i64: 0, 1>}} : (tensor<1x{n}xf32>, tensor<f32>) -> tensor<f32>')
+    return reduce(m, r, "add", "0, 1", f"tensor<1x{n}xf32>", "tensor<f32>")
 
 
 def build(form, base):
@@ -121,19 +127,13 @@ def build(form, base):
             if form == "q41-grouped":
                 xb = m.emit(f"stablehlo.broadcast_in_dim {xv}, dims = [1, 2] : (tensor<{b}x32xf32>) -> tensor<{n}x{b}x32xf32>")
                 p = m.emit(f"stablehlo.multiply {qf}, {xb} : tensor<{n}x{b}x32xf32>")
-                t = m.emit(f'"stablehlo.reduce"({p}, %zero) ({{\n    ^bb0(%a{m.n}: tensor<f32>, %b{m.n}: tensor<f32>):\n'
-                           f'      %c{m.n} = stablehlo.add %a{m.n}, %b{m.n} : tensor<f32>\n      stablehlo.return %c{m.n} : tensor<f32>\n'
-                           f'    }}) {{dimensions = array<i64: 2>}} : (tensor<{n}x{b}x32xf32>, tensor<f32>) -> tensor<{n}x{b}xf32>')
+                t = reduce(m, p, "add", "2", f"tensor<{n}x{b}x32xf32>", f"tensor<{n}x{b}xf32>")
                 td = m.emit(f"stablehlo.multiply {t}, {d} : tensor<{n}x{b}xf32>")
-                xs = m.emit(f'"stablehlo.reduce"({xv}, %zero) ({{\n    ^bb0(%a{m.n}: tensor<f32>, %b{m.n}: tensor<f32>):\n'
-                            f'      %c{m.n} = stablehlo.add %a{m.n}, %b{m.n} : tensor<f32>\n      stablehlo.return %c{m.n} : tensor<f32>\n'
-                            f'    }}) {{dimensions = array<i64: 1>}} : (tensor<{b}x32xf32>, tensor<f32>) -> tensor<{b}xf32>')
+                xs = reduce(m, xv, "add", "1", f"tensor<{b}x32xf32>", f"tensor<{b}xf32>")
                 xsb = m.emit(f"stablehlo.broadcast_in_dim {xs}, dims = [1] : (tensor<{b}xf32>) -> tensor<{n}x{b}xf32>")
                 tm = m.emit(f"stablehlo.multiply {xsb}, {mn} : tensor<{n}x{b}xf32>")
                 ts = m.emit(f"stablehlo.add {td}, {tm} : tensor<{n}x{b}xf32>")
-                y = m.emit(f'"stablehlo.reduce"({ts}, %zero) ({{\n    ^bb0(%a{m.n}: tensor<f32>, %b{m.n}: tensor<f32>):\n'
-                           f'      %c{m.n} = stablehlo.add %a{m.n}, %b{m.n} : tensor<f32>\n      stablehlo.return %c{m.n} : tensor<f32>\n'
-                           f'    }}) {{dimensions = array<i64: 1>}} : (tensor<{n}x{b}xf32>, tensor<f32>) -> tensor<{n}xf32>')
+                y = reduce(m, ts, "add", "1", f"tensor<{n}x{b}xf32>", f"tensor<{n}xf32>")
             else:
                 db = m.emit(f"stablehlo.broadcast_in_dim {d}, dims = [0, 1] : (tensor<{n}x{b}xf32>) -> tensor<{n}x{b}x32xf32>")
                 mb = m.emit(f"stablehlo.broadcast_in_dim {mn}, dims = [0, 1] : (tensor<{n}x{b}xf32>) -> tensor<{n}x{b}x32xf32>")
@@ -141,31 +141,26 @@ def build(form, base):
                 w = m.emit(f"stablehlo.add {w}, {mb} : tensor<{n}x{b}x32xf32>")
                 y = m.emit(f"stablehlo.dot_general {w}, {xv}, contracting_dims = [1, 2] x [0, 1] : (tensor<{n}x{b}x32xf32>, tensor<{b}x32xf32>) -> tensor<{n}xf32>")
             r = m.emit(f"stablehlo.reshape {y} : (tensor<{n}xf32>) -> tensor<1x{n}xf32>")
-        elif form == "w8-row":
+        elif form in ("w8-row", "w8a8"):
             q = m.param(key, f"tensor<{n}x{k}xi8>", "I8", rng.integers(-127, 128, (n, k), dtype=np.int8))
             s = m.param(key + ".s", f"tensor<{n}xf32>", "F32", (rng.random(n) * 0.01).astype(np.float32))
-            qf = m.emit(f"stablehlo.convert {q} : (tensor<{n}x{k}xi8>) -> tensor<{n}x{k}xf32>")
-            y = m.emit(f"stablehlo.dot_general {x}, {qf}, contracting_dims = [1] x [1] : (tensor<1x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<1x{n}xf32>")
+            if form == "w8-row":
+                qf = m.emit(f"stablehlo.convert {q} : (tensor<{n}x{k}xi8>) -> tensor<{n}x{k}xf32>")
+                y = m.emit(f"stablehlo.dot_general {x}, {qf}, contracting_dims = [1] x [1] : (tensor<1x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<1x{n}xf32>")
+            else:
+                if k not in qx:  # the vector, quantized to i8 once per call
+                    a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
+                    mx = reduce(m, a, "maximum", "0, 1", f"tensor<1x{k}xf32>", "tensor<f32>")
+                    c = m.emit("stablehlo.constant dense<127.0> : tensor<f32>")
+                    sx = m.emit(f"stablehlo.divide {mx}, {c} : tensor<f32>")
+                    sxb = m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [] : (tensor<f32>) -> tensor<1x{k}xf32>")
+                    xd = m.emit(f"stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>")
+                    xr = m.emit(f"stablehlo.round_nearest_even {xd} : tensor<1x{k}xf32>")
+                    qx[k] = m.emit(f"stablehlo.convert {xr} : (tensor<1x{k}xf32>) -> tensor<1x{k}xi8>")
+                yi = m.emit(f"stablehlo.dot_general {qx[k]}, {q}, contracting_dims = [1] x [1] : (tensor<1x{k}xi8>, tensor<{n}x{k}xi8>) -> tensor<1x{n}xi32>")
+                y = m.emit(f"stablehlo.convert {yi} : (tensor<1x{n}xi32>) -> tensor<1x{n}xf32>")
             sb = m.emit(f"stablehlo.reshape {s} : (tensor<{n}xf32>) -> tensor<1x{n}xf32>")
             r = m.emit(f"stablehlo.multiply {y}, {sb} : tensor<1x{n}xf32>")
-        elif form == "w8a8":
-            if k not in qx:
-                a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
-                mx = m.emit(f'"stablehlo.reduce"({a}, %zero) ({{\n    ^bb0(%a{m.n}: tensor<f32>, %b{m.n}: tensor<f32>):\n'
-                            f'      %c{m.n} = stablehlo.maximum %a{m.n}, %b{m.n} : tensor<f32>\n      stablehlo.return %c{m.n} : tensor<f32>\n'
-                            f'    }}) {{dimensions = array<i64: 0, 1>}} : (tensor<1x{k}xf32>, tensor<f32>) -> tensor<f32>')
-                c = m.emit("stablehlo.constant dense<127.0> : tensor<f32>")
-                sx = m.emit(f"stablehlo.divide {mx}, {c} : tensor<f32>")
-                sxb = m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [] : (tensor<f32>) -> tensor<1x{k}xf32>")
-                xd = m.emit(f"stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>")
-                xr = m.emit(f"stablehlo.round_nearest_even {xd} : tensor<1x{k}xf32>")
-                qx[k] = m.emit(f"stablehlo.convert {xr} : (tensor<1x{k}xf32>) -> tensor<1x{k}xi8>")
-            q = m.param(key, f"tensor<{n}x{k}xi8>", "I8", rng.integers(-127, 128, (n, k), dtype=np.int8))
-            s = m.param(key + ".s", f"tensor<{n}xf32>", "F32", (rng.random(n) * 0.01).astype(np.float32))
-            y = m.emit(f"stablehlo.dot_general {qx[k]}, {q}, contracting_dims = [1] x [1] : (tensor<1x{k}xi8>, tensor<{n}x{k}xi8>) -> tensor<1x{n}xi32>")
-            yf = m.emit(f"stablehlo.convert {y} : (tensor<1x{n}xi32>) -> tensor<1x{n}xf32>")
-            sb = m.emit(f"stablehlo.reshape {s} : (tensor<{n}xf32>) -> tensor<1x{n}xf32>")
-            r = m.emit(f"stablehlo.multiply {yf}, {sb} : tensor<1x{n}xf32>")
         else:
             sys.exit(f"unknown form {form}")
         rs = row_sum(m, r, n)

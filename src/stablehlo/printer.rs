@@ -361,6 +361,21 @@ fn print_function(
         let a = |k: usize| name(n.args[k]);
         let ta = |k: usize| ty(n.args[k]);
         let t = &n.ty;
+        // Every operand's name, and every operand's type, comma-separated.
+        let all_names = || {
+            n.args
+                .iter()
+                .map(|&v| name(v))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let all_types = || {
+            n.args
+                .iter()
+                .map(|&v| ty(v).to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let line = match &n.op {
             Op::Input { .. } => continue,
             Op::Parameter { key } => match plan.symbols.get(key) {
@@ -435,24 +450,16 @@ fn print_function(
                 i64_array(strides),
                 ta(0)
             ),
-            Op::DynamicUpdateSlice => {
-                let ops: Vec<&str> = n.args.iter().map(|&v| name(v)).collect();
-                let tys: Vec<String> = n.args.iter().map(|&v| ty(v).to_string()).collect();
-                format!(
-                    "{res} = stablehlo.dynamic_update_slice {} : ({}) -> {t}",
-                    ops.join(", "),
-                    tys.join(", ")
-                )
-            }
-            Op::Concatenate { dim } => {
-                let ops: Vec<&str> = n.args.iter().map(|&v| name(v)).collect();
-                let tys: Vec<String> = n.args.iter().map(|&v| ty(v).to_string()).collect();
-                format!(
-                    "{res} = stablehlo.concatenate {}, dim = {dim} : ({}) -> {t}",
-                    ops.join(", "),
-                    tys.join(", ")
-                )
-            }
+            Op::DynamicUpdateSlice => format!(
+                "{res} = stablehlo.dynamic_update_slice {} : ({}) -> {t}",
+                all_names(),
+                all_types()
+            ),
+            Op::Concatenate { dim } => format!(
+                "{res} = stablehlo.concatenate {}, dim = {dim} : ({}) -> {t}",
+                all_names(),
+                all_types()
+            ),
             Op::Iota { dim } => format!("{res} = stablehlo.iota dim = {dim} : {t}"),
             Op::DotGeneral(d) => {
                 let batching = if d.lhs_batch.is_empty() {
