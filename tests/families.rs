@@ -111,43 +111,88 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
     }
 }
 
+/// GGUF files written from HF fixtures as llama.cpp's converter lays out
+/// each architecture (`scripts/make_hf_fixtures.py --gguf`), with the family
+/// kiln must read: the file named after its HF folder.
+const GGUF_FIXTURES: [(&str, kiln::models::Family); 5] = [
+    ("tiny-qwen2", kiln::models::Family::Qwen2),
+    ("tiny-phi3", kiln::models::Family::Phi3),
+    ("tiny-phi3-longrope", kiln::models::Family::Phi3),
+    ("tiny-gemma", kiln::models::Family::Gemma),
+    ("tiny-gemma2-tied", kiln::models::Family::Gemma2),
+];
+
 #[test]
-fn qwen2_gguf_exports_the_hf_graph_and_gives_transformers_ids() {
-    let gguf = Checkpoint::open(fixture("gguf/tiny-qwen2.gguf")).unwrap();
-    let hf = Checkpoint::open(fixture("hf/tiny-qwen2")).unwrap();
-    assert_eq!(gguf.config.family, kiln::models::Family::Qwen2);
-    assert!(gguf.config.arch.qkv_bias && gguf.config.tie_word_embeddings);
-    assert_eq!(gguf.tensors(), hf.tensors());
-    for (name, _) in hf.tensors() {
-        assert!(
-            gguf.read_f32(name).unwrap() == hf.read_f32(name).unwrap(),
-            "{name} differs between the GGUF and the HF folder"
-        );
-    }
-    let exp = hf_expected("tiny-qwen2");
+fn gguf_files_export_the_hf_graph_and_give_transformers_ids() {
     let tc = toolchain();
-    for rs in &exp.seqs {
-        let (dg, dh) = (tmpdir(), tmpdir());
-        let rg = export_f32(&gguf, dg.path(), rs.seq);
-        let rh = export_f32(&hf, dh.path(), rs.seq);
+    for (name, family) in GGUF_FIXTURES {
+        let gguf = Checkpoint::open(fixture(&format!("gguf/{name}.gguf"))).unwrap();
+        let hf = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+        assert_eq!(gguf.config.family, family, "{name}");
+        let windows = |c: &kiln::models::DecoderConfig| -> Vec<Option<usize>> {
+            (0..c.num_layers).map(|l| c.layer_window(l)).collect()
+        };
         assert_eq!(
-            std::fs::read_to_string(&rg.mlir).unwrap(),
-            std::fs::read_to_string(&rh.mlir).unwrap(),
-            "seq {}: the GGUF and HF exports differ",
-            rs.seq
+            windows(&gguf.config),
+            windows(&hf.config),
+            "{name}: attention windows"
         );
-        let Some(tc) = &tc else { continue };
-        let vmfb = dg.path().join("m.vmfb");
-        kiln::iree::compile::compile(tc, &rg.mlir, &Target::Host, &vmfb, &[]).unwrap();
-        for (ci, c) in rs.cases.iter().enumerate() {
-            let got = ids(tc, &rg, &vmfb, Device::LocalTask, None, &c.input);
-            let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
+        let arch = |c: &kiln::models::DecoderConfig| kiln::models::Arch {
+            sliding_layers: None,
+            ..c.arch.clone()
+        };
+        assert_eq!(
+            arch(&gguf.config),
+            arch(&hf.config),
+            "{name}: what the family changes"
+        );
+        // RoPE (LongRoPE factors are f32 in a GGUF, as transformers computes
+        // with them) is checked by the exports below: their cos/sin tables
+        // are constants of the MLIR, which must be the same text.
+        assert_eq!(gguf.tensors(), hf.tensors(), "{name}");
+        for (t, _) in hf.tensors() {
+            let (a, b) = (gguf.read_f32(t).unwrap(), hf.read_f32(t).unwrap());
+            // Gemma's norms are stored as 1 + w: (1 + w) - 1 is w to within
+            // half an ulp of 1 + w; everything else is bit-exact.
+            let tol = if t.ends_with("norm.weight") && hf.config.arch.norm_plus_one {
+                1.2e-7
+            } else {
+                0.0
+            };
+            let worst = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
             assert!(
-                bad.is_empty(),
-                "tiny-qwen2.gguf seq {} case {ci}: {}",
-                rs.seq,
-                bad.join("; ")
+                worst <= tol,
+                "{name}: {t} differs between the GGUF and the HF folder by {worst}"
             );
+        }
+        let exp = hf_expected(name);
+        for rs in &exp.seqs {
+            let (dg, dh) = (tmpdir(), tmpdir());
+            let rg = export_f32(&gguf, dg.path(), rs.seq);
+            let rh = export_f32(&hf, dh.path(), rs.seq);
+            assert_eq!(
+                std::fs::read_to_string(&rg.mlir).unwrap(),
+                std::fs::read_to_string(&rh.mlir).unwrap(),
+                "{name} seq {}: the GGUF and HF exports differ",
+                rs.seq
+            );
+            let Some(tc) = &tc else { continue };
+            let vmfb = dg.path().join("m.vmfb");
+            kiln::iree::compile::compile(tc, &rg.mlir, &Target::Host, &vmfb, &[]).unwrap();
+            for (ci, c) in rs.cases.iter().enumerate() {
+                let got = ids(tc, &rg, &vmfb, Device::LocalTask, None, &c.input);
+                let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
+                assert!(
+                    bad.is_empty(),
+                    "{name}.gguf seq {} case {ci}: {}",
+                    rs.seq,
+                    bad.join("; ")
+                );
+            }
         }
     }
 }
@@ -198,4 +243,70 @@ fn absent_keys_take_each_familys_transformers_defaults() {
         }
     );
     assert!((kiln::models::rope::attention_factor(&p) - 1.5f64.sqrt()).abs() < 1e-12);
+}
+
+/// A GGUF that llama.cpp would read differently from what kiln would
+/// guess is a clear error naming the file and what is wrong.
+#[test]
+fn gguf_files_llama_cpp_would_read_otherwise_are_errors() {
+    let dir = tmpdir();
+    let open_err =
+        |name: &str, meta: &[(String, kiln::params::gguf::GgufValue)], ts: &[GgufTensorBytes]| {
+            let p = dir.path().join(name);
+            write_gguf(&p, meta, ts);
+            let e = Checkpoint::open(&p)
+                .err()
+                .expect("should not open")
+                .to_string();
+            assert!(e.contains(name), "{e}");
+            e
+        };
+    // The writer itself: an unchanged copy reads back the same.
+    let (meta, ts) = read_gguf(&fixture("gguf/tiny-gemma2-tied.gguf"));
+    let same = dir.path().join("same.gguf");
+    write_gguf(&same, &meta, &ts);
+    let (a, b) = (
+        Checkpoint::open(&same).unwrap(),
+        Checkpoint::open(fixture("gguf/tiny-gemma2-tied.gguf")).unwrap(),
+    );
+    assert_eq!(a.config, b.config);
+    assert_eq!(
+        a.read_f32("model.norm.weight").unwrap(),
+        b.read_f32("model.norm.weight").unwrap()
+    );
+    // Gemma 2 with an output.weight: llama.cpp ignores it, so which head?
+    let mut with_head = ts.clone();
+    let emb = ts
+        .iter()
+        .find(|t| t.0 == "token_embd.weight")
+        .unwrap()
+        .clone();
+    with_head.push(("output.weight".into(), emb.1, emb.2, emb.3));
+    let e = open_err("head.gguf", &meta, &with_head);
+    assert!(
+        e.contains("output.weight") && e.contains("ties the head"),
+        "{e}"
+    );
+    // Phi-3 LongRoPE with one factor tensor, or without the original context.
+    let (meta, ts) = read_gguf(&fixture("gguf/tiny-phi3-longrope.gguf"));
+    let one: Vec<_> = ts
+        .iter()
+        .filter(|t| t.0 != "rope_factors_long.weight")
+        .cloned()
+        .collect();
+    let e = open_err("one-factor.gguf", &meta, &one);
+    assert!(
+        e.contains("rope_factors_long.weight") && e.contains("has one"),
+        "{e}"
+    );
+    let no_ctx: Vec<_> = meta
+        .iter()
+        .filter(|(k, _)| k != "phi3.rope.scaling.original_context_length")
+        .cloned()
+        .collect();
+    let e = open_err("no-ctx.gguf", &no_ctx, &ts);
+    assert!(
+        e.contains("phi3.rope.scaling.original_context_length"),
+        "{e}"
+    );
 }

@@ -4,7 +4,7 @@
 
 use super::config::{DecoderConfig, RopeScaling};
 use super::decoder::expected_tensors;
-use super::family::{Family, Permutation};
+use super::family::{Family, Undo};
 use super::ModelError;
 use crate::params::gguf::{GgufFile, GgufValue};
 use crate::params::safetensors;
@@ -18,7 +18,7 @@ enum Source {
     /// GGUF, with (HF name, GGUF name, row permutation to undo) per tensor.
     Gguf {
         file: Box<GgufFile>,
-        map: Vec<(String, String, Permutation)>,
+        map: Vec<(String, String, Undo)>,
     },
     /// Deterministic pseudo-random weights (the demo model).
     Synthetic { seed: u64 },
@@ -116,13 +116,17 @@ impl Checkpoint {
         })
     }
 
-    /// Opens a GGUF file of architecture `llama`, `mistral` or `qwen2`.
+    /// Opens a GGUF file of architecture `llama`, `mistral`, `qwen2`,
+    /// `phi3`, `gemma` or `gemma2` (llama.cpp's layouts, `spec/gguf.md`).
     pub fn open_gguf(path: &Path) -> Result<Checkpoint> {
         let file = GgufFile::open(path)?;
         let config = gguf_config(path, &file)?;
         let mut map = Vec::new();
         let mut available = Vec::new();
         for t in file.tensors() {
+            if super::family::config_tensor(&t.name, &config) {
+                continue;
+            }
             let shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
             let Some((hf, heads)) = gguf_to_hf(&t.name, &config) else {
                 return Err(model_err(
@@ -196,11 +200,13 @@ impl Checkpoint {
                     .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{gname}\"")))?;
                 let v = file.dequantize(info)?;
                 Ok(match heads {
-                    Permutation::RopeHeads(n) => {
+                    Undo::RopeHeads(n) => {
                         let s = info.shape();
                         unpermute_rows(&v, s[0] as usize, s[1] as usize, *n)
                     }
-                    Permutation::None => v,
+                    // (1 + w) − 1 is exact in f32 for stored values in [0.5, 2].
+                    Undo::PlusOne => v.into_iter().map(|x| x - 1.0).collect(),
+                    Undo::None => v,
                 })
             }
             Source::Synthetic { seed } => {
@@ -259,13 +265,18 @@ fn check_tensors(
 
 /// Maps a GGUF tensor name to its HF name, with the row permutation to
 /// undo; the per-block names are the family's.
-fn gguf_to_hf(name: &str, cfg: &DecoderConfig) -> Option<(String, Permutation)> {
+fn gguf_to_hf(name: &str, cfg: &DecoderConfig) -> Option<(String, Undo)> {
     match name {
-        "token_embd.weight" => {
-            return Some(("model.embed_tokens.weight".into(), Permutation::None))
+        "token_embd.weight" => return Some(("model.embed_tokens.weight".into(), Undo::None)),
+        "output_norm.weight" => {
+            let undo = if cfg.arch.norm_plus_one {
+                Undo::PlusOne
+            } else {
+                Undo::None
+            };
+            return Some(("model.norm.weight".into(), undo));
         }
-        "output_norm.weight" => return Some(("model.norm.weight".into(), Permutation::None)),
-        "output.weight" => return Some(("lm_head.weight".into(), Permutation::None)),
+        "output.weight" => return Some(("lm_head.weight".into(), Undo::None)),
         _ => {}
     }
     let rest = name.strip_prefix("blk.")?;

@@ -67,7 +67,7 @@ pub fn hf_expected(name: &str) -> HfExpected {
 }
 
 /// The tiny HF checkpoints.
-pub const HF_FIXTURES: [&str; 14] = [
+pub const HF_FIXTURES: [&str; 15] = [
     "tiny-llama-tied-gqa",
     "tiny-llama-untied-mha",
     "tiny-llama-untied-mha-no-kv-heads",
@@ -82,6 +82,7 @@ pub const HF_FIXTURES: [&str; 14] = [
     "tiny-phi3-longrope",
     "tiny-gemma",
     "tiny-gemma2",
+    "tiny-gemma2-tied",
 ];
 
 /// Margin below which a reference argmax counts as a tie.
@@ -275,4 +276,108 @@ pub fn kiln_cli(bin: &str, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// One tensor of a GGUF written by [`write_gguf`]: name, ggml type, dims
+/// (GGUF order, innermost first) and the stored bytes.
+pub type GgufTensorBytes = (String, kiln::params::gguf::GgmlType, Vec<u64>, Vec<u8>);
+
+/// The metadata and tensors of a GGUF file, to edit and write back.
+pub fn read_gguf(
+    path: &Path,
+) -> (
+    Vec<(String, kiln::params::gguf::GgufValue)>,
+    Vec<GgufTensorBytes>,
+) {
+    let f = kiln::params::gguf::GgufFile::open(path).unwrap();
+    let tensors = f
+        .tensors()
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                t.ggml_type,
+                t.dims.clone(),
+                f.tensor_data(t).to_vec(),
+            )
+        })
+        .collect();
+    (f.metadata().to_vec(), tensors)
+}
+
+/// Writes a GGUF v3 file (alignment 32) with this metadata and these
+/// tensors, laid out as llama.cpp's writer does.
+pub fn write_gguf(
+    path: &Path,
+    metadata: &[(String, kiln::params::gguf::GgufValue)],
+    tensors: &[GgufTensorBytes],
+) {
+    use kiln::params::gguf::GgufValue as V;
+    fn string(out: &mut Vec<u8>, s: &str) {
+        out.extend((s.len() as u64).to_le_bytes());
+        out.extend(s.as_bytes());
+    }
+    fn type_id(v: &V) -> u32 {
+        match v {
+            V::U8(_) => 0,
+            V::I8(_) => 1,
+            V::U16(_) => 2,
+            V::I16(_) => 3,
+            V::U32(_) => 4,
+            V::I32(_) => 5,
+            V::F32(_) => 6,
+            V::Bool(_) => 7,
+            V::String(_) => 8,
+            V::Array(..) => 9,
+            V::U64(_) => 10,
+            V::I64(_) => 11,
+            V::F64(_) => 12,
+        }
+    }
+    fn value(out: &mut Vec<u8>, v: &V) {
+        match v {
+            V::U8(x) => out.push(*x),
+            V::I8(x) => out.extend(x.to_le_bytes()),
+            V::U16(x) => out.extend(x.to_le_bytes()),
+            V::I16(x) => out.extend(x.to_le_bytes()),
+            V::U32(x) => out.extend(x.to_le_bytes()),
+            V::I32(x) => out.extend(x.to_le_bytes()),
+            V::F32(x) => out.extend(x.to_le_bytes()),
+            V::Bool(x) => out.push(*x as u8),
+            V::String(s) => string(out, s),
+            V::Array(t, xs) => {
+                out.extend(t.to_le_bytes());
+                out.extend((xs.len() as u64).to_le_bytes());
+                xs.iter().for_each(|x| value(out, x));
+            }
+            V::U64(x) => out.extend(x.to_le_bytes()),
+            V::I64(x) => out.extend(x.to_le_bytes()),
+            V::F64(x) => out.extend(x.to_le_bytes()),
+        }
+    }
+    let align = |n: usize| n.div_ceil(32) * 32;
+    let mut out = b"GGUF".to_vec();
+    out.extend(3u32.to_le_bytes());
+    out.extend((tensors.len() as u64).to_le_bytes());
+    out.extend((metadata.len() as u64).to_le_bytes());
+    for (k, v) in metadata {
+        string(&mut out, k);
+        out.extend(type_id(v).to_le_bytes());
+        value(&mut out, v);
+    }
+    let mut offset = 0usize;
+    for (name, ty, dims, bytes) in tensors {
+        string(&mut out, name);
+        out.extend((dims.len() as u32).to_le_bytes());
+        dims.iter().for_each(|d| out.extend(d.to_le_bytes()));
+        out.extend(ty.id().to_le_bytes());
+        out.extend((offset as u64).to_le_bytes());
+        offset = align(offset + bytes.len());
+    }
+    out.resize(align(out.len()), 0);
+    for (_, _, _, bytes) in tensors {
+        out.extend(bytes);
+        out.resize(align(out.len()), 0);
+    }
+    std::fs::write(path, out).unwrap();
 }

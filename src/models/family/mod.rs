@@ -100,10 +100,8 @@ impl Family {
         match self {
             Family::Llama | Family::Mistral => llama::gguf_config(common, file),
             Family::Qwen2 => qwen2::gguf_config(common, file),
-            Family::Phi3 | Family::Gemma | Family::Gemma2 => Err(ModelError(format!(
-                "GGUF input is not supported for {} (supported GGUF architectures: llama, mistral, qwen2); export the HF folder instead",
-                self.name()
-            ))),
+            Family::Phi3 => phi3::gguf_config(common, file),
+            Family::Gemma | Family::Gemma2 => gemma::gguf_config(self, common, file),
         }
     }
 
@@ -114,14 +112,21 @@ impl Family {
         self,
         part: &str,
         cfg: &DecoderConfig,
-    ) -> Option<(&'static str, Permutation)> {
+    ) -> Option<(&'static str, Undo)> {
         match self {
             Family::Llama | Family::Mistral => llama::gguf_block_tensor(part, cfg),
             Family::Qwen2 => qwen2::gguf_block_tensor(part),
-            // No GGUF input (gguf_config refuses these families).
-            Family::Phi3 | Family::Gemma | Family::Gemma2 => None,
+            Family::Phi3 => phi3::gguf_block_tensor(part),
+            Family::Gemma | Family::Gemma2 => gemma::gguf_block_tensor(self, part),
         }
     }
+}
+
+/// Whether GGUF tensor `name` is read into the config rather than being a
+/// weight (Phi-3's LongRoPE factors).
+pub(crate) fn config_tensor(name: &str, cfg: &DecoderConfig) -> bool {
+    cfg.family == Family::Phi3
+        && [phi3::ROPE_FACTORS_SHORT, phi3::ROPE_FACTORS_LONG].contains(&name)
 }
 
 /// Which layers are local (sliding-window) attention, from `layer_types`
@@ -153,14 +158,18 @@ pub(crate) fn sliding_layers(
         .collect()
 }
 
-/// A row permutation llama.cpp's converter applied to a GGUF tensor.
+/// What llama.cpp's converter did to a tensor that kiln undoes on reading
+/// a GGUF file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Permutation {
+pub(crate) enum Undo {
     /// Stored as in HF.
     None,
     /// Q/K rows permuted for llama.cpp's interleaved RoPE, with this many
     /// heads (see [`super::checkpoint::unpermute_rows`]).
     RopeHeads(usize),
+    /// Stored with 1 added: the norm weights of a family whose RMSNorm
+    /// scales by `1 + w` (Gemma), since llama.cpp's scales by the weight.
+    PlusOne,
 }
 
 /// The block tensors every llama.cpp conversion names the same way, as

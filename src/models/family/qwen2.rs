@@ -5,7 +5,7 @@
 //! `layer_types` marks. llama.cpp stores Qwen2's Q/K unpermuted (NEOX RoPE) and the biases
 //! as `blk.N.attn_{q,k,v}.bias`.
 
-use super::{sliding_layers, standard_block_tensor, Family, Permutation};
+use super::{sliding_layers, standard_block_tensor, Family, Undo};
 use crate::models::config::{DecoderConfig, RawConfig};
 use crate::models::ModelError;
 use crate::params::gguf::GgufFile;
@@ -47,6 +47,6 @@ pub(super) fn gguf_config(
     Ok(common)
 }
 
-pub(super) fn gguf_block_tensor(part: &str) -> Option<(&'static str, Permutation)> {
-    Some((standard_block_tensor(part)?, Permutation::None))
+pub(super) fn gguf_block_tensor(part: &str) -> Option<(&'static str, Undo)> {
+    Some((standard_block_tensor(part)?, Undo::None))
 }
