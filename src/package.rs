@@ -766,51 +766,37 @@ const CONTROL: i64 = 3;
 const USER_DEFINED: i64 = 4;
 
 /// Builds an HF `tokenizer.json` and `tokenizer_config.json` from a GGUF
-/// file's `tokenizer.*` metadata (`tokenizer.ggml.model = gpt2`, byte-level
+/// file's `tokenizer.*` metadata. `tokenizer.ggml.model = gpt2` (byte-level
 /// BPE): the vocabulary (`tokens`, re-spelled into the byte alphabet where
-/// needed), `merges`, control (type 3) and user-defined (type 4) tokens as
-/// added tokens, the pre-tokenizer of `tokenizer.ggml.pre` (`smollm`,
+/// needed), `merges`, the pre-tokenizer of `tokenizer.ggml.pre` (`smollm`,
 /// `starcoder`: `Sequence[Digits(individual_digits), ByteLevel]`; `gpt2`:
-/// `ByteLevel`), and bos/eos and `tokenizer.chat_template` in the config.
-/// The result loads with [`Tokenizer::from_tokenizer_json`] and encodes as
-/// [`Tokenizer::from_gguf`] does.
+/// `ByteLevel`). `llama` (SentencePiece-style BPE; not for Gemma files): the
+/// tokens as they are, merges derived from the scores as transformers
+/// derives them, byte fallback, `<unk>`, and Phi-3's shape: normalizer
+/// `Sequence[Prepend("▁"), Replace(" ", "▁")]` (`Replace` only without
+/// `add_space_prefix`), no pre-tokenizer, decoder `Sequence[Replace("▁",
+/// " "), ByteFallback, Fuse, Strip(" ", 1, 0)]`. Both: control (type 3)
+/// and user-defined (type 4) tokens as added tokens, a bos post-processor
+/// when `add_bos_token`, bos/eos/pad and `tokenizer.chat_template` in the
+/// config. The result loads with [`Tokenizer::from_tokenizer_json`] and
+/// encodes as [`Tokenizer::from_gguf`] does.
 pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
     let meta = |k: &str| gguf.get_metadata(k);
     let s = |k: &str| meta(k).and_then(GgufValue::as_str).map(str::to_string);
     let model = s("tokenizer.ggml.model").unwrap_or_default();
-    if model != "gpt2" {
-        return Err(usage(format!(
-            "tokenizer.ggml.model = {model:?} (supported: gpt2, byte-level BPE)"
-        )));
-    }
-    let pre = s("tokenizer.ggml.pre").unwrap_or_else(|| "gpt2".into());
-    let byte_level = json!({
-        "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true
-    });
-    let pre_tokenizer = match pre.as_str() {
-        "smollm" | "starcoder" => json!({
-            "type": "Sequence",
-            "pretokenizers": [
-                {"type": "Digits", "individual_digits": true},
-                byte_level
-            ]
-        }),
-        "gpt2" => byte_level,
-        other => {
+    let arch = s("general.architecture").unwrap_or_default();
+    let spm = match model.as_str() {
+        "gpt2" => false,
+        "llama" if !arch.starts_with("gemma") => true,
+        _ => {
             return Err(usage(format!(
-                "tokenizer.ggml.pre = {other:?} (supported: smollm, starcoder, gpt2)"
+                "tokenizer.ggml.model = {model:?} of a {arch} GGUF (supported: gpt2, byte-level BPE; llama, SentencePiece BPE, for llama/mistral/phi3 files)"
             )))
         }
     };
     let tokens: Vec<&str> = meta("tokenizer.ggml.tokens")
         .and_then(GgufValue::as_string_array)
         .ok_or_else(|| usage("tokenizer.ggml.tokens is missing or not a string array"))?;
-    let merges: Vec<&str> = match meta("tokenizer.ggml.merges") {
-        None => Vec::new(),
-        Some(v) => v
-            .as_string_array()
-            .ok_or_else(|| usage("tokenizer.ggml.merges is not a string array"))?,
-    };
     let types: Vec<i64> = match meta("tokenizer.ggml.token_type") {
         None => vec![1; tokens.len()],
         Some(v) => v
@@ -839,23 +825,33 @@ pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
             },
         }
     };
+    let flag = |k: &str, default: bool| meta(k).and_then(GgufValue::as_bool).unwrap_or(default);
     let bos = id("tokenizer.ggml.bos_token_id")?;
     let eos = id("tokenizer.ggml.eos_token_id")?;
     let pad = id("tokenizer.ggml.padding_token_id")?;
-    let add_bos = meta("tokenizer.ggml.add_bos_token")
-        .and_then(GgufValue::as_bool)
-        .unwrap_or(false);
+    // llama.cpp adds bos to a SentencePiece vocabulary that does not say otherwise.
+    let add_bos = flag("tokenizer.ggml.add_bos_token", spm);
+    // The vocabulary's spelling of a token.
+    let spelling = |t: &str| {
+        if spm {
+            t.to_string()
+        } else {
+            byte_level_spelling(t)
+        }
+    };
 
     let mut vocab = Map::with_capacity(tokens.len());
+    // A repeated spelling keeps its first place and its last id, as
+    // transformers' dict does.
     for (i, t) in tokens.iter().enumerate() {
-        vocab.insert(byte_level_spelling(t), json!(i));
+        vocab.insert(spelling(t), json!(i));
     }
     let mut added = Vec::new();
     let mut added_ids = BTreeMap::new();
     for (i, (t, &ty)) in tokens.iter().zip(&types).enumerate() {
-        // A control token outside the byte alphabet is a llama.cpp
-        // mislabel: transformers (and kiln) skip it.
-        let special = ty == CONTROL && t.chars().all(is_byte_level_char);
+        // A byte-level control token outside the byte alphabet is a
+        // llama.cpp mislabel: transformers (and kiln) skip it.
+        let special = ty == CONTROL && (spm || t.chars().all(is_byte_level_char));
         if special || ty == USER_DEFINED {
             added_ids.insert(i as u32, t.to_string());
             added.push(json!({
@@ -869,26 +865,125 @@ pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
             }));
         }
     }
-    let mut pairs = Vec::with_capacity(merges.len());
-    for (i, mg) in merges.iter().enumerate() {
-        match mg.split_once(' ') {
-            Some((a, b)) if !a.is_empty() && !b.is_empty() && !b.contains(' ') => {
-                pairs.push(json!([a, b]))
-            }
-            _ => {
-                return Err(usage(format!(
-                    "tokenizer.ggml.merges[{i}] = {mg:?} is not two tokens separated by one space"
-                )))
-            }
-        }
-    }
     // The text a config names a token by: an added token's content, else
     // its vocabulary spelling.
     let name_of = |i: u32| {
         added_ids
             .get(&i)
             .cloned()
-            .unwrap_or_else(|| byte_level_spelling(tokens[i as usize]))
+            .unwrap_or_else(|| spelling(tokens[i as usize]))
+    };
+    let (normalizer, pre_tokenizer, decoder, model_json) = if spm {
+        let scores: Vec<f32> = meta("tokenizer.ggml.scores")
+            .and_then(GgufValue::as_array)
+            .ok_or_else(|| usage("tokenizer.ggml.scores is missing or not an array"))?
+            .iter()
+            .map(|v| v.as_f64().unwrap_or(0.0) as f32)
+            .collect();
+        if scores.len() != tokens.len() {
+            return Err(usage(format!(
+                "tokenizer.ggml.scores has {} entries for {} tokens",
+                scores.len(),
+                tokens.len()
+            )));
+        }
+        let owned: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+        let pairs: Vec<Value> = crate::tokenizer::sentencepiece_merges(&owned, &scores)
+            .into_iter()
+            .map(|(a, b)| json!([a, b]))
+            .collect();
+        let prefix = flag("tokenizer.ggml.add_space_prefix", true);
+        let sp = "\u{2581}";
+        let replace = json!({"type": "Replace", "pattern": {"String": " "}, "content": sp});
+        let normalizer = if prefix {
+            json!({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": sp}, replace]})
+        } else {
+            json!({"type": "Sequence", "normalizers": [replace]})
+        };
+        let mut decoders = vec![
+            json!({"type": "Replace", "pattern": {"String": sp}, "content": " "}),
+            json!({"type": "ByteFallback"}),
+            json!({"type": "Fuse"}),
+        ];
+        if prefix {
+            decoders.push(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0}));
+        }
+        let unk = id("tokenizer.ggml.unknown_token_id")?.map(name_of);
+        let model_json = json!({
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": unk,
+            "continuing_subword_prefix": null,
+            "end_of_word_suffix": null,
+            "fuse_unk": true,
+            "byte_fallback": true,
+            "ignore_merges": false,
+            "vocab": vocab,
+            "merges": pairs
+        });
+        (
+            normalizer,
+            Value::Null,
+            json!({"type": "Sequence", "decoders": decoders}),
+            model_json,
+        )
+    } else {
+        let pre = s("tokenizer.ggml.pre").unwrap_or_else(|| "gpt2".into());
+        let byte_level = json!({
+            "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true
+        });
+        let pre_tokenizer = match pre.as_str() {
+            "smollm" | "starcoder" => json!({
+                "type": "Sequence",
+                "pretokenizers": [
+                    {"type": "Digits", "individual_digits": true},
+                    byte_level
+                ]
+            }),
+            "gpt2" => byte_level,
+            other => {
+                return Err(usage(format!(
+                    "tokenizer.ggml.pre = {other:?} (supported: smollm, starcoder, gpt2)"
+                )))
+            }
+        };
+        let merges: Vec<&str> = match meta("tokenizer.ggml.merges") {
+            None => Vec::new(),
+            Some(v) => v
+                .as_string_array()
+                .ok_or_else(|| usage("tokenizer.ggml.merges is not a string array"))?,
+        };
+        let mut pairs = Vec::with_capacity(merges.len());
+        for (i, mg) in merges.iter().enumerate() {
+            match mg.split_once(' ') {
+                Some((a, b)) if !a.is_empty() && !b.is_empty() && !b.contains(' ') => {
+                    pairs.push(json!([a, b]))
+                }
+                _ => {
+                    return Err(usage(format!(
+                    "tokenizer.ggml.merges[{i}] = {mg:?} is not two tokens separated by one space"
+                )))
+                }
+            }
+        }
+        let model_json = json!({
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": null,
+            "continuing_subword_prefix": null,
+            "end_of_word_suffix": null,
+            "fuse_unk": false,
+            "byte_fallback": false,
+            "ignore_merges": false,
+            "vocab": vocab,
+            "merges": pairs
+        });
+        (
+            Value::Null,
+            pre_tokenizer,
+            json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
+            model_json,
+        )
     };
     let post_processor = match (add_bos, bos) {
         (true, Some(b)) => {
@@ -915,22 +1010,11 @@ pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
         "truncation": null,
         "padding": null,
         "added_tokens": added,
-        "normalizer": null,
+        "normalizer": normalizer,
         "pre_tokenizer": pre_tokenizer,
         "post_processor": post_processor,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
-        "model": {
-            "type": "BPE",
-            "dropout": null,
-            "unk_token": null,
-            "continuing_subword_prefix": null,
-            "end_of_word_suffix": null,
-            "fuse_unk": false,
-            "byte_fallback": false,
-            "ignore_merges": false,
-            "vocab": vocab,
-            "merges": pairs
-        }
+        "decoder": decoder,
+        "model": model_json
     });
     let mut config = Map::new();
     config.insert("tokenizer_class".into(), json!("PreTrainedTokenizerFast"));

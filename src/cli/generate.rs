@@ -104,7 +104,10 @@ pub fn run(a: Args) -> Result<i32> {
             } else {
                 text.clone()
             };
-            t.encode(&text)?.into_iter().map(|x| x as i32).collect()
+            t.encode_prompt(&text, a.chat)?
+                .into_iter()
+                .map(|x| x as i32)
+                .collect()
         }
         (None, Some(ids)) => {
             if a.chat {

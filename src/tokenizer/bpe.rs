@@ -74,6 +74,16 @@ impl Bpe {
         })
     }
 
+    /// The id unknown symbols become, if any.
+    pub fn unk(&self) -> Option<u32> {
+        self.unk
+    }
+
+    /// Whether consecutive unknown symbols become one.
+    pub fn fuse_unk(&self) -> bool {
+        self.fuse_unk
+    }
+
     /// Appends the ids of one pre-tokenized word (raw UTF-8 bytes) to `out`.
     pub fn encode_word(&self, word: &[u8], out: &mut Vec<u32>) {
         if self.ignore_merges {
@@ -109,7 +119,7 @@ impl Bpe {
 
     /// Repeatedly merges the adjacent pair of lowest rank, leftmost first,
     /// until no pair has a merge: HF's priority-queue loop.
-    fn merge(&self, ids: &mut Vec<u32>) {
+    pub(crate) fn merge(&self, ids: &mut Vec<u32>) {
         let n = ids.len();
         if n < 2 {
             return;

@@ -1,5 +1,6 @@
-//! A tokenizer from a GGUF file's `tokenizer.*` metadata (llama.cpp's
-//! `gpt2` tokenizer model: byte-level BPE).
+//! A tokenizer from a GGUF file's `tokenizer.*` metadata: llama.cpp's
+//! `gpt2` tokenizer model (byte-level BPE) and its `llama` one
+//! (SentencePiece-style BPE with scores).
 
 use super::added::AddedToken;
 use super::bpe::{Bpe, BpeOptions};
@@ -48,19 +49,7 @@ impl Tokenizer {
                 "GGUF pre-tokenizer `tokenizer.ggml.pre = {pre}` (supported: smollm, starcoder, gpt2)"
             ))
         })?;
-        if let Some(types) = &token_types {
-            if types.len() != tokens.len() {
-                return Err(TokenizerError::Malformed(format!(
-                    "tokenizer.ggml.token_type has {} entries for {} tokens",
-                    types.len(),
-                    tokens.len()
-                ))
-                .into());
-            }
-        }
-        if u32::try_from(tokens.len()).is_err() {
-            return Err(TokenizerError::Malformed("too many tokens".into()).into());
-        }
+        check_counts(&tokens, token_types.as_deref())?;
         let mut vocab = HashMap::with_capacity(tokens.len());
         for (id, token) in tokens.iter().enumerate() {
             let spelled = if byte_level::is_byte_level(token) {
@@ -72,22 +61,9 @@ impl Tokenizer {
             };
             vocab.insert(spelled, id as u32);
         }
-        let mut added = Vec::new();
-        for (id, (token, &ty)) in tokens.iter().zip(token_types.iter().flatten()).enumerate() {
-            // A control token outside the byte alphabet is a llama.cpp
-            // mislabel; transformers skips it, and so do we.
-            let special = ty == CONTROL && byte_level::is_byte_level(token);
-            if special || ty == USER_DEFINED {
-                added.push(AddedToken {
-                    id: id as u32,
-                    content: token.clone(),
-                    special,
-                    normalized: false,
-                    lstrip: false,
-                    rstrip: false,
-                });
-            }
-        }
+        // A control token outside the byte alphabet is a llama.cpp
+        // mislabel; transformers skips it, and so do we.
+        let added = gguf_added_tokens(&tokens, token_types.as_deref(), byte_level::is_byte_level);
         let pairs = merges
             .iter()
             .enumerate()
@@ -109,5 +85,124 @@ impl Tokenizer {
             eos,
             chat_template,
         )?)
+    }
+}
+
+/// What a GGUF `llama` (SentencePiece) vocabulary holds beside its tokens.
+#[derive(Debug, Clone, Default)]
+pub struct SpmParts {
+    /// `tokenizer.ggml.scores`, one per token.
+    pub scores: Vec<f32>,
+    /// `tokenizer.ggml.token_type` (3 = control, 4 = user-defined).
+    pub token_types: Option<Vec<i32>>,
+    /// `tokenizer.ggml.bos_token_id`.
+    pub bos: Option<u32>,
+    /// `tokenizer.ggml.eos_token_id`.
+    pub eos: Option<u32>,
+    /// `tokenizer.ggml.unknown_token_id`.
+    pub unk: Option<u32>,
+    /// `tokenizer.ggml.add_bos_token` (llama.cpp's default for this model: true).
+    pub add_bos: bool,
+    /// `tokenizer.ggml.add_space_prefix` (default true).
+    pub add_space_prefix: bool,
+    /// `tokenizer.chat_template`.
+    pub chat_template: Option<String>,
+}
+
+/// The added tokens of a GGUF vocabulary, as transformers' GGUF loader
+/// adds them: control tokens (type 3) special, user-defined ones (type 4)
+/// plain; both matched whole. `keep_control` filters the control ones.
+fn gguf_added_tokens(
+    tokens: &[String],
+    token_types: Option<&[i32]>,
+    keep_control: impl Fn(&str) -> bool,
+) -> Vec<AddedToken> {
+    let mut added = Vec::new();
+    for (id, (token, &ty)) in tokens
+        .iter()
+        .zip(token_types.into_iter().flatten())
+        .enumerate()
+    {
+        let special = ty == CONTROL && keep_control(token);
+        if special || ty == USER_DEFINED {
+            added.push(AddedToken {
+                id: id as u32,
+                content: token.clone(),
+                special,
+                normalized: false,
+                lstrip: false,
+                rstrip: false,
+            });
+        }
+    }
+    added
+}
+
+/// The number of tokens as a u32-addressable count, and the token types'
+/// length checked against it.
+fn check_counts(tokens: &[String], token_types: Option<&[i32]>) -> Result<(), TokenizerError> {
+    if let Some(types) = token_types {
+        if types.len() != tokens.len() {
+            return Err(TokenizerError::Malformed(format!(
+                "tokenizer.ggml.token_type has {} entries for {} tokens",
+                types.len(),
+                tokens.len()
+            )));
+        }
+    }
+    if u32::try_from(tokens.len()).is_err() {
+        return Err(TokenizerError::Malformed("too many tokens".into()));
+    }
+    Ok(())
+}
+
+impl Tokenizer {
+    /// Builds the SentencePiece-style tokenizer of a GGUF `llama` vocabulary
+    /// (Llama 2, Phi-3, Mistral v0.1): the merges transformers derives from
+    /// the scores ([`super::spm::merges_from_scores`]), `<0xXX>` byte
+    /// fallback, `▁` put before every piece of text when
+    /// `add_space_prefix` (as llama.cpp and transformers' Phi-3 tokenizer
+    /// do), one leading space dropped on decoding then; control and
+    /// user-defined tokens as added tokens.
+    pub fn from_gguf_spm(tokens: Vec<String>, parts: SpmParts) -> crate::Result<Tokenizer> {
+        check_counts(&tokens, parts.token_types.as_deref())?;
+        if parts.scores.len() != tokens.len() {
+            return Err(TokenizerError::Malformed(format!(
+                "tokenizer.ggml.scores has {} entries for {} tokens",
+                parts.scores.len(),
+                tokens.len()
+            ))
+            .into());
+        }
+        let merges = super::spm::merges_from_scores(&tokens, &parts.scores);
+        let mut vocab = HashMap::with_capacity(tokens.len());
+        // A repeated token keeps its last id, as transformers' dict does.
+        for (id, token) in tokens.iter().enumerate() {
+            vocab.insert(token.clone(), id as u32);
+        }
+        let added = gguf_added_tokens(&tokens, parts.token_types.as_deref(), |_| true);
+        let prefix = if parts.add_space_prefix {
+            super::spm::Prefix::Prepend
+        } else {
+            super::spm::Prefix::Never
+        };
+        let spm = super::spm::Spm::new(&vocab, prefix, false, parts.add_space_prefix);
+        let options = BpeOptions {
+            unk: parts.unk.filter(|&u| (u as usize) < tokens.len()),
+            fuse_unk: true,
+            ignore_merges: false,
+        };
+        let bpe = Bpe::new(vocab, &merges, options)?;
+        let mut t = Tokenizer::assemble_with(
+            bpe,
+            PreTokenizer::Gpt2,
+            Some(spm),
+            added,
+            parts.bos,
+            parts.eos,
+            parts.chat_template,
+        )?;
+        t.add_bos = parts.add_bos;
+        Ok(t)
     }
 }

@@ -3,6 +3,7 @@
 
 use super::added::AddedToken;
 use super::bpe::{Bpe, BpeOptions};
+use super::spm::{Prefix, Spm, SPACE};
 use super::{PreTokenizer, Tokenizer, TokenizerError};
 use serde::Deserialize;
 use serde_json::Value;
@@ -19,6 +20,8 @@ struct TokenizerJson {
     pre_tokenizer: Value,
     #[serde(default)]
     decoder: Value,
+    #[serde(default)]
+    post_processor: Value,
     model: ModelJson,
 }
 
@@ -154,6 +157,124 @@ fn pre_tokenizer(v: &Value, path: &Path) -> Result<PreTokenizer, TokenizerError>
     }
 }
 
+/// A `Replace` normalizer or decoder from `from` to `to` (string patterns).
+fn is_replace(v: &Value, from: &str, to: &str) -> bool {
+    type_of(v) == "Replace"
+        && v.get("pattern")
+            .and_then(|p| p.get("String"))
+            .and_then(Value::as_str)
+            == Some(from)
+        && v.get("content").and_then(Value::as_str) == Some(to)
+}
+
+/// The SentencePiece-style spelling a `tokenizer.json` describes, if any:
+/// `normalizer` Sequence[Prepend("▁"), Replace(" ", "▁")] with no
+/// pre-tokenizer (Llama 2, Phi-3), or no normalizer and a `Metaspace`
+/// pre-tokenizer; the decoder says whether one leading space is stripped.
+/// `Ok(None)`: not SentencePiece-style (byte-level, checked elsewhere).
+fn sentencepiece(
+    json: &TokenizerJson,
+    path: &Path,
+) -> Result<Option<(Prefix, bool, bool)>, TokenizerError> {
+    let sp = SPACE.to_string();
+    let prefix_split = match (&json.normalizer, &json.pre_tokenizer) {
+        (Value::Null, p) if type_of(p) == "Metaspace" => {
+            if p.get("replacement").and_then(Value::as_str) != Some(sp.as_str()) {
+                return Err(file_error(
+                    path,
+                    format!("unsupported Metaspace replacement in {p}"),
+                ));
+            }
+            let prefix = match p.get("prepend_scheme").and_then(Value::as_str) {
+                Some("always") | None => Prefix::MetaspaceAlways,
+                Some("first") => Prefix::MetaspaceFirst,
+                Some("never") => Prefix::Never,
+                Some(other) => {
+                    return Err(file_error(
+                        path,
+                        format!("unsupported Metaspace prepend_scheme {other:?}"),
+                    ))
+                }
+            };
+            let split = p.get("split").and_then(Value::as_bool).unwrap_or(true);
+            (prefix, split)
+        }
+        (n, Value::Null) if type_of(n) == "Sequence" => {
+            let parts = n
+                .get("normalizers")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice);
+            match parts {
+                Some([prepend, replace])
+                    if type_of(prepend) == "Prepend"
+                        && prepend.get("prepend").and_then(Value::as_str) == Some(sp.as_str())
+                        && is_replace(replace, " ", &sp) =>
+                {
+                    (Prefix::Prepend, false)
+                }
+                Some([replace]) if is_replace(replace, " ", &sp) => (Prefix::Never, false),
+                _ => {
+                    return Err(file_error(
+                        path,
+                        format!("unsupported normalizer {n} (supported: null; Sequence[Prepend(\"\u{2581}\"), Replace(\" \", \"\u{2581}\")])"),
+                    ))
+                }
+            }
+        }
+        _ => return Ok(None),
+    };
+    let d = &json.decoder;
+    let strip = match type_of(d) {
+        "Metaspace" => prefix_split.0 != Prefix::Never,
+        "Sequence" => {
+            let parts = d
+                .get("decoders")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            let (body, strip) = match parts {
+                [rest @ .., last]
+                    if type_of(last) == "Strip"
+                        && last.get("content").and_then(Value::as_str) == Some(" ")
+                        && last.get("start").and_then(Value::as_u64) == Some(1)
+                        && last.get("stop").and_then(Value::as_u64) == Some(0) =>
+                {
+                    (rest, true)
+                }
+                all => (all, false),
+            };
+            let ok = matches!(body, [r, b, f]
+                if is_replace(r, &sp, " ") && type_of(b) == "ByteFallback" && type_of(f) == "Fuse");
+            if !ok {
+                return Err(file_error(
+                    path,
+                    format!("unsupported decoder {d} (supported: Sequence[Replace(\"\u{2581}\", \" \"), ByteFallback, Fuse, Strip(\" \", 1, 0)], Metaspace)"),
+                ));
+            }
+            strip
+        }
+        _ => {
+            return Err(file_error(
+                path,
+                format!("unsupported decoder {d} for a SentencePiece-style tokenizer"),
+            ))
+        }
+    };
+    Ok(Some((prefix_split.0, prefix_split.1, strip)))
+}
+
+/// Whether a `TemplateProcessing` post-processor puts `bos` first.
+fn post_processor_adds(v: &Value, bos: &str) -> bool {
+    type_of(v) == "TemplateProcessing"
+        && v.get("single")
+            .and_then(Value::as_array)
+            .and_then(|s| s.first())
+            .and_then(|f| f.get("SpecialToken"))
+            .and_then(|t| t.get("id"))
+            .and_then(Value::as_str)
+            == Some(bos)
+}
+
 /// The content of a special token entry: a string or `{"content": …}`.
 fn token_content(v: &Value) -> Option<&str> {
     v.as_str()
@@ -166,7 +287,8 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> crate::Result<T> {
 }
 
 impl Tokenizer {
-    /// Loads an HF `tokenizer.json` (byte-level BPE). The bos/eos tokens and
+    /// Loads an HF `tokenizer.json` (byte-level BPE, or SentencePiece-style
+    /// BPE with byte fallback as Llama 2 and Phi-3 write it). The bos/eos tokens and
     /// the chat template come from `tokenizer_config.json` and
     /// `chat_template.jinja` in the same folder when present (the `.jinja`
     /// file wins, as in transformers 5). A file named `NAME.tokenizer.json`
@@ -175,22 +297,29 @@ impl Tokenizer {
     pub fn from_tokenizer_json(path: impl AsRef<Path>) -> crate::Result<Tokenizer> {
         let path = path.as_ref();
         let json: TokenizerJson = read_json(path)?;
-        if !json.normalizer.is_null() {
-            return Err(
-                file_error(path, format!("unsupported normalizer {}", json.normalizer)).into(),
-            );
-        }
-        if type_of(&json.decoder) != "ByteLevel" {
-            return Err(file_error(
-                path,
-                format!(
-                    "unsupported decoder {} (supported: ByteLevel)",
-                    json.decoder
-                ),
-            )
-            .into());
-        }
-        let pre = pre_tokenizer(&json.pre_tokenizer, path)?;
+        let spm = sentencepiece(&json, path)?;
+        let pre = if spm.is_some() {
+            PreTokenizer::Gpt2
+        } else {
+            if !json.normalizer.is_null() {
+                return Err(file_error(
+                    path,
+                    format!("unsupported normalizer {}", json.normalizer),
+                )
+                .into());
+            }
+            if type_of(&json.decoder) != "ByteLevel" {
+                return Err(file_error(
+                    path,
+                    format!(
+                        "unsupported decoder {} (supported: ByteLevel)",
+                        json.decoder
+                    ),
+                )
+                .into());
+            }
+            pre_tokenizer(&json.pre_tokenizer, path)?
+        };
         let model = json.model;
         if model.kind.as_deref().is_some_and(|k| k != "BPE") {
             return Err(file_error(
@@ -199,8 +328,13 @@ impl Tokenizer {
             )
             .into());
         }
-        if model.byte_fallback {
-            return Err(file_error(path, "unsupported model option byte_fallback = true").into());
+        if model.byte_fallback != spm.is_some() {
+            let what = if model.byte_fallback {
+                "byte_fallback = true with a byte-level pre-tokenizer"
+            } else {
+                "byte_fallback = false with SentencePiece-style spelling"
+            };
+            return Err(file_error(path, format!("unsupported model option {what}")).into());
         }
         if model.dropout.is_some_and(|d| d > 0.0) {
             return Err(file_error(path, "unsupported model option dropout").into());
@@ -247,11 +381,23 @@ impl Tokenizer {
             fuse_unk: model.fuse_unk,
             ignore_merges: model.ignore_merges,
         };
+        let spm = spm.map(|(prefix, split, strip)| Spm::new(&model.vocab, prefix, split, strip));
         let bpe =
             Bpe::new(model.vocab, &merges, options).map_err(|e| file_error(path, e.to_string()))?;
 
         let mut added = Vec::with_capacity(json.added_tokens.len());
         for t in json.added_tokens {
+            if spm.is_some() && t.normalized {
+                // HF matches these in the normalized (▁-spelled) text.
+                return Err(file_error(
+                    path,
+                    format!(
+                        "unsupported added token option normalized = true on {:?} with a SentencePiece normalizer",
+                        t.content
+                    ),
+                )
+                .into());
+            }
             if t.single_word {
                 return Err(file_error(
                     path,
@@ -325,9 +471,11 @@ impl Tokenizer {
         };
         let bos = lookup(&config.bos_token, "bos_token")?;
         let eos = lookup(&config.eos_token, "eos_token")?;
-        Ok(
-            Tokenizer::assemble(bpe, pre, added, bos, eos, chat_template)
-                .map_err(|e| file_error(path, e.to_string()))?,
-        )
+        let add_bos = token_content(&config.bos_token)
+            .is_some_and(|b| post_processor_adds(&json.post_processor, b));
+        let mut t = Tokenizer::assemble_with(bpe, pre, spm, added, bos, eos, chat_template)
+            .map_err(|e| file_error(path, e.to_string()))?;
+        t.add_bos = add_bos;
+        Ok(t)
     }
 }

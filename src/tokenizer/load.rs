@@ -6,8 +6,19 @@ use crate::params::gguf::{GgufFile, GgufValue};
 use crate::Result;
 use std::path::Path;
 
+/// Names the file in a tokenizer error that does not already.
+fn prefix_path(path: &Path, e: crate::Error) -> crate::Error {
+    match e {
+        crate::Error::Tokenizer(TokenizerError::Malformed(m)) => {
+            TokenizerError::Malformed(format!("{}: {m}", path.display())).into()
+        }
+        other => other,
+    }
+}
+
 impl Tokenizer {
-    /// Opens a GGUF file's tokenizer (`tokenizer.ggml.*`, byte-level BPE only).
+    /// Opens a GGUF file's tokenizer (`tokenizer.ggml.*`): byte-level BPE
+    /// (`gpt2`) or SentencePiece-style BPE (`llama`, not for Gemma files).
     pub fn from_gguf(path: impl AsRef<Path>) -> Result<Tokenizer> {
         let path = path.as_ref();
         let f = GgufFile::open(path)?;
@@ -28,17 +39,53 @@ impl Tokenizer {
                 .map(|x| x as u32)
         };
         let model = s("tokenizer.ggml.model").unwrap_or_default();
-        if model != "gpt2" {
-            return Err(TokenizerError::Unsupported(format!(
-                "{}: tokenizer.ggml.model = \"{model}\" (supported: gpt2, byte-level BPE)",
-                path.display()
-            ))
-            .into());
-        }
-        let types = f
+        let arch = s("general.architecture").unwrap_or_default();
+        let types: Option<Vec<i32>> = f
             .get_metadata("tokenizer.ggml.token_type")
             .and_then(GgufValue::as_array)
             .map(|a| a.iter().map(|v| v.as_i64().unwrap_or(0) as i32).collect());
+        let flag = |k: &str, default: bool| {
+            f.get_metadata(k)
+                .and_then(GgufValue::as_bool)
+                .unwrap_or(default)
+        };
+        match model.as_str() {
+            "gpt2" => {}
+            // Gemma's vocabularies need transformers' Gemma rules (merge
+            // order from token positions, whitespace tokens respelled),
+            // which kiln does not reproduce.
+            "llama" if !arch.starts_with("gemma") => {
+                let scores = f
+                    .get_metadata("tokenizer.ggml.scores")
+                    .and_then(GgufValue::as_array)
+                    .map(|a| a.iter().map(|v| v.as_f64().unwrap_or(0.0) as f32).collect())
+                    .unwrap_or_default();
+                let parts = super::gguf::SpmParts {
+                    scores,
+                    token_types: types,
+                    bos: id("tokenizer.ggml.bos_token_id"),
+                    eos: id("tokenizer.ggml.eos_token_id"),
+                    unk: id("tokenizer.ggml.unknown_token_id"),
+                    add_bos: flag("tokenizer.ggml.add_bos_token", true),
+                    add_space_prefix: flag("tokenizer.ggml.add_space_prefix", true),
+                    chat_template: s("tokenizer.chat_template"),
+                };
+                return Tokenizer::from_gguf_spm(strings("tokenizer.ggml.tokens"), parts)
+                    .map_err(|e| prefix_path(path, e));
+            }
+            _ => {
+                let what = if model == "llama" {
+                    format!("tokenizer.ggml.model = \"llama\" of a {arch} GGUF")
+                } else {
+                    format!("tokenizer.ggml.model = \"{model}\"")
+                };
+                return Err(TokenizerError::Unsupported(format!(
+                    "{}: {what} (supported: gpt2, byte-level BPE; llama, SentencePiece BPE, for llama/mistral/phi3 files); pass token ids with --tokens",
+                    path.display()
+                ))
+                .into());
+            }
+        }
         Tokenizer::from_gguf_parts(
             strings("tokenizer.ggml.tokens"),
             strings("tokenizer.ggml.merges"),

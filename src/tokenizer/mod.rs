@@ -1,10 +1,12 @@
-//! Tokenizers: byte-level BPE from a GGUF vocabulary or an HF `tokenizer.json`.
+//! Tokenizers: BPE from a GGUF vocabulary or an HF `tokenizer.json`.
 //!
-//! [`Tokenizer`] reproduces HF `tokenizers` for GPT-2-style byte-level BPE
+//! [`Tokenizer`] reproduces HF `tokenizers` for two kinds of BPE. Byte-level
 //! (SmolLM2, StarCoder, GPT-2): added/special tokens are matched in the raw
 //! text first, the rest is pre-tokenized ([`PreTokenizer`]), each word is
-//! spelled in GPT-2's byte alphabet and merged by rank. Decoding maps tokens
-//! back to bytes and replaces invalid UTF-8 with U+FFFD, as HF does.
+//! spelled in GPT-2's byte alphabet and merged by rank. SentencePiece-style
+//! (Llama 2, Phi-3): spaces spelled `▁`, a `▁` prepended, characters merged
+//! by rank with `<0xXX>` byte fallback. Decoding maps tokens back to bytes
+//! and replaces invalid UTF-8 with U+FFFD, as HF does.
 //!
 //! ```no_run
 //! # fn main() -> kiln::Result<()> {
@@ -25,8 +27,16 @@ mod gguf;
 mod hf_json;
 mod load;
 mod pretokenize;
+mod spm;
 
 pub use pretokenize::PreTokenizer;
+pub use spm::Prefix as SpacePrefix;
+
+/// The merges of a SentencePiece vocabulary with scores and no merges (a
+/// GGUF `llama` vocabulary), best first, as transformers derives them.
+pub fn sentencepiece_merges(tokens: &[String], scores: &[f32]) -> Vec<(String, String)> {
+    spm::merges_from_scores(tokens, scores)
+}
 
 use added::{AddedToken, AddedTokens};
 use bpe::Bpe;
@@ -63,11 +73,17 @@ pub enum TokenizerError {
     ChatTemplate(String),
 }
 
-/// A byte-level BPE tokenizer with its special tokens and chat template.
+/// A BPE tokenizer (byte-level or SentencePiece-style) with its special
+/// tokens and chat template.
 #[derive(Debug, Clone)]
 pub struct Tokenizer {
     bpe: Bpe,
     pre: PreTokenizer,
+    /// SentencePiece-style spelling (`▁`, byte fallback) instead of the
+    /// byte-level alphabet and pre-tokenizer.
+    spm: Option<spm::Spm>,
+    /// Whether HF's `encode(text)` puts the bos token first.
+    add_bos: bool,
     added: AddedTokens,
     /// Each id's token string (added tokens: their content).
     id_tokens: Vec<String>,
@@ -86,6 +102,20 @@ impl Tokenizer {
     fn assemble(
         bpe: Bpe,
         pre: PreTokenizer,
+        added: Vec<AddedToken>,
+        bos: Option<u32>,
+        eos: Option<u32>,
+        chat_template: Option<String>,
+    ) -> Result<Tokenizer, TokenizerError> {
+        Tokenizer::assemble_with(bpe, pre, None, added, bos, eos, chat_template)
+    }
+
+    /// [`Tokenizer::assemble`] with SentencePiece-style spelling when `spm`
+    /// is given.
+    fn assemble_with(
+        bpe: Bpe,
+        pre: PreTokenizer,
+        spm: Option<spm::Spm>,
         added: Vec<AddedToken>,
         bos: Option<u32>,
         eos: Option<u32>,
@@ -137,13 +167,28 @@ impl Tokenizer {
                 }
             }
         }
+        let is_added: Vec<bool> = {
+            let mut v = vec![false; size];
+            for t in &added {
+                v[t.id as usize] = true;
+            }
+            v
+        };
         let id_bytes = id_tokens
             .iter()
-            .map(|t| byte_level::decode_token(t))
+            .zip(&is_added)
+            .map(|(t, &a)| match (&spm, a) {
+                // An added token decodes to its content as written.
+                (Some(_), true) => t.as_bytes().to_vec(),
+                (Some(_), false) => spm::decode_token(t),
+                (None, _) => byte_level::decode_token(t),
+            })
             .collect();
         Ok(Tokenizer {
             bpe,
             pre,
+            spm,
+            add_bos: false,
             added: AddedTokens::new(added),
             id_tokens,
             id_bytes,
@@ -162,6 +207,18 @@ impl Tokenizer {
         // BPE of a word depends only on its bytes: cache it for this call.
         let mut cache: HashMap<&str, Range<usize>> = HashMap::new();
         let mut words: Vec<Range<usize>> = Vec::new();
+        if let Some(spm) = &self.spm {
+            for piece in self.added.split(text) {
+                match piece {
+                    added::Piece::Token(id) => ids.push(id),
+                    added::Piece::Text(range) => {
+                        let first = range.start == 0;
+                        spm.encode_piece(&self.bpe, &text[range], first, &mut ids);
+                    }
+                }
+            }
+            return Ok(ids);
+        }
         for piece in self.added.split(text) {
             match piece {
                 added::Piece::Token(id) => ids.push(id),
@@ -185,6 +242,21 @@ impl Tokenizer {
         Ok(ids)
     }
 
+    /// The ids of a prompt as HF's `tokenizer(text)` gives them: the bos
+    /// token first when the tokenizer adds one ([`Tokenizer::adds_bos`]),
+    /// then [`Tokenizer::encode`]. A prompt rendered by a chat template
+    /// (which writes its own special tokens) is encoded without it, as
+    /// transformers' `apply_chat_template(tokenize=True)` does: pass
+    /// `templated`.
+    pub fn encode_prompt(&self, text: &str, templated: bool) -> crate::Result<Vec<u32>> {
+        let mut ids = Vec::new();
+        if !templated && self.adds_bos() {
+            ids.extend(self.bos);
+        }
+        ids.extend(self.encode(text)?);
+        Ok(ids)
+    }
+
     /// Text of `ids` (HF `decode(ids)` with special tokens kept): token
     /// bytes concatenated, invalid UTF-8 replaced by U+FFFD.
     pub fn decode(&self, ids: &[u32]) -> crate::Result<String> {
@@ -192,7 +264,34 @@ impl Tokenizer {
         for &id in ids {
             bytes.extend_from_slice(self.decode_token_bytes(id)?);
         }
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        Ok(self.strip_leading_space(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// HF's `Strip(" ", 1, 0)` decoder of SentencePiece-style tokenizers:
+    /// the decoded text loses one leading space.
+    fn strip_leading_space(&self, text: String) -> String {
+        match (&self.spm, text.strip_prefix(' ')) {
+            (Some(s), Some(rest)) if s.strip_leading_space => rest.to_string(),
+            _ => text,
+        }
+    }
+
+    /// Whether decoding drops one leading space ([`Tokenizer::decode`]).
+    pub fn strips_leading_space(&self) -> bool {
+        self.spm.as_ref().is_some_and(|s| s.strip_leading_space)
+    }
+
+    /// True for a SentencePiece-style tokenizer (`▁` spaces, byte fallback).
+    pub fn is_sentencepiece(&self) -> bool {
+        self.spm.is_some()
+    }
+
+    /// Whether HF's `encode(text)` (with `add_special_tokens`) puts the bos
+    /// token first: GGUF `tokenizer.ggml.add_bos_token`, or a
+    /// `tokenizer.json` post-processor that writes it. [`Tokenizer::encode`]
+    /// never adds it; callers encoding a prompt do.
+    pub fn adds_bos(&self) -> bool {
+        self.add_bos && self.bos.is_some()
     }
 
     /// Like [`Tokenizer::decode`], leaving out special tokens (HF
@@ -205,7 +304,7 @@ impl Tokenizer {
                 bytes.extend_from_slice(b);
             }
         }
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        Ok(self.strip_leading_space(String::from_utf8_lossy(&bytes).into_owned()))
     }
 
     /// The raw bytes one token stands for, which may be part of a UTF-8
@@ -301,6 +400,8 @@ impl Tokenizer {
 #[derive(Debug, Default, Clone)]
 pub struct StreamDecoder {
     pending: Vec<u8>,
+    /// Some text has come out (the leading-space strip applies only before).
+    started: bool,
 }
 
 impl StreamDecoder {
@@ -313,6 +414,16 @@ impl StreamDecoder {
     pub fn push(&mut self, tokenizer: &Tokenizer, id: u32) -> crate::Result<String> {
         self.pending
             .extend_from_slice(tokenizer.decode_token_bytes(id)?);
+        let out = self.drain();
+        if self.started || out.is_empty() {
+            return Ok(out);
+        }
+        self.started = true;
+        Ok(tokenizer.strip_leading_space(out))
+    }
+
+    /// The complete UTF-8 text at the front of `pending`, removed from it.
+    fn drain(&mut self) -> String {
         let mut out = String::new();
         loop {
             match std::str::from_utf8(&self.pending) {
@@ -339,7 +450,7 @@ impl StreamDecoder {
                 }
             }
         }
-        Ok(out)
+        out
     }
 
     /// Flushes what is left (an incomplete character becomes U+FFFD).

@@ -1,0 +1,286 @@
+//! SentencePiece-style tokenizers (GGUF `tokenizer.ggml.model = llama`)
+//! against the reference ids llama.cpp ships with its vocabulary files:
+//! `tests/fixtures/tokenizer/llama.cpp/ggml-vocab-{llama-spm,phi-3}.gguf`
+//! with `.inp` (texts) and `.out` (the ids HF's tokenizer for the model
+//! gives them, `encode(text, add_special_tokens=False)`), copied from
+//! llama.cpp's `models/` (MIT, `LICENSE` beside them).
+
+use kiln::tokenizer::{StreamDecoder, Tokenizer};
+use std::path::PathBuf;
+
+fn vocab(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tokenizer/llama.cpp")
+        .join(name)
+}
+
+/// The (text, ids) cases of a llama.cpp vocabulary test.
+fn cases(name: &str) -> Vec<(String, Vec<u32>)> {
+    let sep = "\n__ggml_vocab_test__\n";
+    let inp = std::fs::read_to_string(vocab(&format!("{name}.inp"))).unwrap();
+    let out = std::fs::read_to_string(vocab(&format!("{name}.out"))).unwrap();
+    let texts: Vec<&str> = inp.strip_suffix(sep).unwrap().split(sep).collect();
+    let ids: Vec<Vec<u32>> = out
+        .strip_suffix('\n')
+        .unwrap()
+        .split('\n')
+        .map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(texts.len(), ids.len(), "{name}: .inp and .out disagree");
+    texts.into_iter().map(String::from).zip(ids).collect()
+}
+
+const VOCABS: [&str; 2] = ["ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"];
+
+#[test]
+fn gguf_sentencepiece_vocabularies_encode_as_the_reference() {
+    for name in VOCABS {
+        let tok = Tokenizer::from_gguf(vocab(name)).unwrap();
+        assert!(tok.is_sentencepiece() && tok.adds_bos(), "{name}");
+        let mut bad = Vec::new();
+        for (text, want) in cases(name) {
+            let got = tok.encode(&text).unwrap();
+            if got != want {
+                bad.push(format!("{text:?}: got {got:?}, want {want:?}"));
+            }
+            // Decoding gives the text back (one leading space is the
+            // prefix, dropped as HF's Strip decoder does), in one go and
+            // streamed token by token.
+            assert_eq!(tok.decode(&got).unwrap(), text, "{name}: decode");
+            let mut s = StreamDecoder::new();
+            let mut streamed = String::new();
+            for &id in &got {
+                streamed.push_str(&s.push(&tok, id).unwrap());
+            }
+            streamed.push_str(&s.finish());
+            assert_eq!(streamed, text, "{name}: streamed decode");
+        }
+        assert!(
+            bad.is_empty(),
+            "{name}: {} of the cases differ:\n{}",
+            bad.len(),
+            bad.join("\n")
+        );
+    }
+}
+
+/// transformers' GGUF tokenizer for the Phi-3 vocabulary on texts with
+/// special tokens (`phi-3-transformers.json`, by
+/// `scripts/make_spm_tokenizer_fixtures.py`).
+#[test]
+fn phi3_special_tokens_bos_and_decoding_match_transformers() {
+    let tok = Tokenizer::from_gguf(vocab("ggml-vocab-phi-3.gguf")).unwrap();
+    assert_eq!((tok.bos(), tok.eos()), (Some(1), Some(32000)));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(vocab("phi-3-transformers.json")).unwrap())
+            .unwrap();
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    for c in doc["cases"].as_array().unwrap() {
+        let text = c["text"].as_str().unwrap();
+        let got = tok.encode(text).unwrap();
+        assert_eq!(got, ids(&c["ids"]), "{text:?}");
+        assert_eq!(
+            tok.encode_prompt(text, false).unwrap(),
+            ids(&c["ids_with_bos"]),
+            "{text:?}"
+        );
+        assert_eq!(
+            tok.encode_prompt(text, true).unwrap(),
+            got,
+            "templated: no bos"
+        );
+        assert_eq!(
+            tok.decode(&got).unwrap(),
+            c["decode"].as_str().unwrap(),
+            "{text:?}"
+        );
+        assert_eq!(
+            tok.decode_skipping_special(&got).unwrap(),
+            c["decode_skip_special"].as_str().unwrap(),
+            "{text:?}"
+        );
+    }
+}
+
+fn transformers_doc() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(vocab("phi-3-transformers.json")).unwrap())
+        .unwrap()
+}
+
+/// kiln derives exactly the merges transformers derives from the scores.
+#[test]
+fn merges_from_scores_equal_transformers() {
+    use sha2::{Digest, Sha256};
+    let doc = transformers_doc();
+    for name in VOCABS {
+        let f = kiln::params::gguf::GgufFile::open(vocab(name)).unwrap();
+        let tokens: Vec<String> = f
+            .get_metadata("tokenizer.ggml.tokens")
+            .and_then(|v| v.as_string_array())
+            .unwrap()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let scores: Vec<f32> = f
+            .get_metadata("tokenizer.ggml.scores")
+            .and_then(|v| v.as_array())
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        let merges = kiln::tokenizer::sentencepiece_merges(&tokens, &scores);
+        let text = merges
+            .iter()
+            .map(|(a, b)| format!("{a} {b}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let want = &doc["merges"][name];
+        assert_eq!(
+            merges.len() as u64,
+            want["count"].as_u64().unwrap(),
+            "{name}"
+        );
+        let got = kiln::util::hex(&Sha256::digest(text.as_bytes()));
+        assert_eq!(
+            got,
+            want["sha256"].as_str().unwrap(),
+            "{name}: merges differ from transformers'"
+        );
+    }
+}
+
+/// The `tokenizer.json` `kiln package` writes for a SentencePiece GGUF
+/// loads back and encodes every reference case the same.
+#[test]
+fn packaged_tokenizer_json_encodes_as_the_gguf() {
+    for name in VOCABS {
+        let f = kiln::params::gguf::GgufFile::open(vocab(name)).unwrap();
+        let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.tokenizer.json"), &files.tokenizer_json).unwrap();
+        std::fs::write(
+            dir.path().join("m.tokenizer_config.json"),
+            &files.tokenizer_config_json,
+        )
+        .unwrap();
+        let tok = Tokenizer::from_tokenizer_json(dir.path().join("m.tokenizer.json")).unwrap();
+        assert!(
+            tok.is_sentencepiece() && tok.adds_bos() && tok.strips_leading_space(),
+            "{name}"
+        );
+        let from_gguf = Tokenizer::from_gguf(vocab(name)).unwrap();
+        assert_eq!(
+            (tok.bos(), tok.eos()),
+            (from_gguf.bos(), from_gguf.eos()),
+            "{name}"
+        );
+        for (text, want) in cases(name) {
+            let got = tok.encode(&text).unwrap();
+            assert_eq!(got, want, "{name}: {text:?}");
+            assert_eq!(tok.decode(&got).unwrap(), text, "{name}: decode {text:?}");
+        }
+    }
+}
+
+/// The Metaspace spelling newer `tokenizer.json` files use (transformers'
+/// Llama tokenizer: `prepend_scheme: first`) differs from the Prepend
+/// normalizer only where a text starts with a space.
+#[test]
+fn metaspace_prepends_unless_the_text_starts_with_a_space() {
+    let f = kiln::params::gguf::GgufFile::open(vocab("ggml-vocab-llama-spm.gguf")).unwrap();
+    let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
+    doc["normalizer"] = serde_json::Value::Null;
+    doc["pre_tokenizer"] = serde_json::json!({
+        "type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "first", "split": false
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let meta = Tokenizer::from_tokenizer_json(&path).unwrap();
+    let prepend = Tokenizer::from_gguf(vocab("ggml-vocab-llama-spm.gguf")).unwrap();
+    // transformers' own Metaspace tokenizer for this file, on every case.
+    for c in transformers_doc()["llama_spm_metaspace"]
+        .as_array()
+        .unwrap()
+    {
+        let text = c["text"].as_str().unwrap();
+        let want: Vec<u32> = c["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect();
+        let got = meta.encode(text).unwrap();
+        assert_eq!(got, want, "{text:?}");
+        assert_eq!(
+            meta.decode(&got).unwrap(),
+            c["decode"].as_str().unwrap(),
+            "decode {text:?}"
+        );
+    }
+    assert_eq!(
+        meta.encode("Hello world").unwrap(),
+        prepend.encode("Hello world").unwrap()
+    );
+    // " Hello": Metaspace gives ▁Hello, the Prepend normalizer ▁▁Hello.
+    let (m, p) = (
+        meta.encode(" Hello").unwrap(),
+        prepend.encode(" Hello").unwrap(),
+    );
+    assert_eq!(m, prepend.encode("Hello").unwrap());
+    assert_ne!(m, p);
+    // "first": a piece after an added token gets no ▁.
+    let s = prepend.token_to_id("</s>").unwrap();
+    let after = meta.encode("</s>Hi").unwrap();
+    assert_eq!(after[0], s);
+    assert_ne!(after[1..], prepend.encode("Hi").unwrap()[..]);
+}
+
+/// What kiln does not reproduce is a clear error naming it.
+#[test]
+fn unsupported_sentencepiece_setups_are_clear_errors() {
+    // Gemma's vocabulary needs transformers' Gemma rules.
+    let gemma =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf/tiny-gemma.gguf");
+    let e = Tokenizer::from_gguf(&gemma).unwrap_err().to_string();
+    assert!(
+        e.contains("tiny-gemma.gguf") && e.contains("gemma") && e.contains("--tokenizer"),
+        "{e}"
+    );
+    let f = kiln::params::gguf::GgufFile::open(vocab("ggml-vocab-phi-3.gguf")).unwrap();
+    let good: serde_json::Value = serde_json::from_str(
+        &kiln::package::gguf_tokenizer_files(&f)
+            .unwrap()
+            .tokenizer_json,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let try_load = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut doc = good.clone();
+        edit(&mut doc);
+        let p = dir.path().join("tokenizer.json");
+        std::fs::write(&p, doc.to_string()).unwrap();
+        Tokenizer::from_tokenizer_json(&p).unwrap_err().to_string()
+    };
+    let e = try_load(&|d| d["model"]["byte_fallback"] = false.into());
+    assert!(
+        e.contains("tokenizer.json") && e.contains("byte_fallback = false"),
+        "{e}"
+    );
+    let e = try_load(&|d| d["normalizer"]["normalizers"][0]["prepend"] = "_".into());
+    assert!(e.contains("unsupported normalizer"), "{e}");
+    let e = try_load(&|d| {
+        // No ByteFallback step.
+        d["decoder"]["decoders"].as_array_mut().unwrap().remove(1);
+    });
+    assert!(e.contains("unsupported decoder"), "{e}");
+    let e = try_load(&|d| d["added_tokens"][0]["normalized"] = true.into());
+    assert!(e.contains("normalized = true"), "{e}");
+}
