@@ -251,7 +251,7 @@ fn unsupported_sentencepiece_setups_are_clear_errors() {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf/tiny-gemma.gguf");
     let e = Tokenizer::from_gguf(&gemma).unwrap_err().to_string();
     assert!(
-        e.contains("tiny-gemma.gguf") && e.contains("gemma") && e.contains("--tokenizer"),
+        e.contains("tiny-gemma.gguf") && e.contains("gemma") && e.contains("--tokens"),
         "{e}"
     );
     let f = kiln::params::gguf::GgufFile::open(vocab("ggml-vocab-phi-3.gguf")).unwrap();
