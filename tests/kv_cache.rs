@@ -306,6 +306,23 @@ fn bad_input_is_a_clear_error() {
     let (code, _, err) = kiln(&["generate", &kv_mlir, "--kv-cache", "--tokens", "1,2,3,4,5"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("prompt bucket P is 4"), "{err}");
+    // `kiln interp` (and `kiln run`) call the SEQ forward, which a KV
+    // module does not have: they say so and point to generate.
+    let (code, _, err) = kiln(&["interp", &kv_mlir, "--tokens", "1,2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("is a KV-cache module") && err.contains("--kv-cache"),
+        "{err}"
+    );
+    // (`kiln run` decides by the name, before loading the module.)
+    let vmfb = dir.path().join("tiny-kv-host.vmfb");
+    std::fs::write(&vmfb, b"not loaded").unwrap();
+    let (code, _, err) = kiln(&["run", vmfb.to_str().unwrap(), "--tokens", "1,2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("is a KV-cache module") && err.contains("kiln generate"),
+        "{err}"
+    );
     let plain = tmpdir();
     let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
     let p = export(

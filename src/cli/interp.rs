@@ -74,6 +74,14 @@ pub fn format_ids(t: &Tensor) -> Result<String> {
 pub fn run(args: Args) -> Result<i32> {
     let text = std::fs::read_to_string(&args.module).map_err(|e| Error::io(&args.module, e))?;
     let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(&args.module))?;
+    // A KV-cache module holds a prefill and a decode, not the SEQ forward.
+    let is_kv = args.function.is_none()
+        && module.functions.len() == 2
+        && module.functions[0].name.ends_with("_prefill")
+        && module.functions[1].name.ends_with("_decode");
+    if is_kv {
+        return Err(super::run::kv_module_error(&args.module, "interp"));
+    }
     let g = interp::find_function(&module, args.function.as_deref())?;
     let Some(&arg0) = g.inputs.first() else {
         return Err(Error::Usage(format!(

@@ -208,6 +208,18 @@ pub struct Resolved {
     pub params: PathBuf,
     /// The manifest, when there is one.
     pub manifest: Manifest,
+    /// The module is an export's KV-cache pair (`NAME-kv-<target>.vmfb`,
+    /// `NAME-kv-gen.mlir`), not its redecode forward.
+    pub kv_module: bool,
+}
+
+/// The error for calling a KV-cache module as a redecode forward.
+pub fn kv_module_error(module: &Path, verb: &str) -> Error {
+    Error::Usage(format!(
+        "{} is a KV-cache module (a prefill and a decode function, not the SEQ-token forward `kiln {verb}` calls): generate with `kiln generate {} --kv-cache`, or {verb} the redecode module",
+        module.display(),
+        module.display()
+    ))
 }
 
 /// Resolves SEQ, function, scope and parameter file of `module`: flags
@@ -235,9 +247,11 @@ pub fn resolve(
     }
     // A KV-cache module (`NAME-kv-<target>.vmfb`, `NAME-kv-gen.mlir`)
     // shares its export's `NAME.json`.
+    let mut kv_module = false;
     if let Some(base) = name.strip_suffix("-kv") {
         if !dir.join(format!("{name}.json")).is_file() {
             name = base.to_string();
+            kv_module = true;
         }
     }
     let manifest_path = dir.join(format!("{name}.json"));
@@ -284,6 +298,7 @@ pub fn resolve(
         scope,
         params,
         manifest: m,
+        kv_module,
     })
 }
 
@@ -304,11 +319,13 @@ pub fn task_groups(flag: Option<usize>) -> crate::Result<Option<usize>> {
 
 /// Runs `kiln run`.
 pub fn run(args: Args) -> crate::Result<i32> {
+    let explicit_function = args.function.is_some();
     let Resolved {
         seq,
         function,
         scope,
         params,
+        kv_module,
         ..
     } = resolve(
         &args.module,
@@ -317,6 +334,9 @@ pub fn run(args: Args) -> crate::Result<i32> {
         args.scope,
         args.params,
     )?;
+    if kv_module && !explicit_function {
+        return Err(kv_module_error(&args.module, "run"));
+    }
     let mut ids = parse_tokens(&args.tokens)?;
     if ids.len() > seq {
         return Err(Error::Usage(format!(
