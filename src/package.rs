@@ -27,7 +27,7 @@
 
 use crate::export::{FileRecord, Manifest as ExportManifest};
 use crate::params::gguf::{GgufFile, GgufValue};
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{PreTokenizer, Tokenizer};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -929,23 +929,37 @@ pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
         )
     } else {
         let pre = s("tokenizer.ggml.pre").unwrap_or_else(|| "gpt2".into());
-        let byte_level = json!({
-            "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true
-        });
-        let pre_tokenizer = match pre.as_str() {
-            "smollm" | "starcoder" => json!({
+        let kind = crate::tokenizer::pre_tokenizer_for(&pre).ok_or_else(|| {
+            usage(format!(
+                "tokenizer.ggml.pre = {pre:?} (supported: {})",
+                crate::tokenizer::SUPPORTED_PRE
+            ))
+        })?;
+        let byte_level = |regex: bool| {
+            json!({
+                "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": regex
+            })
+        };
+        let split = |regex: &str| {
+            json!({
+                "type": "Sequence",
+                "pretokenizers": [
+                    {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false},
+                    byte_level(false)
+                ]
+            })
+        };
+        let pre_tokenizer = match kind {
+            PreTokenizer::DigitsThenGpt2 => json!({
                 "type": "Sequence",
                 "pretokenizers": [
                     {"type": "Digits", "individual_digits": true},
-                    byte_level
+                    byte_level(true)
                 ]
             }),
-            "gpt2" => byte_level,
-            other => {
-                return Err(usage(format!(
-                    "tokenizer.ggml.pre = {other:?} (supported: smollm, starcoder, gpt2)"
-                )))
-            }
+            PreTokenizer::Gpt2 => byte_level(true),
+            PreTokenizer::Llama3 => split(crate::tokenizer::LLAMA3_REGEX),
+            PreTokenizer::Qwen2 => split(crate::tokenizer::QWEN2_REGEX),
         };
         let merges: Vec<&str> = match meta("tokenizer.ggml.merges") {
             None => Vec::new(),
@@ -974,7 +988,7 @@ pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
             "end_of_word_suffix": null,
             "fuse_unk": false,
             "byte_fallback": false,
-            "ignore_merges": false,
+            "ignore_merges": crate::tokenizer::ignores_merges(kind),
             "vocab": vocab,
             "merges": pairs
         });

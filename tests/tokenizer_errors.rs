@@ -122,9 +122,9 @@ fn config_and_template_beside_the_json() {
 #[test]
 fn unsupported_features_are_named() {
     let mut doc = tiny_json(byte_level());
-    doc["normalizer"] = json!({"type": "NFC"});
+    doc["normalizer"] = json!({"type": "NFKC"});
     let err = load(&doc).unwrap_err().to_string();
-    assert!(err.contains("normalizer") && err.contains("NFC"), "{err}");
+    assert!(err.contains("normalizer") && err.contains("NFKC"), "{err}");
 
     let doc = tiny_json(json!({"type": "Split", "pattern": {"Regex": "x"}}));
     let err = load(&doc).unwrap_err().to_string();
@@ -212,8 +212,16 @@ fn gguf_parts_errors() {
             .unwrap_err()
             .to_string()
     };
-    let err = build(tokens.clone(), merges.clone(), types.clone(), "llama-bpe");
-    assert!(err.contains("llama-bpe"), "{err}");
+    let err = build(
+        tokens.clone(),
+        merges.clone(),
+        types.clone(),
+        "deepseek-llm",
+    );
+    assert!(
+        err.contains("deepseek-llm") && err.contains("llama-bpe"),
+        "{err}"
+    );
     let err = build(tokens.clone(), vec!["Ġt".into()], types.clone(), "smollm");
     assert!(err.contains("merges[0]"), "{err}");
     let err = build(tokens.clone(), merges.clone(), vec![1; 3], "smollm");

@@ -20,8 +20,23 @@ pub fn pre_tokenizer_for(pre: &str) -> Option<PreTokenizer> {
         // Sequence[Digits(individual_digits), ByteLevel].
         "smollm" | "starcoder" => Some(PreTokenizer::DigitsThenGpt2),
         "gpt2" => Some(PreTokenizer::Gpt2),
+        // The names llama.cpp and transformers give Llama 3's and Qwen2's
+        // regexes.
+        "llama-bpe" | "llama3" | "llama-v3" => Some(PreTokenizer::Llama3),
+        "qwen2" | "deepseek-r1-qwen" => Some(PreTokenizer::Qwen2),
         _ => None,
     }
+}
+
+/// The `tokenizer.ggml.pre` values kiln reads, for error messages.
+pub const SUPPORTED_PRE: &str =
+    "smollm, starcoder, gpt2, llama-bpe, llama3, llama-v3, qwen2, deepseek-r1-qwen";
+
+/// Whether a vocabulary's BPE takes a word that is itself a token whole
+/// (HF `ignore_merges`): Llama 3's tokenizer does (llama.cpp sets it for
+/// `llama-bpe`).
+pub fn ignores_merges(pre: PreTokenizer) -> bool {
+    pre == PreTokenizer::Llama3
 }
 
 impl Tokenizer {
@@ -46,7 +61,7 @@ impl Tokenizer {
     ) -> crate::Result<Tokenizer> {
         let pre_tokenizer = pre_tokenizer_for(pre).ok_or_else(|| {
             TokenizerError::Unsupported(format!(
-                "GGUF pre-tokenizer `tokenizer.ggml.pre = {pre}` (supported: smollm, starcoder, gpt2)"
+                "GGUF pre-tokenizer `tokenizer.ggml.pre = {pre}` (supported: {SUPPORTED_PRE})"
             ))
         })?;
         check_counts(&tokens, token_types.as_deref())?;
@@ -76,7 +91,11 @@ impl Tokenizer {
                 ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let bpe = Bpe::new(vocab, &pairs, BpeOptions::default())?;
+        let options = BpeOptions {
+            ignore_merges: ignores_merges(pre_tokenizer),
+            ..BpeOptions::default()
+        };
+        let bpe = Bpe::new(vocab, &pairs, options)?;
         Ok(Tokenizer::assemble(
             bpe,
             pre_tokenizer,

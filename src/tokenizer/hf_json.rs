@@ -3,6 +3,7 @@
 
 use super::added::AddedToken;
 use super::bpe::{Bpe, BpeOptions};
+use super::pretokenize::{LLAMA3_REGEX, QWEN2_REGEX};
 use super::spm::{Prefix, Spm, SPACE};
 use super::{PreTokenizer, Tokenizer, TokenizerError};
 use serde::Deserialize;
@@ -98,21 +99,43 @@ fn type_of(v: &Value) -> &str {
     v.get("type").and_then(Value::as_str).unwrap_or("?")
 }
 
-/// Checks a `ByteLevel` pre-tokenizer is the GPT-2 split kiln implements.
-fn check_byte_level(v: &Value, path: &Path) -> Result<(), TokenizerError> {
+/// Checks a `ByteLevel` pre-tokenizer is the one kiln implements: no
+/// prefix space, and the GPT-2 regex (`use_regex`) unless a `Split` before
+/// it already cut the text (`regex = false`).
+fn check_byte_level(v: &Value, path: &Path, regex: bool) -> Result<(), TokenizerError> {
     if v.get("add_prefix_space").and_then(Value::as_bool) == Some(true) {
         return Err(file_error(
             path,
             "unsupported pre_tokenizer: ByteLevel with add_prefix_space = true",
         ));
     }
-    if v.get("use_regex").and_then(Value::as_bool) == Some(false) {
+    let uses = v.get("use_regex").and_then(Value::as_bool).unwrap_or(true);
+    if uses != regex {
         return Err(file_error(
             path,
-            "unsupported pre_tokenizer: ByteLevel with use_regex = false",
+            format!("unsupported pre_tokenizer: ByteLevel with use_regex = {uses} here"),
         ));
     }
     Ok(())
+}
+
+/// The pre-tokenizer of a `Split` by one of the regexes kiln implements
+/// (Llama 3's, Qwen2's), isolating the matches.
+fn split_regex(v: &Value) -> Option<PreTokenizer> {
+    let regex = v
+        .get("pattern")
+        .and_then(|p| p.get("Regex"))
+        .and_then(Value::as_str)?;
+    let isolated = v.get("behavior").and_then(Value::as_str) == Some("Isolated")
+        && v.get("invert").and_then(Value::as_bool) != Some(true);
+    if !isolated || type_of(v) != "Split" {
+        return None;
+    }
+    match regex {
+        r if r == LLAMA3_REGEX => Some(PreTokenizer::Llama3),
+        r if r == QWEN2_REGEX => Some(PreTokenizer::Qwen2),
+        _ => None,
+    }
 }
 
 /// The pre-tokenizer of a `pre_tokenizer` entry, among those kiln supports.
@@ -128,7 +151,7 @@ fn pre_tokenizer(v: &Value, path: &Path) -> Result<PreTokenizer, TokenizerError>
     };
     match type_of(v) {
         "ByteLevel" => {
-            check_byte_level(v, path)?;
+            check_byte_level(v, path, true)?;
             Ok(PreTokenizer::Gpt2)
         }
         "Sequence" => {
@@ -143,11 +166,16 @@ fn pre_tokenizer(v: &Value, path: &Path) -> Result<PreTokenizer, TokenizerError>
                             == Some(true)
                         && type_of(byte_level) == "ByteLevel" =>
                 {
-                    check_byte_level(byte_level, path)?;
+                    check_byte_level(byte_level, path, true)?;
                     Ok(PreTokenizer::DigitsThenGpt2)
                 }
+                [split, byte_level] if type_of(byte_level) == "ByteLevel" => {
+                    let pre = split_regex(split).ok_or_else(unsupported)?;
+                    check_byte_level(byte_level, path, false)?;
+                    Ok(pre)
+                }
                 [only] if type_of(only) == "ByteLevel" => {
-                    check_byte_level(only, path)?;
+                    check_byte_level(only, path, true)?;
                     Ok(PreTokenizer::Gpt2)
                 }
                 _ => Err(unsupported()),
@@ -298,15 +326,24 @@ impl Tokenizer {
         let path = path.as_ref();
         let json: TokenizerJson = read_json(path)?;
         let spm = sentencepiece(&json, path)?;
+        let mut nfc = false;
         let pre = if spm.is_some() {
             PreTokenizer::Gpt2
         } else {
-            if !json.normalizer.is_null() {
-                return Err(file_error(
-                    path,
-                    format!("unsupported normalizer {}", json.normalizer),
-                )
-                .into());
+            match type_of(&json.normalizer) {
+                _ if json.normalizer.is_null() => {}
+                // Qwen2's tokenizer.json.
+                "NFC" => nfc = true,
+                _ => {
+                    return Err(file_error(
+                        path,
+                        format!(
+                            "unsupported normalizer {} (supported: null, NFC)",
+                            json.normalizer
+                        ),
+                    )
+                    .into())
+                }
             }
             if type_of(&json.decoder) != "ByteLevel" {
                 return Err(file_error(
@@ -476,6 +513,7 @@ impl Tokenizer {
         let mut t = Tokenizer::assemble_with(bpe, pre, spm, added, bos, eos, chat_template)
             .map_err(|e| file_error(path, e.to_string()))?;
         t.add_bos = add_bos;
+        t.nfc = nfc;
         Ok(t)
     }
 }

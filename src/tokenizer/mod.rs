@@ -29,7 +29,8 @@ mod load;
 mod pretokenize;
 mod spm;
 
-pub use pretokenize::PreTokenizer;
+pub use gguf::{ignores_merges, pre_tokenizer_for, SUPPORTED_PRE};
+pub use pretokenize::{PreTokenizer, LLAMA3_REGEX, QWEN2_REGEX};
 pub use spm::Prefix as SpacePrefix;
 
 /// The merges of a SentencePiece vocabulary with scores and no merges (a
@@ -84,6 +85,9 @@ pub struct Tokenizer {
     spm: Option<spm::Spm>,
     /// Whether HF's `encode(text)` puts the bos token first.
     add_bos: bool,
+    /// Text pieces are NFC-normalized before pre-tokenizing (Qwen2's
+    /// `tokenizer.json`).
+    nfc: bool,
     added: AddedTokens,
     /// Each id's token string (added tokens: their content).
     id_tokens: Vec<String>,
@@ -189,6 +193,7 @@ impl Tokenizer {
             pre,
             spm,
             add_bos: false,
+            nfc: false,
             added: AddedTokens::new(added),
             id_tokens,
             id_bytes,
@@ -219,11 +224,24 @@ impl Tokenizer {
             }
             return Ok(ids);
         }
-        for piece in self.added.split(text) {
+        let pieces = self.added.split(text);
+        // NFC-normalized text pieces (Qwen2's normalizer), owned here so the
+        // word cache can borrow from them.
+        let normalized: Vec<Option<String>> = pieces
+            .iter()
+            .map(|p| match p {
+                added::Piece::Text(r) if self.nfc => {
+                    use unicode_normalization::UnicodeNormalization;
+                    Some(text[r.clone()].nfc().collect())
+                }
+                _ => None,
+            })
+            .collect();
+        for (piece, norm) in pieces.into_iter().zip(&normalized) {
             match piece {
                 added::Piece::Token(id) => ids.push(id),
                 added::Piece::Text(range) => {
-                    let part = &text[range];
+                    let part = norm.as_deref().unwrap_or(&text[range]);
                     words.clear();
                     self.pre.split(part, &mut words);
                     for w in &words {

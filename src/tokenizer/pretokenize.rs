@@ -18,7 +18,20 @@ pub enum PreTokenizer {
     /// regex inside each piece (HF `Sequence[Digits(individual_digits),
     /// ByteLevel]`; llama.cpp `smollm`, `starcoder`, …).
     DigitsThenGpt2,
+    /// Llama 3's regex (HF `Split` with it, then `ByteLevel` without a
+    /// regex; llama.cpp `llama-bpe`): [`LLAMA3_REGEX`], numbers in runs of
+    /// at most three digits.
+    Llama3,
+    /// Qwen2's regex: Llama 3's with one digit per number
+    /// ([`QWEN2_REGEX`]; llama.cpp `qwen2`).
+    Qwen2,
 }
+
+/// Llama 3's pre-tokenizer regex, as its `tokenizer.json` spells it.
+pub const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Qwen2's pre-tokenizer regex, as its `tokenizer.json` spells it.
+pub const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 impl PreTokenizer {
     /// Appends the byte ranges of the words of `text` to `out`, in order;
@@ -26,6 +39,8 @@ impl PreTokenizer {
     pub fn split(self, text: &str, out: &mut Vec<Range<usize>>) {
         match self {
             PreTokenizer::Gpt2 => split_gpt2(text, 0, out),
+            PreTokenizer::Llama3 => split_llama3(text, 3, out),
+            PreTokenizer::Qwen2 => split_llama3(text, 1, out),
             PreTokenizer::DigitsThenGpt2 => {
                 let mut start = 0;
                 for (i, c) in text.char_indices() {
@@ -168,6 +183,125 @@ fn split_gpt2(text: &str, base: usize, out: &mut Vec<Range<usize>>) {
     }
 }
 
+/// A contraction `'s 't 're 've 'm 'll 'd` at the start of `rest` (just
+/// after the apostrophe), case-insensitively as Oniguruma's `(?i)` matches
+/// (so `ſ`, U+017F, is an `s`): its length in bytes.
+fn contraction(rest: &str) -> Option<usize> {
+    let mut cs = rest.chars();
+    let a = cs.next()?;
+    let b = cs.next();
+    let s_like = |c: char| c.eq_ignore_ascii_case(&'s') || c == '\u{17f}';
+    let is = |c: Option<char>, x: char| c.is_some_and(|c| c.eq_ignore_ascii_case(&x));
+    if s_like(a)
+        || a.eq_ignore_ascii_case(&'t')
+        || a.eq_ignore_ascii_case(&'m')
+        || a.eq_ignore_ascii_case(&'d')
+    {
+        return Some(a.len_utf8());
+    }
+    let two = (a.eq_ignore_ascii_case(&'r') && is(b, 'e'))
+        || (a.eq_ignore_ascii_case(&'v') && is(b, 'e'))
+        || (a.eq_ignore_ascii_case(&'l') && is(b, 'l'));
+    two.then_some(2)
+}
+
+/// Llama 3's regex ([`LLAMA3_REGEX`]; Qwen2's with `max_digits` 1) over
+/// `text`, alternative by alternative in the order the regex tries them:
+///
+/// 1. `(?i:'s|'t|'re|'ve|'m|'ll|'d)`
+/// 2. `[^\r\n\p{L}\p{N}]?\p{L}+` — one non-letter, non-number, non-newline
+///    character (a space, a tab, punctuation) may lead a letter run
+/// 3. `\p{N}{1,max_digits}`
+/// 4. ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+/// 5. `\s*[\r\n]+` — whitespace up to and including its last newline
+/// 6. `\s+(?!\S)` — a whitespace run, less its last character when
+///    something else follows
+/// 7. `\s+`
+fn split_llama3(text: &str, max_digits: usize, out: &mut Vec<Range<usize>>) {
+    let chars: Vec<(usize, char, Class)> =
+        text.char_indices().map(|(i, c)| (i, c, class(c))).collect();
+    let n = chars.len();
+    let offset = |k: usize| if k < n { chars[k].0 } else { text.len() };
+    let run_end = |from: usize, cls: Class| {
+        let mut k = from;
+        while k < n && chars[k].2 == cls {
+            k += 1;
+        }
+        k
+    };
+    let newline = |k: usize| k < n && matches!(chars[k].1, '\r' | '\n');
+    let mut i = 0;
+    while i < n {
+        let (pos, c, cls) = chars[i];
+        // 1.
+        if c == '\'' {
+            if let Some(len) = contraction(&text[pos + 1..]) {
+                let end_byte = pos + 1 + len;
+                out.push(pos..end_byte);
+                while i < n && chars[i].0 < end_byte {
+                    i += 1;
+                }
+                continue;
+            }
+        }
+        // 2.
+        let leads = !matches!(c, '\r' | '\n') && matches!(cls, Class::Space | Class::Other);
+        let letters_from = if cls == Class::Letter {
+            Some(i)
+        } else if leads && i + 1 < n && chars[i + 1].2 == Class::Letter {
+            Some(i + 1)
+        } else {
+            None
+        };
+        if let Some(from) = letters_from {
+            let end = run_end(from, Class::Letter);
+            out.push(pos..offset(end));
+            i = end;
+            continue;
+        }
+        // 3.
+        if cls == Class::Number {
+            let end = run_end(i, Class::Number).min(i + max_digits);
+            out.push(pos..offset(end));
+            i = end;
+            continue;
+        }
+        // 4.
+        let other_from = if cls == Class::Other {
+            Some(i)
+        } else if c == ' ' && i + 1 < n && chars[i + 1].2 == Class::Other {
+            Some(i + 1)
+        } else {
+            None
+        };
+        if let Some(from) = other_from {
+            let mut end = run_end(from, Class::Other);
+            while newline(end) {
+                end += 1;
+            }
+            out.push(pos..offset(end));
+            i = end;
+            continue;
+        }
+        debug_assert_eq!(cls, Class::Space);
+        let ws_end = run_end(i, Class::Space);
+        // 5.
+        if let Some(last_nl) = (i..ws_end).rev().find(|&k| newline(k)) {
+            out.push(pos..offset(last_nl + 1));
+            i = last_nl + 1;
+            continue;
+        }
+        // 6. and 7.
+        let end = if ws_end < n && ws_end - i >= 2 {
+            ws_end - 1
+        } else {
+            ws_end
+        };
+        out.push(pos..offset(end));
+        i = end;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +336,21 @@ mod tests {
         assert_eq!(words(p, "x  1"), ["x", " ", " 1"]);
         assert_eq!(words(p, " 's"), [" '", "s"]);
         assert_eq!(words(p, "a!!? b"), ["a", "!!?", " b"]);
+        assert!(words(p, "").is_empty());
+    }
+
+    #[test]
+    fn llama3_split() {
+        let p = PreTokenizer::Llama3;
+        assert_eq!(words(p, "Hello world"), ["Hello", " world"]);
+        assert_eq!(words(p, "I'M here'S"), ["I", "'M", " here", "'S"]);
+        assert_eq!(words(p, "12345 x"), ["123", "45", " x"]);
+        assert_eq!(words(p, "\thello (world"), ["\thello", " (", "world"]);
+        assert_eq!(words(p, "a  \n\n  b"), ["a", "  \n\n", " ", " b"]);
+        assert_eq!(words(p, "x!!\n\ny"), ["x", "!!\n\n", "y"]);
+        assert_eq!(words(p, "a   b"), ["a", "  ", " b"]);
+        assert_eq!(words(p, " 1"), [" ", "1"]);
+        assert_eq!(words(PreTokenizer::Qwen2, "123"), ["1", "2", "3"]);
         assert!(words(p, "").is_empty());
     }
 

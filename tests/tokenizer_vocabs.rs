@@ -1,9 +1,11 @@
-//! SentencePiece-style tokenizers (GGUF `tokenizer.ggml.model = llama`)
-//! against the reference ids llama.cpp ships with its vocabulary files:
+//! kiln's tokenizers against the reference ids llama.cpp ships with its
+//! vocabulary files: `.inp` texts and `.out` ids (what each model's HF
+//! tokenizer gives them, `encode(text, add_special_tokens=False)`), from
+//! llama.cpp's `models/` (MIT, `LICENSE` beside them). SentencePiece-style:
 //! `tests/fixtures/tokenizer/llama.cpp/ggml-vocab-{llama-spm,phi-3}.gguf`
-//! with `.inp` (texts) and `.out` (the ids HF's tokenizer for the model
-//! gives them, `encode(text, add_special_tokens=False)`), copied from
-//! llama.cpp's `models/` (MIT, `LICENSE` beside them).
+//! (committed). Byte-level with Llama 3's and Qwen2's regexes:
+//! `ggml-vocab-{llama-bpe,qwen2}.gguf` in the cache
+//! (`scripts/fetch-llama-vocab.sh`).
 
 use kiln::tokenizer::{StreamDecoder, Tokenizer};
 use std::path::PathBuf;
@@ -283,4 +285,115 @@ fn unsupported_sentencepiece_setups_are_clear_errors() {
     assert!(e.contains("unsupported decoder"), "{e}");
     let e = try_load(&|d| d["added_tokens"][0]["normalized"] = true.into());
     assert!(e.contains("normalized = true"), "{e}");
+}
+
+/// llama.cpp's byte-level vocabularies of Llama 3 (`llama-bpe`) and Qwen2,
+/// fetched into the cache by `scripts/fetch-llama-vocab.sh` (install-deps
+/// step e); under `CI=true` a missing folder is fetched and its absence a
+/// failure, elsewhere the test notes it and passes.
+fn byte_level_vocab_dir() -> Option<PathBuf> {
+    let dir = kiln::util::cache_dir().join("llama.cpp-vocab");
+    let ready = |d: &PathBuf| d.join("ggml-vocab-qwen2.gguf.out").is_file();
+    if ready(&dir) {
+        return Some(dir);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    if !ci {
+        eprintln!(
+            "note: {} is missing; run scripts/fetch-llama-vocab.sh",
+            dir.display()
+        );
+        return None;
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-llama-vocab.sh");
+    let ok = std::process::Command::new("bash")
+        .arg(&script)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok && ready(&dir),
+        "CI=true: {} failed to provide {}",
+        script.display(),
+        dir.display()
+    );
+    Some(dir)
+}
+
+#[test]
+fn gguf_llama3_and_qwen2_vocabularies_encode_as_the_reference() {
+    let Some(dir) = byte_level_vocab_dir() else {
+        return;
+    };
+    for name in ["ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf"] {
+        let sep = "\n__ggml_vocab_test__\n";
+        let inp = std::fs::read_to_string(dir.join(format!("{name}.inp"))).unwrap();
+        let out = std::fs::read_to_string(dir.join(format!("{name}.out"))).unwrap();
+        let texts: Vec<&str> = inp.strip_suffix(sep).unwrap().split(sep).collect();
+        let ids: Vec<Vec<u32>> = out
+            .strip_suffix('\n')
+            .unwrap()
+            .split('\n')
+            .map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect())
+            .collect();
+        let tok = Tokenizer::from_gguf(dir.join(name)).unwrap();
+        // And the tokenizer.json `kiln package` writes for it.
+        let f = kiln::params::gguf::GgufFile::open(dir.join(name)).unwrap();
+        let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("m.tokenizer.json"), &files.tokenizer_json).unwrap();
+        std::fs::write(
+            tmp.path().join("m.tokenizer_config.json"),
+            &files.tokenizer_config_json,
+        )
+        .unwrap();
+        let packaged = Tokenizer::from_tokenizer_json(tmp.path().join("m.tokenizer.json")).unwrap();
+        assert_eq!(packaged.pre_tokenizer(), tok.pre_tokenizer(), "{name}");
+        let mut bad = Vec::new();
+        for (text, want) in texts.iter().zip(&ids) {
+            let got = tok.encode(text).unwrap();
+            if &got != want {
+                bad.push(format!("{text:?}: got {got:?}, want {want:?}"));
+            }
+            assert_eq!(tok.decode(&got).unwrap(), *text, "{name}: decode");
+            assert_eq!(
+                packaged.encode(text).unwrap(),
+                got,
+                "{name}: packaged {text:?}"
+            );
+        }
+        assert!(
+            bad.is_empty(),
+            "{name}: {} of {} cases differ:\n{}",
+            bad.len(),
+            texts.len(),
+            bad.join("\n")
+        );
+    }
+}
+
+/// A `tokenizer.json` with Qwen2's NFC normalizer composes before splitting.
+#[test]
+fn nfc_normalizer_composes_text_pieces() {
+    let Some(dir) = byte_level_vocab_dir() else {
+        return;
+    };
+    let f = kiln::params::gguf::GgufFile::open(dir.join("ggml-vocab-qwen2.gguf")).unwrap();
+    let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("tokenizer.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let plain = Tokenizer::from_tokenizer_json(&path).unwrap();
+    doc["normalizer"] = serde_json::json!({"type": "NFC"});
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let nfc = Tokenizer::from_tokenizer_json(&path).unwrap();
+    let decomposed = "Cafe\u{301} au lait";
+    assert_eq!(
+        nfc.encode(decomposed).unwrap(),
+        plain.encode("Caf\u{e9} au lait").unwrap()
+    );
+    assert_ne!(
+        plain.encode(decomposed).unwrap(),
+        nfc.encode(decomposed).unwrap()
+    );
 }
