@@ -553,6 +553,7 @@ GGUF_OUT = REPO / "tests" / "fixtures" / "gguf"
 
 # HF fixture -> GGUF architecture, for the GGUF files written from it.
 GGUF_ARCH = {
+    "tiny-llama3-mqa": "llama",
     "tiny-qwen2": "qwen2",
     "tiny-phi3": "phi3",
     "tiny-phi3-longrope": "phi3",
@@ -576,8 +577,33 @@ def gguf_metadata(w, arch, cfg):
     w.add_head_count_kv(cfg.get("num_key_value_heads", n_head))
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    if arch in ("qwen2", "phi3"):
+    if arch in ("llama", "qwen2", "phi3"):
         w.add_rope_freq_base(rope["rope_theta"])
+    if arch == "llama":
+        # LlamaModel.set_gguf_parameters / generate_extra_tensors.
+        head_dim = cfg.get("head_dim") or n_embd // n_head
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_rope_dimension_count(head_dim)
+        if cfg.get("head_dim"):
+            w.add_key_length(head_dim)
+            w.add_value_length(head_dim)
+        if rope.get("rope_type") == "llama3":
+            base, factor = rope["rope_theta"], rope.get("factor", 8.0)
+            low, high = rope.get("low_freq_factor", 1.0), rope.get("high_freq_factor", 4.0)
+            old = rope.get("original_max_position_embeddings", 8192)
+            freqs = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+            low_wavelen, high_wavelen = old / low, old / high
+            factors = []
+            for freq in freqs:
+                wavelen = 2 * math.pi / freq
+                if wavelen < high_wavelen:
+                    factors.append(1)
+                elif wavelen > low_wavelen:
+                    factors.append(factor)
+                else:
+                    smooth = (old / wavelen - low) / (high - low)
+                    factors.append(1 / ((1 - smooth) / factor + smooth))
+            return {"rope_freqs.weight": torch.tensor(factors, dtype=torch.float32).numpy()}
     if arch in ("gemma", "gemma2"):
         # GemmaModel/Gemma2Model: key/value length = head_dim, no rope base.
         w.add_key_length(cfg["head_dim"])
@@ -605,13 +631,16 @@ def gguf_metadata(w, arch, cfg):
 def write_gguf(name, d):
     """tests/fixtures/gguf/NAME.gguf: the HF fixture's weights as llama.cpp's
     converter lays out its architecture: tensor names from the gguf
-    package's own TensorNameMap, every tensor F32, Q/K rows not permuted
-    (these architectures use NEOX RoPE), Gemma's norm weights with the 1
-    added and no lm_head (llama.cpp's Gemma ties the head), Phi-3's LongRoPE
-    factors as tensors, a dummy vocabulary. Checked by reading it back with
-    transformers' GGUF loader (qwen2, phi3, gemma2: the same parameters as
-    the HF folder; qwen2 also the same logits) or, for gemma (transformers
-    has no GGUF loader for it), with the gguf package's reader."""
+    package's own TensorNameMap, every tensor F32, a dummy vocabulary.
+    Llama: Q/K rows permuted for llama.cpp's interleaved RoPE, Llama 3
+    scaling as the `rope_freqs.weight` factors. Qwen2, Phi-3, Gemma: Q/K not
+    permuted (NEOX RoPE); Phi-3's LongRoPE factors as tensors; Gemma's norm
+    weights with the 1 added and no lm_head (llama.cpp's Gemma ties the
+    head). Checked by reading it back with transformers' GGUF loader (llama,
+    qwen2, phi3, gemma2: the same parameters as the HF folder, Llama's Q/K
+    un-permuted by it; qwen2 also the same logits) or, for gemma
+    (transformers has no GGUF loader for it), with the gguf package's
+    reader."""
     import gguf
     from safetensors.torch import load_file
 
@@ -626,8 +655,9 @@ def write_gguf(name, d):
     w.add_name(name)
     extra = gguf_metadata(w, arch, cfg)
     vocab = cfg["vocab_size"]
-    if arch == "qwen2":
+    if arch in ("qwen2", "llama"):
         w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("llama-bpe" if arch == "llama" else "qwen2")
         w.add_token_list([f"<t{i}>" for i in range(vocab)])
         w.add_token_types([gguf.TokenType.NORMAL] * vocab)
         w.add_token_merges([])
@@ -649,6 +679,12 @@ def write_gguf(name, d):
         gname = tmap.get_name(hf, try_suffixes=(".weight", ".bias"))
         assert gname, f"{name}: the gguf package maps no GGUF name to {hf}"
         v = t.float().numpy()
+        if arch == "llama" and hf.endswith(("q_proj.weight", "k_proj.weight")):
+            # LlamaModel.permute: llama.cpp's interleaved RoPE layout.
+            heads = cfg["num_attention_heads"]
+            if hf.endswith("k_proj.weight"):
+                heads = cfg.get("num_key_value_heads", heads)
+            v = v.reshape(heads, 2, v.shape[0] // heads // 2, *v.shape[1:]).swapaxes(1, 2).reshape(v.shape)
         if arch in ("gemma", "gemma2") and hf.endswith("norm.weight"):
             v = v + np.float32(1.0)
         tensors[gname] = v

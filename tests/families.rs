@@ -3,10 +3,12 @@
 //! weights (what ships to a phone), compiled for the host, arm64 and kiln's
 //! default Vulkan target; the arm64 module run under qemu and the Vulkan
 //! module on lavapipe give exactly the host module's ids. (The f32 exports
-//! equal transformers' ids at every position: `tests/export_hf.rs`.) And Qwen2 from a
-//! GGUF file (llama.cpp's layout: Q/K unpermuted, biases as
-//! `blk.N.attn_{q,k,v}.bias`) exports the same graph and weights as the HF
-//! folder it was written from, and gives transformers' ids on the host.
+//! equal transformers' ids at every position: `tests/export_hf.rs`.) And
+//! GGUF files written from HF fixtures as llama.cpp lays out each
+//! architecture (Llama 3 with `rope_freqs`, Qwen2, Phi-3, Phi-3 LongRoPE,
+//! Gemma, Gemma 2) export the same graph and weights as the HF folder they
+//! were written from and give transformers' ids on the host; files
+//! llama.cpp would read otherwise are errors.
 //! Every fixture at both SEQs on the host and in the interpreter is in
 //! `tests/export_hf.rs` / `tests/interp_models.rs`.
 
@@ -114,7 +116,8 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
 /// GGUF files written from HF fixtures as llama.cpp's converter lays out
 /// each architecture (`scripts/make_hf_fixtures.py --gguf`), with the family
 /// kiln must read: the file named after its HF folder.
-const GGUF_FIXTURES: [(&str, kiln::models::Family); 5] = [
+const GGUF_FIXTURES: [(&str, kiln::models::Family); 6] = [
+    ("tiny-llama3-mqa", kiln::models::Family::Llama),
     ("tiny-qwen2", kiln::models::Family::Qwen2),
     ("tiny-phi3", kiln::models::Family::Phi3),
     ("tiny-phi3-longrope", kiln::models::Family::Phi3),
@@ -174,12 +177,42 @@ fn gguf_files_export_the_hf_graph_and_give_transformers_ids() {
             let (dg, dh) = (tmpdir(), tmpdir());
             let rg = export_f32(&gguf, dg.path(), rs.seq);
             let rh = export_f32(&hf, dh.path(), rs.seq);
-            assert_eq!(
+            let (tg, th) = (
                 std::fs::read_to_string(&rg.mlir).unwrap(),
                 std::fs::read_to_string(&rh.mlir).unwrap(),
-                "{name} seq {}: the GGUF and HF exports differ",
-                rs.seq
             );
+            if let kiln::models::RopeScaling::Factors { .. } = gguf.config.rope_scaling {
+                // llama.cpp's factors divide the frequencies, transformers'
+                // llama3 rule computes them: the same tables to within
+                // f32 rounding, so only the RoPE constants may differ.
+                let (cg, sg) = kiln::models::rope::rope_tables(&gguf.config, rs.seq);
+                let (ch, sh) = kiln::models::rope::rope_tables(&hf.config, rs.seq);
+                let worst = cg
+                    .iter()
+                    .chain(&sg)
+                    .zip(ch.iter().chain(&sh))
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f64::max);
+                assert!(worst < 1e-5, "{name}: RoPE tables differ by {worst}");
+                let plain = |t: &str| -> Vec<String> {
+                    t.lines()
+                        .filter(|l| !l.contains("stablehlo.constant dense<["))
+                        .map(String::from)
+                        .collect()
+                };
+                assert_eq!(
+                    plain(&tg),
+                    plain(&th),
+                    "{name} seq {}: the GGUF and HF exports differ",
+                    rs.seq
+                );
+            } else {
+                assert_eq!(
+                    tg, th,
+                    "{name} seq {}: the GGUF and HF exports differ",
+                    rs.seq
+                );
+            }
             let Some(tc) = &tc else { continue };
             let vmfb = dg.path().join("m.vmfb");
             kiln::iree::compile::compile(tc, &rg.mlir, &Target::Host, &vmfb, &[]).unwrap();

@@ -263,6 +263,9 @@ fn check_tensors(
     Ok(expected)
 }
 
+/// llama.cpp's RoPE frequency factors (read into the config, not a weight).
+pub(crate) const ROPE_FREQS: &str = "rope_freqs.weight";
+
 /// Maps a GGUF tensor name to its HF name, with the row permutation to
 /// undo; the per-block names are the family's.
 fn gguf_to_hf(name: &str, cfg: &DecoderConfig) -> Option<(String, Undo)> {
@@ -357,9 +360,25 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<DecoderConfig> {
             ))
         }
     };
-    if file.tensor("rope_freqs.weight").is_some() {
-        return Err(model_err(path, "GGUF RoPE frequency tensor rope_freqs.weight (Llama 3 scaling) is not supported for GGUF input; export the HF folder instead"));
-    }
+    // Llama 3.x scaling: llama.cpp's converter writes the per-frequency
+    // divisors as a tensor instead of the rule's parameters.
+    let rope_scaling = match file.tensor(ROPE_FREQS) {
+        None => rope_scaling,
+        Some(t) => {
+            if rope_scaling != RopeScaling::Default {
+                return Err(model_err(
+                    path,
+                    format!(
+                        "{ROPE_FREQS} together with {a}.rope.scaling.type: which scaling is meant?"
+                    ),
+                ));
+            }
+            let factors = file.dequantize(t)?;
+            RopeScaling::Factors {
+                factors: factors.into_iter().map(f64::from).collect(),
+            }
+        }
+    };
     let u32_meta = |k: &str| {
         file.get_metadata(k)
             .and_then(GgufValue::as_u64)

@@ -31,6 +31,14 @@ pub enum RopeScaling {
         /// Context length the model was trained on.
         original_max_position_embeddings: f64,
     },
+    /// Inverse frequencies divided by one factor each: llama.cpp's
+    /// `rope_freqs.weight`, which its converter writes for Llama 3.x
+    /// scaling (the factors transformers' `llama3` rule divides by).
+    #[serde(rename = "factors")]
+    Factors {
+        /// One divisor per rotary frequency (rotary dims / 2).
+        factors: Vec<f64>,
+    },
     /// LongRoPE (Phi-3's `longrope`, formerly `su`): inverse frequencies
     /// divided by per-dimension factors — `short_factor` when the table
     /// covers at most `original_max_position_embeddings` positions,
@@ -221,6 +229,15 @@ impl DecoderConfig {
             if !old.is_finite() || *old < 1.0 {
                 return bad(format!(
                     "config: longrope original_max_position_embeddings must be at least 1, found {old}"
+                ));
+            }
+        }
+        if let RopeScaling::Factors { factors } = &self.rope_scaling {
+            if factors.len() != rd / 2 || factors.iter().any(|&x| !x.is_finite() || x <= 0.0) {
+                return bad(format!(
+                    "config: RoPE frequency factors must be {} positive numbers (rotary dims / 2), found {}",
+                    rd / 2,
+                    factors.len()
                 ));
             }
         }

@@ -16,6 +16,12 @@ pub fn inv_freq(cfg: &DecoderConfig, positions: usize) -> Vec<f64> {
     match &cfg.rope_scaling {
         RopeScaling::Default => base,
         RopeScaling::Linear { .. } => base,
+        // llama.cpp: theta / freq_factor, in f32.
+        RopeScaling::Factors { factors } => base
+            .iter()
+            .zip(factors)
+            .map(|(&f, &k)| (f as f32 / k as f32) as f64)
+            .collect(),
         RopeScaling::LongRope {
             short_factor,
             long_factor,

@@ -123,10 +123,13 @@ impl Family {
 }
 
 /// Whether GGUF tensor `name` is read into the config rather than being a
-/// weight (Phi-3's LongRoPE factors).
+/// weight (Phi-3's LongRoPE factors, llama.cpp's RoPE frequency factors).
 pub(crate) fn config_tensor(name: &str, cfg: &DecoderConfig) -> bool {
-    cfg.family == Family::Phi3
-        && [phi3::ROPE_FACTORS_SHORT, phi3::ROPE_FACTORS_LONG].contains(&name)
+    let phi3 = cfg.family == Family::Phi3
+        && [phi3::ROPE_FACTORS_SHORT, phi3::ROPE_FACTORS_LONG].contains(&name);
+    let freqs = name == super::checkpoint::ROPE_FREQS
+        && matches!(cfg.rope_scaling, super::config::RopeScaling::Factors { .. });
+    phi3 || freqs
 }
 
 /// Which layers are local (sliding-window) attention, from `layer_types`
