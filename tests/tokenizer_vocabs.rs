@@ -397,3 +397,40 @@ fn nfc_normalizer_composes_text_pieces() {
         nfc.encode(decomposed).unwrap()
     );
 }
+
+/// A `tokenizer.json` whose post-processor is a `Sequence` holding the bos
+/// `TemplateProcessing` (Llama 3's shape) adds the bos.
+#[test]
+fn bos_from_a_post_processor_sequence() {
+    let Some(dir) = byte_level_vocab_dir() else {
+        return;
+    };
+    let f = kiln::params::gguf::GgufFile::open(dir.join("ggml-vocab-llama-bpe.gguf")).unwrap();
+    let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
+    // (This vocabulary file does not set add_bos_token: no post-processor
+    // of its own.)
+    assert!(doc["post_processor"].is_null());
+    let bos = "<|begin_of_text|>";
+    let template = serde_json::json!({
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [],
+        "special_tokens": {}
+    });
+    doc["post_processor"] = serde_json::json!({
+        "type": "Sequence",
+        "processors": [{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true}, template]
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("m.tokenizer.json"), doc.to_string()).unwrap();
+    std::fs::write(
+        tmp.path().join("m.tokenizer_config.json"),
+        &files.tokenizer_config_json,
+    )
+    .unwrap();
+    let tok = Tokenizer::from_tokenizer_json(tmp.path().join("m.tokenizer.json")).unwrap();
+    assert!(tok.adds_bos());
+    let ids = tok.encode_prompt("Hello", false).unwrap();
+    assert_eq!(ids[0], tok.bos().unwrap());
+}

@@ -291,8 +291,15 @@ fn sentencepiece(
     Ok(Some((prefix_split.0, prefix_split.1, strip)))
 }
 
-/// Whether a `TemplateProcessing` post-processor puts `bos` first.
+/// Whether a `TemplateProcessing` post-processor (alone, or in a
+/// `Sequence` as Llama 3's) puts `bos` first.
 fn post_processor_adds(v: &Value, bos: &str) -> bool {
+    if type_of(v) == "Sequence" {
+        return v
+            .get("processors")
+            .and_then(Value::as_array)
+            .is_some_and(|ps| ps.iter().any(|p| post_processor_adds(p, bos)));
+    }
     type_of(v) == "TemplateProcessing"
         && v.get("single")
             .and_then(Value::as_array)
