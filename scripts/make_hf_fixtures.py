@@ -45,6 +45,8 @@ from transformers import (
     Phi3ForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -174,6 +176,21 @@ FIXTURES = {
         1007,
         torch.float32,
     ),
+    "tiny-qwen3": (
+        Qwen3Config,
+        Qwen3ForCausalLM,
+        base_kwargs(
+            tie_word_embeddings=True,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            # 128, as the released models (and transformers' GGUF loader,
+            # which reads no key_length for qwen3, assumes).
+            head_dim=128,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        ),
+        1014,
+        torch.float32,
+    ),
     "tiny-phi3": (
         Phi3Config,
         Phi3ForCausalLM,
@@ -262,6 +279,8 @@ NOTES = {
     "tiny-llama-bf16": "weights stored as bf16; reference = same bf16 weights upcast to f32, inv_freq in f32",
     "tiny-qwen2": "model_type qwen2: q/k/v biases (0.5*N(0,1)), tied embeddings, GQA 4/2, rope_theta 1e6, "
     "use_sliding_window false",
+    "tiny-qwen3": "model_type qwen3: per-head q/k RMSNorm before RoPE (q_norm/k_norm weights "
+    "1 + 0.2*N(0,1)), no biases, head_dim 128 != 48 / 4, tied, GQA 4/2, rope_theta 1e6",
     "tiny-phi3": "model_type phi3: fused qkv_proj and gate_up_proj, partial_rotary_factor 0.5 "
     "(6 of 12 head dims rotated), GQA 4/2, untied",
     "tiny-phi3-longrope": "model_type phi3: longrope (original_max_position_embeddings 16, "
@@ -555,6 +574,7 @@ GGUF_OUT = REPO / "tests" / "fixtures" / "gguf"
 GGUF_ARCH = {
     "tiny-llama3-mqa": "llama",
     "tiny-qwen2": "qwen2",
+    "tiny-qwen3": "qwen3",
     "tiny-phi3": "phi3",
     "tiny-phi3-longrope": "phi3",
     "tiny-gemma": "gemma",
@@ -577,8 +597,12 @@ def gguf_metadata(w, arch, cfg):
     w.add_head_count_kv(cfg.get("num_key_value_heads", n_head))
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    if arch in ("llama", "qwen2", "phi3"):
+    if arch in ("llama", "qwen2", "qwen3", "phi3"):
         w.add_rope_freq_base(rope["rope_theta"])
+    if arch == "qwen3":
+        # TextModel.set_gguf_parameters: an explicit head_dim.
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
     if arch == "llama":
         # LlamaModel.set_gguf_parameters / generate_extra_tensors.
         head_dim = cfg.get("head_dim") or n_embd // n_head
@@ -655,7 +679,7 @@ def write_gguf(name, d):
     w.add_name(name)
     extra = gguf_metadata(w, arch, cfg)
     vocab = cfg["vocab_size"]
-    if arch in ("qwen2", "llama"):
+    if arch in ("qwen2", "qwen3", "llama"):
         w.add_tokenizer_model("gpt2")
         w.add_tokenizer_pre("llama-bpe" if arch == "llama" else "qwen2")
         w.add_token_list([f"<t{i}>" for i in range(vocab)])
@@ -730,6 +754,10 @@ def family_checks(name, d):
     could drop (biases, norm weights) and the RoPE variants change argmaxes."""
     if name in GGUF_ARCH:
         write_gguf(name, d)
+    if name == "tiny-qwen3":
+        dropped_changes_argmax(
+            d, "setting the q/k head norm weights to 1", zero_if(lambda n: n.endswith(("q_norm.weight", "k_norm.weight")), 1.0)
+        )
     if name == "tiny-qwen2":
         dropped_changes_argmax(d, "zeroing the q/k/v biases", zero_if(lambda n: n.endswith(".bias")))
     if name in NORM_PLUS_ONE:

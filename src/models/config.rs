@@ -80,6 +80,9 @@ pub enum Activation {
 pub struct Arch {
     /// q/k/v projections carry biases `self_attn.{q,k,v}_proj.bias` (Qwen2).
     pub qkv_bias: bool,
+    /// Each query and key head is RMSNorm-ed over its `head_dim` before
+    /// RoPE, with weights `self_attn.{q,k}_norm.weight` `[head_dim]` (Qwen3).
+    pub qk_norm: bool,
     /// q, k and v are one `self_attn.qkv_proj.weight` `[(H+2·KV)·D, hidden]`,
     /// split in-graph (Phi-3).
     pub fused_qkv: bool,

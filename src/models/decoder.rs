@@ -32,6 +32,8 @@ pub fn expected_tensors(cfg: &DecoderConfig) -> Vec<(String, Vec<usize>)> {
 struct LayerKeys {
     p: String,
     h: usize,
+    /// Head dim.
+    d: usize,
     q: usize,
     kv: usize,
     i: usize,
@@ -43,6 +45,7 @@ impl LayerKeys {
         LayerKeys {
             p: format!("model.layers.{l}"),
             h: cfg.hidden_size,
+            d: cfg.head_dim,
             q: cfg.num_heads * cfg.head_dim,
             kv: cfg.num_kv_heads * cfg.head_dim,
             i: cfg.intermediate_size,
@@ -71,6 +74,10 @@ impl LayerKeys {
             out.push((self.key("self_attn.q_proj.bias"), vec![q]));
             out.push((self.key("self_attn.k_proj.bias"), vec![kv]));
             out.push((self.key("self_attn.v_proj.bias"), vec![kv]));
+        }
+        if a.qk_norm {
+            out.push((self.key("self_attn.q_norm.weight"), vec![self.d]));
+            out.push((self.key("self_attn.k_norm.weight"), vec![self.d]));
         }
         out.push((self.key("self_attn.o_proj.weight"), vec![h, q]));
         out.push((self.key("post_attention_layernorm.weight"), vec![h]));
@@ -107,6 +114,8 @@ pub(crate) struct Layer {
     qkv: Qkv,
     /// q/k/v biases.
     bias: Option<(Value, Value, Value)>,
+    /// q/k head norms (Qwen3).
+    qk_norm: Option<(Value, Value)>,
     o: Value,
     /// Llama: the pre-MLP norm. Sandwich: the post-attention norm.
     norm_post: Value,
@@ -197,6 +206,7 @@ impl<'a> Decoder<'a> {
             Qkv::Separate(next(), next(), next())
         };
         let bias = a.qkv_bias.then(|| (next(), next(), next()));
+        let qk_norm = a.qk_norm.then(|| (next(), next()));
         let o = next();
         let norm_post = next();
         let sandwich = a.sandwich_norms.then(|| (next(), next()));
@@ -210,6 +220,7 @@ impl<'a> Decoder<'a> {
             norm_in,
             qkv,
             bias,
+            qk_norm,
             o,
             norm_post,
             sandwich,
@@ -269,6 +280,11 @@ impl<'a> Decoder<'a> {
         let q = proj(g, 0, h)?;
         let k = proj(g, 1, kv)?;
         let v = proj(g, 2, kv)?;
+        let (q, k) = match lw.qk_norm {
+            // Qwen3: RMSNorm over each head's dims, before RoPE.
+            Some((qn, kn)) => (self.norm(q, qn)?, self.norm(k, kn)?),
+            None => (q, k),
+        };
         Ok((q, k, v))
     }
 

@@ -67,7 +67,7 @@ pub fn hf_expected(name: &str) -> HfExpected {
 }
 
 /// The tiny HF checkpoints.
-pub const HF_FIXTURES: [&str; 15] = [
+pub const HF_FIXTURES: [&str; 16] = [
     "tiny-llama-tied-gqa",
     "tiny-llama-untied-mha",
     "tiny-llama-untied-mha-no-kv-heads",
@@ -78,6 +78,7 @@ pub const HF_FIXTURES: [&str; 15] = [
     "tiny-llama-bf16",
     "tiny-mistral-window",
     "tiny-qwen2",
+    "tiny-qwen3",
     "tiny-phi3",
     "tiny-phi3-longrope",
     "tiny-gemma",

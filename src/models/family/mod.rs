@@ -10,6 +10,7 @@ mod gemma;
 mod llama;
 mod phi3;
 mod qwen2;
+mod qwen3;
 
 use super::config::{DecoderConfig, RawConfig};
 use super::ModelError;
@@ -26,6 +27,8 @@ pub enum Family {
     Mistral,
     /// Qwen2 / Qwen2.5 (q/k/v biases).
     Qwen2,
+    /// Qwen3 (per-head q/k RMSNorm, no biases).
+    Qwen3,
     /// Phi-3 (fused qkv and gate/up, partial RoPE, LongRoPE).
     Phi3,
     /// Gemma (√hidden embedding scale, `1 + w` norms, GeGLU).
@@ -40,6 +43,7 @@ impl Family {
         Family::Llama,
         Family::Mistral,
         Family::Qwen2,
+        Family::Qwen3,
         Family::Phi3,
         Family::Gemma,
         Family::Gemma2,
@@ -51,6 +55,7 @@ impl Family {
             Family::Llama => "llama",
             Family::Mistral => "mistral",
             Family::Qwen2 => "qwen2",
+            Family::Qwen3 => "qwen3",
             Family::Phi3 => "phi3",
             Family::Gemma => "gemma",
             Family::Gemma2 => "gemma2",
@@ -85,6 +90,7 @@ impl Family {
         match self {
             Family::Llama | Family::Mistral => llama::hf_config(self, raw),
             Family::Qwen2 => qwen2::hf_config(raw),
+            Family::Qwen3 => qwen3::hf_config(raw),
             Family::Phi3 => phi3::hf_config(raw),
             Family::Gemma | Family::Gemma2 => gemma::hf_config(self, raw),
         }
@@ -100,6 +106,7 @@ impl Family {
         match self {
             Family::Llama | Family::Mistral => llama::gguf_config(common, file),
             Family::Qwen2 => qwen2::gguf_config(common, file),
+            Family::Qwen3 => qwen3::gguf_config(common, file),
             Family::Phi3 => phi3::gguf_config(common, file),
             Family::Gemma | Family::Gemma2 => gemma::gguf_config(self, common, file),
         }
@@ -116,6 +123,7 @@ impl Family {
         match self {
             Family::Llama | Family::Mistral => llama::gguf_block_tensor(part, cfg),
             Family::Qwen2 => qwen2::gguf_block_tensor(part),
+            Family::Qwen3 => qwen3::gguf_block_tensor(part),
             Family::Phi3 => phi3::gguf_block_tensor(part),
             Family::Gemma | Family::Gemma2 => gemma::gguf_block_tensor(self, part),
         }
