@@ -35,6 +35,8 @@ from transformers import (
     AutoModelForCausalLM,
     Gemma2Config,
     Gemma2ForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
     GemmaConfig,
     GemmaForCausalLM,
     LlamaConfig,
@@ -263,12 +265,36 @@ FIXTURES = {
     ),
 }
 
+FIXTURES["tiny-gemma3"] = (
+    Gemma3TextConfig,
+    Gemma3ForCausalLM,
+    base_kwargs(
+        tie_word_embeddings=True,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        pad_token_id=None,
+        hidden_activation="gelu_pytorch_tanh",
+        # = head_dim, and layers 0-4 local, 5 global (transformers' default
+        # pattern): what a GGUF can express, since llama.cpp assumes both.
+        query_pre_attn_scalar=16,
+        sliding_window=16,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+    ),
+    1015,
+    torch.float32,
+)
+
 # Fixtures whose token embeddings are scaled after init (see tiny-gemma2-tied).
-EMBED_SCALE = {"tiny-gemma2-tied": 0.1}
+EMBED_SCALE = {"tiny-gemma2-tied": 0.1, "tiny-gemma3": 0.1}
 
 # Families whose RMSNorm scales by (1 + w): norm weights are perturbed
 # around 0 there (w = 0.2*N(0,1)), around 1 elsewhere.
-NORM_PLUS_ONE = {"tiny-gemma", "tiny-gemma2", "tiny-gemma2-tied"}
+NORM_PLUS_ONE = {"tiny-gemma", "tiny-gemma2", "tiny-gemma2-tied", "tiny-gemma3"}
 
 NOTES = {
     "tiny-llama-tied-gqa": "tied embeddings (no lm_head.weight), 4 heads / 2 KV heads",
@@ -295,6 +321,10 @@ NOTES = {
     "tiny-gemma2-tied.gguf): tiny-gemma2's knobs with a tied head and query_pre_attn_scalar = head_dim 16 "
     "(llama.cpp's Gemma 2 always ties and scales by 1/sqrt(head_dim)); embeddings scaled by 0.1 after "
     "init so the tied head does not echo the input; GQA 4/2",
+    "tiny-gemma3": "model_type gemma3_text: Gemma 2's sandwich norms plus q/k head norms (1 + w), "
+    "layers 0-4 local (sliding_window 16, RoPE base 1e4) and 5 global (RoPE base 1e6), "
+    "query_pre_attn_scalar = head_dim 16, no soft-capping, tied (embeddings x 0.1 after init, as "
+    "tiny-gemma2-tied), GQA 4/2",
     "tiny-gemma": "model_type gemma: embeddings x sqrt(48), RMSNorm (1 + w) with w = 0.2*N(0,1), GeGLU "
     "(gelu_pytorch_tanh), head_dim 16 != 48 / 4, MQA (1 KV head), tied",
 }
@@ -579,6 +609,7 @@ GGUF_ARCH = {
     "tiny-phi3-longrope": "phi3",
     "tiny-gemma": "gemma",
     "tiny-gemma2-tied": "gemma2",
+    "tiny-gemma3": "gemma3",
 }
 
 
@@ -628,10 +659,16 @@ def gguf_metadata(w, arch, cfg):
                     smooth = (old / wavelen - low) / (high - low)
                     factors.append(1 / ((1 - smooth) / factor + smooth))
             return {"rope_freqs.weight": torch.tensor(factors, dtype=torch.float32).numpy()}
-    if arch in ("gemma", "gemma2"):
+    if arch in ("gemma", "gemma2", "gemma3"):
         # GemmaModel/Gemma2Model: key/value length = head_dim, no rope base.
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
+    if arch == "gemma3":
+        # Gemma3Model: the global layers' base; window; final soft-capping.
+        w.add_rope_freq_base(rope.get("full_attention", rope).get("rope_theta", 1_000_000.0))
+        if cfg.get("final_logit_softcapping"):
+            w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        w.add_sliding_window(cfg["sliding_window"])
     if arch == "gemma2":
         w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
         w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
@@ -698,7 +735,7 @@ def write_gguf(name, d):
         w.add_pad_token_id(0)
     tensors = dict(extra)
     for hf, t in sd.items():
-        if arch in ("gemma", "gemma2") and hf == "lm_head.weight":
+        if arch in ("gemma", "gemma2", "gemma3") and hf == "lm_head.weight":
             continue
         gname = tmap.get_name(hf, try_suffixes=(".weight", ".bias"))
         assert gname, f"{name}: the gguf package maps no GGUF name to {hf}"
@@ -709,7 +746,7 @@ def write_gguf(name, d):
             if hf.endswith("k_proj.weight"):
                 heads = cfg.get("num_key_value_heads", heads)
             v = v.reshape(heads, 2, v.shape[0] // heads // 2, *v.shape[1:]).swapaxes(1, 2).reshape(v.shape)
-        if arch in ("gemma", "gemma2") and hf.endswith("norm.weight"):
+        if arch in ("gemma", "gemma2", "gemma3") and hf.endswith("norm.weight"):
             v = v + np.float32(1.0)
         tensors[gname] = v
     for gname in sorted(tensors):
@@ -764,6 +801,14 @@ def family_checks(name, d):
         dropped_changes_argmax(d, "zeroing the norm weights (w = 0: scale 1)", zero_if(lambda n: n.endswith("norm.weight")))
     if name.startswith("tiny-phi3"):
         dropped_changes_argmax(d, "setting the norm weights to 1", zero_if(lambda n: n.endswith("norm.weight"), 1.0))
+    if name == "tiny-gemma3":
+        compare_config_edit(
+            d,
+            "the global layer at the local RoPE base",
+            lambda c: c["rope_parameters"]["full_attention"].update(rope_theta=10000.0),
+            seqs=(33,),
+        )
+        compare_config_edit(d, "no sliding window", lambda c: c.update(sliding_window=4096))
     if name in ("tiny-gemma2", "tiny-gemma2-tied"):
         cfg = json.loads((d / "config.json").read_text())
         assert cfg["layer_types"] == ["sliding_attention", "full_attention"], cfg["layer_types"]

@@ -75,7 +75,7 @@ fn bad_configs_are_clear_errors() {
     let dir = tmpdir();
     let cases: Vec<(ConfigEdit, &str)> = vec![
         (Box::new(|c| { c.as_object_mut().unwrap().remove("hidden_size"); }), "missing required key \"hidden_size\""),
-        (Box::new(|c| c["model_type"] = "gpt2".into()), "unsupported model_type \"gpt2\" (supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2)"),
+        (Box::new(|c| c["model_type"] = "gpt2".into()), "unsupported model_type \"gpt2\" (supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, gemma3)"),
         (Box::new(|c| c["attention_bias"] = true.into()), "attention_bias = true is not supported"),
         (Box::new(|c| c["num_key_value_heads"] = 3.into()), "not a multiple of num_key_value_heads (3)"),
         (Box::new(|c| c["hidden_act"] = "gelu".into()), "hidden_act \"gelu\" is not supported"),
@@ -118,6 +118,10 @@ fn bad_family_configs_are_clear_errors() {
          "unexpected tensor \"model.layers.0.self_attn.k_proj.bias\" (the llama graph does not use it)"),
         ("tiny-llama-tied-gqa", Box::new(|c| c["model_type"] = "qwen2".into()),
          "missing tensor \"model.layers.0.self_attn.q_proj.bias\" (expected shape [48] from the config)"),
+        ("tiny-gemma3", Box::new(|c| { c["rope_parameters"].as_object_mut().unwrap().remove("sliding_attention"); }),
+         "rope_parameters must give both full_attention and sliding_attention for gemma3"),
+        ("tiny-gemma3", Box::new(|c| c["text_config"] = serde_json::json!({})),
+         "a multimodal gemma3 checkpoint (text_config); export its text model (model_type gemma3_text)"),
         ("tiny-qwen3", Box::new(|c| c["attention_bias"] = true.into()),
          "attention_bias = true is not supported for qwen3"),
         ("tiny-qwen3", Box::new(|c| c["model_type"] = "llama".into()),

@@ -25,12 +25,13 @@ use std::path::Path;
 /// One fixture per family added beside Llama/Mistral, with the index of the
 /// SEQ to build (Gemma 2 at SEQ 33, where its local layer's window of 16
 /// is narrower than SEQ and masked).
-const ONE_PER_FAMILY: [(&str, usize); 5] = [
+const ONE_PER_FAMILY: [(&str, usize); 6] = [
     ("tiny-qwen2", 0),
     ("tiny-qwen3", 0),
     ("tiny-phi3", 0),
     ("tiny-gemma", 0),
     ("tiny-gemma2", 1),
+    ("tiny-gemma3", 1),
 ];
 
 fn export_f32(ckpt: &Checkpoint, dir: &Path, seq: usize) -> ExportReport {
@@ -117,7 +118,7 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
 /// GGUF files written from HF fixtures as llama.cpp's converter lays out
 /// each architecture (`scripts/make_hf_fixtures.py --gguf`), with the family
 /// kiln must read: the file named after its HF folder.
-const GGUF_FIXTURES: [(&str, kiln::models::Family); 7] = [
+const GGUF_FIXTURES: [(&str, kiln::models::Family); 8] = [
     ("tiny-llama3-mqa", kiln::models::Family::Llama),
     ("tiny-qwen2", kiln::models::Family::Qwen2),
     ("tiny-qwen3", kiln::models::Family::Qwen3),
@@ -125,6 +126,7 @@ const GGUF_FIXTURES: [(&str, kiln::models::Family); 7] = [
     ("tiny-phi3-longrope", kiln::models::Family::Phi3),
     ("tiny-gemma", kiln::models::Family::Gemma),
     ("tiny-gemma2-tied", kiln::models::Family::Gemma2),
+    ("tiny-gemma3", kiln::models::Family::Gemma3),
 ];
 
 #[test]

@@ -64,7 +64,7 @@ fn inspect_reports_tensors_metadata_and_entry_kinds() {
 #[test]
 fn inspect_names_the_model_family_and_whether_export_supports_it() {
     let dir = tempfile::tempdir().unwrap();
-    let supported = "llama, mistral, qwen2, qwen3, phi3, gemma, gemma2";
+    let supported = "llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, gemma3";
     // A GGUF of an unsupported architecture: metadata.gguf (written as
     // "llama") with its general.architecture value patched to "bloom".
     let mut bytes = std::fs::read(fx("gguf/metadata.gguf")).unwrap();

@@ -81,8 +81,12 @@ pub struct Arch {
     /// q/k/v projections carry biases `self_attn.{q,k,v}_proj.bias` (Qwen2).
     pub qkv_bias: bool,
     /// Each query and key head is RMSNorm-ed over its `head_dim` before
-    /// RoPE, with weights `self_attn.{q,k}_norm.weight` `[head_dim]` (Qwen3).
+    /// RoPE, with weights `self_attn.{q,k}_norm.weight` `[head_dim]` (Qwen3,
+    /// Gemma 3).
     pub qk_norm: bool,
+    /// The RoPE of the sliding-window layers, when it differs from the
+    /// others' (Gemma 3: base 10 000 there, 1 000 000 on the global layers).
+    pub sliding_rope: Option<SlidingRope>,
     /// q, k and v are one `self_attn.qkv_proj.weight` `[(H+2·KV)·D, hidden]`,
     /// split in-graph (Phi-3).
     pub fused_qkv: bool,
@@ -114,6 +118,15 @@ pub struct Arch {
     /// layer `l` iff `v[l]` (Gemma 2's alternating local/global layers,
     /// Qwen2's `layer_types`).
     pub sliding_layers: Option<Vec<bool>>,
+}
+
+/// RoPE settings of the sliding-window layers ([`Arch::sliding_rope`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
+pub struct SlidingRope {
+    /// RoPE base.
+    pub theta: f64,
+    /// RoPE scaling.
+    pub scaling: RopeScaling,
 }
 
 /// Hyperparameters of a decoder-only transformer of any supported family.
@@ -164,6 +177,29 @@ impl DecoderConfig {
         match &self.arch.sliding_layers {
             None => Some(w),
             Some(v) => v.get(l).copied().unwrap_or(false).then_some(w),
+        }
+    }
+
+    /// Whether layer `l` is one of the sliding-window (local) layers.
+    pub fn is_sliding_layer(&self, l: usize) -> bool {
+        match &self.arch.sliding_layers {
+            None => self.sliding_window.is_some(),
+            Some(v) => v.get(l).copied().unwrap_or(false),
+        }
+    }
+
+    /// The config whose RoPE layer `l` uses: this one, or with the
+    /// sliding layers' base and scaling ([`Arch::sliding_rope`]).
+    pub fn rope_config_of(&self, l: usize) -> std::borrow::Cow<'_, DecoderConfig> {
+        match &self.arch.sliding_rope {
+            Some(r) if self.is_sliding_layer(l) => {
+                let mut c = self.clone();
+                c.rope_theta = r.theta;
+                c.rope_scaling = r.scaling.clone();
+                c.arch.sliding_rope = None;
+                std::borrow::Cow::Owned(c)
+            }
+            _ => std::borrow::Cow::Borrowed(self),
         }
     }
 

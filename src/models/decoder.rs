@@ -136,6 +136,35 @@ enum GateUp {
     Fused(Value),
 }
 
+/// The RoPE (cos, sin) tables of a graph: one pair, or one for the
+/// sliding-window layers and one for the others ([`super::config::Arch::sliding_rope`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ropes {
+    global: (Value, Value),
+    sliding: Option<(Value, Value)>,
+}
+
+impl Ropes {
+    /// The tables layer `l` uses.
+    pub(crate) fn layer(&self, cfg: &DecoderConfig, l: usize) -> (Value, Value) {
+        match self.sliding {
+            Some(s) if cfg.is_sliding_layer(l) => s,
+            _ => self.global,
+        }
+    }
+
+    /// Both pairs through `f` (e.g. gathering one row of each).
+    pub(crate) fn map<E>(
+        self,
+        mut f: impl FnMut((Value, Value)) -> Result<(Value, Value), E>,
+    ) -> Result<Ropes, E> {
+        Ok(Ropes {
+            global: f(self.global)?,
+            sliding: self.sliding.map(&mut f).transpose()?,
+        })
+    }
+}
+
 /// Which keys each query may attend to.
 pub(crate) enum Mask {
     /// Queries and keys are the same positions; key ≤ query.
@@ -289,7 +318,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// The RoPE tables for positions `0..n` as constants `[n, rotary_dim]`.
-    pub(crate) fn rope_constants(&mut self, n: usize) -> Result<(Value, Value), ModelError> {
+    pub(crate) fn rope_constants(&mut self, n: usize) -> Result<Ropes, ModelError> {
         self.rope_constants_within(n, n)
     }
 
@@ -301,14 +330,24 @@ impl<'a> Decoder<'a> {
         &mut self,
         rows: usize,
         context: usize,
-    ) -> Result<(Value, Value), ModelError> {
-        let (mut cos, mut sin) = rope_tables(self.cfg, context.max(rows));
-        let rd = self.cfg.rotary_dim();
-        cos.truncate(rows * rd);
-        sin.truncate(rows * rd);
-        let cos = self.g.dense(DType::F32, &[rows, rd], cos)?;
-        let sin = self.g.dense(DType::F32, &[rows, rd], sin)?;
-        Ok((cos, sin))
+    ) -> Result<Ropes, ModelError> {
+        let cfg = self.cfg;
+        let mut table = |c: &DecoderConfig| -> Result<(Value, Value), ModelError> {
+            let (mut cos, mut sin) = rope_tables(c, context.max(rows));
+            let rd = c.rotary_dim();
+            cos.truncate(rows * rd);
+            sin.truncate(rows * rd);
+            let cos = self.g.dense(DType::F32, &[rows, rd], cos)?;
+            let sin = self.g.dense(DType::F32, &[rows, rd], sin)?;
+            Ok((cos, sin))
+        };
+        let global = table(cfg)?;
+        // The sliding layers' own tables, when their RoPE differs.
+        let sliding = match (0..cfg.num_layers).find(|&l| cfg.is_sliding_layer(l)) {
+            Some(l) if cfg.arch.sliding_rope.is_some() => Some(table(&cfg.rope_config_of(l))?),
+            _ => None,
+        };
+        Ok(Ropes { global, sliding })
     }
 
     /// Rotate-half RoPE on the leading `rotary_dim` dims of each head of
@@ -547,10 +586,10 @@ pub fn build_graph(cfg: &DecoderConfig, opts: &GraphOptions) -> Result<Graph, Mo
     let ids = b.g.reshape(ids, &[seq])?;
     let emb = b.embedding()?;
     let mut x = b.embed(emb, ids)?;
-    let (cos, sin) = b.rope_constants(seq)?;
+    let ropes = b.rope_constants(seq)?;
     let mut masks = CausalMasks::new(seq);
     for l in 0..cfg.num_layers {
-        x = b.causal_block(l, x, (cos, sin), &mut masks)?.0;
+        x = b.causal_block(l, x, ropes.layer(cfg, l), &mut masks)?.0;
     }
     let out = b.head_argmax(x, emb)?;
     b.g.set_outputs(&[out]);

@@ -132,11 +132,11 @@ pub fn build_prefill(
     let ids = b.g.reshape(tokens, &[p])?;
     let emb = b.embedding()?;
     let mut x = b.embed(emb, ids)?;
-    let (cos, sin) = b.rope_constants_within(p, n)?;
+    let ropes = b.rope_constants_within(p, n)?;
     let mut masks = CausalMasks::new(p);
     let (mut ks, mut vs) = (Vec::new(), Vec::new());
     for l in 0..cfg.num_layers {
-        let (y, k, v) = b.causal_block(l, x, (cos, sin), &mut masks)?;
+        let (y, k, v) = b.causal_block(l, x, ropes.layer(cfg, l), &mut masks)?;
         x = y;
         let zeros = b.g.splat(DType::F32, &[kvh, n - p, d], 0.0)?;
         ks.push(b.g.concatenate(&[k, zeros], 1)?);
@@ -172,9 +172,10 @@ pub fn build_decode(
     let mut x = b.embed(emb, token)?;
     // RoPE rows for this position, gathered from the [N, rd] tables.
     let pos1 = b.g.reshape(pos, &[1])?;
-    let (cos_t, sin_t) = b.rope_constants(n)?;
-    let cos = b.g.gather_rows(cos_t, pos1)?;
-    let sin = b.g.gather_rows(sin_t, pos1)?;
+    let tables = b.rope_constants(n)?;
+    let ropes = tables.map(|(cos_t, sin_t)| {
+        Ok::<_, ModelError>((b.g.gather_rows(cos_t, pos1)?, b.g.gather_rows(sin_t, pos1)?))
+    })?;
     // Keys 0..=position are visible (within the layer's window, if any);
     // the new key/value go to `position`.
     let key_idx = b.g.iota(DType::I32, &[1, n], 1)?;
@@ -186,6 +187,7 @@ pub fn build_decode(
     for l in 0..cfg.num_layers {
         let lw = b.layer(l)?;
         let (q, k, v) = b.qkv(&lw, x)?;
+        let (cos, sin) = ropes.layer(cfg, l);
         let q = b.rope(q, cos, sin)?;
         let k = b.rope(k, cos, sin)?;
         let layer = b.g.scalar(DType::I32, l as f64)?;

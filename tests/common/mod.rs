@@ -67,7 +67,7 @@ pub fn hf_expected(name: &str) -> HfExpected {
 }
 
 /// The tiny HF checkpoints.
-pub const HF_FIXTURES: [&str; 16] = [
+pub const HF_FIXTURES: [&str; 17] = [
     "tiny-llama-tied-gqa",
     "tiny-llama-untied-mha",
     "tiny-llama-untied-mha-no-kv-heads",
@@ -84,6 +84,7 @@ pub const HF_FIXTURES: [&str; 16] = [
     "tiny-gemma",
     "tiny-gemma2",
     "tiny-gemma2-tied",
+    "tiny-gemma3",
 ];
 
 /// Margin below which a reference argmax counts as a tie.

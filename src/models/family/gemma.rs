@@ -17,7 +17,9 @@
 //! the 46-layer Gemma 2 27B (`1/√(hidden/heads)`); kiln does the same.
 
 use super::{sliding_layers, Family, Undo};
-use crate::models::config::{Activation, DecoderConfig, RawConfig};
+use crate::models::config::{
+    parse_rope, Activation, DecoderConfig, RawConfig, RopeScaling, SlidingRope,
+};
 use crate::models::ModelError;
 use crate::params::gguf::{GgufFile, GgufValue};
 use serde_json::Value as Json;
@@ -46,8 +48,15 @@ pub(super) fn hf_config(family: Family, raw: &RawConfig) -> Result<DecoderConfig
     // Gemma reads hidden_act (transformers maps the legacy "gelu" of the
     // original releases to the tanh approximation); Gemma 2 reads
     // hidden_activation.
+    if raw.extra.contains_key("text_config") {
+        return Err(ModelError(format!(
+            "config.json: a multimodal {ty} checkpoint (text_config); export its text model (model_type gemma3_text)"
+        )));
+    }
     let (key, act) = match family {
-        Family::Gemma2 => ("hidden_activation", raw.extra_str("hidden_activation")),
+        Family::Gemma2 | Family::Gemma3 => {
+            ("hidden_activation", raw.extra_str("hidden_activation"))
+        }
         _ => ("hidden_act", raw.hidden_act.as_deref()),
     };
     let act = act.unwrap_or("gelu_pytorch_tanh");
@@ -66,7 +75,9 @@ pub(super) fn hf_config(family: Family, raw: &RawConfig) -> Result<DecoderConfig
     }
     cfg.tie_word_embeddings = raw.tie_word_embeddings.unwrap_or(true);
     gemma_arch(&mut cfg);
-    if family == Family::Gemma2 {
+    if family == Family::Gemma3 {
+        gemma3_config(raw, &mut cfg)?;
+    } else if family == Family::Gemma2 {
         cfg.arch.sandwich_norms = true;
         cfg.arch.query_pre_attn_scalar = opt_f64(raw, "query_pre_attn_scalar", Some(256.0))?;
         cfg.arch.attn_logit_softcapping = opt_f64(raw, "attn_logit_softcapping", Some(50.0))?;
@@ -78,6 +89,66 @@ pub(super) fn hf_config(family: Family, raw: &RawConfig) -> Result<DecoderConfig
         cfg.sliding_window = None;
     }
     Ok(cfg)
+}
+
+/// Gemma 3's knobs beside Gemma's: Gemma 2's sandwich norms and scalar,
+/// q/k head norms, no soft-capping by default, every sixth layer global
+/// (`layer_types`), and two RoPEs: `rope_parameters.full_attention` for
+/// the global layers and `.sliding_attention` for the local ones
+/// (transformers 5.x), or `rope_theta` / `rope_scaling` and
+/// `rope_local_base_freq` (4.x).
+fn gemma3_config(raw: &RawConfig, cfg: &mut DecoderConfig) -> Result<(), ModelError> {
+    cfg.arch.sandwich_norms = true;
+    cfg.arch.qk_norm = true;
+    cfg.arch.query_pre_attn_scalar = opt_f64(raw, "query_pre_attn_scalar", Some(256.0))?;
+    cfg.arch.attn_logit_softcapping = opt_f64(raw, "attn_logit_softcapping", None)?;
+    cfg.arch.final_logit_softcapping = opt_f64(raw, "final_logit_softcapping", None)?;
+    let pattern = raw
+        .extra_f64("sliding_window_pattern")
+        .unwrap_or(6.0)
+        .max(1.0) as usize;
+    cfg.arch.sliding_layers = Some(sliding_layers(raw, cfg.num_layers, |l| {
+        (l + 1) % pattern != 0
+    })?);
+    if cfg.sliding_window.is_none() {
+        cfg.sliding_window = Some(4096);
+    }
+    let omax = cfg.max_position_embeddings as f64;
+    let nested = |kind: &str| match &raw.rope_parameters {
+        Some(Json::Object(p)) => p.get(kind).and_then(Json::as_object),
+        _ => None,
+    };
+    let theta_of = |o: &serde_json::Map<String, Json>, default: f64| {
+        o.get("rope_theta")
+            .and_then(Json::as_f64)
+            .unwrap_or(default)
+    };
+    match (nested("full_attention"), nested("sliding_attention")) {
+        (Some(full), Some(local)) => {
+            cfg.rope_theta = theta_of(full, 1_000_000.0);
+            cfg.rope_scaling = parse_rope(full, "rope_parameters.full_attention", Some(omax))?;
+            cfg.arch.sliding_rope = Some(SlidingRope {
+                theta: theta_of(local, 10_000.0),
+                scaling: parse_rope(local, "rope_parameters.sliding_attention", Some(omax))?,
+            });
+        }
+        (None, None) => {
+            if raw.rope_theta.is_none() && raw.rope_parameters.is_none() {
+                cfg.rope_theta = 1_000_000.0;
+            }
+            cfg.arch.sliding_rope = Some(SlidingRope {
+                theta: raw.extra_f64("rope_local_base_freq").unwrap_or(10_000.0),
+                scaling: RopeScaling::Default,
+            });
+        }
+        _ => {
+            return Err(ModelError(
+                "config.json: rope_parameters must give both full_attention and sliding_attention for gemma3"
+                    .into(),
+            ))
+        }
+    }
+    Ok(())
 }
 
 /// What Gemma and Gemma 2 set beside the common decoder, from either source.
@@ -103,7 +174,30 @@ pub(super) fn gguf_config(
         )));
     }
     gemma_arch(&mut cfg);
-    if family == Family::Gemma2 {
+    if family == Family::Gemma3 {
+        // llama.cpp: every sixth layer global, local layers at base 10 000
+        // without scaling; soft-capping only when the file gives it.
+        cfg.arch.sandwich_norms = true;
+        cfg.arch.qk_norm = true;
+        cfg.arch.final_logit_softcapping = meta_f("final_logit_softcapping");
+        cfg.sliding_window = Some(
+            file.get_metadata("gemma3.attention.sliding_window")
+                .and_then(GgufValue::as_u64)
+                .map_or(4096, |w| w as usize),
+        );
+        cfg.arch.sliding_layers = Some((0..cfg.num_layers).map(|l| l % 6 < 5).collect());
+        cfg.arch.sliding_rope = Some(crate::models::config::SlidingRope {
+            theta: 10_000.0,
+            scaling: RopeScaling::Default,
+        });
+        // The 62-layer Gemma 3 27B scales by hidden/heads.
+        let scalar = if cfg.num_layers == 62 {
+            cfg.hidden_size / cfg.num_heads.max(1)
+        } else {
+            cfg.head_dim
+        };
+        cfg.arch.query_pre_attn_scalar = Some(scalar as f64);
+    } else if family == Family::Gemma2 {
         cfg.arch.sandwich_norms = true;
         cfg.arch.attn_logit_softcapping = Some(meta_f("attn_logit_softcapping").unwrap_or(50.0));
         cfg.arch.final_logit_softcapping = Some(meta_f("final_logit_softcapping").unwrap_or(30.0));
@@ -135,9 +229,15 @@ pub(super) fn gguf_block_tensor(family: Family, part: &str) -> Option<(&'static 
         (_, "ffn_gate.weight") => "mlp.gate_proj.weight",
         (_, "ffn_up.weight") => "mlp.up_proj.weight",
         (_, "ffn_down.weight") => "mlp.down_proj.weight",
-        (Family::Gemma2, "post_attention_norm.weight") => "post_attention_layernorm.weight",
-        (Family::Gemma2, "ffn_norm.weight") => "pre_feedforward_layernorm.weight",
-        (Family::Gemma2, "post_ffw_norm.weight") => "post_feedforward_layernorm.weight",
+        (Family::Gemma2 | Family::Gemma3, "post_attention_norm.weight") => {
+            "post_attention_layernorm.weight"
+        }
+        (Family::Gemma2 | Family::Gemma3, "ffn_norm.weight") => "pre_feedforward_layernorm.weight",
+        (Family::Gemma2 | Family::Gemma3, "post_ffw_norm.weight") => {
+            "post_feedforward_layernorm.weight"
+        }
+        (Family::Gemma3, "attn_q_norm.weight") => "self_attn.q_norm.weight",
+        (Family::Gemma3, "attn_k_norm.weight") => "self_attn.k_norm.weight",
         (_, "ffn_norm.weight") => "post_attention_layernorm.weight",
         _ => return None,
     };

@@ -35,6 +35,9 @@ pub enum Family {
     Gemma,
     /// Gemma 2 (Gemma plus sandwich norms, soft-capping, local/global layers).
     Gemma2,
+    /// Gemma 3 text (Gemma 2's block plus q/k head norms, 5 local : 1 global
+    /// layers with their own RoPE bases).
+    Gemma3,
 }
 
 impl Family {
@@ -47,6 +50,7 @@ impl Family {
         Family::Phi3,
         Family::Gemma,
         Family::Gemma2,
+        Family::Gemma3,
     ];
 
     /// The `model_type` / `general.architecture` spelling.
@@ -59,6 +63,7 @@ impl Family {
             Family::Phi3 => "phi3",
             Family::Gemma => "gemma",
             Family::Gemma2 => "gemma2",
+            Family::Gemma3 => "gemma3",
         }
     }
 
@@ -73,6 +78,8 @@ impl Family {
 
     /// Parses a `model_type` (or a GGUF `general.architecture`).
     pub fn parse(s: &str) -> Result<Family, ModelError> {
+        // transformers' text-only Gemma 3 (GGUF says gemma3).
+        let s = if s == "gemma3_text" { "gemma3" } else { s };
         Family::ALL
             .iter()
             .copied()
@@ -92,7 +99,7 @@ impl Family {
             Family::Qwen2 => qwen2::hf_config(raw),
             Family::Qwen3 => qwen3::hf_config(raw),
             Family::Phi3 => phi3::hf_config(raw),
-            Family::Gemma | Family::Gemma2 => gemma::hf_config(self, raw),
+            Family::Gemma | Family::Gemma2 | Family::Gemma3 => gemma::hf_config(self, raw),
         }
     }
 
@@ -108,7 +115,9 @@ impl Family {
             Family::Qwen2 => qwen2::gguf_config(common, file),
             Family::Qwen3 => qwen3::gguf_config(common, file),
             Family::Phi3 => phi3::gguf_config(common, file),
-            Family::Gemma | Family::Gemma2 => gemma::gguf_config(self, common, file),
+            Family::Gemma | Family::Gemma2 | Family::Gemma3 => {
+                gemma::gguf_config(self, common, file)
+            }
         }
     }
 
@@ -125,7 +134,7 @@ impl Family {
             Family::Qwen2 => qwen2::gguf_block_tensor(part),
             Family::Qwen3 => qwen3::gguf_block_tensor(part),
             Family::Phi3 => phi3::gguf_block_tensor(part),
-            Family::Gemma | Family::Gemma2 => gemma::gguf_block_tensor(self, part),
+            Family::Gemma | Family::Gemma2 | Family::Gemma3 => gemma::gguf_block_tensor(self, part),
         }
     }
 }
