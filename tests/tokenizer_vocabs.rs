@@ -16,11 +16,16 @@ fn vocab(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// The (text, ids) cases of a llama.cpp vocabulary test.
+/// The (text, ids) cases of a committed llama.cpp vocabulary test.
 fn cases(name: &str) -> Vec<(String, Vec<u32>)> {
+    cases_in(&vocab(""), name)
+}
+
+/// The (text, ids) cases of the llama.cpp vocabulary test `name` in `dir`.
+fn cases_in(dir: &std::path::Path, name: &str) -> Vec<(String, Vec<u32>)> {
     let sep = "\n__ggml_vocab_test__\n";
-    let inp = std::fs::read_to_string(vocab(&format!("{name}.inp"))).unwrap();
-    let out = std::fs::read_to_string(vocab(&format!("{name}.out"))).unwrap();
+    let inp = std::fs::read_to_string(dir.join(format!("{name}.inp"))).unwrap();
+    let out = std::fs::read_to_string(dir.join(format!("{name}.out"))).unwrap();
     let texts: Vec<&str> = inp.strip_suffix(sep).unwrap().split(sep).collect();
     let ids: Vec<Vec<u32>> = out
         .strip_suffix('\n')
@@ -325,16 +330,7 @@ fn gguf_llama3_and_qwen2_vocabularies_encode_as_the_reference() {
         return;
     };
     for name in ["ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf"] {
-        let sep = "\n__ggml_vocab_test__\n";
-        let inp = std::fs::read_to_string(dir.join(format!("{name}.inp"))).unwrap();
-        let out = std::fs::read_to_string(dir.join(format!("{name}.out"))).unwrap();
-        let texts: Vec<&str> = inp.strip_suffix(sep).unwrap().split(sep).collect();
-        let ids: Vec<Vec<u32>> = out
-            .strip_suffix('\n')
-            .unwrap()
-            .split('\n')
-            .map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect())
-            .collect();
+        let cases = cases_in(&dir, name);
         let tok = Tokenizer::from_gguf(dir.join(name)).unwrap();
         // And the tokenizer.json `kiln package` writes for it.
         let f = kiln::params::gguf::GgufFile::open(dir.join(name)).unwrap();
@@ -349,7 +345,7 @@ fn gguf_llama3_and_qwen2_vocabularies_encode_as_the_reference() {
         let packaged = Tokenizer::from_tokenizer_json(tmp.path().join("m.tokenizer.json")).unwrap();
         assert_eq!(packaged.pre_tokenizer(), tok.pre_tokenizer(), "{name}");
         let mut bad = Vec::new();
-        for (text, want) in texts.iter().zip(&ids) {
+        for (text, want) in &cases {
             let got = tok.encode(text).unwrap();
             if &got != want {
                 bad.push(format!("{text:?}: got {got:?}, want {want:?}"));
@@ -365,7 +361,7 @@ fn gguf_llama3_and_qwen2_vocabularies_encode_as_the_reference() {
             bad.is_empty(),
             "{name}: {} of {} cases differ:\n{}",
             bad.len(),
-            texts.len(),
+            cases.len(),
             bad.join("\n")
         );
     }

@@ -130,21 +130,41 @@ fn category_ranges(pattern: &str) -> Vec<(char, char)> {
     }
 }
 
+/// The characters of a text with their byte offsets and classes.
+struct Chars<'a> {
+    text: &'a str,
+    v: Vec<(usize, char, Class)>,
+}
+
+impl<'a> Chars<'a> {
+    fn new(text: &'a str) -> Chars<'a> {
+        let v = text.char_indices().map(|(i, c)| (i, c, class(c))).collect();
+        Chars { text, v }
+    }
+
+    /// The byte offset of character `k` (the text's length past the end).
+    fn offset(&self, k: usize) -> usize {
+        self.v.get(k).map_or(self.text.len(), |c| c.0)
+    }
+
+    /// The end of the run of class `cls` characters starting at `from`.
+    fn run_end(&self, from: usize, cls: Class) -> usize {
+        let mut k = from;
+        while k < self.v.len() && self.v[k].2 == cls {
+            k += 1;
+        }
+        k
+    }
+}
+
 /// The GPT-2 regex over `text` (which starts at byte `base` of the whole
 /// input); the look-ahead sees only `text`, as when HF applies the regex to
 /// one piece of a previous split.
 fn split_gpt2(text: &str, base: usize, out: &mut Vec<Range<usize>>) {
-    let chars: Vec<(usize, char, Class)> =
-        text.char_indices().map(|(i, c)| (i, c, class(c))).collect();
-    let n = chars.len();
-    let offset = |k: usize| if k < n { chars[k].0 } else { text.len() };
-    let run_end = |from: usize, cls: Class| {
-        let mut k = from;
-        while k < n && chars[k].2 == cls {
-            k += 1;
-        }
-        k
-    };
+    let cs = Chars::new(text);
+    let (chars, n) = (&cs.v, cs.v.len());
+    let offset = |k: usize| cs.offset(k);
+    let run_end = |from: usize, cls: Class| cs.run_end(from, cls);
     let mut i = 0;
     while i < n {
         let (pos, c, cls) = chars[i];
@@ -218,17 +238,10 @@ fn contraction(rest: &str) -> Option<usize> {
 ///    something else follows
 /// 7. `\s+`
 fn split_llama3(text: &str, max_digits: usize, out: &mut Vec<Range<usize>>) {
-    let chars: Vec<(usize, char, Class)> =
-        text.char_indices().map(|(i, c)| (i, c, class(c))).collect();
-    let n = chars.len();
-    let offset = |k: usize| if k < n { chars[k].0 } else { text.len() };
-    let run_end = |from: usize, cls: Class| {
-        let mut k = from;
-        while k < n && chars[k].2 == cls {
-            k += 1;
-        }
-        k
-    };
+    let cs = Chars::new(text);
+    let (chars, n) = (&cs.v, cs.v.len());
+    let offset = |k: usize| cs.offset(k);
+    let run_end = |from: usize, cls: Class| cs.run_end(from, cls);
     let newline = |k: usize| k < n && matches!(chars[k].1, '\r' | '\n');
     let mut i = 0;
     while i < n {

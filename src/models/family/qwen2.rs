@@ -21,9 +21,15 @@ pub(super) fn hf_config(raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
     }
     let mut cfg = raw.common(Family::Qwen2)?;
     cfg.arch.qkv_bias = true;
-    // transformers: sliding_window applies only with use_sliding_window, and
-    // only to the layers layer_types marks "sliding_attention" (by default
-    // those at index >= max_window_layers).
+    qwen_windows(raw, &mut cfg)?;
+    Ok(cfg)
+}
+
+/// Qwen2's and Qwen3's sliding windows, as transformers reads them: the
+/// window applies only with `use_sliding_window`, and only to the layers
+/// `layer_types` marks "sliding_attention" (by default those at index ≥
+/// `max_window_layers`).
+pub(super) fn qwen_windows(raw: &RawConfig, cfg: &mut DecoderConfig) -> Result<(), ModelError> {
     let use_sliding = raw
         .extra
         .get("use_sliding_window")
@@ -36,7 +42,7 @@ pub(super) fn hf_config(raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
     } else {
         None
     };
-    Ok(cfg)
+    Ok(())
 }
 
 pub(super) fn gguf_config(

@@ -5,11 +5,10 @@
 //! with `use_sliding_window`, on the `layer_types` layers). llama.cpp stores
 //! Q/K unpermuted and the head norms as `blk.N.attn_{q,k}_norm.weight`.
 
-use super::{sliding_layers, standard_block_tensor, Family, Undo};
+use super::{standard_block_tensor, Family, Undo};
 use crate::models::config::{DecoderConfig, RawConfig};
 use crate::models::ModelError;
 use crate::params::gguf::GgufFile;
-use serde_json::Value as Json;
 
 pub(super) fn hf_config(raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
     // Qwen3's attention_bias would put biases on q, k, v and o: not supported.
@@ -17,18 +16,7 @@ pub(super) fn hf_config(raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
     raw.expect_activation("silu")?;
     let mut cfg = raw.common(Family::Qwen3)?;
     cfg.arch.qk_norm = true;
-    let use_sliding = raw
-        .extra
-        .get("use_sliding_window")
-        .and_then(Json::as_bool)
-        .unwrap_or(false);
-    let first = raw.extra_f64("max_window_layers").unwrap_or(28.0);
-    cfg.arch.sliding_layers = Some(sliding_layers(raw, cfg.num_layers, |l| l as f64 >= first)?);
-    cfg.sliding_window = if use_sliding {
-        raw.sliding_window
-    } else {
-        None
-    };
+    super::qwen2::qwen_windows(raw, &mut cfg)?;
     Ok(cfg)
 }
 
