@@ -110,6 +110,10 @@ fn generate_and_run_bad_input_are_one_line_errors() {
     let host = dir.path().join("tiny-host.vmfb");
     kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &host, &[]).unwrap();
     let h = host.to_str().unwrap();
+    let qwen_gguf = fixture("gguf/tiny-qwen2.gguf")
+        .to_str()
+        .unwrap()
+        .to_string();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["generate", h, "--tokens", "1,2,3,4,5,6,7,8"],
@@ -122,6 +126,19 @@ fn generate_and_run_bad_input_are_one_line_errors() {
         (
             vec!["generate", h, "--tokens", "1", "--device", "cuda"],
             "cuda",
+        ),
+        // A GGUF's dummy vocabulary (`<tN>` tokens, no bytes) has no token
+        // for plain text.
+        (
+            vec![
+                "generate",
+                h,
+                "--prompt",
+                "hello",
+                "--tokenizer",
+                &qwen_gguf,
+            ],
+            "--prompt encodes to no tokens with",
         ),
         (
             vec!["run", h, "--tokens", "1,2,3,4,5,6,7,8,9"],

@@ -104,10 +104,14 @@ pub fn run(a: Args) -> Result<i32> {
             } else {
                 text.clone()
             };
-            t.encode_prompt(&text, a.chat)?
-                .into_iter()
-                .map(|x| x as i32)
-                .collect()
+            let ids = t.encode_prompt(&text, a.chat)?;
+            if ids.is_empty() && !text.is_empty() {
+                return Err(Error::Usage(format!(
+                    "--prompt encodes to no tokens with {}: its vocabulary has no token (and no byte fallback) for these characters",
+                    tok_path.as_deref().map_or("the tokenizer".into(), |p| p.display().to_string())
+                )));
+            }
+            ids.into_iter().map(|x| x as i32).collect()
         }
         (None, Some(ids)) => {
             if a.chat {
