@@ -12,7 +12,8 @@ tests never run it).
    skipping special tokens, encode with the bos added), and for both files
    the count and sha256 of the merges transformers derives from the scores
    (`"a b"` lines joined by newlines), which kiln's must equal, and
-   transformers' ids for the Llama file (a Metaspace pre-tokenizer there).
+   transformers' ids for the Llama file (a Metaspace pre-tokenizer there),
+   and the Phi-3 tokenizer's ids for 300 pseudo-random mixed-script texts.
 """
 
 import hashlib
@@ -94,6 +95,28 @@ def main():
     for text in texts:
         ids = llama.encode(text, add_special_tokens=False)
         metaspace.append({"text": text, "ids": ids, "decode": llama.decode(ids)})
+    # Pseudo-random mixed-script texts (no special tokens) through the
+    # Phi-3 tokenizer, whose shape is the model's own (its 47 reference
+    # cases agree): a differential check beyond the reference cases.
+    import random
+    rnd = random.Random(20261201)
+    pieces = ["a", "Z", "é", "ß", "ж", "ع", "中", "日本", "한", "ह", "ि", "1", "23", "٣", "½", " ", "  ",
+              "\t", "\n", "\r\n", "\u3000", "\u00a0", "'s", "'LL", "!", "?!", "...", "-", "🦙", "👍🏽",
+              "🇫🇷", "\u200d", "x", "hello", "World", " the", "ſ", "Ω", "ﬁ", "İ"]
+    random_cases = []
+    for _ in range(300):
+        text = "".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 14)))
+        random_cases.append({"text": text, "ids": tok.encode(text, add_special_tokens=False)})
+    # The same texts through transformers' GGUF tokenizers of llama.cpp's
+    # Llama 3 and Qwen2 vocabularies (fetched by scripts/fetch-llama-vocab.sh).
+    import os
+    cache = os.environ.get("KILN_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kiln")
+    vocab_dir = os.path.join(cache, "llama.cpp-vocab")
+    byte_level_random = {}
+    for name in ("ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf"):
+        t = AutoTokenizer.from_pretrained(vocab_dir, gguf_file=name)
+        byte_level_random[name] = [t.encode(c["text"], add_special_tokens=False) for c in random_cases]
     merges = {}
     for name in ("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"):
         t = AutoTokenizer.from_pretrained(str(OUT), gguf_file=name)
@@ -105,6 +128,8 @@ def main():
         {
             "merges": merges,
             "llama_spm_metaspace": metaspace,
+            "phi3_random": random_cases,
+            "byte_level_random": byte_level_random,
             "source": "ggml-vocab-phi-3.gguf",
             "reference": "transformers AutoTokenizer.from_pretrained(dir, gguf_file=...): encode(text, "
             "add_special_tokens=False), decode(ids), decode(ids, skip_special_tokens=True), "

@@ -480,3 +480,72 @@ fn random_texts_round_trip() {
         }
     }
 }
+
+/// 300 pseudo-random mixed-script texts: kiln's Phi-3 ids equal
+/// transformers' (`phi3_random` in `phi-3-transformers.json`).
+#[test]
+fn phi3_random_texts_match_transformers() {
+    let tok = Tokenizer::from_gguf(vocab("ggml-vocab-phi-3.gguf")).unwrap();
+    let doc = transformers_doc();
+    let cases = doc["phi3_random"].as_array().unwrap();
+    assert_eq!(cases.len(), 300);
+    let mut bad = Vec::new();
+    for c in cases {
+        let text = c["text"].as_str().unwrap();
+        let want: Vec<u32> = c["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect();
+        let got = tok.encode(text).unwrap();
+        if got != want {
+            bad.push(format!("{text:?}: got {got:?}, want {want:?}"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of 300 differ:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
+
+/// The same 300 texts through transformers' GGUF tokenizers of the Llama 3
+/// and Qwen2 vocabularies (`byte_level_random`).
+#[test]
+fn byte_level_random_texts_match_transformers() {
+    let Some(dir) = byte_level_vocab_dir() else {
+        return;
+    };
+    let doc = transformers_doc();
+    let texts: Vec<&str> = doc["phi3_random"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    for name in ["ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf"] {
+        let tok = Tokenizer::from_gguf(dir.join(name)).unwrap();
+        let want = doc["byte_level_random"][name].as_array().unwrap();
+        let mut bad = Vec::new();
+        for (text, w) in texts.iter().zip(want) {
+            let w: Vec<u32> = w
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect();
+            let got = tok.encode(text).unwrap();
+            if got != w {
+                bad.push(format!("{text:?}: got {got:?}, want {w:?}"));
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "{name}: {} of 300 differ:\n{}",
+            bad.len(),
+            bad.join("\n")
+        );
+    }
+}
