@@ -78,16 +78,7 @@ fn gguf_sentencepiece_vocabularies_encode_as_the_reference() {
 fn phi3_special_tokens_bos_and_decoding_match_transformers() {
     let tok = Tokenizer::from_gguf(vocab("ggml-vocab-phi-3.gguf")).unwrap();
     assert_eq!((tok.bos(), tok.eos()), (Some(1), Some(32000)));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(vocab("phi-3-transformers.json")).unwrap())
-            .unwrap();
-    let ids = |v: &serde_json::Value| -> Vec<u32> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap() as u32)
-            .collect()
-    };
+    let doc = transformers_doc();
     for c in doc["cases"].as_array().unwrap() {
         let text = c["text"].as_str().unwrap();
         let got = tok.encode(text).unwrap();
@@ -118,6 +109,37 @@ fn phi3_special_tokens_bos_and_decoding_match_transformers() {
 fn transformers_doc() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(vocab("phi-3-transformers.json")).unwrap())
         .unwrap()
+}
+
+/// A JSON array of token ids.
+fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// Every text encodes to its expected ids; the failures are listed together.
+fn expect_encodes<'a>(
+    tok: &Tokenizer,
+    label: &str,
+    cases: impl IntoIterator<Item = (&'a str, Vec<u32>)>,
+) {
+    let (mut n, mut bad) = (0, Vec::new());
+    for (text, want) in cases {
+        n += 1;
+        let got = tok.encode(text).unwrap();
+        if got != want {
+            bad.push(format!("{text:?}: got {got:?}, want {want:?}"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{label}: {} of {n} differ:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }
 
 /// kiln derives exactly the merges transformers derives from the scores.
@@ -218,12 +240,7 @@ fn metaspace_prepends_unless_the_text_starts_with_a_space() {
         .unwrap()
     {
         let text = c["text"].as_str().unwrap();
-        let want: Vec<u32> = c["ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap() as u32)
-            .collect();
+        let want = ids(&c["ids"]);
         let got = meta.encode(text).unwrap();
         assert_eq!(got, want, "{text:?}");
         assert_eq!(
@@ -489,25 +506,12 @@ fn phi3_random_texts_match_transformers() {
     let doc = transformers_doc();
     let cases = doc["phi3_random"].as_array().unwrap();
     assert_eq!(cases.len(), 300);
-    let mut bad = Vec::new();
-    for c in cases {
-        let text = c["text"].as_str().unwrap();
-        let want: Vec<u32> = c["ids"]
-            .as_array()
-            .unwrap()
+    expect_encodes(
+        &tok,
+        "phi-3",
+        cases
             .iter()
-            .map(|x| x.as_u64().unwrap() as u32)
-            .collect();
-        let got = tok.encode(text).unwrap();
-        if got != want {
-            bad.push(format!("{text:?}: got {got:?}, want {want:?}"));
-        }
-    }
-    assert!(
-        bad.is_empty(),
-        "{} of 300 differ:\n{}",
-        bad.len(),
-        bad.join("\n")
+            .map(|c| (c["text"].as_str().unwrap(), ids(&c["ids"]))),
     );
 }
 
@@ -528,24 +532,7 @@ fn byte_level_random_texts_match_transformers() {
     for name in ["ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf"] {
         let tok = Tokenizer::from_gguf(dir.join(name)).unwrap();
         let want = doc["byte_level_random"][name].as_array().unwrap();
-        let mut bad = Vec::new();
-        for (text, w) in texts.iter().zip(want) {
-            let w: Vec<u32> = w
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap() as u32)
-                .collect();
-            let got = tok.encode(text).unwrap();
-            if got != w {
-                bad.push(format!("{text:?}: got {got:?}, want {w:?}"));
-            }
-        }
-        assert!(
-            bad.is_empty(),
-            "{name}: {} of 300 differ:\n{}",
-            bad.len(),
-            bad.join("\n")
-        );
+        assert_eq!(want.len(), texts.len());
+        expect_encodes(&tok, name, texts.iter().copied().zip(want.iter().map(ids)));
     }
 }
