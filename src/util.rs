@@ -39,38 +39,40 @@ impl AtomicFile {
         self.tmp.as_file_mut()
     }
 
-    /// Flushes, syncs nothing (speed over durability), gives the file the
-    /// usual `0644` mode (temporary files start private) and renames it
-    /// into place. A file already at the destination is replaced by
-    /// [`replace_by_rename`] (moved aside into a fresh folder beside it,
-    /// deleted after), not renamed over: see there for why.
+    /// Flushes, syncs nothing (speed over durability) and moves the file
+    /// into place with [`persist`].
     pub fn commit(mut self) -> Result<PathBuf> {
         self.tmp.flush().map_err(|e| Error::io(&self.dest, e))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let perms = std::fs::Permissions::from_mode(0o644);
-            std::fs::set_permissions(self.tmp.path(), perms)
-                .map_err(|e| Error::io(&self.dest, e))?;
-        }
-        let dest = self.dest.clone();
-        let replaces = std::fs::symlink_metadata(&dest).is_ok_and(|m| m.is_file());
-        if !replaces {
-            self.tmp
-                .persist(&dest)
-                .map_err(|e| Error::io(&dest, e.error))?;
-            return Ok(dest);
-        }
-        let aside = tempfile::Builder::new()
-            .prefix(".kiln-old-")
-            .tempdir_in(self.tmp.path().parent().unwrap_or(Path::new(".")))
-            .map_err(|e| Error::io(&dest, e))?;
-        // The temporary name is deleted on drop unless the rename took it.
-        let tmp = self.tmp.into_temp_path();
-        replace_by_rename(&tmp, &dest, aside.path())?;
-        let _ = tmp.keep();
-        Ok(dest)
+        persist(self.tmp, &self.dest)?;
+        Ok(self.dest)
     }
+}
+
+/// Gives the complete temporary file `tmp` the usual `0644` mode (temporary
+/// files start private) and renames it to `dest`. A file already at `dest`
+/// is replaced by [`replace_by_rename`] (moved aside into a fresh folder
+/// beside it, deleted after), not renamed over: see there for why.
+pub fn persist(tmp: tempfile::NamedTempFile, dest: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let perms = std::fs::Permissions::from_mode(0o644);
+        std::fs::set_permissions(tmp.path(), perms).map_err(|e| Error::io(dest, e))?;
+    }
+    let replaces = std::fs::symlink_metadata(dest).is_ok_and(|m| m.is_file());
+    if !replaces {
+        tmp.persist(dest).map_err(|e| Error::io(dest, e.error))?;
+        return Ok(());
+    }
+    let aside = tempfile::Builder::new()
+        .prefix(".kiln-old-")
+        .tempdir_in(tmp.path().parent().unwrap_or(Path::new(".")))
+        .map_err(|e| Error::io(dest, e))?;
+    // The temporary name is deleted on drop unless the rename took it.
+    let tmp = tmp.into_temp_path();
+    replace_by_rename(&tmp, dest, aside.path())?;
+    let _ = tmp.keep();
+    Ok(())
 }
 
 impl Write for AtomicFile {

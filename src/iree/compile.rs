@@ -100,14 +100,9 @@ pub fn compile(
     for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
         eprintln!("iree-compile ({target}): {line}");
     }
-    // tempfile creates 0600; a compiled module is an ordinary output file.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644));
-    }
-    tmp.persist(out).map_err(|e| Error::io(out, e.error))?;
-    Ok(())
+    // 0644 like every output, replacing an earlier module without the
+    // rename-over flush.
+    crate::util::persist(tmp, out)
 }
 
 /// For a Vulkan compile: the module as the pinned IREE's SPIR-V backend
