@@ -45,14 +45,14 @@ pub(super) fn hf_config(family: Family, raw: &RawConfig) -> Result<DecoderConfig
             "config.json: use_bidirectional_attention = true is not supported for {ty} (supported: causal attention)"
         )));
     }
-    // Gemma reads hidden_act (transformers maps the legacy "gelu" of the
-    // original releases to the tanh approximation); Gemma 2 reads
-    // hidden_activation.
     if raw.extra.contains_key("text_config") {
         return Err(ModelError(format!(
             "config.json: a multimodal {ty} checkpoint (text_config); export its text model (model_type gemma3_text)"
         )));
     }
+    // Gemma reads hidden_act (transformers maps the legacy "gelu" of the
+    // original releases to the tanh approximation); Gemma 2 and 3 read
+    // hidden_activation.
     let (key, act) = match family {
         Family::Gemma2 | Family::Gemma3 => {
             ("hidden_activation", raw.extra_str("hidden_activation"))
@@ -151,7 +151,7 @@ fn gemma3_config(raw: &RawConfig, cfg: &mut DecoderConfig) -> Result<(), ModelEr
     Ok(())
 }
 
-/// What Gemma and Gemma 2 set beside the common decoder, from either source.
+/// What every Gemma sets beside the common decoder, from either source.
 fn gemma_arch(cfg: &mut DecoderConfig) {
     cfg.arch.activation = Activation::GeluTanh;
     cfg.arch.norm_plus_one = true;
@@ -174,47 +174,40 @@ pub(super) fn gguf_config(
         )));
     }
     gemma_arch(&mut cfg);
+    if family == Family::Gemma {
+        cfg.sliding_window = None;
+        return Ok(cfg);
+    }
+    // Gemma 2 and 3: sandwich norms, local layers with a window, and
+    // llama.cpp's attention scale 1/√head_dim, except for the 27B models
+    // (46-layer Gemma 2, 62-layer Gemma 3), which scale by hidden/heads.
+    cfg.arch.sandwich_norms = true;
+    cfg.sliding_window = Some(
+        file.get_metadata(&format!("{a}.attention.sliding_window"))
+            .and_then(GgufValue::as_u64)
+            .map_or(4096, |w| w as usize),
+    );
+    let layers_27b = if family == Family::Gemma3 { 62 } else { 46 };
+    let scalar = if cfg.num_layers == layers_27b {
+        cfg.hidden_size / cfg.num_heads.max(1)
+    } else {
+        cfg.head_dim
+    };
+    cfg.arch.query_pre_attn_scalar = Some(scalar as f64);
     if family == Family::Gemma3 {
         // llama.cpp: every sixth layer global, local layers at base 10 000
         // without scaling; soft-capping only when the file gives it.
-        cfg.arch.sandwich_norms = true;
         cfg.arch.qk_norm = true;
         cfg.arch.final_logit_softcapping = meta_f("final_logit_softcapping");
-        cfg.sliding_window = Some(
-            file.get_metadata("gemma3.attention.sliding_window")
-                .and_then(GgufValue::as_u64)
-                .map_or(4096, |w| w as usize),
-        );
         cfg.arch.sliding_layers = Some((0..cfg.num_layers).map(|l| l % 6 < 5).collect());
-        cfg.arch.sliding_rope = Some(crate::models::config::SlidingRope {
+        cfg.arch.sliding_rope = Some(SlidingRope {
             theta: 10_000.0,
             scaling: RopeScaling::Default,
         });
-        // The 62-layer Gemma 3 27B scales by hidden/heads.
-        let scalar = if cfg.num_layers == 62 {
-            cfg.hidden_size / cfg.num_heads.max(1)
-        } else {
-            cfg.head_dim
-        };
-        cfg.arch.query_pre_attn_scalar = Some(scalar as f64);
-    } else if family == Family::Gemma2 {
-        cfg.arch.sandwich_norms = true;
+    } else {
         cfg.arch.attn_logit_softcapping = Some(meta_f("attn_logit_softcapping").unwrap_or(50.0));
         cfg.arch.final_logit_softcapping = Some(meta_f("final_logit_softcapping").unwrap_or(30.0));
-        cfg.sliding_window = Some(
-            file.get_metadata("gemma2.attention.sliding_window")
-                .and_then(GgufValue::as_u64)
-                .map_or(4096, |w| w as usize),
-        );
         cfg.arch.sliding_layers = Some((0..cfg.num_layers).map(|l| l % 2 == 0).collect());
-        let scalar = if cfg.num_layers == 46 {
-            cfg.hidden_size / cfg.num_heads.max(1)
-        } else {
-            cfg.head_dim
-        };
-        cfg.arch.query_pre_attn_scalar = Some(scalar as f64);
-    } else {
-        cfg.sliding_window = None;
     }
     Ok(cfg)
 }
