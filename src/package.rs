@@ -785,15 +785,12 @@ pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
     let s = |k: &str| meta(k).and_then(GgufValue::as_str).map(str::to_string);
     let model = s("tokenizer.ggml.model").unwrap_or_default();
     let arch = s("general.architecture").unwrap_or_default();
-    let spm = match model.as_str() {
-        "gpt2" => false,
-        "llama" if !arch.starts_with("gemma") => true,
-        _ => {
-            return Err(usage(format!(
-                "tokenizer.ggml.model = {model:?} of a {arch} GGUF (supported: gpt2, byte-level BPE; llama, SentencePiece BPE, for llama/mistral/phi3 files)"
-            )))
-        }
-    };
+    let spm = crate::tokenizer::gguf_is_sentencepiece(&model, &arch).map_err(|what| {
+        usage(format!(
+            "{what} (supported: {})",
+            crate::tokenizer::SUPPORTED_MODELS
+        ))
+    })?;
     let tokens: Vec<&str> = meta("tokenizer.ggml.tokens")
         .and_then(GgufValue::as_string_array)
         .ok_or_else(|| usage("tokenizer.ggml.tokens is missing or not a string array"))?;
@@ -873,7 +870,8 @@ pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
             .cloned()
             .unwrap_or_else(|| spelling(tokens[i as usize]))
     };
-    let (normalizer, pre_tokenizer, decoder, model_json) = if spm {
+    // The two kinds differ in these; the BPE model's other fields agree.
+    let (normalizer, pre_tokenizer, decoder, pairs, unk, ignore_merges) = if spm {
         let scores: Vec<f32> = meta("tokenizer.ggml.scores")
             .and_then(GgufValue::as_array)
             .ok_or_else(|| usage("tokenizer.ggml.scores is missing or not an array"))?
@@ -908,24 +906,13 @@ pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
         if prefix {
             decoders.push(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0}));
         }
-        let unk = id("tokenizer.ggml.unknown_token_id")?.map(name_of);
-        let model_json = json!({
-            "type": "BPE",
-            "dropout": null,
-            "unk_token": unk,
-            "continuing_subword_prefix": null,
-            "end_of_word_suffix": null,
-            "fuse_unk": true,
-            "byte_fallback": true,
-            "ignore_merges": false,
-            "vocab": vocab,
-            "merges": pairs
-        });
         (
             normalizer,
             Value::Null,
             json!({"type": "Sequence", "decoders": decoders}),
-            model_json,
+            pairs,
+            id("tokenizer.ggml.unknown_token_id")?.map(name_of),
+            false,
         )
     } else {
         let pre = s("tokenizer.ggml.pre").unwrap_or_else(|| "gpt2".into());
@@ -980,25 +967,29 @@ pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
                 }
             }
         }
-        let model_json = json!({
-            "type": "BPE",
-            "dropout": null,
-            "unk_token": null,
-            "continuing_subword_prefix": null,
-            "end_of_word_suffix": null,
-            "fuse_unk": false,
-            "byte_fallback": false,
-            "ignore_merges": crate::tokenizer::ignores_merges(kind),
-            "vocab": vocab,
-            "merges": pairs
-        });
         (
             Value::Null,
             pre_tokenizer,
             json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
-            model_json,
+            pairs,
+            None,
+            crate::tokenizer::ignores_merges(kind),
         )
     };
+    // SentencePiece-style: unknown runs fused, bytes of unknown characters
+    // as `<0xXX>` tokens.
+    let model_json = json!({
+        "type": "BPE",
+        "dropout": null,
+        "unk_token": unk,
+        "continuing_subword_prefix": null,
+        "end_of_word_suffix": null,
+        "fuse_unk": spm,
+        "byte_fallback": spm,
+        "ignore_merges": ignore_merges,
+        "vocab": vocab,
+        "merges": pairs
+    });
     let post_processor = match (add_bos, bos) {
         (true, Some(b)) => {
             let bt = name_of(b);

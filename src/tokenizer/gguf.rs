@@ -12,6 +12,26 @@ const CONTROL: i32 = 3;
 /// llama.cpp's token type for user-defined tokens, matched whole.
 const USER_DEFINED: i32 = 4;
 
+/// Whether a GGUF vocabulary is SentencePiece-style, from its
+/// `tokenizer.ggml.model` and `general.architecture`: `gpt2` is byte-level
+/// BPE (false), `llama` SentencePiece-style BPE (true) except in Gemma
+/// files, whose vocabularies need transformers' Gemma rules (merge order
+/// from token positions, whitespace tokens respelled), which kiln does not
+/// reproduce. Anything else is `Err` with the unsupported setting, for a
+/// message that goes on with [`SUPPORTED_MODELS`].
+pub fn gguf_is_sentencepiece(model: &str, arch: &str) -> Result<bool, String> {
+    match model {
+        "gpt2" => Ok(false),
+        "llama" if !arch.starts_with("gemma") => Ok(true),
+        "llama" => Err(format!("tokenizer.ggml.model = \"llama\" of a {arch} GGUF")),
+        _ => Err(format!("tokenizer.ggml.model = \"{model}\"")),
+    }
+}
+
+/// The GGUF tokenizer models kiln reads, for error messages.
+pub const SUPPORTED_MODELS: &str =
+    "gpt2, byte-level BPE; llama, SentencePiece BPE, for llama/mistral/phi3 files";
+
 /// The pre-tokenizer of a `tokenizer.ggml.pre` value, for the values whose
 /// HF tokenizer kiln reproduces exactly.
 pub fn pre_tokenizer_for(pre: &str) -> Option<PreTokenizer> {

@@ -49,42 +49,31 @@ impl Tokenizer {
                 .and_then(GgufValue::as_bool)
                 .unwrap_or(default)
         };
-        match model.as_str() {
-            "gpt2" => {}
-            // Gemma's vocabularies need transformers' Gemma rules (merge
-            // order from token positions, whitespace tokens respelled),
-            // which kiln does not reproduce.
-            "llama" if !arch.starts_with("gemma") => {
-                let scores = f
-                    .get_metadata("tokenizer.ggml.scores")
-                    .and_then(GgufValue::as_array)
-                    .map(|a| a.iter().map(|v| v.as_f64().unwrap_or(0.0) as f32).collect())
-                    .unwrap_or_default();
-                let parts = super::gguf::SpmParts {
-                    scores,
-                    token_types: types,
-                    bos: id("tokenizer.ggml.bos_token_id"),
-                    eos: id("tokenizer.ggml.eos_token_id"),
-                    unk: id("tokenizer.ggml.unknown_token_id"),
-                    add_bos: flag("tokenizer.ggml.add_bos_token", true),
-                    add_space_prefix: flag("tokenizer.ggml.add_space_prefix", true),
-                    chat_template: s("tokenizer.chat_template"),
-                };
-                return Tokenizer::from_gguf_spm(strings("tokenizer.ggml.tokens"), parts)
-                    .map_err(|e| prefix_path(path, e));
-            }
-            _ => {
-                let what = if model == "llama" {
-                    format!("tokenizer.ggml.model = \"llama\" of a {arch} GGUF")
-                } else {
-                    format!("tokenizer.ggml.model = \"{model}\"")
-                };
-                return Err(TokenizerError::Unsupported(format!(
-                    "{}: {what} (supported: gpt2, byte-level BPE; llama, SentencePiece BPE, for llama/mistral/phi3 files); pass token ids with --tokens",
-                    path.display()
-                ))
-                .into());
-            }
+        let spm = super::gguf_is_sentencepiece(&model, &arch).map_err(|what| {
+            TokenizerError::Unsupported(format!(
+                "{}: {what} (supported: {}); pass token ids with --tokens",
+                path.display(),
+                super::SUPPORTED_MODELS
+            ))
+        })?;
+        if spm {
+            let scores = f
+                .get_metadata("tokenizer.ggml.scores")
+                .and_then(GgufValue::as_array)
+                .map(|a| a.iter().map(|v| v.as_f64().unwrap_or(0.0) as f32).collect())
+                .unwrap_or_default();
+            let parts = super::gguf::SpmParts {
+                scores,
+                token_types: types,
+                bos: id("tokenizer.ggml.bos_token_id"),
+                eos: id("tokenizer.ggml.eos_token_id"),
+                unk: id("tokenizer.ggml.unknown_token_id"),
+                add_bos: flag("tokenizer.ggml.add_bos_token", true),
+                add_space_prefix: flag("tokenizer.ggml.add_space_prefix", true),
+                chat_template: s("tokenizer.chat_template"),
+            };
+            return Tokenizer::from_gguf_spm(strings("tokenizer.ggml.tokens"), parts)
+                .map_err(|e| prefix_path(path, e));
         }
         Tokenizer::from_gguf_parts(
             strings("tokenizer.ggml.tokens"),

@@ -29,7 +29,9 @@ mod load;
 mod pretokenize;
 mod spm;
 
-pub use gguf::{ignores_merges, pre_tokenizer_for, SUPPORTED_PRE};
+pub use gguf::{
+    gguf_is_sentencepiece, ignores_merges, pre_tokenizer_for, SUPPORTED_MODELS, SUPPORTED_PRE,
+};
 pub use pretokenize::{PreTokenizer, LLAMA3_REGEX, QWEN2_REGEX};
 pub use spm::Prefix as SpacePrefix;
 
