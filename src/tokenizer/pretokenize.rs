@@ -163,8 +163,6 @@ impl<'a> Chars<'a> {
 fn split_gpt2(text: &str, base: usize, out: &mut Vec<Range<usize>>) {
     let cs = Chars::new(text);
     let (chars, n) = (&cs.v, cs.v.len());
-    let offset = |k: usize| cs.offset(k);
-    let run_end = |from: usize, cls: Class| cs.run_end(from, cls);
     let mut i = 0;
     while i < n {
         let (pos, c, cls) = chars[i];
@@ -184,21 +182,21 @@ fn split_gpt2(text: &str, base: usize, out: &mut Vec<Range<usize>>) {
         let start = if c == ' ' && i + 1 < n { i + 1 } else { i };
         let start_cls = chars[start].2;
         if start_cls != Class::Space {
-            let end = run_end(start, start_cls);
-            out.push(base + pos..base + offset(end));
+            let end = cs.run_end(start, start_cls);
+            out.push(base + pos..base + cs.offset(end));
             i = end;
             continue;
         }
         debug_assert_eq!(cls, Class::Space);
         // `\s+(?!\S)`: the whitespace run, less its last character when
         // something other than whitespace follows; else `\s+`.
-        let end = run_end(i, Class::Space);
+        let end = cs.run_end(i, Class::Space);
         let end = if end < n && end - i >= 2 {
             end - 1
         } else {
             end
         };
-        out.push(base + pos..base + offset(end));
+        out.push(base + pos..base + cs.offset(end));
         i = end;
     }
 }
@@ -240,8 +238,6 @@ fn contraction(rest: &str) -> Option<usize> {
 fn split_llama3(text: &str, max_digits: usize, out: &mut Vec<Range<usize>>) {
     let cs = Chars::new(text);
     let (chars, n) = (&cs.v, cs.v.len());
-    let offset = |k: usize| cs.offset(k);
-    let run_end = |from: usize, cls: Class| cs.run_end(from, cls);
     let newline = |k: usize| k < n && matches!(chars[k].1, '\r' | '\n');
     let mut i = 0;
     while i < n {
@@ -267,15 +263,15 @@ fn split_llama3(text: &str, max_digits: usize, out: &mut Vec<Range<usize>>) {
             None
         };
         if let Some(from) = letters_from {
-            let end = run_end(from, Class::Letter);
-            out.push(pos..offset(end));
+            let end = cs.run_end(from, Class::Letter);
+            out.push(pos..cs.offset(end));
             i = end;
             continue;
         }
         // 3.
         if cls == Class::Number {
-            let end = run_end(i, Class::Number).min(i + max_digits);
-            out.push(pos..offset(end));
+            let end = cs.run_end(i, Class::Number).min(i + max_digits);
+            out.push(pos..cs.offset(end));
             i = end;
             continue;
         }
@@ -288,19 +284,19 @@ fn split_llama3(text: &str, max_digits: usize, out: &mut Vec<Range<usize>>) {
             None
         };
         if let Some(from) = other_from {
-            let mut end = run_end(from, Class::Other);
+            let mut end = cs.run_end(from, Class::Other);
             while newline(end) {
                 end += 1;
             }
-            out.push(pos..offset(end));
+            out.push(pos..cs.offset(end));
             i = end;
             continue;
         }
         debug_assert_eq!(cls, Class::Space);
-        let ws_end = run_end(i, Class::Space);
+        let ws_end = cs.run_end(i, Class::Space);
         // 5.
         if let Some(last_nl) = (i..ws_end).rev().find(|&k| newline(k)) {
-            out.push(pos..offset(last_nl + 1));
+            out.push(pos..cs.offset(last_nl + 1));
             i = last_nl + 1;
             continue;
         }
@@ -310,7 +306,7 @@ fn split_llama3(text: &str, max_digits: usize, out: &mut Vec<Range<usize>>) {
         } else {
             ws_end
         };
-        out.push(pos..offset(end));
+        out.push(pos..cs.offset(end));
         i = end;
     }
 }
