@@ -184,21 +184,27 @@ fn merges_from_scores_equal_transformers() {
     }
 }
 
+/// The tokenizer `kiln package` would ship for the GGUF vocabulary at
+/// `gguf`: its `tokenizer.json` and `tokenizer_config.json`, loaded back.
+fn packaged_tokenizer(gguf: &std::path::Path) -> Tokenizer {
+    let f = kiln::params::gguf::GgufFile::open(gguf).unwrap();
+    let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.tokenizer.json"), &files.tokenizer_json).unwrap();
+    std::fs::write(
+        dir.path().join("m.tokenizer_config.json"),
+        &files.tokenizer_config_json,
+    )
+    .unwrap();
+    Tokenizer::from_tokenizer_json(dir.path().join("m.tokenizer.json")).unwrap()
+}
+
 /// The `tokenizer.json` `kiln package` writes for a SentencePiece GGUF
 /// loads back and encodes every reference case the same.
 #[test]
 fn packaged_tokenizer_json_encodes_as_the_gguf() {
     for name in VOCABS {
-        let f = kiln::params::gguf::GgufFile::open(vocab(name)).unwrap();
-        let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("m.tokenizer.json"), &files.tokenizer_json).unwrap();
-        std::fs::write(
-            dir.path().join("m.tokenizer_config.json"),
-            &files.tokenizer_config_json,
-        )
-        .unwrap();
-        let tok = Tokenizer::from_tokenizer_json(dir.path().join("m.tokenizer.json")).unwrap();
+        let tok = packaged_tokenizer(&vocab(name));
         assert!(
             tok.is_sentencepiece() && tok.adds_bos() && tok.strips_leading_space(),
             "{name}"
@@ -350,16 +356,7 @@ fn gguf_llama3_and_qwen2_vocabularies_encode_as_the_reference() {
         let cases = cases_in(&dir, name);
         let tok = Tokenizer::from_gguf(dir.join(name)).unwrap();
         // And the tokenizer.json `kiln package` writes for it.
-        let f = kiln::params::gguf::GgufFile::open(dir.join(name)).unwrap();
-        let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("m.tokenizer.json"), &files.tokenizer_json).unwrap();
-        std::fs::write(
-            tmp.path().join("m.tokenizer_config.json"),
-            &files.tokenizer_config_json,
-        )
-        .unwrap();
-        let packaged = Tokenizer::from_tokenizer_json(tmp.path().join("m.tokenizer.json")).unwrap();
+        let packaged = packaged_tokenizer(&dir.join(name));
         assert_eq!(packaged.pre_tokenizer(), tok.pre_tokenizer(), "{name}");
         let mut bad = Vec::new();
         for (text, want) in &cases {

@@ -33,13 +33,8 @@ pub use gguf::{
     gguf_is_sentencepiece, ignores_merges, pre_tokenizer_for, SUPPORTED_MODELS, SUPPORTED_PRE,
 };
 pub use pretokenize::{PreTokenizer, LLAMA3_REGEX, QWEN2_REGEX};
+pub use spm::merges_from_scores as sentencepiece_merges;
 pub use spm::Prefix as SpacePrefix;
-
-/// The merges of a SentencePiece vocabulary with scores and no merges (a
-/// GGUF `llama` vocabulary), best first, as transformers derives them.
-pub fn sentencepiece_merges(tokens: &[String], scores: &[f32]) -> Vec<(String, String)> {
-    spm::merges_from_scores(tokens, scores)
-}
 
 use added::{AddedToken, AddedTokens};
 use bpe::Bpe;
