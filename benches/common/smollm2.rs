@@ -127,7 +127,8 @@ pub fn weights(m: &Module) -> Vec<(String, Vec<usize>, Vec<u16>)> {
     m.parameters()
         .unwrap()
         .into_iter()
-        .map(|(k, t)| {
+        .map(|d| {
+            let (k, t) = (d.key, d.ty);
             let n = t.numel();
             let v: Vec<u16> = (0..n)
                 .map(|_| {

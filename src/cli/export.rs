@@ -52,6 +52,13 @@ pub struct Args {
         requires = "kv_cache"
     )]
     pub kv_dtype: String,
+    /// The largest tensor, in bytes, a function may bind: a larger
+    /// embedding or LM head (or its logits), or one over 65535 rows, is
+    /// used in row chunks over the same archive entry. The default,
+    /// 134217728 (2^27), is the storage-buffer range every Vulkan device
+    /// guarantees; 0 turns chunking off (CPU targets only).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::models::MAX_TENSOR_BYTES)]
+    pub max_tensor_bytes: u64,
 }
 
 /// Parses `--weights`.
@@ -132,6 +139,7 @@ pub fn run(a: Args) -> Result<i32> {
         constants,
         progress: std::io::stderr().is_terminal(),
         kv,
+        max_tensor_bytes: a.max_tensor_bytes,
     };
     let r = export(&ckpt, &opts)?;
     let m = &r.manifest;

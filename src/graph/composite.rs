@@ -101,6 +101,12 @@ impl Graph {
     /// variadic (value, index) reduce: 17 → 2 ms over SmolLM2's
     /// `[64, 49152]` logits.
     pub fn argmax_two_pass(&mut self, x: Value, dim: usize) -> Result<Value, GraphError> {
+        Ok(self.max_argmax(x, dim)?.1)
+    }
+
+    /// The maximum along `dim` and [`Graph::argmax_two_pass`]'s index of it,
+    /// from one `reduce_max`: what merging the argmaxes of row chunks needs.
+    pub fn max_argmax(&mut self, x: Value, dim: usize) -> Result<(Value, Value), GraphError> {
         let t = self.ty(x).clone();
         if !t.dtype.is_float() || dim >= t.rank() {
             return err(
@@ -109,13 +115,13 @@ impl Graph {
             );
         }
         let keep: Vec<usize> = (0..t.rank()).filter(|&d| d != dim).collect();
-        let m = self.reduce_max(x, &[dim])?;
-        let m = self.broadcast_in_dim(m, &t.shape, &keep)?;
+        let max = self.reduce_max(x, &[dim])?;
+        let m = self.broadcast_in_dim(max, &t.shape, &keep)?;
         let hit = self.compare(CompareDir::Eq, x, m)?;
         let idx = self.iota(DType::I32, &t.shape, dim)?;
         let none = self.splat(DType::I32, &t.shape, i32::MAX as f64)?;
         let cand = self.select(hit, idx, none)?;
-        self.reduce_min(cand, &[dim])
+        Ok((max, self.reduce_min(cand, &[dim])?))
     }
 
     /// Max-subtracted softmax along `dim`.

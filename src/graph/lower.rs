@@ -29,7 +29,7 @@ use super::{
 pub fn has_bf16_parameters(m: &Module) -> bool {
     m.functions
         .iter()
-        .any(|f| f.parameters().any(|(_, t)| t.dtype == DType::BF16))
+        .any(|f| f.parameters().any(|d| d.ty.dtype == DType::BF16))
 }
 
 /// `m` with every bf16 parameter declared by its bits and widened in-graph
@@ -53,16 +53,21 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
     let mut widened: Vec<bool> = vec![false; f.nodes.len()];
     for (i, node) in f.nodes.iter().enumerate() {
         let v = match &node.op {
-            Op::Parameter { key } if node.ty.dtype == DType::BF16 => {
+            Op::Parameter { key, offset } if node.ty.dtype == DType::BF16 => {
                 widened[i] = true;
                 let shape = node.ty.shape.to_vec();
+                // Same bytes (and so the same offset), other element type.
+                let mut declare = |ty: TensorType| match offset {
+                    None => g.parameter(key, ty),
+                    Some(o) => g.parameter_part(key, ty, *o),
+                };
                 match bf16_pairs_shape(&shape) {
                     Some(pairs) => {
-                        let p = g.parameter(key, TensorType::new(DType::I32, &pairs))?;
+                        let p = declare(TensorType::new(DType::I32, &pairs))?;
                         g.bf16_pairs_to_f32(p, &shape)?
                     }
                     None => {
-                        let p = g.parameter(key, TensorType::new(DType::I16, &shape))?;
+                        let p = declare(TensorType::new(DType::I16, &shape))?;
                         g.bf16_bits_to_f32(p)?
                     }
                 }

@@ -222,6 +222,11 @@ pub enum Op {
     Parameter {
         /// The checkpoint's tensor name (the archive key).
         key: String,
+        /// `None`: the whole archive entry. `Some(bytes)`: the part of the
+        /// entry that starts `bytes` into it and is as long as the node's
+        /// type, e.g. a row chunk of a table too large for one device
+        /// buffer ([`Graph::parameter_part`]).
+        offset: Option<u64>,
     },
     /// A constant tensor.
     Constant(Literal),
@@ -449,10 +454,14 @@ impl Graph {
             .map(|&(_, r)| r)
     }
 
-    /// Every parameter node, as (key, stored type), in definition order.
-    pub fn parameters(&self) -> impl Iterator<Item = (&str, &TensorType)> {
+    /// Every parameter node, in definition order.
+    pub fn parameters(&self) -> impl Iterator<Item = ParamDecl> + '_ {
         self.nodes.iter().filter_map(|n| match &n.op {
-            Op::Parameter { key } => Some((key.as_str(), &n.ty)),
+            Op::Parameter { key, offset } => Some(ParamDecl {
+                key: key.clone(),
+                offset: *offset,
+                ty: n.ty.clone(),
+            }),
             _ => None,
         })
     }
@@ -505,22 +514,28 @@ impl Module {
             .push(("kiln.schedule".into(), format!("\"independent: {text}\"")));
     }
 
-    /// Every distinct parameter over all functions, as (key, stored type),
-    /// in order of first appearance. Errors if one key has two types.
-    pub fn parameters(&self) -> Result<Vec<(String, TensorType)>, GraphError> {
-        let mut seen: Vec<(String, TensorType)> = Vec::new();
+    /// Every distinct parameter declaration (key and offset) over all
+    /// functions, in order of first appearance. Errors if one declaration
+    /// has two types.
+    pub fn parameters(&self) -> Result<Vec<ParamDecl>, GraphError> {
+        let mut seen: Vec<ParamDecl> = Vec::new();
         let mut index = std::collections::HashMap::new();
         for f in &self.functions {
-            for (k, t) in f.parameters() {
-                match index.get(k) {
+            for d in f.parameters() {
+                match index.get(&(d.key.clone(), d.offset)) {
                     None => {
-                        index.insert(k.to_string(), seen.len());
-                        seen.push((k.to_string(), t.clone()));
+                        index.insert((d.key.clone(), d.offset), seen.len());
+                        seen.push(d);
                     }
-                    Some(&i) if seen[i].1 != *t => {
+                    Some(&i) if seen[i].ty != d.ty => {
                         return Err(GraphError {
                             op: "parameter",
-                            msg: format!("parameter \"{k}\" is used as {} and as {}", seen[i].1, t),
+                            msg: format!(
+                                "parameter {} is used as {} and as {}",
+                                d.describe(),
+                                seen[i].ty,
+                                d.ty
+                            ),
                         })
                     }
                     Some(_) => {}
@@ -528,5 +543,31 @@ impl Module {
             }
         }
         Ok(seen)
+    }
+}
+
+/// One external parameter declaration: an archive key, the part of its
+/// entry (all of it, or from a byte offset) and the stored type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamDecl {
+    /// The archive key.
+    pub key: String,
+    /// Byte offset into the entry; `None` for the whole entry.
+    pub offset: Option<u64>,
+    /// The declared type (its byte size is the declared length).
+    pub ty: TensorType,
+}
+
+impl ParamDecl {
+    /// `"key"`, or `"key" bytes A..B` for a part, for messages.
+    pub fn describe(&self) -> String {
+        match self.offset {
+            None => format!("\"{}\"", self.key),
+            Some(o) => format!(
+                "\"{}\" bytes {o}..{}",
+                self.key,
+                o + self.ty.byte_size() as u64
+            ),
+        }
     }
 }

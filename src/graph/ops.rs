@@ -58,9 +58,32 @@ impl Graph {
     /// A named external weight of its stored type. Using one key twice in a
     /// function returns the same value; with another type it is an error.
     pub fn parameter(&mut self, key: &str, ty: TensorType) -> Result<Value, GraphError> {
+        self.declare_parameter(key, None, ty)
+    }
+
+    /// The part of external weight `key` that starts `offset` bytes into its
+    /// archive entry and is as long as `ty` (printed as
+    /// `#flow.parameter.named<…, {offset = …, length = …}>`): one row chunk
+    /// of a table too large to be bound as one device buffer. The same
+    /// (key, offset) twice returns the same value.
+    pub fn parameter_part(
+        &mut self,
+        key: &str,
+        ty: TensorType,
+        offset: u64,
+    ) -> Result<Value, GraphError> {
+        self.declare_parameter(key, Some(offset), ty)
+    }
+
+    fn declare_parameter(
+        &mut self,
+        key: &str,
+        offset: Option<u64>,
+        ty: TensorType,
+    ) -> Result<Value, GraphError> {
         for (i, n) in self.nodes.iter().enumerate() {
-            if let Op::Parameter { key: k } = &n.op {
-                if k == key {
+            if let Op::Parameter { key: k, offset: o } = &n.op {
+                if k == key && *o == offset {
                     if n.ty == ty {
                         return Ok(Value(i as u32));
                     }
@@ -80,6 +103,7 @@ impl Graph {
         Ok(self.push(
             Op::Parameter {
                 key: key.to_string(),
+                offset,
             },
             &[],
             ty,
@@ -102,6 +126,33 @@ impl Graph {
         shape: &[usize],
     ) -> Result<Value, GraphError> {
         let p = self.parameter(key, TensorType::new(stored, shape))?;
+        if stored == DType::F32 {
+            return Ok(p);
+        }
+        self.convert(p, DType::F32)
+    }
+
+    /// Rows `rows` of the weight `key` whose archive entry is `[R, …rest]`
+    /// in `stored`, widened to f32 like [`Graph::weight`]: a
+    /// [`Graph::parameter_part`] at byte offset `rows.start × row bytes`.
+    pub fn weight_rows(
+        &mut self,
+        key: &str,
+        stored: DType,
+        rest: &[usize],
+        rows: std::ops::Range<usize>,
+    ) -> Result<Value, GraphError> {
+        if rows.is_empty() {
+            return err("parameter", format!("\"{key}\": empty row range {rows:?}"));
+        }
+        let mut shape = vec![rows.len()];
+        shape.extend_from_slice(rest);
+        let row_bytes = TensorType::new(stored, rest).byte_size() as u64;
+        let p = self.parameter_part(
+            key,
+            TensorType::new(stored, &shape),
+            rows.start as u64 * row_bytes,
+        )?;
         if stored == DType::F32 {
             return Ok(p);
         }

@@ -106,4 +106,62 @@ impl ParamSource for FileParams {
         ))
         .into())
     }
+
+    fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> crate::Result<Tensor> {
+        use crate::params::DType as P;
+        let file = self.src.path().display().to_string();
+        let meta = self
+            .src
+            .meta(key)
+            .ok_or_else(|| InterpError(format!("{file}: no tensor \"{key}\"")))?;
+        let len = ty.byte_size() as u64;
+        let plain = meta.dtype.plain();
+        // A part is typed by the graph over the stored bytes: the stored
+        // dtype itself, or i32 pairs / i16 bits of bf16 (the Vulkan form).
+        let bytes_ok = matches!(
+            (plain, ty.dtype),
+            (None | Some(P::F32), DType::F32)
+                | (None | Some(P::BF16), DType::BF16)
+                | (None | Some(P::F16), DType::F16)
+                | (None | Some(P::I32 | P::BF16 | P::F16), DType::I32)
+                | (None | Some(P::BF16 | P::I16 | P::F16), DType::I16)
+        ) && !matches!(meta.dtype, crate::params::SourceDType::Ggml(g) if g.plain().is_none());
+        if bytes_ok {
+            if offset
+                .checked_add(len)
+                .map_or(true, |end| end > meta.nbytes)
+            {
+                return Err(InterpError(format!(
+                    "{file}: tensor \"{key}\" has {} bytes; the module declares bytes {offset}..{} of it",
+                    meta.nbytes,
+                    offset.saturating_add(len)
+                ))
+                .into());
+            }
+            let raw = self.src.raw(key)?;
+            let part = &raw[offset as usize..(offset + len) as usize];
+            if let Some(t) = decode_raw(part, ty) {
+                return Ok(t);
+            }
+        }
+        // A quantized GGUF tensor: dequantize it and take the elements the
+        // part covers, counted in the declared element size.
+        if ty.dtype.is_float() {
+            let size = ty.dtype.size() as u64;
+            let numel = ty.numel();
+            let values = self.src.to_f32(key)?;
+            let start = (offset / size) as usize;
+            if offset % size == 0 && start.checked_add(numel).is_some_and(|e| e <= values.len()) {
+                return Ok(Tensor::f32(
+                    &ty.shape,
+                    values[start..start + numel].to_vec(),
+                ));
+            }
+        }
+        Err(InterpError(format!(
+            "{file}: tensor \"{key}\" is {} {:?} ({} bytes), the module declares {ty} at byte {offset} of it",
+            meta.dtype, meta.shape, meta.nbytes
+        ))
+        .into())
+    }
 }

@@ -135,6 +135,18 @@ impl Tensor {
         }
     }
 
+    /// The `shape.product()` elements from flat index `start`, as a tensor
+    /// of `shape`; `None` past the end.
+    pub fn elements(&self, start: usize, shape: &[usize]) -> Option<Tensor> {
+        let n: usize = shape.iter().product();
+        let end = start.checked_add(n)?;
+        Some(match self {
+            Tensor::F32 { data, .. } => Tensor::f32(shape, data.get(start..end)?.to_vec()),
+            Tensor::I32 { data, .. } => Tensor::i32(shape, data.get(start..end)?.to_vec()),
+            Tensor::I1 { data, .. } => Tensor::i1(shape, data.get(start..end)?.to_vec()),
+        })
+    }
+
     /// Short description, e.g. `f32[2, 3]`.
     pub fn describe(&self) -> String {
         let k = match self {
@@ -163,6 +175,20 @@ pub trait ParamSource {
     /// The values of parameter `key`, whose stored type is `ty`; float
     /// dtypes are returned upcast to f32.
     fn load(&self, key: &str, ty: &TensorType) -> crate::Result<Tensor>;
+
+    /// The part of parameter `key` that starts `offset` bytes into its
+    /// stored entry and is as long as `ty` ([`Graph::parameter_part`]).
+    /// The default loads the whole entry as `ty`'s dtype and takes the
+    /// elements `offset / element size ..` from it.
+    ///
+    /// [`Graph::parameter_part`]: crate::graph::Graph::parameter_part
+    fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> crate::Result<Tensor> {
+        let _ = (key, ty, offset);
+        Err(InterpError(format!(
+            "parameter \"{key}\": this parameter source cannot load parts of an entry"
+        ))
+        .into())
+    }
 }
 
 impl ParamSource for HashMap<String, Tensor> {
@@ -178,6 +204,20 @@ impl ParamSource for HashMap<String, Tensor> {
             .into());
         }
         Ok(t.clone())
+    }
+
+    fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> crate::Result<Tensor> {
+        let t = self
+            .get(key)
+            .ok_or_else(|| InterpError(format!("no value for parameter \"{key}\"")))?;
+        let start = (offset / ty.dtype.size() as u64) as usize;
+        t.elements(start, &ty.shape).ok_or_else(|| {
+            InterpError(format!(
+                "parameter \"{key}\" is {}; the graph declares {ty} at byte {offset} of it",
+                t.describe()
+            ))
+            .into()
+        })
     }
 }
 
@@ -264,8 +304,11 @@ pub fn run(
                 }
                 t.clone()
             }
-            Op::Parameter { key } => {
-                let t = params.load(key, &node.ty)?;
+            Op::Parameter { key, offset } => {
+                let t = match offset {
+                    None => params.load(key, &node.ty)?,
+                    Some(o) => params.load_part(key, &node.ty, *o)?,
+                };
                 if !t.fits(&node.ty) {
                     return Err(InterpError(format!(
                         "parameter \"{key}\" loaded as {}, the graph declares {}",

@@ -57,7 +57,7 @@ pub fn compile(
         .tempfile_in(&dir)
         .map_err(|e| Error::io(&dir, e))?;
     let lowered = match target {
-        Target::Vulkan { .. } => lower_for_vulkan(mlir, &dir)?,
+        Target::Vulkan { target: name } => lower_for_vulkan(mlir, &dir, name)?,
         _ => None,
     };
     let input = lowered.as_ref().map_or(mlir, |t| t.path());
@@ -111,9 +111,15 @@ pub fn compile(
 /// reduce), written to a temporary file in `dir`. MLIR outside the subset
 /// kiln parses is compiled as it is (`None`) unless it declares bf16
 /// globals. Functions taking or returning bf16 tensors (bf16 KV caches)
-/// are an error.
-fn lower_for_vulkan(mlir: &Path, dir: &Path) -> Result<Option<tempfile::NamedTempFile>> {
+/// are an error, and so is a tensor over the device's storage-buffer range
+/// ([`super::limits::check_vulkan`]).
+fn lower_for_vulkan(
+    mlir: &Path,
+    dir: &Path,
+    target: &str,
+) -> Result<Option<tempfile::NamedTempFile>> {
     let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
+    super::limits::check_vulkan(&text, mlir, target)?;
     if let Some(f) = text
         .lines()
         .map(str::trim_start)

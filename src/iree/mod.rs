@@ -15,6 +15,7 @@
 
 pub mod compile;
 pub mod flags;
+pub mod limits;
 pub mod run;
 pub mod session;
 pub mod toolchain;

@@ -20,7 +20,13 @@ if groups:
     rt.flags.parse_flags("--task_topology_group_count=" + groups)
 config = rt.Config(device)
 index = rt.ParameterIndex()
-index.load(params)
+# A file handle, not the default mapping: with a mapped (or preloaded)
+# archive, iree-base-runtime 3.13 ignores the offset of a parameter slice
+# (`#flow.parameter.named<..., {offset = ...}>`, how kiln declares the row
+# chunks of a large embedding) and every chunk reads the entry's first
+# bytes. iree-run-module reads slices right; so does this mode, at the same
+# decode speed and memory (spec/vulkan-limits.md).
+index.load(params, mode="file_async")
 provider = index.create_provider(scope=scope)
 param_module = rt.create_io_parameters_module(config.vm_instance, provider)
 module = rt.VmModule.mmap(config.vm_instance, vmfb)

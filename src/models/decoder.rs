@@ -105,6 +105,89 @@ pub struct GraphOptions {
     pub weight_dtype: DType,
     /// Exported function name.
     pub function: String,
+    /// The largest tensor, in bytes, the embedding and LM head may bind
+    /// ([`MAX_TENSOR_BYTES`] by default): a larger table, or one of more
+    /// than [`MAX_TABLE_ROWS`] rows, is used in row chunks and its logits
+    /// per chunk. 0: no bound and no chunks (the module then compiles for
+    /// CPU targets only).
+    pub max_tensor_bytes: u64,
+}
+
+/// The default bound on the bytes of one tensor of kiln's graphs:
+/// 2^27, the storage-buffer range (`maxStorageBufferRange`) that the
+/// Android baseline Vulkan profile guarantees and lavapipe reports. A
+/// Vulkan dispatch silently misreads a binding past it, so kiln's graphs
+/// use an embedding or LM head over it in row chunks (`spec/vulkan-limits.md`).
+pub const MAX_TENSOR_BYTES: u64 = 1 << 27;
+
+/// The most rows an LM-head product may have: 65535, the minimum
+/// `maxComputeWorkGroupCount` per dimension every Vulkan device guarantees.
+/// The pinned IREE's SPIR-V code for a skinny product (a few positions
+/// against the vocabulary) launches about one workgroup per row, and past
+/// 65535 the rest are never computed: lavapipe silently loses every logit
+/// after column 65535. A larger vocabulary is used in row chunks.
+pub const MAX_TABLE_ROWS: usize = 65535;
+
+/// A `[V, hidden]` table (the embedding, the LM head): one f32 value, or
+/// row chunks `(first row, f32 [rows, hidden])` in order when the whole
+/// table or its logits would pass the tensor bound.
+#[derive(Clone)]
+pub(crate) enum Table {
+    Whole(Value),
+    Rows(Vec<(usize, Value)>),
+}
+
+/// Row ranges of a `[v, h]` table stored as `stored` when it (widened to
+/// f32) or the `[m, v]` f32 logits of `m` rows against it pass `limit`
+/// bytes, or it has more than [`MAX_TABLE_ROWS`] rows; `None` when one
+/// piece fits, or when `limit` is 0 (no bound: CPU-only modules). Chunks are equal but for the last,
+/// and each one's stored bytes are a multiple of 256 (so every part starts
+/// aligned for any device's buffer offsets).
+pub(crate) fn row_chunks(
+    v: usize,
+    h: usize,
+    m: usize,
+    stored: DType,
+    limit: u64,
+) -> Result<Option<Vec<std::ops::Range<usize>>>, ModelError> {
+    let f32_row = 4 * h.max(m) as u64;
+    if limit == 0 || (v as u64 * f32_row <= limit && v <= MAX_TABLE_ROWS) {
+        return Ok(None);
+    }
+    let row_bytes = (stored.size() * h) as u64;
+    // Rows per chunk: a multiple of 64 where the bound allows (GPU matmul
+    // tiles stay whole), and always of what aligns a chunk's bytes to 256.
+    let byte_align = (256 / gcd(row_bytes, 256)) as usize;
+    let tile_align = byte_align * 64 / gcd(byte_align as u64, 64) as usize;
+    let fit = ((limit / f32_row) as usize).min(MAX_TABLE_ROWS);
+    let align = if fit >= tile_align {
+        tile_align
+    } else {
+        byte_align
+    };
+    let max_rows = fit / align * align;
+    if max_rows == 0 {
+        return Err(ModelError(format!(
+            "a table row of {h} values against {m} rows takes {f32_row} bytes (×{align} rows to align a chunk), \
+             more than the {limit}-byte tensor bound"
+        )));
+    }
+    let count = v.div_ceil(max_rows);
+    let rows = v.div_ceil(count).div_ceil(align) * align;
+    let rows = rows.min(max_rows);
+    Ok(Some(
+        (0..v.div_ceil(rows))
+            .map(|c| c * rows..((c + 1) * rows).min(v))
+            .collect(),
+    ))
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 /// One block's weights, widened to f32 values in the graph.
@@ -180,15 +263,41 @@ pub(crate) struct Decoder<'a> {
     /// The model.
     pub(crate) cfg: &'a DecoderConfig,
     wd: DType,
+    /// The tensor bound ([`GraphOptions::max_tensor_bytes`]).
+    limit: u64,
 }
 
 impl<'a> Decoder<'a> {
-    /// An empty function `function` for `cfg`, weights stored as `wd`.
-    pub(crate) fn new(cfg: &'a DecoderConfig, wd: DType, function: &str) -> Decoder<'a> {
+    /// An empty function `function` for `cfg`, weights stored as `wd`,
+    /// tables chunked past `limit` bytes.
+    pub(crate) fn new(
+        cfg: &'a DecoderConfig,
+        wd: DType,
+        function: &str,
+        limit: u64,
+    ) -> Decoder<'a> {
         Decoder {
             g: Graph::new(function),
             cfg,
             wd,
+            limit,
+        }
+    }
+
+    /// Table `key` (`[V, hidden]`), whole or in row chunks, for an LM head
+    /// over `head_rows` rows.
+    fn table(&mut self, key: &str, head_rows: usize) -> Result<Table, ModelError> {
+        let (v, h) = (self.cfg.vocab_size, self.cfg.hidden_size);
+        match row_chunks(v, h, head_rows, self.wd, self.limit)? {
+            None => Ok(Table::Whole(self.w(key, &[v, h])?)),
+            Some(ranges) => {
+                let mut rows = Vec::with_capacity(ranges.len());
+                for r in ranges {
+                    let start = r.start;
+                    rows.push((start, self.g.weight_rows(key, self.wd, &[h], r)?));
+                }
+                Ok(Table::Rows(rows))
+            }
         }
     }
 
@@ -196,16 +305,47 @@ impl<'a> Decoder<'a> {
         Ok(self.g.weight(key, self.wd, shape)?)
     }
 
-    /// The token embedding table `[V, hidden]` (also the tied LM head).
-    pub(crate) fn embedding(&mut self) -> Result<Value, ModelError> {
-        let (v, h) = (self.cfg.vocab_size, self.cfg.hidden_size);
-        self.w("model.embed_tokens.weight", &[v, h])
+    /// The token embedding table `[V, hidden]` (also the tied LM head, over
+    /// `head_rows` rows).
+    pub(crate) fn embedding(&mut self, head_rows: usize) -> Result<Table, ModelError> {
+        self.table("model.embed_tokens.weight", head_rows)
     }
 
-    /// Rows of the embedding for `ids` (i32 `[S]`) → `[S, hidden]`.
-    pub(crate) fn embed(&mut self, table: Value, ids: Value) -> Result<Value, ModelError> {
+    /// Rows of the embedding for `ids` (i32 `[S]`) → `[S, hidden]`. From
+    /// row chunks, each chunk's gather (its index clamped into it, as a
+    /// whole-table gather clamps) is selected where the id is in or past
+    /// it: the same rows as one gather.
+    pub(crate) fn embed(&mut self, table: &Table, ids: Value) -> Result<Value, ModelError> {
         let g = &mut self.g;
-        let rows = g.gather_rows(table, ids)?;
+        let rows = match table {
+            Table::Whole(t) => g.gather_rows(*t, ids)?,
+            Table::Rows(chunks) => {
+                let h = self.cfg.hidden_size;
+                let s = g.ty(ids).shape.to_vec();
+                let mut wide = s.clone();
+                wide.push(h);
+                let keep: Vec<usize> = (0..s.len()).collect();
+                let mut acc: Option<Value> = None;
+                for &(start, chunk) in chunks {
+                    let n = g.ty(chunk).shape[0];
+                    let first = g.splat_like(ids, start as f64)?;
+                    let last = g.splat_like(ids, (start + n - 1) as f64)?;
+                    let local = g.max(ids, first)?;
+                    let local = g.min(local, last)?;
+                    let local = g.sub(local, first)?;
+                    let part = g.gather_rows(chunk, local)?;
+                    acc = Some(match acc {
+                        None => part,
+                        Some(prev) => {
+                            let inside = g.compare(CompareDir::Ge, ids, first)?;
+                            let inside = g.broadcast_in_dim(inside, &wide, &keep)?;
+                            g.select(inside, part, prev)?
+                        }
+                    });
+                }
+                acc.expect("a chunked table has chunks")
+            }
+        };
         // A barrier keeps IREE from fusing the gather into the first RMSNorm's
         // reduction, which its Vulkan codegen for Mali (`valhall`) cannot
         // legalize (`memref.alloc … memref<1xindex, Workgroup>`).
@@ -482,20 +622,50 @@ impl<'a> Decoder<'a> {
 
     /// Final norm, LM head and argmax of `x: [S, hidden]` → i32 `[S]`.
     /// `embedding` is the table, reused as the head when tied.
-    pub(crate) fn head_argmax(&mut self, x: Value, embedding: Value) -> Result<Value, ModelError> {
-        let (h, v) = (self.cfg.hidden_size, self.cfg.vocab_size);
+    ///
+    /// A chunked head computes each chunk's logits, their maximum and its
+    /// first index, and keeps a later chunk's only where its maximum is
+    /// strictly greater: the lowest index among equal maxima, as one argmax.
+    pub(crate) fn head_argmax(&mut self, x: Value, embedding: &Table) -> Result<Value, ModelError> {
+        let h = self.cfg.hidden_size;
+        let rows = self.g.ty(x).shape[0];
         let wn = self.w("model.norm.weight", &[h])?;
         let x = self.norm(x, wn)?;
         let head = if self.cfg.tie_word_embeddings {
-            embedding
+            embedding.clone()
         } else {
-            self.w("lm_head.weight", &[v, h])?
+            self.table("lm_head.weight", rows)?
         };
-        let mut logits = self.g.linear(x, head)?;
-        if let Some(c) = self.cfg.arch.final_logit_softcapping {
-            logits = softcap(&mut self.g, logits, c)?;
+        let chunks = match head {
+            Table::Whole(w) => vec![(0, w)],
+            Table::Rows(chunks) => chunks,
+        };
+        let mut best: Option<(Value, Value)> = None;
+        for (start, w) in chunks {
+            let mut logits = self.g.linear(x, w)?;
+            if let Some(c) = self.cfg.arch.final_logit_softcapping {
+                logits = softcap(&mut self.g, logits, c)?;
+            }
+            if best.is_none() && start == 0 && self.g.ty(w).shape[0] == self.cfg.vocab_size {
+                return Ok(self.g.argmax_two_pass(logits, 1)?);
+            }
+            let (m, i) = self.g.max_argmax(logits, 1)?;
+            let g = &mut self.g;
+            let i = if start == 0 {
+                i
+            } else {
+                let off = g.splat_like(i, start as f64)?;
+                g.add(i, off)?
+            };
+            best = Some(match best {
+                None => (m, i),
+                Some((bm, bi)) => {
+                    let take = g.compare(CompareDir::Gt, m, bm)?;
+                    (g.select(take, m, bm)?, g.select(take, i, bi)?)
+                }
+            });
         }
-        Ok(self.g.argmax_two_pass(logits, 1)?)
+        Ok(best.expect("a table has rows").1)
     }
 }
 
@@ -581,17 +751,70 @@ pub fn build_graph(cfg: &DecoderConfig, opts: &GraphOptions) -> Result<Graph, Mo
     let seq = opts.seq;
     // Sliding windows narrower than SEQ are masked below.
     check_positions(cfg, "SEQ", seq)?;
-    let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.function);
+    let mut b = Decoder::new(
+        cfg,
+        opts.weight_dtype,
+        &opts.function,
+        opts.max_tensor_bytes,
+    );
     let ids = b.g.input(TensorType::new(DType::I32, &[1, seq]));
     let ids = b.g.reshape(ids, &[seq])?;
-    let emb = b.embedding()?;
-    let mut x = b.embed(emb, ids)?;
+    let emb = b.embedding(seq)?;
+    let mut x = b.embed(&emb, ids)?;
     let ropes = b.rope_constants(seq)?;
     let mut masks = CausalMasks::new(seq);
     for l in 0..cfg.num_layers {
         x = b.causal_block(l, x, ropes.layer(cfg, l), &mut masks)?.0;
     }
-    let out = b.head_argmax(x, emb)?;
+    let out = b.head_argmax(x, &emb)?;
     b.g.set_outputs(&[out]);
     Ok(b.g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_that_fit_are_not_chunked() {
+        // SmolLM2: 49152 × 576, 113 MB widened, at SEQ 64.
+        assert_eq!(
+            row_chunks(49152, 576, 64, DType::BF16, MAX_TENSOR_BYTES).unwrap(),
+            None
+        );
+        assert_eq!(row_chunks(262144, 640, 32, DType::BF16, 0).unwrap(), None);
+    }
+
+    #[test]
+    fn gemma3_table_in_six_aligned_chunks() {
+        let c = row_chunks(262144, 640, 32, DType::BF16, MAX_TENSOR_BYTES)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.len(), 6);
+        assert!(c
+            .iter()
+            .all(|r| r.start % 64 == 0 && r.len() <= MAX_TABLE_ROWS));
+        assert!(c
+            .iter()
+            .all(|r| r.len() as u64 * 640 * 4 <= MAX_TENSOR_BYTES));
+        assert_eq!((c[0].clone(), c[5].end), (0..43712, 262144));
+        assert!(c.windows(2).all(|w| w[0].end == w[1].start));
+    }
+
+    #[test]
+    fn rows_are_capped_by_the_workgroup_count_and_the_logits() {
+        // 100k × 256 fits in bytes but has more rows than 65535.
+        let c = row_chunks(100_000, 256, 1, DType::BF16, MAX_TENSOR_BYTES)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.len(), 2);
+        // Logits of 2048 rows × 49152 (402 MB) force chunks of ≤ 16384 rows.
+        let c = row_chunks(49152, 576, 2048, DType::BF16, MAX_TENSOR_BYTES)
+            .unwrap()
+            .unwrap();
+        assert!(c.iter().all(|r| r.len() * 2048 * 4 <= 1 << 27));
+        // A row that alone passes the bound is an error naming it.
+        let e = row_chunks(96, 48, 8, DType::BF16, 100).unwrap_err();
+        assert!(e.0.contains("100-byte tensor bound"), "{}", e.0);
+    }
 }

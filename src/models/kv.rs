@@ -23,7 +23,7 @@
 //! See `spec/kv-cache.md`.
 
 use super::config::DecoderConfig;
-use super::decoder::{check_positions, CausalMasks, Decoder, Mask};
+use super::decoder::{check_positions, CausalMasks, Decoder, Mask, Table};
 use super::ModelError;
 use crate::graph::{CompareDir, DType, TensorType, Value};
 
@@ -42,6 +42,8 @@ pub struct KvOptions {
     pub prefill: String,
     /// Name of the decode function.
     pub decode: String,
+    /// The tensor bound ([`super::GraphOptions::max_tensor_bytes`]).
+    pub max_tensor_bytes: u64,
 }
 
 impl KvOptions {
@@ -96,7 +98,7 @@ fn stack(b: &mut Decoder<'_>, layers: &[Value], dtype: DType) -> Result<Value, M
 }
 
 /// The argmax of `[1, hidden]` as an i32 scalar.
-fn next_id(b: &mut Decoder<'_>, x: Value, emb: Value) -> Result<Value, ModelError> {
+fn next_id(b: &mut Decoder<'_>, x: Value, emb: &Table) -> Result<Value, ModelError> {
     let id = b.head_argmax(x, emb)?;
     Ok(b.g.reshape(id, &[])?)
 }
@@ -126,12 +128,13 @@ pub fn build_prefill(
     opts.check(cfg)?;
     let (p, n, d) = (opts.prompt_len, opts.max_context, cfg.head_dim);
     let kvh = cfg.num_kv_heads;
-    let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.prefill);
+    let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.prefill, opts.max_tensor_bytes);
     let tokens = b.g.input(TensorType::new(DType::I32, &[1, p]));
     let length = b.g.input(TensorType::new(DType::I32, &[]));
     let ids = b.g.reshape(tokens, &[p])?;
-    let emb = b.embedding()?;
-    let mut x = b.embed(emb, ids)?;
+    // The LM head runs on one row in both functions.
+    let emb = b.embedding(1)?;
+    let mut x = b.embed(&emb, ids)?;
     let ropes = b.rope_constants_within(p, n)?;
     let mut masks = CausalMasks::new(p);
     let (mut ks, mut vs) = (Vec::new(), Vec::new());
@@ -148,7 +151,7 @@ pub fn build_prefill(
     let last = b.g.sub(length, one)?;
     let last = b.g.reshape(last, &[1])?;
     let xl = b.g.gather_rows(x, last)?;
-    let next = next_id(&mut b, xl, emb)?;
+    let next = next_id(&mut b, xl, &emb)?;
     let kc = stack(&mut b, &ks, opts.cache_dtype)?;
     let vc = stack(&mut b, &vs, opts.cache_dtype)?;
     b.g.set_outputs(&[next, kc, vc]);
@@ -163,13 +166,13 @@ pub fn build_decode(
     opts.check(cfg)?;
     let (n, d, kvh) = (opts.max_context, cfg.head_dim, cfg.num_kv_heads);
     let cache = opts.cache_type(cfg);
-    let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.decode);
+    let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.decode, opts.max_tensor_bytes);
     let token = b.g.input(TensorType::new(DType::I32, &[1]));
     let pos = b.g.input(TensorType::new(DType::I32, &[]));
     let kc_in = b.g.input(cache.clone());
     let vc_in = b.g.input(cache);
-    let emb = b.embedding()?;
-    let mut x = b.embed(emb, token)?;
+    let emb = b.embedding(1)?;
+    let mut x = b.embed(&emb, token)?;
     // RoPE rows for this position, gathered from the [N, rd] tables.
     let pos1 = b.g.reshape(pos, &[1])?;
     let tables = b.rope_constants(n)?;
@@ -231,7 +234,7 @@ pub fn build_decode(
         let a = b.attention(q, k, v, Mask::Keep(keep))?;
         x = b.finish_block(&lw, x, a)?;
     }
-    let next = next_id(&mut b, x, emb)?;
+    let next = next_id(&mut b, x, &emb)?;
     b.g.set_outputs(&[next, kc, vc]);
     // The updated caches are written into the buffers the caller passed.
     b.g.store_output_in_input(1, kc_in)?;

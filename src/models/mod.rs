@@ -12,6 +12,7 @@ pub mod kv;
 pub mod rope;
 
 pub use config::{Activation, Arch, DecoderConfig, RopeScaling};
+pub use decoder::{MAX_TABLE_ROWS, MAX_TENSOR_BYTES};
 pub use family::Family;
 
 /// A checkpoint that cannot be turned into a graph: names what is wrong

@@ -48,8 +48,13 @@ impl ParsedModule {
 /// What a `util.global` is bound to.
 #[derive(Debug, Clone)]
 pub(crate) enum Global {
-    /// An external parameter.
-    Param { key: String, ty: TensorType },
+    /// An external parameter: the whole entry, or the part from a byte
+    /// offset as long as the type.
+    Param {
+        key: String,
+        offset: Option<u64>,
+        ty: TensorType,
+    },
     /// An inline constant.
     Const { lit: Literal, ty: TensorType },
 }
@@ -166,20 +171,27 @@ fn global(c: &mut Cursor<'_>) -> PResult<(String, Global, Option<String>)> {
     c.ws();
     let ipos = c.pos;
     enum Init {
-        Param(Option<String>, String),
+        Param(Option<String>, String, Option<(u64, Option<u64>, usize)>),
         Dense(syntax::DenseLit),
     }
     let init = if c.eat("#flow.parameter.named") || c.eat("#stream.parameter.named") {
         c.expect("<")?;
         let first = c.string()?;
-        let init = if c.eat("::") {
-            let key = c.string()?;
-            Init::Param(Some(first), key)
+        let (scope, key) = if c.eat("::") {
+            (Some(first), c.string()?)
         } else {
-            Init::Param(None, first)
+            (None, first)
+        };
+        let part = if c.eat(",") {
+            c.ws();
+            let at = c.pos;
+            let (offset, length) = parameter_slice(c)?;
+            Some((offset, length, at))
+        } else {
+            None
         };
         c.expect(">")?;
-        init
+        Init::Param(scope, key, part)
     } else if c.peek_kw("dense") {
         Init::Dense(syntax::dense(c)?)
     } else {
@@ -189,10 +201,59 @@ fn global(c: &mut Cursor<'_>) -> PResult<(String, Global, Option<String>)> {
     let raw = syntax::raw_type(c)?;
     let ty = build::tensor_type(c, &raw)?;
     Ok(match init {
-        Init::Param(scope, key) => (sym, Global::Param { key, ty }, scope),
+        Init::Param(scope, key, part) => {
+            let offset = match part {
+                None => None,
+                Some((offset, length, at)) => {
+                    if let Some(len) = length.filter(|&l| l != ty.byte_size() as u64) {
+                        return Err(c.err_found(
+                            at,
+                            format!("`length = {}`, the byte size of {ty}", ty.byte_size()),
+                            format!("`length = {len}`"),
+                        ));
+                    }
+                    Some(offset)
+                }
+            };
+            (sym, Global::Param { key, offset, ty }, scope)
+        }
         Init::Dense(lit) => {
             let lit = build::literal(c, &lit, &ty, ipos)?;
             (sym, Global::Const { lit, ty }, None)
         }
     })
+}
+
+/// `{offset = N : i64, length = M : i64}` of a parameter slice (either key
+/// may be absent; offset defaults to 0). Returns (offset, length).
+fn parameter_slice(c: &mut Cursor<'_>) -> PResult<(u64, Option<u64>)> {
+    c.expect("{")?;
+    let (mut offset, mut length) = (None, None);
+    loop {
+        c.ws();
+        let at = c.pos;
+        let name = c.ident("`offset` or `length`")?;
+        c.expect("=")?;
+        let v = c.i64("a byte count")?;
+        if c.eat(":") {
+            c.expect_kw("i64")?;
+        }
+        let v = u64::try_from(v)
+            .map_err(|_| c.err_found(at, "a byte count ≥ 0", format!("`{name} = {v}`")))?;
+        match name {
+            "offset" if offset.is_none() => offset = Some(v),
+            "length" if length.is_none() => length = Some(v),
+            _ => {
+                return Err(c.err_found(
+                    at,
+                    "`offset` or `length` (once each)",
+                    format!("`{name}`"),
+                ))
+            }
+        }
+        if c.eat("}") {
+            return Ok((offset.unwrap_or(0), length));
+        }
+        c.expect(",")?;
+    }
 }

@@ -228,9 +228,10 @@ fn check_identifier(what: &str, name: &str) -> Result<()> {
     }
 }
 
-/// Where each parameter key goes: a global symbol, or inline.
+/// Where each parameter declaration (key, offset) goes: a global symbol,
+/// or inline.
 struct ParamPlan {
-    symbols: HashMap<String, String>,
+    symbols: HashMap<(String, Option<u64>), String>,
 }
 
 /// Prints `module` as StableHLO text. `weights` supplies values for
@@ -259,11 +260,14 @@ pub fn print_module(
         symbols: HashMap::new(),
     };
     let mut taken: HashSet<String> = module.functions.iter().map(|f| f.name.clone()).collect();
-    for (key, ty) in &params {
-        if policy.inlines(ty) {
+    for d in &params {
+        if d.offset.is_none() && policy.inlines(&d.ty) {
             continue;
         }
-        let base = sanitize_symbol(key);
+        let base = match d.offset {
+            None => sanitize_symbol(&d.key),
+            Some(o) => format!("{}_at{o}", sanitize_symbol(&d.key)),
+        };
         let mut sym = base.clone();
         let mut n = 1;
         while taken.contains(&sym) {
@@ -271,13 +275,22 @@ pub fn print_module(
             n += 1;
         }
         taken.insert(sym.clone());
+        // A part of an entry names its byte range (IREE's parameter slice).
+        let part = match d.offset {
+            None => String::new(),
+            Some(o) => format!(
+                ", {{offset = {o} : i64, length = {} : i64}}",
+                d.ty.byte_size()
+            ),
+        };
         let _ = writeln!(
             out,
-            "  util.global private @{sym} = #flow.parameter.named<\"{}\"::\"{}\"> : {ty}",
+            "  util.global private @{sym} = #flow.parameter.named<\"{}\"::\"{}\"{part}> : {}",
             escape_string(policy.scope()),
-            escape_string(key)
+            escape_string(&d.key),
+            d.ty
         );
-        plan.symbols.insert(key.clone(), sym);
+        plan.symbols.insert((d.key.clone(), d.offset), sym);
     }
     for f in &module.functions {
         print_function(&mut out, f, &plan, weights)?;
@@ -378,7 +391,7 @@ fn print_function(
         };
         let line = match &n.op {
             Op::Input { .. } => continue,
-            Op::Parameter { key } => match plan.symbols.get(key) {
+            Op::Parameter { key, offset } => match plan.symbols.get(&(key.clone(), *offset)) {
                 Some(sym) => format!("{res} = util.global.load @{sym} : {t}"),
                 None => {
                     let w = weights.ok_or_else(|| {

@@ -228,6 +228,16 @@ pub fn lavapipe_present() -> bool {
 /// returns one message per case whose ids differ from transformers' (the
 /// tie rule of [`mismatches`] applies).
 pub fn fixture_export_mismatches<S>(
+    prepare: impl FnMut(&kiln::export::ExportReport) -> S,
+    predict: impl FnMut(&mut S, &[i32]) -> Vec<i32>,
+) -> Vec<String> {
+    fixture_export_mismatches_bounded(kiln::models::MAX_TENSOR_BYTES, prepare, predict)
+}
+
+/// [`fixture_export_mismatches`] with the export's tensor bound
+/// (`--max-tensor-bytes`): a small one puts every table in row chunks.
+pub fn fixture_export_mismatches_bounded<S>(
+    max_tensor_bytes: u64,
     mut prepare: impl FnMut(&kiln::export::ExportReport) -> S,
     mut predict: impl FnMut(&mut S, &[i32]) -> Vec<i32>,
 ) -> Vec<String> {
@@ -248,6 +258,7 @@ pub fn fixture_export_mismatches<S>(
                     seq: rs.seq,
                     out_dir: dir.path().into(),
                     weights,
+                    max_tensor_bytes,
                     ..Default::default()
                 },
             )
@@ -382,4 +393,107 @@ pub fn write_gguf(
         out.resize(align(out.len()), 0);
     }
     std::fs::write(path, out).unwrap();
+}
+
+/// The big-vocabulary fixture (`tests/fixtures/hf/tiny-llama-vocab262k`).
+pub const BIGVOCAB: &str = "tiny-llama-vocab262k";
+
+/// Its `expected.json`: the usual cases plus a greedy continuation.
+#[derive(Debug, Deserialize)]
+pub struct BigVocabExpected {
+    pub embed_shard: String,
+    pub embed_sha256: String,
+    pub seqs: Vec<RefSeq>,
+    pub greedy: Greedy,
+}
+
+/// transformers' greedy continuation of a prompt (one full forward a step).
+#[derive(Debug, Deserialize)]
+pub struct Greedy {
+    pub prompt: Vec<i32>,
+    pub new: Vec<i32>,
+    pub margin: Vec<f64>,
+}
+
+/// Reads the big-vocabulary fixture's expectations.
+pub fn bigvocab_expected() -> BigVocabExpected {
+    let p = fixture(&format!("hf/{BIGVOCAB}/expected.json"));
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+/// splitmix64 (Steele, Lea and Flood), the big-vocabulary fixture's
+/// embedding generator (scripts/make_bigvocab_fixture.py).
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The big-vocabulary checkpoint laid out in `dir`: its committed files
+/// plus the 168 MB embedding shard rebuilt from the fixture's formula
+/// (checked against the sha256 transformers' copy had). Returns `dir`.
+pub fn bigvocab_checkpoint(dir: &Path) -> PathBuf {
+    use sha2::Digest;
+    let src = fixture(&format!("hf/{BIGVOCAB}"));
+    let exp = bigvocab_expected();
+    for f in [
+        "config.json",
+        "model.safetensors.index.json",
+        "model-00002-of-00002.safetensors",
+    ] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let (v, h) = (262_144usize, 320usize);
+    let mut data = Vec::with_capacity(v * h * 2);
+    for i in 0..(v * h) as u64 {
+        let k = (splitmix64(i) >> 56) as i32 - 128;
+        let bits = half::bf16::from_f32(k as f32 / 1024.0).to_bits();
+        data.extend_from_slice(&bits.to_le_bytes());
+    }
+    let sha = sha2::Sha256::digest(&data);
+    let hex: String = sha.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        hex, exp.embed_sha256,
+        "the rebuilt embedding differs from the fixture's"
+    );
+    let mut header = format!(
+        "{{\"model.embed_tokens.weight\":{{\"dtype\":\"BF16\",\"shape\":[{v},{h}],\"data_offsets\":[0,{}]}}}}",
+        data.len()
+    );
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut f = std::fs::File::create(dir.join(&exp.embed_shard)).unwrap();
+    use std::io::Write;
+    f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
+    f.write_all(header.as_bytes()).unwrap();
+    f.write_all(&data).unwrap();
+    dir.to_path_buf()
+}
+
+/// The cached real Gemma 3 270M Q4_K_M GGUF, fetched by
+/// `scripts/fetch-gemma3.sh` when missing; `None` (with a note) when it
+/// cannot be had and is not required.
+pub fn gemma3_gguf() -> Option<PathBuf> {
+    let p = kiln::util::cache_dir().join("gemma3/gemma-3-270m-q4_k_m.gguf");
+    if p.is_file() {
+        return Some(p);
+    }
+    let script = root().join("scripts/fetch-gemma3.sh");
+    let ok = std::process::Command::new("bash")
+        .arg(&script)
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok && p.is_file() {
+        return Some(p);
+    }
+    if iree_required() {
+        panic!(
+            "Gemma 3 GGUF required (CI=true) but not available at {}",
+            p.display()
+        );
+    }
+    eprintln!("SKIP: Gemma 3 GGUF not available ({})", p.display());
+    None
 }

@@ -47,7 +47,8 @@ pub fn random_weights(module: &Module, seed: u64) -> HashMap<String, Vec<f64>> {
         .parameters()
         .unwrap()
         .into_iter()
-        .map(|(k, t)| {
+        .map(|d| {
+            let (k, t) = (d.key, d.ty);
             let v = match t.dtype {
                 // The test modules' i32 parameters are bf16 weights declared
                 // as pairs (`Graph::weight`): two bf16 bit patterns each.
@@ -74,7 +75,8 @@ pub fn as_tensors(module: &Module, w: &HashMap<String, Vec<f64>>) -> HashMap<Str
         .parameters()
         .unwrap()
         .into_iter()
-        .map(|(k, t)| {
+        .map(|d| {
+            let (k, t) = (d.key, d.ty);
             let v = &w[&k];
             let shape: Vec<usize> = t.shape.to_vec();
             let tensor = match t.dtype {
@@ -360,7 +362,8 @@ pub fn tiny_model(cfg: &Tiny) -> Module {
 pub fn write_safetensors(path: &std::path::Path, m: &Module, w: &HashMap<String, Vec<f64>>) {
     let mut header = serde_json::Map::new();
     let mut data = Vec::new();
-    for (k, t) in m.parameters().unwrap() {
+    for d in m.parameters().unwrap() {
+        let (k, t) = (d.key, d.ty);
         let start = data.len();
         let mut shape = t.shape.to_vec();
         for &x in &w[&k] {

@@ -317,7 +317,11 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                             format!("`@{sym}`"),
                         ))
                     }
-                    Some(Global::Param { key, ty: gt }) => {
+                    Some(Global::Param {
+                        key,
+                        offset,
+                        ty: gt,
+                    }) => {
                         if *gt != ty {
                             return Err(self.c.err_found(
                                 st.types_pos,
@@ -325,7 +329,10 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                                 format!("`{ty}`"),
                             ));
                         }
-                        self.g.parameter(key, ty)
+                        match offset {
+                            None => self.g.parameter(key, ty),
+                            Some(o) => self.g.parameter_part(key, ty, *o),
+                        }
                     }
                     Some(Global::Const { lit, ty: gt }) => {
                         if *gt != ty {
