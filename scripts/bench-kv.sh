@@ -5,6 +5,9 @@
 #     the prefill (P 64) and one decode step (N 128), and one decode step
 #     at N 2048 (a long context: the caches are updated in place, so a step
 #     writes one row per layer instead of copying 2 x 47 MB of caches);
+#   - chunked prefill (issue 21's goal): a 256-token prompt as 4 chunks of
+#     P 64 against one P-256 prefill, both with N 512 (a chunk attends over
+#     the N cache positions whatever its start, so 4 x one P-64 call);
 #   - end to end: `kiln generate` (redecode, SEQ 128) vs
 #     `kiln generate --kv-cache` (P 64, N 128), tokens/s;
 #   - the weight-streaming floor: a module over the same archive that only
@@ -26,7 +29,9 @@ trap 'rm -rf "$out"' EXIT
 $kiln export "$gguf" --seq 128 --out "$out" --name s128 --kv-cache --prompt-len 64 --max-context 128 2>/dev/null
 $kiln export "$gguf" --seq 64 --out "$out" --name s64 2>/dev/null
 $kiln export "$gguf" --seq 64 --out "$out" --name s2048 --kv-cache --prompt-len 64 --max-context 2048 2>/dev/null
-for m in s128-gen s128-kv-gen s64-gen s2048-kv-gen; do $kiln compile "$out/$m.mlir" --target host >/dev/null 2>&1; done
+$kiln export "$gguf" --seq 64 --out "$out" --name c64 --kv-cache --prompt-len 64 --max-context 512 2>/dev/null
+$kiln export "$gguf" --seq 256 --out "$out" --name c256 --kv-cache --prompt-len 256 --max-context 512 2>/dev/null
+for m in s128-gen s128-kv-gen s64-gen s2048-kv-gen c64-kv-gen c256-kv-gen; do $kiln compile "$out/$m.mlir" --target host >/dev/null 2>&1; done
 
 # The floor module: every parameter global of the KV module, each read once
 # by a matrix-vector product with the runtime argument (so nothing can be
@@ -77,7 +82,13 @@ ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64))
 ids128=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(128)))')
 fwd128=$(bm "$out/s128-host.vmfb" s128 "$out/s128.irpa" "1x128xi32=$ids128")
 fwd64=$(bm "$out/s64-host.vmfb" s64 "$out/s64.irpa" "1x64xi32=$ids64")
-prefill=$(bm "$out/s128-kv-host.vmfb" s128_prefill "$out/s128.irpa" "1x64xi32=$ids64" "i32=64")
+ids256=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(256)))')
+prefill=$(bm "$out/s128-kv-host.vmfb" s128_prefill "$out/s128.irpa" "1x64xi32=$ids64" "i32=0" "i32=64" \
+  "30x3x128x64xf32=0" "30x3x128x64xf32=0")
+chunk64=$(bm "$out/c64-kv-host.vmfb" c64_prefill "$out/c64.irpa" "1x64xi32=$ids64" "i32=192" "i32=64" \
+  "30x3x512x64xf32=0" "30x3x512x64xf32=0")
+one256=$(bm "$out/c256-kv-host.vmfb" c256_prefill "$out/c256.irpa" "1x256xi32=$ids256" "i32=0" "i32=256" \
+  "30x3x512x64xf32=0" "30x3x512x64xf32=0")
 decode=$(bm "$out/s128-kv-host.vmfb" s128_decode "$out/s128.irpa" "1xi32=1234" "i32=127" \
   "30x3x128x64xf32=0" "30x3x128x64xf32=0")
 decode2048=$(bm "$out/s2048-kv-host.vmfb" s2048_decode "$out/s2048.irpa" "1xi32=1234" "i32=2047" \
@@ -91,12 +102,14 @@ e2e_re=$(gen "$out/s128-host.vmfb")
 e2e_kv=$(gen "$out/s128-kv-host.vmfb" --kv-cache)
 
 awk -v f128="$fwd128" -v f64="$fwd64" -v p="$prefill" -v d="$decode" -v d2k="$decode2048" -v n="$runs" \
+  -v c64="$chunk64" -v c256="$one256" \
   -v fl="$floor" -v wb="$weight_bytes" 'BEGIN {
   printf "SmolLM2-135M host (iree-benchmark-module, median of %d)\n", n
   printf "  redecode forward, SEQ 128: %8.1f ms\n", f128
   printf "  redecode forward, SEQ 64:  %8.1f ms\n", f64
   printf "  prefill, P 64:             %8.1f ms  (%.2fx the SEQ-64 forward)\n", p, p / f64
   printf "  decode, N 128:             %8.1f ms  (%.1fx faster than the SEQ-128 forward)\n", d, f128 / d
+  printf "  256-token prompt, N 512:   %8.1f ms as 4 chunks of P 64 (4 x %.1f), %.1f ms as one P-256 prefill: %.2fx\n", 4 * c64, c64, c256, 4 * c64 / c256
   printf "  decode, N 2048:            %8.1f ms  (caches updated in place)\n", d2k
   printf "  floor, read every weight:  %8.1f ms  (%.0f MB at %.1f GB/s; decode = %.2fx the floor)\n", fl, wb / 1e6, wb / fl / 1e6, d / fl
   printf "  20x would need decode <= %.1f ms: the weights read at %.1f GB/s\n", f128 / 20, wb / (f128 / 20) / 1e6

@@ -65,7 +65,8 @@ pub struct KvCacheOptions {
 /// package's assets (`package::AssetsKv`), flattened into each.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KvPair {
-    /// Prefill function: `(tensor<1xPxi32>, tensor<i32>) -> (tensor<i32>, K, V)`.
+    /// Prefill function: `(tokens: tensor<1xPxi32>, start: tensor<i32>,
+    /// length: tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
     pub prefill: String,
     /// Decode function: `(tensor<1xi32>, tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
     pub decode: String,
@@ -77,6 +78,22 @@ pub struct KvPair {
     pub cache_dtype: String,
     /// Shape of each of the two caches, `[layers, kv_heads, N, head_dim]`.
     pub cache_shape: Vec<usize>,
+}
+
+impl KvPair {
+    /// The type of each cache (`cache_dtype` over `cache_shape`).
+    pub fn cache_type(&self) -> Result<crate::graph::TensorType> {
+        let dtype = match self.cache_dtype.as_str() {
+            "f32" => DType::F32,
+            "bf16" => DType::BF16,
+            other => {
+                return Err(Error::Usage(format!(
+                    "the manifest's KV cache dtype \"{other}\" is neither f32 nor bf16 (re-export)"
+                )))
+            }
+        };
+        Ok(crate::graph::TensorType::new(dtype, &self.cache_shape))
+    }
 }
 
 /// The KV-cache module's record in the manifest.

@@ -16,35 +16,27 @@ pub trait Forward {
     fn forward(&mut self, ids: &[i32]) -> Result<Vec<i32>>;
 }
 
-/// A forward pass through `iree-run-module`, one process per call.
-pub struct IreeRunModule {
-    /// The toolchain.
-    pub toolchain: Toolchain,
-    /// The compiled module.
-    pub vmfb: PathBuf,
-    /// How to run it (function, parameters, device, emulation).
-    pub options: RunOptions,
-    /// SEQ.
-    pub seq: usize,
+/// Why a generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The model predicted an end-of-sequence id (not included in `ids`).
+    Eos(i32),
+    /// `max_new_tokens` were generated.
+    MaxNewTokens,
+    /// The window (SEQ) or the cache (N) is full.
+    ContextFull,
+    /// The caller's `on_token` asked to stop (a stop string, say).
+    Caller,
 }
 
-impl Forward for IreeRunModule {
-    fn seq(&self) -> usize {
-        self.seq
-    }
-    fn forward(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
-        let input = HostTensor::i32(vec![1, self.seq], ids.to_vec())?;
-        let out = run_module(&self.toolchain, &self.vmfb, &self.options, &[input])?;
-        out.first()
-            .and_then(|t| t.as_i32())
-            .filter(|v| v.len() == self.seq)
-            .map(<[i32]>::to_vec)
-            .ok_or_else(|| {
-                Error::Usage(format!(
-                    "the module did not return tensor<{}xi32>",
-                    self.seq
-                ))
-            })
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Eos(id) => write!(f, "end of sequence (id {id})"),
+            Stop::MaxNewTokens => f.write_str("--max-new-tokens reached"),
+            Stop::ContextFull => f.write_str("context full"),
+            Stop::Caller => f.write_str("stop string"),
+        }
     }
 }
 
@@ -55,16 +47,29 @@ pub struct Generation {
     pub ids: Vec<i32>,
     /// True when generation stopped at an eos id.
     pub stopped_at_eos: bool,
+    /// Why it stopped.
+    pub stop: Stop,
+}
+
+impl Generation {
+    fn new(ids: Vec<i32>, stop: Stop) -> Generation {
+        Generation {
+            ids,
+            stopped_at_eos: matches!(stop, Stop::Eos(_)),
+            stop,
+        }
+    }
 }
 
 /// Runs the redecode loop from `prompt`, calling `on_token` with each new
-/// id as it arrives. The prompt must be shorter than SEQ.
+/// id as it arrives (`false` stops after it). The prompt must be shorter
+/// than SEQ.
 pub fn generate(
     model: &mut dyn Forward,
     prompt: &[i32],
     max_new_tokens: usize,
     eos: &[i32],
-    mut on_token: impl FnMut(i32),
+    mut on_token: impl FnMut(i32) -> bool,
 ) -> Result<Generation> {
     let seq = model.seq();
     if prompt.is_empty() {
@@ -80,122 +85,243 @@ pub fn generate(
     let mut buf = vec![0i32; seq];
     buf[..prompt.len()].copy_from_slice(prompt);
     let mut ids = Vec::new();
-    let mut step = 0;
-    while prompt.len() + step < seq && step < max_new_tokens {
-        let out = model.forward(&buf)?;
-        let next = out[prompt.len() - 1 + step];
-        if eos.contains(&next) {
-            return Ok(Generation {
-                ids,
-                stopped_at_eos: true,
-            });
+    loop {
+        if ids.len() >= max_new_tokens {
+            return Ok(Generation::new(ids, Stop::MaxNewTokens));
         }
-        buf[prompt.len() + step] = next;
+        if prompt.len() + ids.len() >= seq {
+            return Ok(Generation::new(ids, Stop::ContextFull));
+        }
+        let out = model.forward(&buf)?;
+        let next = out[prompt.len() - 1 + ids.len()];
+        if eos.contains(&next) {
+            return Ok(Generation::new(ids, Stop::Eos(next)));
+        }
+        buf[prompt.len() + ids.len()] = next;
         ids.push(next);
-        on_token(next);
-        step += 1;
+        if !on_token(next) {
+            return Ok(Generation::new(ids, Stop::Caller));
+        }
     }
-    Ok(Generation {
-        ids,
-        stopped_at_eos: false,
-    })
 }
 
-/// A forward pass through kiln's own interpreter (no IREE): the module is
-/// parsed once and the weights are read from the parameter file on each
-/// call (memory-mapped).
-pub struct Interpreted {
-    module: crate::graph::Module,
+/// The redecode forward over a [`Backend`]: one call of `function` on
+/// `[1, SEQ]` ids per step.
+pub struct Redecode<B: Backend> {
+    backend: B,
     function: String,
-    params: crate::interp::files::FileParams,
     seq: usize,
 }
 
-impl Interpreted {
-    /// Parses `mlir` and opens `params` (`.irpa` or `.safetensors`).
-    pub fn open(
-        mlir: &std::path::Path,
-        params: &std::path::Path,
-        function: &str,
-    ) -> Result<Interpreted> {
-        let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
-        let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
-        let g = crate::interp::find_function(&module, Some(function))?;
-        let seq = g
-            .inputs
-            .first()
-            .and_then(|&v| g.ty(v).shape.last().copied())
-            .ok_or_else(|| Error::Usage(format!("function @{function} takes no token ids")))?;
-        Ok(Interpreted {
-            params: crate::interp::files::FileParams::open(params)?,
+impl<B: Backend> Redecode<B> {
+    /// The forward `function` (taking `[1, seq]` ids) over `backend`.
+    pub fn new(backend: B, function: &str, seq: usize) -> Redecode<B> {
+        Redecode {
+            backend,
             function: function.to_string(),
-            module,
             seq,
-        })
+        }
     }
 }
 
-impl Forward for Interpreted {
+impl<B: Backend> Forward for Redecode<B> {
     fn seq(&self) -> usize {
         self.seq
     }
     fn forward(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
-        let g = crate::interp::find_function(&self.module, Some(&self.function))?;
-        let shape = g.ty(g.inputs[0]).shape.to_vec();
-        let out = crate::interp::run(
-            g,
-            &[crate::interp::Tensor::i32(&shape, ids.to_vec())],
-            &self.params,
-        )?;
+        let input = self.backend.i32(&[1, self.seq], ids.to_vec())?;
+        let out = self.backend.run(&self.function, vec![input])?;
         out.first()
-            .and_then(crate::interp::Tensor::as_i32)
+            .and_then(|t| self.backend.i32s(t))
+            .filter(|v| v.len() == self.seq)
             .map(<[i32]>::to_vec)
             .ok_or_else(|| {
                 Error::Usage(format!(
-                    "function @{} does not return i32 ids",
-                    self.function
+                    "@{} did not return tensor<{}xi32>",
+                    self.function, self.seq
                 ))
             })
     }
 }
 
+/// The redecode forward through kiln's interpreter.
+pub type Interpreted = Redecode<Interpreter>;
+
+impl Redecode<Interpreter> {
+    /// Parses `mlir` and opens `params`; SEQ is read from `function`'s
+    /// signature.
+    pub fn open(
+        mlir: &std::path::Path,
+        params: &std::path::Path,
+        function: &str,
+    ) -> Result<Interpreted> {
+        let backend = Interpreter::open(mlir, params)?;
+        let g = crate::interp::find_function(backend.module(), Some(function))?;
+        let seq = g
+            .inputs
+            .first()
+            .and_then(|&v| g.ty(v).shape.last().copied())
+            .ok_or_else(|| Error::Usage(format!("function @{function} takes no token ids")))?;
+        Ok(Redecode::new(backend, function, seq))
+    }
+}
+
+/// The redecode forward through `iree-run-module`, one process per step.
+pub type IreeRunModule = Redecode<RunModule>;
+
 /// One model driven through the KV-cache pair (`kiln export --kv-cache`):
-/// a prefill over the prompt bucket P, then one decode per token, the
-/// caches kept by the implementation between calls.
+/// prefill calls over chunks of at most P tokens at any position, one
+/// decode per token, the caches kept by the implementation between calls.
+/// [`Conversation`] drives it.
 pub trait KvStep {
     /// Prompt bucket P.
     fn prompt_len(&self) -> usize;
     /// Max context N (cache length).
     fn max_context(&self) -> usize;
-    /// Runs prefill on `padded` (P ids, the prompt then 0s) whose first
-    /// `length` ids are the prompt; returns the id predicted after it and
-    /// keeps the caches.
-    fn prefill(&mut self, padded: &[i32], length: usize) -> Result<i32>;
+    /// Starts over: zeroed caches.
+    fn reset(&mut self) -> Result<()>;
+    /// Runs prefill on `chunk` (P ids) at positions `start..start + P`, of
+    /// which the first `length` are real (the rest padding); returns the
+    /// id predicted after position `start + length - 1` and keeps the
+    /// updated caches. `start + P ≤ N`.
+    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<i32>;
     /// Runs decode for `token` at `position` on the kept caches; returns
     /// the id predicted after it and keeps the updated caches.
     fn decode(&mut self, token: i32, position: usize) -> Result<i32>;
 }
 
+/// A conversation over the KV-cache pair: every token so far sits in the
+/// caches, so a new turn costs only its own tokens. [`Conversation::append`]
+/// feeds a prompt or a turn of any length in prefill chunks of at most P;
+/// [`Conversation::step`] appends one token by decode.
+///
+/// When a call would pass the max context N it is an error (the
+/// conversation is unchanged): the app then stops, or starts a new
+/// conversation from a truncated history (`spec/kv-cache.md`).
+pub struct Conversation<'m> {
+    model: &'m mut dyn KvStep,
+    tokens: Vec<i32>,
+}
+
+impl<'m> Conversation<'m> {
+    /// A new conversation on `model` (its caches zeroed).
+    pub fn new(model: &'m mut dyn KvStep) -> Result<Conversation<'m>> {
+        model.reset()?;
+        Ok(Conversation {
+            model,
+            tokens: Vec::new(),
+        })
+    }
+
+    /// Starts over on the same model: zeroed caches, no tokens.
+    pub fn restart(&mut self) -> Result<()> {
+        self.model.reset()?;
+        self.tokens.clear();
+        Ok(())
+    }
+
+    /// The tokens in the caches, in order.
+    pub fn tokens(&self) -> &[i32] {
+        &self.tokens
+    }
+
+    /// Positions left in the caches.
+    pub fn remaining(&self) -> usize {
+        self.model.max_context() - self.tokens.len()
+    }
+
+    /// Appends `tokens` (a prompt, or the next turn) from the current
+    /// position in prefill chunks of at most P; returns the id the model
+    /// predicts after the last one. A chunk that would pass N starts at
+    /// N − P instead and recomputes the positions it overlaps (the same
+    /// tokens, so the same keys and values).
+    pub fn append(&mut self, tokens: &[i32]) -> Result<i32> {
+        let (p, n) = (self.model.prompt_len(), self.model.max_context());
+        if tokens.is_empty() {
+            return Err(Error::Usage("nothing to append: no tokens".into()));
+        }
+        if self.tokens.len() + tokens.len() > n {
+            return Err(Error::Usage(format!(
+                "the conversation holds {} tokens and this adds {}: more than the max context N = {n} \
+                 (start a new conversation from a shorter history, or export with a larger --max-context)",
+                self.tokens.len(),
+                tokens.len()
+            )));
+        }
+        let mut next = 0;
+        let mut fed = 0;
+        while fed < tokens.len() {
+            let pos = self.tokens.len();
+            let start = pos.min(n - p);
+            let overlap = pos - start;
+            let take = (p - overlap).min(tokens.len() - fed);
+            let mut chunk = vec![0i32; p];
+            chunk[..overlap].copy_from_slice(&self.tokens[start..pos]);
+            chunk[overlap..overlap + take].copy_from_slice(&tokens[fed..fed + take]);
+            next = self.model.prefill(&chunk, start, overlap + take)?;
+            self.tokens.extend_from_slice(&tokens[fed..fed + take]);
+            fed += take;
+        }
+        Ok(next)
+    }
+
+    /// Appends `token` at the next position by decode; returns the id the
+    /// model predicts after it.
+    pub fn step(&mut self, token: i32) -> Result<i32> {
+        let pos = self.tokens.len();
+        check_position(pos, self.model.max_context())?;
+        let next = self.model.decode(token, pos)?;
+        self.tokens.push(token);
+        Ok(next)
+    }
+
+    /// Generates from the current state, given the id the model predicted
+    /// last (what [`Conversation::append`] or [`Conversation::step`]
+    /// returned): greedy ids until an eos id, `max_new_tokens`, a full
+    /// cache, or `on_token` returning false. Generated ids enter the
+    /// caches except the last (it is returned, not yet decoded).
+    pub fn generate(
+        &mut self,
+        mut next: i32,
+        max_new_tokens: usize,
+        eos: &[i32],
+        mut on_token: impl FnMut(i32) -> bool,
+    ) -> Result<Generation> {
+        let n = self.model.max_context();
+        let mut ids = Vec::new();
+        loop {
+            if eos.contains(&next) {
+                return Ok(Generation::new(ids, Stop::Eos(next)));
+            }
+            ids.push(next);
+            if !on_token(next) {
+                return Ok(Generation::new(ids, Stop::Caller));
+            }
+            if ids.len() >= max_new_tokens {
+                return Ok(Generation::new(ids, Stop::MaxNewTokens));
+            }
+            if self.tokens.len() + 1 >= n {
+                return Ok(Generation::new(ids, Stop::ContextFull));
+            }
+            next = self.step(next)?;
+        }
+    }
+}
+
 /// The KV-cache loop: exactly the ids [`generate`] gives with SEQ = N (the
-/// same greedy choice and eos handling), one prefill then one decode per
-/// new token instead of a whole-window forward per token. The prompt must
-/// fit P and leave room in N.
+/// same greedy choice and eos handling), the prompt prefilled in chunks of
+/// at most P, then one decode per new token instead of a whole-window
+/// forward. The prompt must leave room in N.
 pub fn generate_kv(
     model: &mut dyn KvStep,
     prompt: &[i32],
     max_new_tokens: usize,
     eos: &[i32],
-    mut on_token: impl FnMut(i32),
+    on_token: impl FnMut(i32) -> bool,
 ) -> Result<Generation> {
-    let (p, n) = (model.prompt_len(), model.max_context());
+    let n = model.max_context();
     if prompt.is_empty() {
         return Err(Error::Usage("the prompt is empty".into()));
-    }
-    if prompt.len() > p {
-        return Err(Error::Usage(format!(
-            "the prompt has {} tokens but the prompt bucket P is {p} (export with a larger --prompt-len)",
-            prompt.len()
-        )));
     }
     if prompt.len() >= n {
         return Err(Error::Usage(format!(
@@ -203,31 +329,12 @@ pub fn generate_kv(
             prompt.len()
         )));
     }
-    let mut padded = vec![0i32; p];
-    padded[..prompt.len()].copy_from_slice(prompt);
-    let mut ids = Vec::new();
-    let mut step = 0;
-    let mut next = None;
-    while prompt.len() + step < n && step < max_new_tokens {
-        let id = match next {
-            None => model.prefill(&padded, prompt.len())?,
-            Some(prev) => model.decode(prev, prompt.len() + step - 1)?,
-        };
-        if eos.contains(&id) {
-            return Ok(Generation {
-                ids,
-                stopped_at_eos: true,
-            });
-        }
-        ids.push(id);
-        on_token(id);
-        next = Some(id);
-        step += 1;
+    if max_new_tokens == 0 {
+        return Ok(Generation::new(Vec::new(), Stop::MaxNewTokens));
     }
-    Ok(Generation {
-        ids,
-        stopped_at_eos: false,
-    })
+    let mut c = Conversation::new(model)?;
+    let next = c.append(prompt)?;
+    c.generate(next, max_new_tokens, eos, on_token)
 }
 
 /// Checks a decode position against N: a generation past the max context
@@ -253,19 +360,230 @@ fn check_caches(shapes: [&[usize]; 2], want: &[usize], function: &str) -> Result
     Ok(())
 }
 
-/// The KV-cache pair through kiln's own interpreter (no IREE); the caches
-/// are host tensors.
-pub struct KvInterpreted {
-    module: crate::graph::Module,
-    names: (String, String),
-    params: crate::interp::files::FileParams,
-    prompt_len: usize,
-    max_context: usize,
-    cache_shape: Vec<usize>,
-    caches: Option<(crate::interp::Tensor, crate::interp::Tensor)>,
+/// What the KV driver needs of a runtime: build i32 tensors, run a
+/// function by name, read its results. [`KvDriver`] over it is the whole
+/// prefill/decode protocol, once for every runtime that hands tensors back
+/// (kiln's interpreter, one `iree-run-module` per call); the loaded IREE
+/// session keeps its caches on the device and speaks the protocol itself
+/// ([`crate::iree::session::KvSession`]).
+pub trait Backend {
+    /// The runtime's tensor.
+    type Tensor;
+    /// An i32 tensor of `shape`.
+    fn i32(&self, shape: &[usize], data: Vec<i32>) -> Result<Self::Tensor>;
+    /// A tensor of zeros of type `ty` (a fresh KV cache).
+    fn zeros(&self, ty: &crate::graph::TensorType) -> Result<Self::Tensor>;
+    /// Runs `function` on `inputs`; returns its results.
+    fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>>;
+    /// A tensor's dims.
+    fn shape<'t>(&self, t: &'t Self::Tensor) -> &'t [usize];
+    /// The elements of an i32 tensor.
+    fn i32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [i32]>;
 }
 
-impl KvInterpreted {
+/// The KV-cache pair driven over a [`Backend`]: the caches a call returns
+/// are kept and passed to the next decode.
+pub struct KvDriver<B: Backend> {
+    backend: B,
+    functions: (String, String),
+    prompt_len: usize,
+    cache: crate::graph::TensorType,
+    caches: Option<(B::Tensor, B::Tensor)>,
+}
+
+impl<B: Backend> KvDriver<B> {
+    /// A driver of `functions` (prefill, decode) with prompt bucket
+    /// `prompt_len` and caches of type `cache` (`[L, KV, N, D]`).
+    pub fn new(
+        backend: B,
+        functions: (String, String),
+        prompt_len: usize,
+        cache: crate::graph::TensorType,
+    ) -> Result<KvDriver<B>> {
+        if cache.rank() != 4 || prompt_len == 0 || prompt_len > cache.shape[2] {
+            return Err(Error::Usage(format!(
+                "a KV pair needs caches [L, KV, N, D] and 1 ≤ P ≤ N, not {cache} and P = {prompt_len}"
+            )));
+        }
+        Ok(KvDriver {
+            backend,
+            functions,
+            prompt_len,
+            cache,
+            caches: None,
+        })
+    }
+
+    /// Runs `function` on `inputs` then the kept caches, and keeps the
+    /// caches it returns; returns its id.
+    fn call(&mut self, function: &str, mut inputs: Vec<B::Tensor>) -> Result<i32> {
+        let (k, v) = self
+            .caches
+            .take()
+            .ok_or_else(|| Error::Usage(format!("@{function} called before a reset")))?;
+        inputs.push(k);
+        inputs.push(v);
+        let mut out = self.backend.run(function, inputs)?.into_iter();
+        let (Some(next), Some(k), Some(v), None) = (out.next(), out.next(), out.next(), out.next())
+        else {
+            return Err(Error::Usage(format!("@{function} must return (id, K, V)")));
+        };
+        let b = &self.backend;
+        check_caches([b.shape(&k), b.shape(&v)], &self.cache.shape, function)?;
+        let id = b
+            .i32s(&next)
+            .and_then(|x| x.first().copied())
+            .ok_or_else(|| Error::Usage(format!("@{function} does not return an i32 id")))?;
+        self.caches = Some((k, v));
+        Ok(id)
+    }
+}
+
+impl<B: Backend> KvStep for KvDriver<B> {
+    fn prompt_len(&self) -> usize {
+        self.prompt_len
+    }
+    fn max_context(&self) -> usize {
+        self.cache.shape[2]
+    }
+    fn reset(&mut self) -> Result<()> {
+        let b = &self.backend;
+        self.caches = Some((b.zeros(&self.cache)?, b.zeros(&self.cache)?));
+        Ok(())
+    }
+    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<i32> {
+        check_chunk(
+            chunk.len(),
+            self.prompt_len,
+            start,
+            length,
+            self.max_context(),
+        )?;
+        let b = &self.backend;
+        let inputs = vec![
+            b.i32(&[1, chunk.len()], chunk.to_vec())?,
+            b.i32(&[], vec![start as i32])?,
+            b.i32(&[], vec![length as i32])?,
+        ];
+        let f = self.functions.0.clone();
+        self.call(&f, inputs)
+    }
+    fn decode(&mut self, token: i32, position: usize) -> Result<i32> {
+        check_position(position, self.max_context())?;
+        let b = &self.backend;
+        let inputs = vec![
+            b.i32(&[1], vec![token])?,
+            b.i32(&[], vec![position as i32])?,
+        ];
+        let f = self.functions.1.clone();
+        self.call(&f, inputs)
+    }
+}
+
+/// Checks a prefill chunk: P ids, 1..=P real, inside the caches.
+pub(crate) fn check_chunk(
+    ids: usize,
+    p: usize,
+    start: usize,
+    length: usize,
+    n: usize,
+) -> Result<()> {
+    if ids != p || length == 0 || length > p || start + p > n {
+        return Err(Error::Usage(format!(
+            "a prefill chunk is P = {p} ids at start + P ≤ N = {n} with 1..=P real; got {ids} ids at {start}, {length} real"
+        )));
+    }
+    Ok(())
+}
+
+/// kiln's own interpreter as a [`Backend`] (no IREE): the module parsed
+/// once, the weights read from the parameter file on each call.
+pub struct Interpreter {
+    module: crate::graph::Module,
+    params: crate::interp::files::FileParams,
+}
+
+impl Interpreter {
+    /// Parses `mlir` and opens `params` (`.irpa`, `.safetensors` or `.gguf`).
+    pub fn open(mlir: &std::path::Path, params: &std::path::Path) -> Result<Interpreter> {
+        let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
+        let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
+        Ok(Interpreter {
+            module,
+            params: crate::interp::files::FileParams::open(params)?,
+        })
+    }
+
+    /// The parsed module.
+    pub fn module(&self) -> &crate::graph::Module {
+        &self.module
+    }
+}
+
+impl Backend for Interpreter {
+    type Tensor = crate::interp::Tensor;
+    fn i32(&self, shape: &[usize], data: Vec<i32>) -> Result<Self::Tensor> {
+        Ok(crate::interp::Tensor::i32(shape, data))
+    }
+    fn zeros(&self, ty: &crate::graph::TensorType) -> Result<Self::Tensor> {
+        // Float dtypes (f32, bf16) are held as f32.
+        Ok(crate::interp::Tensor::f32(&ty.shape, vec![0.0; ty.numel()]))
+    }
+    fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
+        let g = crate::interp::find_function(&self.module, Some(function))?;
+        crate::interp::run(g, &inputs, &self.params)
+    }
+    fn shape<'t>(&self, t: &'t Self::Tensor) -> &'t [usize] {
+        t.shape()
+    }
+    fn i32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [i32]> {
+        t.as_i32()
+    }
+}
+
+/// `iree-run-module` as a [`Backend`], one process per call (for emulated
+/// targets): tensors go through `.npy` files.
+pub struct RunModule {
+    /// The toolchain.
+    pub toolchain: Toolchain,
+    /// The compiled module.
+    pub vmfb: PathBuf,
+    /// How to run it (parameters, device, emulation; `exact_outputs`
+    /// Some(3) for the KV pair, whose caches must come back exactly);
+    /// `function` is set per call.
+    pub options: RunOptions,
+}
+
+impl Backend for RunModule {
+    type Tensor = HostTensor;
+    fn i32(&self, shape: &[usize], data: Vec<i32>) -> Result<Self::Tensor> {
+        HostTensor::i32(shape.to_vec(), data)
+    }
+    fn zeros(&self, ty: &crate::graph::TensorType) -> Result<Self::Tensor> {
+        if ty.dtype != crate::graph::DType::F32 {
+            return Err(Error::Usage(format!(
+                "{ty} caches cannot go through iree-run-module's files (emulated or per-step runs): export with --kv-dtype f32"
+            )));
+        }
+        HostTensor::f32(ty.shape.to_vec(), vec![0.0; ty.numel()])
+    }
+    fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
+        let mut opts = self.options.clone();
+        opts.function = function.to_string();
+        run_module(&self.toolchain, &self.vmfb, &opts, &inputs)
+    }
+    fn shape<'t>(&self, t: &'t Self::Tensor) -> &'t [usize] {
+        &t.shape
+    }
+    fn i32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [i32]> {
+        t.as_i32()
+    }
+}
+
+/// The KV-cache pair through kiln's interpreter; the caches are host tensors.
+pub type KvInterpreted = KvDriver<Interpreter>;
+
+impl KvDriver<Interpreter> {
     /// Parses `mlir` (a `NAME-kv-gen.mlir`) and opens `params`; `prefill`
     /// and `decode` name the two functions. P, N and the cache shape are
     /// read from their signatures.
@@ -275,10 +593,10 @@ impl KvInterpreted {
         prefill: &str,
         decode: &str,
     ) -> Result<KvInterpreted> {
-        let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
-        let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
-        let pf = crate::interp::find_function(&module, Some(prefill))?;
-        let df = crate::interp::find_function(&module, Some(decode))?;
+        let backend = Interpreter::open(mlir, params)?;
+        let module = backend.module();
+        let pf = crate::interp::find_function(module, Some(prefill))?;
+        let df = crate::interp::find_function(module, Some(decode))?;
         let bad = |f: &str| {
             Error::Usage(format!(
                 "function @{f} does not have the KV-cache signature (see spec/kv-cache.md)"
@@ -289,151 +607,215 @@ impl KvInterpreted {
             .first()
             .and_then(|&v| pf.ty(v).shape.last().copied())
             .ok_or_else(|| bad(prefill))?;
-        let cache_shape = df
+        let cache = df
             .inputs
             .get(2)
-            .map(|&v| df.ty(v).shape.to_vec())
-            .filter(|s| s.len() == 4)
+            .map(|&v| df.ty(v).clone())
+            .filter(|t| t.rank() == 4)
             .ok_or_else(|| bad(decode))?;
-        Ok(KvInterpreted {
-            params: crate::interp::files::FileParams::open(params)?,
-            names: (prefill.to_string(), decode.to_string()),
-            max_context: cache_shape[2],
-            module,
+        KvDriver::new(
+            backend,
+            (prefill.to_string(), decode.to_string()),
             prompt_len,
-            cache_shape,
-            caches: None,
+            cache,
+        )
+    }
+}
+
+/// The KV-cache pair through `iree-run-module`, one process per call.
+pub type KvRunModule = KvDriver<RunModule>;
+
+/// Where and how to run a module for [`Driver::open`].
+#[derive(Debug, Clone)]
+pub struct DriverOptions {
+    /// A `.vmfb` (run by IREE) or a `.mlir` (run by kiln's interpreter).
+    pub module: PathBuf,
+    /// The parameter file.
+    pub params: PathBuf,
+    /// Its scope in the module (`model`).
+    pub scope: String,
+    /// The redecode function.
+    pub function: String,
+    /// SEQ of the redecode function.
+    pub seq: usize,
+    /// The KV-cache pair to drive instead of the redecode function.
+    pub kv: Option<crate::export::KvPair>,
+    /// Runtime device.
+    pub device: crate::iree::flags::Device,
+    /// Run under an emulator (one `iree-run-module` per call).
+    pub emulate: Option<crate::iree::run::Emulation>,
+    /// local-task worker groups.
+    pub task_groups: Option<usize>,
+    /// One `iree-run-module` per call instead of a loaded session.
+    pub per_step: bool,
+    /// The IREE venv or tool directory (default: kiln's search).
+    pub iree_dir: Option<PathBuf>,
+}
+
+/// The loop a generation runs (redecode or KV cache) over the runtime that
+/// fits the module: kiln's interpreter for `.mlir`, a loaded IREE session,
+/// or one `iree-run-module` per call (`per_step`, emulation).
+pub enum Driver {
+    /// The whole SEQ window every step.
+    Redecode(Box<dyn Forward>),
+    /// One prefill, then one decode per token.
+    Kv(Box<dyn KvStep>),
+}
+
+impl Driver {
+    /// Opens the driver `o` describes (starting the IREE session when that
+    /// is the runtime).
+    pub fn open(o: &DriverOptions) -> Result<Driver> {
+        use crate::iree::session::{KvSession, Session};
+        let interpreted = o.module.extension().is_some_and(|e| e == "mlir");
+        if interpreted {
+            return Ok(match &o.kv {
+                None => Driver::Redecode(Box::new(Interpreted::open(
+                    &o.module,
+                    &o.params,
+                    &o.function,
+                )?)),
+                Some(kv) => Driver::Kv(Box::new(KvInterpreted::open(
+                    &o.module,
+                    &o.params,
+                    &kv.prefill,
+                    &kv.decode,
+                )?)),
+            });
+        }
+        let tc = Toolchain::locate(o.iree_dir.as_deref())?;
+        let per_call = o.per_step || o.emulate.is_some();
+        let backend = |exact_outputs| RunModule {
+            toolchain: tc.clone(),
+            vmfb: o.module.clone(),
+            options: RunOptions {
+                device: o.device,
+                function: String::new(),
+                params: vec![(o.scope.clone(), o.params.clone())],
+                task_groups: o.task_groups,
+                emulate: o.emulate,
+                exact_outputs,
+            },
+        };
+        Ok(match (&o.kv, per_call) {
+            (None, true) => {
+                Driver::Redecode(Box::new(Redecode::new(backend(None), &o.function, o.seq)))
+            }
+            (Some(kv), true) => Driver::Kv(Box::new(KvDriver::new(
+                backend(Some(3)),
+                (kv.prefill.clone(), kv.decode.clone()),
+                kv.prompt_len,
+                kv.cache_type()?,
+            )?)),
+            (None, false) => Driver::Redecode(Box::new(Session::start(
+                &tc,
+                &o.module,
+                &o.params,
+                &o.scope,
+                &o.function,
+                o.device,
+                o.seq,
+                o.task_groups,
+            )?)),
+            (Some(kv), false) => Driver::Kv(Box::new(KvSession::start(
+                &tc,
+                &o.module,
+                &o.params,
+                &o.scope,
+                kv,
+                o.device,
+                o.task_groups,
+            )?)),
         })
     }
 
-    fn call(&mut self, decode: bool, inputs: Vec<crate::interp::Tensor>) -> Result<i32> {
-        let name = if decode { &self.names.1 } else { &self.names.0 };
-        let g = crate::interp::find_function(&self.module, Some(name))?;
-        let mut out = crate::interp::run(g, &inputs, &self.params)?.into_iter();
-        let (next, k, v) = match (out.next(), out.next(), out.next()) {
-            (Some(n), Some(k), Some(v)) => (n, k, v),
-            _ => {
-                return Err(Error::Usage(format!(
-                    "function @{name} must return (id, K, V)"
-                )))
-            }
-        };
-        check_caches([k.shape(), v.shape()], &self.cache_shape, name)?;
-        let id = next
-            .as_i32()
-            .and_then(|x| x.first().copied())
-            .ok_or_else(|| Error::Usage(format!("function @{name} does not return an i32 id")))?;
-        self.caches = Some((k, v));
-        Ok(id)
+    /// Generates from `prompt` with this driver's loop ([`generate`] or
+    /// [`generate_kv`]).
+    pub fn generate(
+        &mut self,
+        prompt: &[i32],
+        max_new_tokens: usize,
+        eos: &[i32],
+        on_token: impl FnMut(i32) -> bool,
+    ) -> Result<Generation> {
+        match self {
+            Driver::Redecode(m) => generate(m.as_mut(), prompt, max_new_tokens, eos, on_token),
+            Driver::Kv(m) => generate_kv(m.as_mut(), prompt, max_new_tokens, eos, on_token),
+        }
     }
 }
 
-impl KvStep for KvInterpreted {
-    fn prompt_len(&self) -> usize {
-        self.prompt_len
+/// Stop strings matched on streamed text (`kiln generate --stop`): text is
+/// passed on as it arrives except what could still be the start of a stop
+/// string, which is held back until it is decided; a completed stop string
+/// and everything after it are never shown.
+#[derive(Debug, Clone, Default)]
+pub struct StopStrings {
+    stops: Vec<String>,
+    pending: String,
+}
+
+impl StopStrings {
+    /// Matches `stops` (empty strings are ignored).
+    pub fn new(stops: &[String]) -> StopStrings {
+        StopStrings {
+            stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
+            pending: String::new(),
+        }
     }
-    fn max_context(&self) -> usize {
-        self.max_context
+
+    /// Adds `piece`; returns the text now safe to show and whether a stop
+    /// string was completed (then the text ends just before it).
+    pub fn push(&mut self, piece: &str) -> (String, bool) {
+        self.pending.push_str(piece);
+        let hit = self
+            .stops
+            .iter()
+            .filter_map(|s| self.pending.find(s.as_str()))
+            .min();
+        if let Some(at) = hit {
+            let out = self.pending[..at].to_string();
+            self.pending.clear();
+            return (out, true);
+        }
+        // Hold back the longest tail that is a proper prefix of a stop string.
+        let keep = self
+            .pending
+            .char_indices()
+            .map(|(i, _)| i)
+            .find(|&i| {
+                let tail = &self.pending[i..];
+                self.stops.iter().any(|s| s.starts_with(tail))
+            })
+            .unwrap_or(self.pending.len());
+        let out = self.pending[..keep].to_string();
+        self.pending.drain(..keep);
+        (out, false)
     }
-    fn prefill(&mut self, padded: &[i32], length: usize) -> Result<i32> {
-        use crate::interp::Tensor;
-        let inputs = vec![
-            Tensor::i32(&[1, padded.len()], padded.to_vec()),
-            Tensor::i32(&[], vec![length as i32]),
-        ];
-        self.call(false, inputs)
-    }
-    fn decode(&mut self, token: i32, position: usize) -> Result<i32> {
-        use crate::interp::Tensor;
-        check_position(position, self.max_context)?;
-        let (k, v) = self
-            .caches
-            .take()
-            .ok_or_else(|| Error::Usage("decode before prefill".into()))?;
-        let inputs = vec![
-            Tensor::i32(&[1], vec![token]),
-            Tensor::i32(&[], vec![position as i32]),
-            k,
-            v,
-        ];
-        self.call(true, inputs)
+
+    /// The text held back at the end of a generation.
+    pub fn finish(&mut self) -> String {
+        std::mem::take(&mut self.pending)
     }
 }
 
-/// The KV-cache pair through `iree-run-module`, one process per call (for
-/// emulated targets): the caches go through `.npy` files between calls.
-pub struct KvRunModule {
-    /// The toolchain.
-    pub toolchain: Toolchain,
-    /// The compiled KV module.
-    pub vmfb: PathBuf,
-    /// How to run it (parameters, device, emulation); `function` is set
-    /// per call.
-    pub options: RunOptions,
-    /// (prefill, decode) function names.
-    pub functions: (String, String),
-    /// Prompt bucket P.
-    pub prompt_len: usize,
-    /// Shape of each cache, `[L, KV, N, D]`.
-    pub cache_shape: Vec<usize>,
-    /// The caches after the last call.
-    pub caches: Option<(HostTensor, HostTensor)>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl KvRunModule {
-    fn call(&mut self, decode: bool, inputs: &[HostTensor]) -> Result<i32> {
-        let mut opts = self.options.clone();
-        opts.function = if decode {
-            self.functions.1.clone()
-        } else {
-            self.functions.0.clone()
-        };
-        opts.exact_outputs = Some(3);
-        let out = run_module(&self.toolchain, &self.vmfb, &opts, inputs)?;
-        let mut it = out.into_iter();
-        let (next, k, v) = match (it.next(), it.next(), it.next()) {
-            (Some(n), Some(k), Some(v)) => (n, k, v),
-            _ => {
-                return Err(Error::Usage(format!(
-                    "@{} must return (id, K, V)",
-                    opts.function
-                )))
-            }
-        };
-        check_caches([&k.shape, &v.shape], &self.cache_shape, &opts.function)?;
-        self.caches = Some((k, v));
-        next.as_i32()
-            .and_then(|x| x.first().copied())
-            .ok_or_else(|| Error::Usage(format!("@{} does not return an i32 id", opts.function)))
-    }
-}
-
-impl KvStep for KvRunModule {
-    fn prompt_len(&self) -> usize {
-        self.prompt_len
-    }
-    fn max_context(&self) -> usize {
-        self.cache_shape[2]
-    }
-    fn prefill(&mut self, padded: &[i32], length: usize) -> Result<i32> {
-        let inputs = [
-            HostTensor::i32(vec![1, padded.len()], padded.to_vec())?,
-            HostTensor::i32(vec![], vec![length as i32])?,
-        ];
-        self.call(false, &inputs)
-    }
-    fn decode(&mut self, token: i32, position: usize) -> Result<i32> {
-        check_position(position, self.max_context())?;
-        let (k, v) = self
-            .caches
-            .take()
-            .ok_or_else(|| Error::Usage("decode before prefill".into()))?;
-        let inputs = [
-            HostTensor::i32(vec![1], vec![token])?,
-            HostTensor::i32(vec![], vec![position as i32])?,
-            k,
-            v,
-        ];
-        self.call(true, &inputs)
+    #[test]
+    fn stop_strings_hold_back_only_what_may_match() {
+        let mut s = StopStrings::new(&["<|end|>".to_string(), "\n\n".to_string()]);
+        assert_eq!(s.push("Hello"), ("Hello".to_string(), false));
+        assert_eq!(s.push(" wor<|"), (" wor".to_string(), false));
+        assert_eq!(s.push("en"), (String::new(), false));
+        assert_eq!(s.push("d|> more"), (String::new(), true));
+        let mut s = StopStrings::new(&["\n\n".to_string()]);
+        assert_eq!(s.push("a\n"), ("a".to_string(), false));
+        assert_eq!(s.push("b"), ("\nb".to_string(), false));
+        assert_eq!(s.push("é\n"), ("é".to_string(), false));
+        assert_eq!(s.finish(), "\n");
+        let mut none = StopStrings::new(&[]);
+        assert_eq!(none.push("x\n"), ("x\n".to_string(), false));
     }
 }

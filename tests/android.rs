@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use kiln::export::{export, ExportOptions};
-use kiln::generate::{generate, Interpreted, IreeRunModule};
+use kiln::generate::{generate, Interpreted, IreeRunModule, RunModule};
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{Emulation, RunOptions};
 use kiln::iree::session::Session;
@@ -54,26 +54,28 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
         None,
     )
     .unwrap();
-    let host = generate(&mut session, &prompt, 10, &[], |_| {}).unwrap();
+    let host = generate(&mut session, &prompt, 10, &[], |_| true).unwrap();
     assert_eq!(
         host.ids.len(),
         5,
         "SEQ 8 leaves room for 5 new tokens after a 3-token prompt"
     );
-    let mut emulated = IreeRunModule {
-        toolchain: tc,
-        vmfb: outs[1].clone(),
-        options: RunOptions {
-            function: "tiny".into(),
-            params: vec![("model".into(), r.irpa.clone())],
-            emulate: Some(Emulation::Arm64),
-            ..Default::default()
+    let mut emulated = IreeRunModule::new(
+        RunModule {
+            toolchain: tc,
+            vmfb: outs[1].clone(),
+            options: RunOptions {
+                params: vec![("model".into(), r.irpa.clone())],
+                emulate: Some(Emulation::Arm64),
+                ..Default::default()
+            },
         },
-        seq: 8,
-    };
-    let arm = generate(&mut emulated, &prompt, 10, &[], |_| {}).unwrap();
+        "tiny",
+        8,
+    );
+    let arm = generate(&mut emulated, &prompt, 10, &[], |_| true).unwrap();
     let mut interp = Interpreted::open(&r.mlir, &r.irpa, "tiny").unwrap();
-    let rust = generate(&mut interp, &prompt, 10, &[], |_| {}).unwrap();
+    let rust = generate(&mut interp, &prompt, 10, &[], |_| true).unwrap();
     assert_eq!(arm, host);
     assert_eq!(rust, host);
     // The first new token is the fixture's prediction at the last prompt position.

@@ -9,13 +9,20 @@
 //!   module under qemu and the Vulkan module on lavapipe generate the
 //!   host's ids; bf16 caches give the f32 caches' ids on the CPU and are a
 //!   clear compile error for Vulkan;
-//! - bad input: a prompt longer than P, a decode past N, caches of the
-//!   wrong shape, a module exported without `--kv-cache`.
+//! - chunked prefill and multi-turn conversations: a prompt of 2.5 × P
+//!   equals one prefill with a larger P, turn 2 equals a fresh prefill of
+//!   the whole conversation, and a two-turn script gives the host's ids in
+//!   the interpreter, under qemu and on lavapipe;
+//! - bad input: a prompt that fills N, a turn or a decode past N, caches
+//!   of the wrong shape, a module exported without `--kv-cache`.
 
 mod common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
-use kiln::generate::{generate, generate_kv, Interpreted, KvInterpreted, KvRunModule, KvStep};
+use kiln::generate::{
+    generate, generate_kv, Conversation, Forward, Interpreted, KvInterpreted, KvRunModule, KvStep,
+    RunModule, Stop,
+};
 use kiln::graph::DType;
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{Emulation, RunOptions};
@@ -56,17 +63,7 @@ fn export_kv(name: &str, seq: usize, dir: &Path, cache: DType) -> ExportReport {
 /// A KV session over `vmfb` (compiled from `r`'s KV module) on `device`.
 fn kv_session(tc: &Toolchain, r: &ExportReport, vmfb: &Path, device: Device) -> KvSession {
     let kv = &r.manifest.kv.as_ref().unwrap().pair;
-    KvSession::start(
-        tc,
-        vmfb,
-        &r.irpa,
-        "model",
-        (&kv.prefill, &kv.decode),
-        device,
-        (kv.prompt_len, kv.max_context),
-        None,
-    )
-    .unwrap()
+    KvSession::start(tc, vmfb, &r.irpa, "model", kv, device, None).unwrap()
 }
 
 fn interp_kv(r: &ExportReport) -> KvInterpreted {
@@ -80,22 +77,38 @@ fn interp_kv(r: &ExportReport) -> KvInterpreted {
     .unwrap()
 }
 
-/// Teacher forcing: prefill on the first `k` input ids, then decode each
-/// following input id at its position; the prediction at every position
-/// from `k - 1` on must be transformers' argmax (ties excepted).
+/// Teacher forcing with chunked prefill: the first `k` input ids (k = 10
+/// at SEQ 33: chunks of P = 4 at 0, 4 and 8, the last one 2 real ids; k = 6
+/// at SEQ 8) through prefill calls at their offsets, then each following
+/// input id decoded at its position. Each chunk's prediction (at its last
+/// real position) and every decode's must be transformers' argmax (ties
+/// excepted).
 fn teacher_forced(
     model: &mut dyn KvStep,
     input: &[i32],
     argmax: &[i32],
     margin: &[f64],
 ) -> Vec<String> {
-    let k = 3;
-    let mut got = vec![-1; input.len()];
-    got[k - 1] = model.prefill(&pad(&input[..k], P), k).unwrap();
+    let k = 10.min(input.len() - 2);
+    let mut got = argmax.to_vec();
+    model.reset().unwrap();
+    let mut checked = Vec::new();
+    for start in (0..k).step_by(P) {
+        let len = P.min(k - start);
+        let at = start + len - 1;
+        got[at] = model
+            .prefill(&pad(&input[start..start + len], P), start, len)
+            .unwrap();
+        checked.push(at);
+    }
     for pos in k..input.len() {
         got[pos] = model.decode(input[pos], pos).unwrap();
+        checked.push(pos);
     }
-    mismatches(&got, argmax, margin, k - 1..input.len())
+    checked
+        .into_iter()
+        .flat_map(|p| mismatches(&got, argmax, margin, p..p + 1))
+        .collect()
 }
 
 #[test]
@@ -117,12 +130,15 @@ fn interpreter_kv_matches_transformers_and_redecode_on_every_fixture() {
                     ));
                 }
             }
-            // Greedy generation: the KV loop and the redecode loop at SEQ = N.
-            let prompt = &rs.cases[0].input[..3];
-            let g_kv = generate_kv(&mut kv, prompt, rs.seq, &[], |_| {}).unwrap();
+            // Greedy generation from a prompt longer than P (prefilled in
+            // chunks): the KV loop and the redecode loop at SEQ = N.
+            let plen = if rs.seq > 8 { 10 } else { 5 };
+            let prompt = &rs.cases[0].input[..plen];
+            let g_kv = generate_kv(&mut kv, prompt, rs.seq, &[], |_| true).unwrap();
             let mut re = Interpreted::open(&r.mlir, &r.irpa, &r.manifest.function).unwrap();
-            let g_re = generate(&mut re, prompt, rs.seq, &[], |_| {}).unwrap();
-            assert_eq!(g_kv.ids.len(), rs.seq - 3, "{name}: fills N");
+            let g_re = generate(&mut re, prompt, rs.seq, &[], |_| true).unwrap();
+            assert_eq!(g_kv.ids.len(), rs.seq - plen, "{name}: fills N");
+            assert_eq!(g_kv.stop, Stop::ContextFull);
             if g_kv != g_re {
                 failures.push(format!(
                     "{name} seq {}: KV generated {:?}, redecode {:?}",
@@ -183,47 +199,99 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
         &[],
     )
     .unwrap();
-    let prompt = [5, 17, 3];
     let session = |vmfb: &Path, device| kv_session(&tc, &r, vmfb, device);
-    let host = generate_kv(
-        &mut session(&outs[0], Device::LocalTask),
-        &prompt,
-        16,
-        &[],
-        |_| {},
+    let host = two_turns(&mut session(&outs[0], Device::LocalTask));
+    assert_eq!(host.len(), 4, "{host:?}");
+    let mut interp = interp_kv(&r);
+    assert_eq!(two_turns(&mut interp), host);
+    // arm64 under qemu: one iree-run-module per call, caches through files.
+    let mut arm = KvRunModule::new(
+        RunModule {
+            toolchain: tc.clone(),
+            vmfb: outs[1].clone(),
+            options: RunOptions {
+                params: vec![("model".into(), r.irpa.clone())],
+                emulate: Some(Emulation::Arm64),
+                exact_outputs: Some(3),
+                ..Default::default()
+            },
+        },
+        (kv.prefill.clone(), kv.decode.clone()),
+        kv.prompt_len,
+        kv.cache_type().unwrap(),
     )
     .unwrap();
-    assert_eq!(host.ids.len(), 13);
-    let mut interp = interp_kv(&r);
-    assert_eq!(
-        generate_kv(&mut interp, &prompt, 16, &[], |_| {}).unwrap(),
-        host
-    );
-    // arm64 under qemu: one iree-run-module per call, caches through files.
-    let mut arm = KvRunModule {
-        toolchain: tc.clone(),
-        vmfb: outs[1].clone(),
-        options: RunOptions {
-            params: vec![("model".into(), r.irpa.clone())],
-            emulate: Some(Emulation::Arm64),
-            ..Default::default()
-        },
-        functions: (kv.prefill.clone(), kv.decode.clone()),
-        prompt_len: kv.prompt_len,
-        cache_shape: kv.cache_shape.clone(),
-        caches: None,
-    };
-    assert_eq!(
-        generate_kv(&mut arm, &prompt, 6, &[], |_| {}).unwrap().ids,
-        host.ids[..6]
-    );
+    assert_eq!(two_turns(&mut arm), host);
     if lavapipe_present() {
         let mut vk = session(&outs[3], Device::Vulkan);
-        assert_eq!(
-            generate_kv(&mut vk, &prompt, 16, &[], |_| {}).unwrap(),
-            host
-        );
+        assert_eq!(two_turns(&mut vk), host);
     }
+}
+
+/// A two-turn conversation on a pair with P = 4, N = 16: a 7-token prompt
+/// (two prefill chunks), 3 greedy tokens, then a turn of the last one plus
+/// 5 new ids from position 9 (a chunk at 9, then one that would pass N and
+/// starts at 12 instead), and greedy tokens until the cache is full.
+/// Returns every generated id.
+fn two_turns(model: &mut dyn KvStep) -> Vec<i32> {
+    let mut c = Conversation::new(model).unwrap();
+    let next = c.append(&[5, 17, 3, 9, 11, 2, 6]).unwrap();
+    let g1 = c.generate(next, 3, &[], |_| true).unwrap();
+    assert_eq!((g1.stop, c.tokens().len()), (Stop::MaxNewTokens, 9));
+    let mut turn = vec![*g1.ids.last().unwrap()];
+    turn.extend([7, 8, 1, 4, 6]);
+    let next = c.append(&turn).unwrap();
+    assert_eq!(c.remaining(), 1);
+    let g2 = c.generate(next, 8, &[], |_| true).unwrap();
+    assert_eq!(g2.stop, Stop::ContextFull);
+    [g1.ids, g2.ids].concat()
+}
+
+/// Chunked prefill is exact: a prompt of 2.5 × P gives the ids of one
+/// prefill on a module exported with P = 16, and turn 2 of a conversation
+/// predicts what a fresh prefill of the whole conversation predicts.
+#[test]
+fn chunked_prefill_and_turns_equal_one_prefill() {
+    let dir = tmpdir();
+    let r = export_kv("tiny-llama-untied-mha", 33, dir.path(), DType::F32);
+    let big = tmpdir();
+    let ckpt = Checkpoint::open(fixture("hf/tiny-llama-untied-mha")).unwrap();
+    let r16 = export(
+        &ckpt,
+        &ExportOptions {
+            seq: 33,
+            out_dir: big.path().into(),
+            name: Some("tiny".into()),
+            weights: DType::F32,
+            kv: Some(KvCacheOptions {
+                prompt_len: Some(16),
+                max_context: Some(33),
+                cache_dtype: DType::F32,
+            }),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let prompt: Vec<i32> = (0..10).map(|i| (i * 7 + 3) % 80).collect();
+    let (mut small, mut one) = (interp_kv(&r), interp_kv(&r16));
+    let a = generate_kv(&mut small, &prompt, 12, &[], |_| true).unwrap();
+    let b = generate_kv(&mut one, &prompt, 12, &[], |_| true).unwrap();
+    assert_eq!(a, b);
+    // Two turns against one fresh prefill of everything.
+    let mut c = Conversation::new(&mut small).unwrap();
+    let next = c.append(&prompt).unwrap();
+    let g = c.generate(next, 4, &[], |_| true).unwrap();
+    let mut turn = vec![*g.ids.last().unwrap()];
+    turn.extend([11, 12, 13, 14, 15, 16]);
+    let second = c.append(&turn).unwrap();
+    let all = c.tokens().to_vec();
+    assert_eq!(all.len(), 10 + 3 + 7);
+    let mut fresh = Conversation::new(&mut one).unwrap();
+    assert_eq!(fresh.append(&all).unwrap(), second);
+    // The redecode forward agrees at the last position.
+    let mut re = Interpreted::open(&r.mlir, &r.irpa, &r.manifest.function).unwrap();
+    let out = re.forward(&pad(&all, 33)).unwrap();
+    assert_eq!(out[all.len() - 1], second);
 }
 
 #[test]
@@ -237,15 +305,18 @@ fn bf16_caches_match_f32_on_the_cpu_and_are_refused_for_vulkan() {
     let f32_dir = tmpdir();
     let r32 = export_kv("tiny-llama-tied-gqa", 16, f32_dir.path(), DType::F32);
     let prompt = [5, 17, 3];
-    let g16 = generate_kv(&mut interp_kv(&r), &prompt, 16, &[], |_| {}).unwrap();
-    let g32 = generate_kv(&mut interp_kv(&r32), &prompt, 16, &[], |_| {}).unwrap();
+    let g16 = generate_kv(&mut interp_kv(&r), &prompt, 16, &[], |_| true).unwrap();
+    let g32 = generate_kv(&mut interp_kv(&r32), &prompt, 16, &[], |_| true).unwrap();
     assert_eq!(g16, g32);
     let Some(tc) = toolchain() else { return };
     let vmfb = dir.path().join("tiny-kv-host.vmfb");
     kiln::iree::compile::compile(&tc, r.kv_mlir.as_ref().unwrap(), &Target::Host, &vmfb, &[])
         .unwrap();
     let mut s = kv_session(&tc, &r, &vmfb, Device::LocalTask);
-    assert_eq!(generate_kv(&mut s, &prompt, 16, &[], |_| {}).unwrap(), g32);
+    assert_eq!(
+        generate_kv(&mut s, &prompt, 16, &[], |_| true).unwrap(),
+        g32
+    );
     let vk = dir.path().join("tiny-kv-vulkan.vmfb");
     let e = kiln::iree::compile::compile(
         &tc,
@@ -269,15 +340,33 @@ fn bad_input_is_a_clear_error() {
     let dir = tmpdir();
     let r = export_kv("tiny-llama-tied-gqa", 8, dir.path(), DType::F32);
     let mut kv = interp_kv(&r);
-    // A prompt longer than P.
-    let e = generate_kv(&mut kv, &[1, 2, 3, 4, 5], 2, &[], |_| {})
+    // A prompt longer than P is prefilled in chunks; one that fills N is
+    // an error.
+    let g = generate_kv(&mut kv, &[1, 2, 3, 4, 5], 2, &[], |_| true).unwrap();
+    assert_eq!(g.ids.len(), 2);
+    let e = generate_kv(&mut kv, &[1; 8], 2, &[], |_| true)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("prompt bucket P is 4"), "{e}");
-    // A decode past N.
-    kv.prefill(&pad(&[1, 2], P), 2).unwrap();
+    assert!(e.contains("the max context N is 8"), "{e}");
+    // A turn that would pass N leaves the conversation as it was.
+    let mut c = Conversation::new(&mut kv).unwrap();
+    c.append(&[1, 2, 3, 4, 5, 6]).unwrap();
+    let e = c.append(&[7, 8, 9]).unwrap_err().to_string();
+    assert!(
+        e.contains("holds 6 tokens and this adds 3: more than the max context N = 8"),
+        "{e}"
+    );
+    assert_eq!(c.tokens().len(), 6);
+    // A decode past N; a chunk that passes N; calls before a reset.
+    kv.reset().unwrap();
+    kv.prefill(&pad(&[1, 2], P), 0, 2).unwrap();
     let e = kv.decode(7, 8).unwrap_err().to_string();
     assert!(e.contains("past the max context N = 8"), "{e}");
+    let e = kv.prefill(&pad(&[1, 2], P), 5, 2).unwrap_err().to_string();
+    assert!(e.contains("start + P ≤ N = 8"), "{e}");
+    let mut fresh = interp_kv(&r);
+    let e = fresh.decode(7, 1).unwrap_err().to_string();
+    assert!(e.contains("before a reset"), "{e}");
     // Caches of the wrong shape, fed to the decode function.
     let text = std::fs::read_to_string(r.kv_mlir.as_ref().unwrap()).unwrap();
     let m = kiln::stablehlo::parse_module(&text).unwrap();
@@ -303,9 +392,28 @@ fn bad_input_is_a_clear_error() {
     );
     // CLI: too long a prompt, and a module exported without --kv-cache.
     let kv_mlir = r.kv_mlir.as_ref().unwrap().to_str().unwrap().to_string();
-    let (code, _, err) = kiln(&["generate", &kv_mlir, "--kv-cache", "--tokens", "1,2,3,4,5"]);
+    let (code, _, err) = kiln(&[
+        "generate",
+        &kv_mlir,
+        "--kv-cache",
+        "--tokens",
+        "1,2,3,4,5,6,7,8",
+    ]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("prompt bucket P is 4"), "{err}");
+    assert!(err.contains("the max context N is 8"), "{err}");
+    // A prompt longer than P: chunked; the summary says why it stopped.
+    let (code, out, err) = kiln(&[
+        "generate",
+        &kv_mlir,
+        "--kv-cache",
+        "--tokens",
+        "1,2,3,4,5,6",
+        "--max-new-tokens",
+        "5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.split_whitespace().count(), 2, "{out}");
+    assert!(err.contains("stopped: context full (N = 8)"), "{err}");
     // `kiln interp` (and `kiln run`) call the SEQ forward, which a KV
     // module does not have: they say so and point to generate.
     let (code, _, err) = kiln(&["interp", &kv_mlir, "--tokens", "1,2"]);

@@ -21,7 +21,7 @@
 mod common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
-use kiln::generate::{generate, generate_kv, IreeRunModule, KvInterpreted};
+use kiln::generate::{generate, generate_kv, IreeRunModule, KvInterpreted, RunModule};
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
 use kiln::iree::session::{KvSession, Session};
@@ -47,9 +47,11 @@ fn exported() -> Option<&'static Exported> {
                 seq: 64,
                 out_dir: dir.path().into(),
                 name: Some("smollm2".into()),
+                // P = 16: every fixture prompt (18 to 37 tokens) is
+                // prefilled in chunks.
                 kv: Some(KvCacheOptions {
-                    prompt_len: None,
-                    max_context: None,
+                    prompt_len: Some(16),
+                    max_context: Some(128),
                     cache_dtype: kiln::graph::DType::F32,
                 }),
                 ..Default::default()
@@ -193,7 +195,7 @@ fn redecode_generation_matches_transformers() {
             &p.ids,
             p.generate.max_new_tokens,
             &[exp.eos_id],
-            |_| {},
+            |_| true,
         )
         .unwrap();
         if g.ids != p.generate.ids || g.stopped_at_eos != p.generate.stopped_at_eos {
@@ -206,18 +208,21 @@ fn redecode_generation_matches_transformers() {
     // The same loop with one iree-run-module process per step (the chat
     // prompt stops at eos after 7 tokens).
     let chat = exp.prompts.iter().find(|p| p.name == "chat").unwrap();
-    let mut per_step = IreeRunModule {
-        toolchain: tc,
-        vmfb,
-        options: opts(e),
-        seq: exp.seq,
-    };
+    let mut per_step = IreeRunModule::new(
+        RunModule {
+            toolchain: tc,
+            vmfb,
+            options: opts(e),
+        },
+        "smollm2",
+        exp.seq,
+    );
     let g = generate(
         &mut per_step,
         &chat.ids,
         chat.generate.max_new_tokens,
         &[exp.eos_id],
-        |_| {},
+        |_| true,
     )
     .unwrap();
     if g.ids != chat.generate.ids || !g.stopped_at_eos {
@@ -248,21 +253,23 @@ fn check_generation(
 fn kv_cache_generation_matches_transformers() {
     let Some(e) = exported() else { return };
     let kv = e.report.manifest.kv.clone().unwrap().pair;
-    assert_eq!((kv.prompt_len, kv.max_context), (64, 128));
+    assert_eq!((kv.prompt_len, kv.max_context), (16, 128));
     assert_eq!(kv.cache_shape, [30, 3, 128, 64]);
     let text = std::fs::read_to_string(e.report.kv_mlir.as_ref().unwrap()).unwrap();
-    assert!(text.contains("func.func @smollm2_prefill(%arg0: tensor<1x64xi32>, %arg1: tensor<i32>) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
+    assert!(text.contains("func.func @smollm2_prefill(%arg0: tensor<1x16xi32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<30x3x128x64xf32> {iree.abi.output = 1 : index}, %arg4: tensor<30x3x128x64xf32> {iree.abi.output = 2 : index}) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
     assert!(text.contains("func.func @smollm2_decode(%arg0: tensor<1xi32>, %arg1: tensor<i32>, %arg2: tensor<30x3x128x64xf32> {iree.abi.output = 1 : index}, %arg3: tensor<30x3x128x64xf32> {iree.abi.output = 2 : index}) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
-    // Decode updates the caches in place: one row write per layer and
+    // Both functions update the caches in place: one write per layer and
     // cache, no re-stacking copy.
-    let decode = &text[text.find("func.func @smollm2_decode").unwrap()..];
-    assert_eq!(decode.matches("stablehlo.dynamic_update_slice").count(), 60);
-    assert!(
-        !decode
-            .lines()
-            .any(|l| l.contains("stablehlo.concatenate") && l.ends_with("tensor<30x3x128x64xf32>")),
-        "decode re-stacks its caches"
-    );
+    let at = text.find("func.func @smollm2_decode").unwrap();
+    for f in [&text[..at], &text[at..]] {
+        assert_eq!(f.matches("stablehlo.dynamic_update_slice").count(), 60);
+        assert!(
+            !f.lines()
+                .any(|l| l.contains("stablehlo.concatenate")
+                    && l.ends_with("tensor<30x3x128x64xf32>")),
+            "a KV function re-stacks its caches"
+        );
+    }
     assert!(
         !text.contains("xi64>") && !text.contains("tensor<i64>"),
         "no i64 values"
@@ -288,7 +295,7 @@ fn kv_cache_generation_matches_transformers() {
         &chat.ids,
         chat.generate.max_new_tokens,
         &[exp.eos_id],
-        |_| {},
+        |_| true,
     )
     .unwrap();
     check_generation(&mut failures, "interpreter", chat, &g);
@@ -303,9 +310,8 @@ fn kv_cache_generation_matches_transformers() {
         &vmfb,
         &e.report.irpa,
         "model",
-        (&kv.prefill, &kv.decode),
+        &kv,
         Device::LocalTask,
-        (kv.prompt_len, kv.max_context),
         None,
     )
     .unwrap();
@@ -315,7 +321,7 @@ fn kv_cache_generation_matches_transformers() {
             &p.ids,
             p.generate.max_new_tokens,
             &[exp.eos_id],
-            |_| {},
+            |_| true,
         )
         .unwrap();
         check_generation(&mut failures, "KV session", p, &g);
@@ -336,7 +342,45 @@ fn kv_cache_generation_matches_transformers() {
     assert!(out.status.success(), "{stderr}");
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.trim_end_matches('\n'), chat.generate.text, "{stderr}");
-    assert!(stderr.contains("KV cache P 64 N 128"), "{stderr}");
+    assert!(stderr.contains("KV cache P 16 N 128"), "{stderr}");
+    assert!(
+        stderr.contains("stopped: end of sequence (id 2)"),
+        "{stderr}"
+    );
+    // kiln chat: the first turn answers as transformers does; the second
+    // prefills only its own tokens (the caches keep the first turn).
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["chat", vmfb.to_str().unwrap(), "--max-new-tokens", "20"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        child.stdin.as_mut().unwrap(),
+        b"What is the capital of France?\nAnd of Germany?\n/exit\n",
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let replies: Vec<&str> = text.lines().collect();
+    assert_eq!(replies.len(), 2, "{text}");
+    assert_eq!(replies[0], chat.generate.text, "{stderr}");
+    assert!(replies[1].contains("Berlin"), "{text}");
+    let prefilled: Vec<usize> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix('('))
+        .filter_map(|l| l.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(prefilled.len(), 2, "{stderr}");
+    assert_eq!(prefilled[0], chat.ids.len(), "{stderr}");
+    assert!(
+        prefilled[1] < prefilled[0],
+        "turn 2 prefilled {} tokens (the whole conversation again?): {stderr}",
+        prefilled[1]
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -122,7 +122,7 @@ fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
             None,
         )
         .unwrap();
-        generate(&mut s, &c.input[..3], 4, &[], |_| {}).unwrap()
+        generate(&mut s, &c.input[..3], 4, &[], |_| true).unwrap()
     };
     assert_eq!(
         continue_on(&default, Device::Vulkan),
@@ -264,19 +264,11 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
     }
     let pair = r.manifest.kv.clone().unwrap().pair;
     let greedy = |vmfb: &Path, device: Device| {
-        let mut s = kiln::iree::session::KvSession::start(
-            &tc,
-            vmfb,
-            &r.irpa,
-            "model",
-            (&pair.prefill, &pair.decode),
-            device,
-            (pair.prompt_len, pair.max_context),
-            None,
-        )
-        .unwrap();
+        let mut s =
+            kiln::iree::session::KvSession::start(&tc, vmfb, &r.irpa, "model", &pair, device, None)
+                .unwrap();
         let n = exp.greedy.new.len();
-        kiln::generate::generate_kv(&mut s, &exp.greedy.prompt, n, &[], |_| {})
+        kiln::generate::generate_kv(&mut s, &exp.greedy.prompt, n, &[], |_| true)
             .unwrap()
             .ids
     };

@@ -4,15 +4,9 @@
 //! `.vmfb` (run by IREE) or a `.mlir` (run by kiln's interpreter).
 
 use super::run::{parse_tokens, resolve, task_groups};
-use crate::generate::{
-    generate, generate_kv, Forward, Generation, Interpreted, IreeRunModule, KvInterpreted,
-    KvRunModule, KvStep,
-};
+use crate::generate::{Driver, DriverOptions, Stop, StopStrings};
 use crate::iree::flags::Device;
-use crate::iree::run::{Emulation, RunOptions};
-use crate::iree::session::KvSession;
-use crate::iree::session::Session;
-use crate::iree::Toolchain;
+use crate::iree::run::Emulation;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use crate::{Error, Result};
 use std::io::Write;
@@ -65,13 +59,20 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub iree_dir: Option<PathBuf>,
     /// Drive the KV-cache pair (`NAME-kv-<target>.vmfb` or
-    /// `NAME-kv-gen.mlir` from `kiln export --kv-cache`): one prefill, then
-    /// one decode call per token, the caches kept on the device.
+    /// `NAME-kv-gen.mlir` from `kiln export --kv-cache`): the prompt
+    /// prefilled in chunks of P tokens, then one decode call per token,
+    /// the caches kept on the device.
     #[arg(long)]
     pub kv_cache: bool,
+    /// Stop when the generated text contains STRING (repeatable); the
+    /// string itself is not printed. Needs a tokenizer.
+    #[arg(long, value_name = "STRING")]
+    pub stop: Vec<String>,
 }
 
-fn default_tokenizer(source: Option<&str>) -> Option<PathBuf> {
+/// The tokenizer beside an export's source checkpoint: the GGUF file
+/// itself, or an HF folder's tokenizer.json.
+pub(crate) fn default_tokenizer(source: Option<&str>) -> Option<PathBuf> {
     let src = Path::new(source?);
     if src.is_dir() {
         let t = src.join("tokenizer.json");
@@ -87,9 +88,18 @@ pub fn run(a: Args) -> Result<i32> {
         .tokenizer
         .clone()
         .or_else(|| default_tokenizer(r.manifest.source()));
-    let tokenizer = match &tok_path {
-        Some(p) => Some(Tokenizer::open(p)?),
-        None => None,
+    let tokenizer = match (&tok_path, &a.tokens) {
+        (Some(p), None) => Some(Tokenizer::open(p)?),
+        // With token ids the tokenizer only turns the output into text:
+        // without one kiln prints ids.
+        (Some(p), Some(_)) => match Tokenizer::open(p) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("kiln generate: no tokenizer ({e}); printing token ids");
+                None
+            }
+        },
+        (None, _) => None,
     };
     let prompt: Vec<i32> = match (&a.prompt, &a.tokens) {
         (Some(text), _) => {
@@ -153,79 +163,20 @@ pub fn run(a: Args) -> Result<i32> {
             eos.push(e as i32);
         }
     }
-    let device = Device::parse(&a.device)?;
-    let emulate = a.emulate.as_deref().map(Emulation::parse).transpose()?;
-    let groups = task_groups(a.task_groups)?;
-    let interpreted = a.module.extension().is_some_and(|e| e == "mlir");
     let t0 = std::time::Instant::now();
-    let run_opts = |tc_function: String| RunOptions {
-        device,
-        function: tc_function,
-        params: vec![(r.scope.clone(), r.params.clone())],
-        task_groups: groups,
-        emulate,
-        exact_outputs: None,
-    };
-    let mut model: Driver = match (&kv, interpreted) {
-        (None, true) => Driver::Redecode(Box::new(Interpreted::open(
-            &a.module,
-            &r.params,
-            &r.function,
-        )?)),
-        (Some(kv), true) => Driver::Kv(Box::new(KvInterpreted::open(
-            &a.module,
-            &r.params,
-            &kv.prefill,
-            &kv.decode,
-        )?)),
-        (None, false) => {
-            let tc = Toolchain::locate(a.iree_dir.as_deref())?;
-            if a.per_step || emulate.is_some() {
-                Driver::Redecode(Box::new(IreeRunModule {
-                    toolchain: tc,
-                    vmfb: a.module.clone(),
-                    options: run_opts(r.function.clone()),
-                    seq: r.seq,
-                }))
-            } else {
-                Driver::Redecode(Box::new(Session::start(
-                    &tc,
-                    &a.module,
-                    &r.params,
-                    &r.scope,
-                    &r.function,
-                    device,
-                    r.seq,
-                    groups,
-                )?))
-            }
-        }
-        (Some(kv), false) => {
-            let tc = Toolchain::locate(a.iree_dir.as_deref())?;
-            if a.per_step || emulate.is_some() {
-                Driver::Kv(Box::new(KvRunModule {
-                    toolchain: tc,
-                    vmfb: a.module.clone(),
-                    options: run_opts(kv.prefill.clone()),
-                    functions: (kv.prefill.clone(), kv.decode.clone()),
-                    prompt_len: kv.prompt_len,
-                    cache_shape: kv.cache_shape.clone(),
-                    caches: None,
-                }))
-            } else {
-                Driver::Kv(Box::new(KvSession::start(
-                    &tc,
-                    &a.module,
-                    &r.params,
-                    &r.scope,
-                    (&kv.prefill, &kv.decode),
-                    device,
-                    (kv.prompt_len, kv.max_context),
-                    groups,
-                )?))
-            }
-        }
-    };
+    let mut model = Driver::open(&DriverOptions {
+        module: a.module.clone(),
+        params: r.params.clone(),
+        scope: r.scope.clone(),
+        function: r.function.clone(),
+        seq: r.seq,
+        kv: kv.clone(),
+        device: Device::parse(&a.device)?,
+        emulate: a.emulate.as_deref().map(Emulation::parse).transpose()?,
+        task_groups: task_groups(a.task_groups)?,
+        per_step: a.per_step,
+        iree_dir: a.iree_dir.clone(),
+    })?;
     let load = t0.elapsed().as_secs_f64();
     match &kv {
         Some(kv) => eprintln!(
@@ -240,56 +191,56 @@ pub fn run(a: Args) -> Result<i32> {
             r.seq
         ),
     }
+    if !a.stop.is_empty() && tokenizer.is_none() {
+        return Err(Error::Usage(
+            "--stop matches decoded text and needs a tokenizer: pass --tokenizer FILE".into(),
+        ));
+    }
     let mut stdout = std::io::stdout();
     let mut decoder = StreamDecoder::new();
+    let mut stops = StopStrings::new(&a.stop);
     let mut stream_err = None;
     let t1 = std::time::Instant::now();
     let on_token = |id: i32| {
-        let piece = match &tokenizer {
+        let (piece, go_on) = match &tokenizer {
             Some(t) => match decoder.push(t, id as u32) {
-                Ok(s) => s,
+                Ok(s) => {
+                    let (text, hit) = stops.push(&s);
+                    (text, !hit)
+                }
                 Err(e) => {
                     stream_err.get_or_insert(e);
-                    String::new()
+                    (String::new(), false)
                 }
             },
-            None => format!("{id} "),
+            None => (format!("{id} "), true),
         };
         let _ = stdout.write_all(piece.as_bytes());
         let _ = stdout.flush();
+        go_on
     };
-    let g: Generation = match &mut model {
-        Driver::Redecode(m) => generate(m.as_mut(), &prompt, a.max_new_tokens, &eos, on_token)?,
-        Driver::Kv(m) => generate_kv(m.as_mut(), &prompt, a.max_new_tokens, &eos, on_token)?,
-    };
+    let g = model.generate(&prompt, a.max_new_tokens, &eos, on_token)?;
     if let Some(e) = stream_err {
         return Err(e);
     }
-    let rest = decoder.finish();
+    let mut rest = String::new();
+    if g.stop != Stop::Caller {
+        rest = stops.push(&decoder.finish()).0;
+        rest.push_str(&stops.finish());
+    }
     println!("{rest}");
     let secs = t1.elapsed().as_secs_f64();
-    let n = g.ids.len() + usize::from(g.stopped_at_eos);
-    eprintln!(
-        "{} new tokens{} in {secs:.2}s: {:.2} tokens/s ({} {})",
-        g.ids.len(),
-        if g.stopped_at_eos {
-            " (stopped at eos)"
-        } else {
-            ""
+    let stop = match g.stop {
+        Stop::ContextFull => match &kv {
+            Some(kv) => format!("context full (N = {})", kv.max_context),
+            None => format!("window full (SEQ = {})", r.seq),
         },
-        n as f64 / secs.max(1e-9),
-        n,
-        if kv.is_some() {
-            "prefill/decode calls"
-        } else {
-            "forward passes"
-        }
+        other => other.to_string(),
+    };
+    eprintln!(
+        "{} new tokens in {secs:.2}s: {:.2} tokens/s; stopped: {stop}",
+        g.ids.len(),
+        g.ids.len() as f64 / secs.max(1e-9),
     );
     Ok(0)
-}
-
-/// The loop a generation runs: redecode or KV cache.
-enum Driver {
-    Redecode(Box<dyn Forward>),
-    Kv(Box<dyn KvStep>),
 }

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 a check failed (e.g. `demo` printed FAIL),
 //! 2 bad input or a failed tool (the error is printed on one line).
 
+pub mod chat;
 pub mod compile;
 pub mod demo;
 pub mod export;
@@ -44,6 +45,8 @@ pub enum Command {
     Interp(interp::Args),
     /// Generate text with the phone's redecode loop.
     Generate(generate::Args),
+    /// Chat with a KV-cache module: multi-turn, the caches kept across turns.
+    Chat(chat::Args),
     /// Lay out the files an Android app ships.
     Package(package::Args),
 }
@@ -60,6 +63,7 @@ pub fn main() -> i32 {
         Command::Run(a) => run::run(a),
         Command::Interp(a) => interp::run(a),
         Command::Generate(a) => generate::run(a),
+        Command::Chat(a) => chat::run(a),
         Command::Package(a) => package::run(a),
     };
     match result {

@@ -4,11 +4,14 @@
 #
 # Redecode mode (FUNCTION is one name): a line of SEQ token ids -> a line of
 # SEQ predicted ids.
-# KV-cache mode (FUNCTION is "PREFILL,DECODE", SEQ is the prompt bucket P):
-#   "p LENGTH id_0 ... id_{P-1}"  -> next id   (runs prefill, keeps K and V)
-#   "d TOKEN POSITION"            -> next id   (runs decode on the kept K, V)
+# KV-cache mode (FUNCTION is "PREFILL,DECODE,LxKVxNxDxDTYPE", SEQ is the
+# prompt bucket P):
+#   "r"                                 -> ok        (zeroed caches: a new conversation)
+#   "p START LENGTH id_0 ... id_{P-1}"  -> next id   (prefill of a chunk at START)
+#   "d TOKEN POSITION"                  -> next id   (decode on the kept K, V)
 # The caches stay on the device between calls: the results of one call are
-# passed as arguments to the next, never copied to the host.
+# passed as arguments to the next (and written in place), never copied to
+# the host.
 import sys
 
 import numpy as np
@@ -33,7 +36,16 @@ module = rt.VmModule.mmap(config.vm_instance, vmfb)
 modules = rt.load_vm_modules(param_module, module, config=config)
 kv_mode = "," in function
 if kv_mode:
-    prefill_fn, decode_fn = (getattr(modules[-1], f) for f in function.split(","))
+    prefill_name, decode_name, cache_spec = function.split(",")
+    prefill_fn, decode_fn = (getattr(modules[-1], f) for f in (prefill_name, decode_name))
+    *dims, cache_dtype = cache_spec.split("x")
+    cache_shape = tuple(int(d) for d in dims)
+    if cache_dtype == "bf16":
+        import ml_dtypes
+
+        cache_np = ml_dtypes.bfloat16
+    else:
+        cache_np = np.float32
 else:
     fn = getattr(modules[-1], function)
 
@@ -81,13 +93,18 @@ def serve_kv():
     caches = None
     for line in sys.stdin:
         words = line.split()
+        if words[0] == "r":
+            caches = tuple(np.zeros(cache_shape, dtype=cache_np) for _ in range(2))
+            print("ok", flush=True)
+            continue
+        if caches is None:
+            raise SystemExit("prefill or decode before a reset")
         if words[0] == "p":
-            length = np.array(int(words[1]), dtype=np.int32)
-            ids = np.array([int(x) for x in words[2:]], dtype=np.int32).reshape(1, seq)
-            nxt, k, v = prefill_fn(ids, length)
+            start = np.array(int(words[1]), dtype=np.int32)
+            length = np.array(int(words[2]), dtype=np.int32)
+            ids = np.array([int(x) for x in words[3:]], dtype=np.int32).reshape(1, seq)
+            nxt, k, v = prefill_fn(ids, start, length, *caches)
         elif words[0] == "d":
-            if caches is None:
-                raise SystemExit("decode before prefill")
             token = np.array([int(words[1])], dtype=np.int32)
             position = np.array(int(words[2]), dtype=np.int32)
             nxt, k, v = decode_fn(token, position, *caches)

@@ -158,7 +158,8 @@ fn join_ids(ids: &[i32]) -> String {
 
 /// A session over a KV-cache module (`kiln export --kv-cache`): prefill
 /// and decode loaded once, the K/V caches kept on the device between
-/// calls (each call's result buffers are the next call's arguments).
+/// calls (each call's result buffers are the next call's arguments, and
+/// IREE writes the results into them in place).
 pub struct KvSession {
     inner: Session,
     prompt_len: usize,
@@ -166,32 +167,38 @@ pub struct KvSession {
 }
 
 impl KvSession {
-    /// Starts the runner on `prefill`/`decode` of `vmfb`.
-    #[allow(clippy::too_many_arguments)]
+    /// Starts the runner on the pair `kv` of `vmfb`.
     pub fn start(
         tc: &Toolchain,
         vmfb: &Path,
         params: &Path,
         scope: &str,
-        (prefill, decode): (&str, &str),
+        kv: &crate::export::KvPair,
         device: Device,
-        (prompt_len, max_context): (usize, usize),
         task_groups: Option<usize>,
     ) -> Result<KvSession> {
+        let cache = kv.cache_type()?;
+        let shape = cache
+            .shape
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("x");
+        // The runner reads "PREFILL,DECODE,SHAPExDTYPE" as the function.
         let inner = Session::start(
             tc,
             vmfb,
             params,
             scope,
-            &format!("{prefill},{decode}"),
+            &format!("{},{},{shape}x{}", kv.prefill, kv.decode, cache.dtype),
             device,
-            prompt_len,
+            kv.prompt_len,
             task_groups,
         )?;
         Ok(KvSession {
             inner,
-            prompt_len,
-            max_context,
+            prompt_len: kv.prompt_len,
+            max_context: kv.max_context,
         })
     }
 
@@ -210,10 +217,32 @@ impl crate::generate::KvStep for KvSession {
     fn max_context(&self) -> usize {
         self.max_context
     }
-    fn prefill(&mut self, padded: &[i32], length: usize) -> Result<i32> {
-        self.next_id(&format!("p {length} {}", join_ids(padded)))
+    fn reset(&mut self) -> Result<()> {
+        let out = self.inner.request("r")?;
+        if out.trim() != "ok" {
+            return Err(
+                IreeError::Session(format!("unexpected runner output: {}", out.trim())).into(),
+            );
+        }
+        Ok(())
+    }
+    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<i32> {
+        crate::generate::check_chunk(
+            chunk.len(),
+            self.prompt_len,
+            start,
+            length,
+            self.max_context,
+        )?;
+        self.next_id(&format!("p {start} {length} {}", join_ids(chunk)))
     }
     fn decode(&mut self, token: i32, position: usize) -> Result<i32> {
+        if position >= self.max_context {
+            return Err(crate::Error::Usage(format!(
+                "decode position {position} is past the max context N = {} (export with a larger --max-context)",
+                self.max_context
+            )));
+        }
         self.next_id(&format!("d {token} {position}"))
     }
 }

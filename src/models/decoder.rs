@@ -693,11 +693,17 @@ pub(crate) fn check_positions(cfg: &DecoderConfig, what: &str, n: usize) -> Resu
     Ok(())
 }
 
-/// The attention masks of a graph over `n` query and key positions, one
-/// per distinct sliding window narrower than `n` (Mistral, Gemma 2's local
-/// layers), built once and reused by every layer that has that window.
+/// The attention masks of a graph, one per distinct sliding window
+/// narrower than the keys (Mistral, Gemma 2's local layers), built once
+/// and reused by every layer that has that window. Queries are either the
+/// same `n` positions as the keys ([`CausalMasks::new`], the forward and
+/// the prefill) or sit at positions given in the graph
+/// ([`CausalMasks::at`], the KV decode).
 pub(crate) struct CausalMasks {
     n: usize,
+    /// For queries at given positions: (query positions, key indices,
+    /// key ≤ query), each i1/i32 `[Q, n]`.
+    at: Option<(Value, Value, Value)>,
     windows: Vec<(usize, Value)>,
 }
 
@@ -706,8 +712,24 @@ impl CausalMasks {
     pub(crate) fn new(n: usize) -> CausalMasks {
         CausalMasks {
             n,
+            at: None,
             windows: Vec::new(),
         }
+    }
+
+    /// Masks of queries at `positions` (i32 `[Q]`) over keys `0..n`: key
+    /// `k` is visible to a query at `p` when `k ≤ p` (and `p − k` is
+    /// within the layer's window).
+    pub(crate) fn at(g: &mut Graph, positions: Value, n: usize) -> Result<CausalMasks, ModelError> {
+        let q = g.ty(positions).shape[0];
+        let ki = g.iota(DType::I32, &[q, n], 1)?;
+        let qi = g.broadcast_in_dim(positions, &[q, n], &[0])?;
+        let causal = g.compare(CompareDir::Le, ki, qi)?;
+        Ok(CausalMasks {
+            n,
+            at: Some((qi, ki, causal)),
+            windows: Vec::new(),
+        })
     }
 
     /// Layer `l`'s mask: causal, or causal within its window.
@@ -717,17 +739,28 @@ impl CausalMasks {
         cfg: &DecoderConfig,
         l: usize,
     ) -> Result<Mask, ModelError> {
-        Ok(match cfg.layer_window(l) {
-            Some(w) if w < self.n => match self.windows.iter().find(|(x, _)| *x == w) {
-                Some(&(_, keep)) => Mask::Keep(keep),
-                None => {
-                    let keep = sliding_keep(g, self.n, w)?;
-                    self.windows.push((w, keep));
-                    Mask::Keep(keep)
-                }
-            },
-            _ => Mask::Causal,
-        })
+        let window = cfg.layer_window(l).filter(|&w| w < self.n);
+        let Some(w) = window else {
+            return Ok(match self.at {
+                None => Mask::Causal,
+                Some((_, _, causal)) => Mask::Keep(causal),
+            });
+        };
+        if let Some(&(_, keep)) = self.windows.iter().find(|(x, _)| *x == w) {
+            return Ok(Mask::Keep(keep));
+        }
+        let keep = match self.at {
+            None => sliding_keep(g, self.n, w)?,
+            Some((qi, ki, causal)) => {
+                let dist = g.sub(qi, ki)?;
+                let wv = g.splat_like(dist, w as f64)?;
+                let near = g.compare(CompareDir::Lt, dist, wv)?;
+                // causal && near
+                g.select(causal, near, causal)?
+            }
+        };
+        self.windows.push((w, keep));
+        Ok(Mask::Keep(keep))
     }
 }
 

@@ -8,24 +8,32 @@
 //! after RoPE. Shapes are fixed: positions past the current length are
 //! masked, never sliced, so nothing is dynamic and no i64 appears.
 //!
-//! - `prefill(tokens: [1, P] i32, length: [] i32) -> (next: [] i32, K, V)`:
-//!   the prompt padded with 0 to P; `next` is the argmax at position
-//!   `length - 1`; K/V hold positions `0..P` (those ≥ `length` are
-//!   overwritten by decode before they are ever attended to) and zeros up
-//!   to N.
+//! - `prefill(tokens: [1, P] i32, start: [] i32, length: [] i32, K, V)
+//!   -> (next: [] i32, K', V')`: a chunk of the conversation at positions
+//!   `start..start + P`, its first `length` ids real and the rest padding;
+//!   each layer's keys/values for the P positions are written at `start`
+//!   and the chunk attends over keys `0..=position` of the updated caches
+//!   (earlier chunks and turns included); `next` is the argmax at position
+//!   `start + length - 1`. A prompt of any length ≤ N is fed in ⌈len/P⌉
+//!   calls; a new turn continues from the current position. Rows past
+//!   `start + length` hold padding until a later call overwrites them,
+//!   before anything attends to them. The caller keeps `start + P ≤ N`
+//!   (`dynamic_update_slice` would clamp the start otherwise) and starts a
+//!   conversation with zeroed caches.
 //! - `decode(token: [1] i32, position: [] i32, K, V) -> (next: [] i32, K', V')`:
 //!   `token` sits at `position`; each layer's key/value row is written
 //!   there by `dynamic_update_slice` (only the start index is dynamic) and
 //!   attention sees keys `0..=position`. K and V are updated in place: the
 //!   K'/V' results are stored in the K/V argument buffers
-//!   ([`Graph::store_output_in_input`](crate::graph::Graph::store_output_in_input)).
+//!   ([`Graph::store_output_in_input`](crate::graph::Graph::store_output_in_input)),
+//!   as are prefill's.
 //!
 //! See `spec/kv-cache.md`.
 
 use super::config::DecoderConfig;
-use super::decoder::{check_positions, CausalMasks, Decoder, Mask, Table};
+use super::decoder::{check_positions, CausalMasks, Decoder, Table};
 use super::ModelError;
-use crate::graph::{CompareDir, DType, TensorType, Value};
+use crate::graph::{DType, TensorType, Value};
 
 /// Shapes and names of the KV-cache pair.
 #[derive(Debug, Clone)]
@@ -80,44 +88,83 @@ impl KvOptions {
     }
 }
 
-/// Stacks per-layer `[KV, N, D]` f32 caches into `[L, KV, N, D]` of the
-/// cache dtype.
-fn stack(b: &mut Decoder<'_>, layers: &[Value], dtype: DType) -> Result<Value, ModelError> {
-    let mut parts = Vec::with_capacity(layers.len());
-    for &c in layers {
-        let mut shape = vec![1];
-        shape.extend_from_slice(&b.g.ty(c).shape);
-        let c = b.g.reshape(c, &shape)?;
-        parts.push(if dtype == DType::F32 {
-            c
-        } else {
-            b.g.convert(c, dtype)?
-        });
-    }
-    Ok(b.g.concatenate(&parts, 0)?)
-}
-
 /// The argmax of `[1, hidden]` as an i32 scalar.
 fn next_id(b: &mut Decoder<'_>, x: Value, emb: &Table) -> Result<Value, ModelError> {
     let id = b.head_argmax(x, emb)?;
     Ok(b.g.reshape(id, &[])?)
 }
 
-/// The decode mask of a layer with a sliding window `w`: keys `k` with
-/// `k ≤ position` (`causal`) and `position − k < w`.
-fn window_keep(
+/// Writes `new` (`[KV, S, D]` f32, positions `pos..pos + S`) into layer
+/// `l` of the stacked cache `all` in place (`dynamic_update_slice`, only
+/// the start is dynamic); returns the updated cache and the layer's
+/// `[KV, N, D]` f32 view of it.
+fn write_rows(
     b: &mut Decoder<'_>,
-    key_idx: Value,
-    pos_b: Value,
-    causal: Value,
-    w: usize,
-) -> Result<Value, ModelError> {
+    all: Value,
+    new: Value,
+    l: usize,
+    pos: Value,
+) -> Result<(Value, Value), ModelError> {
+    let t = b.g.ty(all).clone();
+    let (kvh, n, d) = (t.shape[1], t.shape[2], t.shape[3]);
+    let s = b.g.ty(new).shape[1];
     let g = &mut b.g;
-    let dist = g.sub(pos_b, key_idx)?;
-    let wv = g.splat_like(dist, w as f64)?;
-    let near = g.compare(CompareDir::Lt, dist, wv)?;
-    // causal && near
-    Ok(g.select(causal, near, causal)?)
+    let rows = g.reshape(new, &[1, kvh, s, d])?;
+    let rows = if t.dtype == DType::F32 {
+        rows
+    } else {
+        g.convert(rows, t.dtype)?
+    };
+    let layer = g.scalar(DType::I32, l as f64)?;
+    let zero = g.scalar(DType::I32, 0.0)?;
+    let all = g.dynamic_update_slice(all, rows, &[layer, zero, pos, zero])?;
+    let c = g.slice(all, &[l, 0, 0, 0], &[l + 1, kvh, n, d], &[1, 1, 1, 1])?;
+    let c = g.reshape(c, &[kvh, n, d])?;
+    let c = if t.dtype == DType::F32 {
+        c
+    } else {
+        g.convert(c, DType::F32)?
+    };
+    Ok((all, c))
+}
+
+/// The blocks of the KV functions: `x: [S, hidden]` at `positions` (i32
+/// `[S]`, the first at `pos`) through every layer, each writing its keys
+/// and values at `pos..pos + S` of the caches (in place) and attending
+/// over keys `0..=position` of the updated cache. Returns (x, K, V).
+fn cached_blocks(
+    b: &mut Decoder<'_>,
+    mut x: Value,
+    positions: Value,
+    pos: Value,
+    (mut kc, mut vc): (Value, Value),
+) -> Result<(Value, Value, Value), ModelError> {
+    let cfg = b.cfg;
+    let n = b.g.ty(kc).shape[2];
+    // RoPE rows for these positions, gathered from the [N, rd] tables
+    // (LongRoPE: the factors of an N-position context).
+    let tables = b.rope_constants(n)?;
+    let ropes = tables.map(|(cos_t, sin_t)| {
+        Ok::<_, ModelError>((
+            b.g.gather_rows(cos_t, positions)?,
+            b.g.gather_rows(sin_t, positions)?,
+        ))
+    })?;
+    let mut masks = CausalMasks::at(&mut b.g, positions, n)?;
+    for l in 0..cfg.num_layers {
+        let lw = b.layer(l)?;
+        let (q, k, v) = b.qkv(&lw, x)?;
+        let (cos, sin) = ropes.layer(cfg, l);
+        let q = b.rope(q, cos, sin)?;
+        let k = b.rope(k, cos, sin)?;
+        let (kc2, k) = write_rows(b, kc, k, l, pos)?;
+        let (vc2, v) = write_rows(b, vc, v, l, pos)?;
+        (kc, vc) = (kc2, vc2);
+        let mask = masks.layer(&mut b.g, cfg, l)?;
+        let a = b.attention(q, k, v, mask)?;
+        x = b.finish_block(&lw, x, a)?;
+    }
+    Ok((x, kc, vc))
 }
 
 /// Builds the prefill function (see the module docs).
@@ -126,35 +173,33 @@ pub fn build_prefill(
     opts: &KvOptions,
 ) -> Result<crate::graph::Graph, ModelError> {
     opts.check(cfg)?;
-    let (p, n, d) = (opts.prompt_len, opts.max_context, cfg.head_dim);
-    let kvh = cfg.num_kv_heads;
+    let p = opts.prompt_len;
+    let cache = opts.cache_type(cfg);
     let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.prefill, opts.max_tensor_bytes);
     let tokens = b.g.input(TensorType::new(DType::I32, &[1, p]));
+    let start = b.g.input(TensorType::new(DType::I32, &[]));
     let length = b.g.input(TensorType::new(DType::I32, &[]));
+    let kc_in = b.g.input(cache.clone());
+    let vc_in = b.g.input(cache);
     let ids = b.g.reshape(tokens, &[p])?;
     // The LM head runs on one row in both functions.
     let emb = b.embedding(1)?;
-    let mut x = b.embed(&emb, ids)?;
-    let ropes = b.rope_constants_within(p, n)?;
-    let mut masks = CausalMasks::new(p);
-    let (mut ks, mut vs) = (Vec::new(), Vec::new());
-    for l in 0..cfg.num_layers {
-        let (y, k, v) = b.causal_block(l, x, ropes.layer(cfg, l), &mut masks)?;
-        x = y;
-        let zeros = b.g.splat(DType::F32, &[kvh, n - p, d], 0.0)?;
-        ks.push(b.g.concatenate(&[k, zeros], 1)?);
-        vs.push(b.g.concatenate(&[v, zeros], 1)?);
-    }
-    // The hidden state at position length - 1 only: the LM head runs on
-    // one row.
+    let x = b.embed(&emb, ids)?;
+    let offsets = b.g.iota(DType::I32, &[p], 0)?;
+    let start_b = b.g.broadcast_in_dim(start, &[p], &[])?;
+    let positions = b.g.add(offsets, start_b)?;
+    let (x, kc, vc) = cached_blocks(&mut b, x, positions, start, (kc_in, vc_in))?;
+    // The hidden state of the chunk's last real token only: the LM head
+    // runs on one row.
     let one = b.g.scalar(DType::I32, 1.0)?;
     let last = b.g.sub(length, one)?;
     let last = b.g.reshape(last, &[1])?;
     let xl = b.g.gather_rows(x, last)?;
     let next = next_id(&mut b, xl, &emb)?;
-    let kc = stack(&mut b, &ks, opts.cache_dtype)?;
-    let vc = stack(&mut b, &vs, opts.cache_dtype)?;
     b.g.set_outputs(&[next, kc, vc]);
+    // The updated caches are written into the buffers the caller passed.
+    b.g.store_output_in_input(1, kc_in)?;
+    b.g.store_output_in_input(2, vc_in)?;
     Ok(b.g)
 }
 
@@ -164,7 +209,6 @@ pub fn build_decode(
     opts: &KvOptions,
 ) -> Result<crate::graph::Graph, ModelError> {
     opts.check(cfg)?;
-    let (n, d, kvh) = (opts.max_context, cfg.head_dim, cfg.num_kv_heads);
     let cache = opts.cache_type(cfg);
     let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.decode, opts.max_tensor_bytes);
     let token = b.g.input(TensorType::new(DType::I32, &[1]));
@@ -172,68 +216,11 @@ pub fn build_decode(
     let kc_in = b.g.input(cache.clone());
     let vc_in = b.g.input(cache);
     let emb = b.embedding(1)?;
-    let mut x = b.embed(&emb, token)?;
-    // RoPE rows for this position, gathered from the [N, rd] tables.
-    let pos1 = b.g.reshape(pos, &[1])?;
-    let tables = b.rope_constants(n)?;
-    let ropes = tables.map(|(cos_t, sin_t)| {
-        Ok::<_, ModelError>((b.g.gather_rows(cos_t, pos1)?, b.g.gather_rows(sin_t, pos1)?))
-    })?;
+    let x = b.embed(&emb, token)?;
     // Keys 0..=position are visible (within the layer's window, if any);
     // the new key/value go to `position`.
-    let key_idx = b.g.iota(DType::I32, &[1, n], 1)?;
-    let pos_b = b.g.broadcast_in_dim(pos, &[1, n], &[])?;
-    let keep = b.g.compare(CompareDir::Le, key_idx, pos_b)?;
-    let mut windows: Vec<(usize, Value)> = Vec::new();
-    let zero = b.g.scalar(DType::I32, 0.0)?;
-    let (mut kc, mut vc) = (kc_in, vc_in);
-    for l in 0..cfg.num_layers {
-        let lw = b.layer(l)?;
-        let (q, k, v) = b.qkv(&lw, x)?;
-        let (cos, sin) = ropes.layer(cfg, l);
-        let q = b.rope(q, cos, sin)?;
-        let k = b.rope(k, cos, sin)?;
-        let layer = b.g.scalar(DType::I32, l as f64)?;
-        // Writes the new `[KV, 1, D]` row at (l, ·, position, ·) of the
-        // stacked cache, in place, and returns the updated cache and the
-        // layer's `[KV, N, D]` view of it (f32).
-        let write = |b: &mut Decoder<'_>, all: Value, new: Value| {
-            let dtype = b.g.ty(all).dtype;
-            let row = b.g.reshape(new, &[1, kvh, 1, d])?;
-            let row = if dtype == DType::F32 {
-                row
-            } else {
-                b.g.convert(row, dtype)?
-            };
-            let all =
-                b.g.dynamic_update_slice(all, row, &[layer, zero, pos, zero])?;
-            let c =
-                b.g.slice(all, &[l, 0, 0, 0], &[l + 1, kvh, n, d], &[1, 1, 1, 1])?;
-            let c = b.g.reshape(c, &[kvh, n, d])?;
-            let c = if dtype == DType::F32 {
-                c
-            } else {
-                b.g.convert(c, DType::F32)?
-            };
-            Ok::<_, ModelError>((all, c))
-        };
-        let (kc2, k) = write(&mut b, kc, k)?;
-        let (vc2, v) = write(&mut b, vc, v)?;
-        (kc, vc) = (kc2, vc2);
-        let keep = match cfg.layer_window(l) {
-            Some(w) if w < n => match windows.iter().find(|(x, _)| *x == w) {
-                Some(&(_, m)) => m,
-                None => {
-                    let m = window_keep(&mut b, key_idx, pos_b, keep, w)?;
-                    windows.push((w, m));
-                    m
-                }
-            },
-            _ => keep,
-        };
-        let a = b.attention(q, k, v, Mask::Keep(keep))?;
-        x = b.finish_block(&lw, x, a)?;
-    }
+    let pos1 = b.g.reshape(pos, &[1])?;
+    let (x, kc, vc) = cached_blocks(&mut b, x, pos1, pos, (kc_in, vc_in))?;
     let next = next_id(&mut b, x, &emb)?;
     b.g.set_outputs(&[next, kc, vc]);
     // The updated caches are written into the buffers the caller passed.

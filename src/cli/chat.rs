@@ -1,0 +1,223 @@
+//! `kiln chat MODULE-kv.vmfb`: an interactive multi-turn conversation over
+//! the KV-cache pair. Each turn renders the whole conversation with the
+//! model's chat template and prefills only the tokens the caches do not
+//! hold yet; replies stream as they are generated. `/reset` starts over,
+//! `/exit` (or end of input) quits.
+
+use super::run::{resolve, task_groups};
+use crate::generate::{Conversation, Driver, DriverOptions, Stop};
+use crate::iree::flags::Device;
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+use crate::{Error, Result};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// Arguments of `kiln chat`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Example:\n  kiln chat out/smollm2-kv-host.vmfb --system \"You are terse.\"\n  printf 'Hi!\\n/exit\\n' | kiln chat out/smollm2-kv-gen.mlir"
+)]
+pub struct Args {
+    /// The KV-cache module (`NAME-kv-<target>.vmfb`, or `NAME-kv-gen.mlir`
+    /// for kiln's interpreter), with `NAME.json` beside it.
+    pub module: PathBuf,
+    /// Parameter file (default: the manifest's `.irpa`).
+    #[arg(long, short = 'p', value_name = "FILE")]
+    pub params: Option<PathBuf>,
+    /// Tokenizer: a GGUF file or an HF tokenizer.json (default: the
+    /// checkpoint the module was exported from).
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
+    /// A system message before the first turn.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Most tokens per reply.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_new_tokens: usize,
+    /// Runtime device: local-task, local-sync or vulkan.
+    #[arg(long, default_value = "local-task")]
+    pub device: String,
+    /// Fix the number of local-task worker groups (or $KILN_TASK_GROUPS).
+    #[arg(long, value_name = "N")]
+    pub task_groups: Option<usize>,
+    /// Use the IREE venv (or tool directory) at DIR.
+    #[arg(long, value_name = "DIR")]
+    pub iree_dir: Option<PathBuf>,
+}
+
+/// Runs `kiln chat`.
+pub fn run(a: Args) -> Result<i32> {
+    let r = resolve(&a.module, None, None, None, a.params.clone())?;
+    let kv = r
+        .manifest
+        .export
+        .as_ref()
+        .and_then(|m| m.kv.as_ref())
+        .map(|k| k.pair.clone())
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: kiln chat needs a KV-cache module (export with `kiln export … --kv-cache`)",
+                a.module.display()
+            ))
+        })?;
+    let tok_path = a
+        .tokenizer
+        .clone()
+        .or_else(|| super::generate::default_tokenizer(r.manifest.source()))
+        .ok_or_else(|| Error::Usage("kiln chat needs a tokenizer: pass --tokenizer FILE".into()))?;
+    let tokenizer = Tokenizer::open(&tok_path)?;
+    let mut eos = r.manifest.eos();
+    eos.extend(tokenizer.eos().map(|e| e as i32));
+    let mut driver = Driver::open(&DriverOptions {
+        module: a.module.clone(),
+        params: r.params.clone(),
+        scope: r.scope.clone(),
+        function: r.function.clone(),
+        seq: r.seq,
+        kv: Some(kv.clone()),
+        device: Device::parse(&a.device)?,
+        emulate: None,
+        task_groups: task_groups(a.task_groups)?,
+        per_step: false,
+        iree_dir: a.iree_dir.clone(),
+    })?;
+    let Driver::Kv(model) = &mut driver else {
+        unreachable!("a driver opened with a KV pair drives it")
+    };
+    let interactive = std::io::stdin().is_terminal();
+    eprintln!(
+        "kiln chat: {} (P {}, N {}); /reset starts over, /exit quits",
+        module_name(&a.module),
+        kv.prompt_len,
+        kv.max_context
+    );
+    let mut chat = Chat::new(&tokenizer, a.system.clone());
+    let mut conv = Conversation::new(model.as_mut())?;
+    let mut out = std::io::stdout();
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    loop {
+        if interactive {
+            eprint!("> ");
+        }
+        let Some(line) = lines.next() else { break };
+        let line = line.map_err(|e| Error::io(Path::new("<stdin>"), e))?;
+        match line.trim() {
+            "" => continue,
+            "/exit" | "/quit" => break,
+            "/reset" => {
+                chat.reset();
+                conv.restart()?;
+                eprintln!("(conversation reset)");
+                continue;
+            }
+            _ => {}
+        }
+        let ids = chat.render(&line)?;
+        // The caches hold a prefix of the rendered conversation: prefill
+        // the rest only. (If the tokens diverge, start over from all.)
+        if !ids.starts_with(conv.tokens()) {
+            conv.restart()?;
+        }
+        let new = &ids[conv.tokens().len()..];
+        if conv.tokens().len() + new.len() >= kv.max_context {
+            chat.forget_last();
+            eprintln!(
+                "(this turn would pass the max context N = {}: /reset to start over)",
+                kv.max_context
+            );
+            continue;
+        }
+        let t0 = std::time::Instant::now();
+        let new_len = new.len();
+        let next = conv.append(new)?;
+        let mut decoder = StreamDecoder::new();
+        let mut err = None;
+        let g = conv.generate(next, a.max_new_tokens, &eos, |id| {
+            match decoder.push(&tokenizer, id as u32) {
+                Ok(s) => {
+                    let _ = out.write_all(s.as_bytes());
+                    let _ = out.flush();
+                    true
+                }
+                Err(e) => {
+                    err.get_or_insert(e);
+                    false
+                }
+            }
+        })?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        let _ = writeln!(out, "{}", decoder.finish());
+        let reply = tokenizer.decode(&g.ids.iter().map(|&i| i as u32).collect::<Vec<_>>())?;
+        chat.reply(reply);
+        let secs = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "({} prompt tokens prefilled, {} generated in {secs:.2}s, {:.1} tokens/s; {}; {} of {} positions used)",
+            new_len,
+            g.ids.len(),
+            g.ids.len() as f64 / secs.max(1e-9),
+            match g.stop {
+                Stop::Eos(_) => "end of turn".to_string(),
+                other => other.to_string(),
+            },
+            conv.tokens().len() + 1,
+            kv.max_context
+        );
+    }
+    Ok(0)
+}
+
+fn module_name(p: &Path) -> String {
+    p.file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The messages so far and their rendering with the chat template.
+struct Chat<'t> {
+    tokenizer: &'t Tokenizer,
+    system: Option<String>,
+    messages: Vec<(String, String)>,
+}
+
+impl<'t> Chat<'t> {
+    fn new(tokenizer: &'t Tokenizer, system: Option<String>) -> Chat<'t> {
+        let mut c = Chat {
+            tokenizer,
+            system,
+            messages: Vec::new(),
+        };
+        c.reset();
+        c
+    }
+
+    fn reset(&mut self) {
+        self.messages.clear();
+        if let Some(s) = &self.system {
+            self.messages.push(("system".into(), s.clone()));
+        }
+    }
+
+    /// Adds the user's turn; returns the ids of the whole conversation
+    /// ending with the assistant's generation prompt.
+    fn render(&mut self, user: &str) -> Result<Vec<i32>> {
+        self.messages.push(("user".into(), user.to_string()));
+        let text = self.tokenizer.apply_chat(&self.messages, true)?;
+        Ok(self
+            .tokenizer
+            .encode_prompt(&text, true)?
+            .into_iter()
+            .map(|x| x as i32)
+            .collect())
+    }
+
+    fn forget_last(&mut self) {
+        self.messages.pop();
+    }
+
+    fn reply(&mut self, text: String) {
+        self.messages.push(("assistant".into(), text));
+    }
+}
