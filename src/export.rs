@@ -203,6 +203,12 @@ pub struct ExportReport {
     pub graph_seconds: f64,
     /// Seconds spent converting and writing weights.
     pub weights_seconds: f64,
+    /// Why a module will not compile for Vulkan, when one will not: its
+    /// tensors past the storage-buffer range that kiln does not split (a
+    /// KV cache at a large N, attention scores at a long SEQ, a weight
+    /// matrix over 2^27 bytes as f32), as `kiln compile --target vulkan`
+    /// would report them ([`crate::iree::limits`]). CPU targets are fine.
+    pub vulkan_issues: Vec<String>,
 }
 
 /// Makes `name` a valid MLIR identifier: characters outside
@@ -584,6 +590,24 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     for p in done {
         crate::util::replace_by_rename(p, &out(p), &aside)?;
     }
+    let mut vulkan_issues = Vec::new();
+    let texts = std::iter::once((&mlir_path, &text)).chain(kv.as_ref().map(|(_, t)| (&kv_path, t)));
+    for (path, t) in texts {
+        let limit = crate::iree::limits::VULKAN_MAX_STORAGE_BUFFER_RANGE;
+        if let Some(u) = crate::iree::limits::tensors_over(t, limit).first() {
+            vulkan_issues.push(format!(
+                "{} line {}: {} is {}, {} bytes, over the {limit}-byte Vulkan storage-buffer range",
+                out(path)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                u.line,
+                u.what,
+                u.ty,
+                u.bytes
+            ));
+        }
+    }
     Ok(ExportReport {
         manifest,
         manifest_path: out(&manifest_staged),
@@ -593,6 +617,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         kv_mlir: kv.is_some().then(|| out(&kv_path)),
         graph_seconds,
         weights_seconds,
+        vulkan_issues,
     })
 }
 

@@ -221,6 +221,7 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
         },
     )
     .unwrap();
+    assert!(r.vulkan_issues.is_empty(), "{:?}", r.vulkan_issues);
     let kv_mlir = r.kv_mlir.clone().unwrap();
     for m in [&r.mlir, &kv_mlir] {
         let text = std::fs::read_to_string(m).unwrap();
@@ -245,6 +246,29 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // Without chunks (--max-tensor-bytes 0) the export says, up front, that
+    // the module is not for Vulkan.
+    let plain = work.path().join("plain");
+    let (code, _, err) = kiln_cli(
+        env!("CARGO_BIN_EXE_kiln"),
+        &[
+            "export",
+            ckpt_dir.to_str().unwrap(),
+            "--seq",
+            "8",
+            "--out",
+            plain.to_str().unwrap(),
+            "--max-tensor-bytes",
+            "0",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("not for Vulkan (CPU targets are fine): ckpt-gen.mlir line 2: parameter \"model.embed_tokens.weight\""),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&plain).unwrap();
 
     let Some(tc) = toolchain() else { return };
     let targets = [Target::Host, Target::parse("vulkan").unwrap()];

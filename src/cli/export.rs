@@ -204,5 +204,10 @@ pub fn run(a: Args) -> Result<i32> {
         r.weights_seconds,
         t.elapsed().as_secs_f64()
     );
+    for issue in &r.vulkan_issues {
+        eprintln!(
+            "  note      not for Vulkan (CPU targets are fine): {issue}; see spec/vulkan-limits.md"
+        );
+    }
     Ok(0)
 }
