@@ -203,11 +203,12 @@ pub struct ExportReport {
     pub graph_seconds: f64,
     /// Seconds spent converting and writing weights.
     pub weights_seconds: f64,
-    /// Why a module will not compile for Vulkan, when one will not: its
-    /// tensors past the storage-buffer range that kiln does not split (a
+    /// Why a module will not compile for Vulkan, when one will not: the
+    /// first thing in it past a device limit that kiln does not split (a
     /// KV cache at a large N, attention scores at a long SEQ, a weight
-    /// matrix over 2^27 bytes as f32), as `kiln compile --target vulkan`
-    /// would report them ([`crate::iree::limits`]). CPU targets are fine.
+    /// matrix over 2^27 bytes as f32, any table with `--max-tensor-bytes
+    /// 0`), as `kiln compile --target vulkan` would refuse it
+    /// ([`crate::iree::limits::first_vulkan_problem`]). CPU targets are fine.
     pub vulkan_issues: Vec<String>,
 }
 
@@ -590,24 +591,16 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     for p in done {
         crate::util::replace_by_rename(p, &out(p), &aside)?;
     }
-    let mut vulkan_issues = Vec::new();
     let texts = std::iter::once((&mlir_path, &text)).chain(kv.as_ref().map(|(_, t)| (&kv_path, t)));
-    for (path, t) in texts {
-        let limit = crate::iree::limits::VULKAN_MAX_STORAGE_BUFFER_RANGE;
-        if let Some(u) = crate::iree::limits::tensors_over(t, limit).first() {
-            vulkan_issues.push(format!(
-                "{} line {}: {} is {}, {} bytes, over the {limit}-byte Vulkan storage-buffer range",
-                out(path)
-                    .file_name()
-                    .map(|f| f.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                u.line,
-                u.what,
-                u.ty,
-                u.bytes
-            ));
-        }
-    }
+    let vulkan_issues = texts
+        .filter_map(|(path, t)| {
+            let file = out(path).file_name()?.to_string_lossy().into_owned();
+            Some(format!(
+                "{file} {}",
+                crate::iree::limits::first_vulkan_problem(t)?
+            ))
+        })
+        .collect();
     Ok(ExportReport {
         manifest,
         manifest_path: out(&manifest_staged),

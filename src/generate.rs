@@ -269,7 +269,6 @@ impl<'m> Conversation<'m> {
     /// model predicts after it.
     pub fn step(&mut self, token: i32) -> Result<i32> {
         let pos = self.tokens.len();
-        check_position(pos, self.model.max_context())?;
         let next = self.model.decode(token, pos)?;
         self.tokens.push(token);
         Ok(next)
@@ -339,7 +338,7 @@ pub fn generate_kv(
 
 /// Checks a decode position against N: a generation past the max context
 /// is an error, never a silent wrap-around.
-fn check_position(position: usize, max_context: usize) -> Result<()> {
+pub(crate) fn check_position(position: usize, max_context: usize) -> Result<()> {
     if position >= max_context {
         return Err(Error::Usage(format!(
             "decode position {position} is past the max context N = {max_context} (export with a larger --max-context)"

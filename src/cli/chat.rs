@@ -48,26 +48,19 @@ pub struct Args {
 /// Runs `kiln chat`.
 pub fn run(a: Args) -> Result<i32> {
     let r = resolve(&a.module, None, None, None, a.params.clone())?;
-    let kv = r
-        .manifest
-        .export
-        .as_ref()
-        .and_then(|m| m.kv.as_ref())
-        .map(|k| k.pair.clone())
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "{}: kiln chat needs a KV-cache module (export with `kiln export … --kv-cache`)",
-                a.module.display()
-            ))
-        })?;
+    let kv = r.manifest.kv_pair().ok_or_else(|| {
+        Error::Usage(format!(
+            "{}: kiln chat needs a KV-cache module (export with `kiln export … --kv-cache`)",
+            a.module.display()
+        ))
+    })?;
     let tok_path = a
         .tokenizer
         .clone()
-        .or_else(|| super::generate::default_tokenizer(r.manifest.source()))
+        .or_else(|| r.manifest.source_tokenizer())
         .ok_or_else(|| Error::Usage("kiln chat needs a tokenizer: pass --tokenizer FILE".into()))?;
     let tokenizer = Tokenizer::open(&tok_path)?;
-    let mut eos = r.manifest.eos();
-    eos.extend(tokenizer.eos().map(|e| e as i32));
+    let eos = r.manifest.eos_with(Some(&tokenizer));
     let mut driver = Driver::open(&DriverOptions {
         module: a.module.clone(),
         params: r.params.clone(),

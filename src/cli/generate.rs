@@ -10,7 +10,7 @@ use crate::iree::run::Emulation;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use crate::{Error, Result};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Arguments of `kiln generate`.
 #[derive(Debug, clap::Args)]
@@ -70,24 +70,13 @@ pub struct Args {
     pub stop: Vec<String>,
 }
 
-/// The tokenizer beside an export's source checkpoint: the GGUF file
-/// itself, or an HF folder's tokenizer.json.
-pub(crate) fn default_tokenizer(source: Option<&str>) -> Option<PathBuf> {
-    let src = Path::new(source?);
-    if src.is_dir() {
-        let t = src.join("tokenizer.json");
-        return t.is_file().then_some(t);
-    }
-    src.is_file().then(|| src.to_path_buf())
-}
-
 /// Runs `kiln generate`.
 pub fn run(a: Args) -> Result<i32> {
     let r = resolve(&a.module, a.seq, a.function.clone(), None, a.params.clone())?;
     let tok_path = a
         .tokenizer
         .clone()
-        .or_else(|| default_tokenizer(r.manifest.source()));
+        .or_else(|| r.manifest.source_tokenizer());
     let tokenizer = match (&tok_path, &a.tokens) {
         (Some(p), None) => Some(Tokenizer::open(p)?),
         // With token ids the tokenizer only turns the output into text:
@@ -134,13 +123,7 @@ pub fn run(a: Args) -> Result<i32> {
         (None, None) => return Err(Error::Usage("pass --prompt TEXT or --tokens IDS".into())),
     };
     let kv = if a.kv_cache {
-        let kv = r
-            .manifest
-            .export
-            .as_ref()
-            .and_then(|m| m.kv.as_ref())
-            .map(|k| k.pair.clone());
-        Some(kv.ok_or_else(|| {
+        Some(r.manifest.kv_pair().ok_or_else(|| {
             Error::Usage(format!(
                 "--kv-cache: the manifest beside {} records no KV-cache export (re-export with `kiln export … --kv-cache`)",
                 a.module.display()
@@ -157,12 +140,7 @@ pub fn run(a: Args) -> Result<i32> {
         }
         None
     };
-    let mut eos = r.manifest.eos();
-    if let Some(e) = tokenizer.as_ref().and_then(Tokenizer::eos) {
-        if !eos.contains(&(e as i32)) {
-            eos.push(e as i32);
-        }
-    }
+    let eos = r.manifest.eos_with(tokenizer.as_ref());
     let t0 = std::time::Instant::now();
     let mut model = Driver::open(&DriverOptions {
         module: a.module.clone(),

@@ -92,9 +92,36 @@ impl Manifest {
             .unwrap_or_default()
     }
 
+    /// The end-of-sequence ids of the manifest and of `tokenizer`, each once.
+    pub fn eos_with(&self, tokenizer: Option<&crate::tokenizer::Tokenizer>) -> Vec<i32> {
+        let mut eos = self.eos();
+        if let Some(e) = tokenizer.and_then(crate::tokenizer::Tokenizer::eos) {
+            if !eos.contains(&(e as i32)) {
+                eos.push(e as i32);
+            }
+        }
+        eos
+    }
+
     /// The checkpoint an export manifest came from (`source`).
     pub fn source(&self) -> Option<&str> {
         self.export.as_ref().map(|m| m.source.as_str())
+    }
+
+    /// The tokenizer beside the source checkpoint: the GGUF file itself,
+    /// or an HF folder's tokenizer.json.
+    pub fn source_tokenizer(&self) -> Option<PathBuf> {
+        let src = Path::new(self.source()?);
+        if src.is_dir() {
+            let t = src.join("tokenizer.json");
+            return t.is_file().then_some(t);
+        }
+        src.is_file().then(|| src.to_path_buf())
+    }
+
+    /// The KV-cache pair an export manifest records, if any.
+    pub fn kv_pair(&self) -> Option<export::KvPair> {
+        self.export.as_ref()?.kv.as_ref().map(|k| k.pair.clone())
     }
 }
 

@@ -53,6 +53,22 @@ fn decode_raw(bytes: &[u8], ty: &TensorType) -> Option<Tensor> {
     })
 }
 
+/// Whether entries stored as `stored` can be read as elements of the
+/// declared `dtype`: the same type, or a bf16 weight declared by its bits
+/// (i16) or as i32 pairs (`Graph::weight`, the Vulkan lowering).
+fn reads_as(stored: crate::params::DType, dtype: DType) -> bool {
+    use crate::params::DType as P;
+    matches!(
+        (stored, dtype),
+        (P::F32, DType::F32)
+            | (P::BF16, DType::BF16)
+            | (P::F16, DType::F16)
+            | (P::I32 | P::BF16 | P::I16, DType::I32)
+            | (P::BF16 | P::I16, DType::I16)
+            | (P::Bool, DType::I1)
+    )
+}
+
 impl ParamSource for FileParams {
     fn load(&self, key: &str, ty: &TensorType) -> crate::Result<Tensor> {
         let file = self.src.path().display().to_string();
@@ -75,19 +91,7 @@ impl ParamSource for FileParams {
             Some(crate::params::DType::BF16 | crate::params::DType::I16)
         ) && ty.dtype == DType::I32
             && crate::graph::bf16_pairs_shape(&file_shape).as_deref() == Some(&ty.shape[..]);
-        let same_dtype = matches!(
-            (plain, ty.dtype),
-            (Some(crate::params::DType::F32), DType::F32)
-                | (Some(crate::params::DType::BF16), DType::BF16)
-                | (Some(crate::params::DType::F16), DType::F16)
-                | (Some(crate::params::DType::I32), DType::I32)
-                // bf16 weights are declared by their bits (`Graph::weight`).
-                | (
-                    Some(crate::params::DType::BF16 | crate::params::DType::I16),
-                    DType::I16
-                )
-                | (Some(crate::params::DType::Bool), DType::I1)
-        );
+        let same_dtype = plain.is_some_and(|p| reads_as(p, ty.dtype));
         if shape_ok && same_dtype && ty.dtype.is_float() {
             let data = self.src.to_f32(key)?;
             return Ok(Tensor::f32(&ty.shape, data));
@@ -108,24 +112,18 @@ impl ParamSource for FileParams {
     }
 
     fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> crate::Result<Tensor> {
-        use crate::params::DType as P;
         let file = self.src.path().display().to_string();
         let meta = self
             .src
             .meta(key)
             .ok_or_else(|| InterpError(format!("{file}: no tensor \"{key}\"")))?;
         let len = ty.byte_size() as u64;
-        let plain = meta.dtype.plain();
-        // A part is typed by the graph over the stored bytes: the stored
-        // dtype itself, or i32 pairs / i16 bits of bf16 (the Vulkan form).
-        let bytes_ok = matches!(
-            (plain, ty.dtype),
-            (None | Some(P::F32), DType::F32)
-                | (None | Some(P::BF16), DType::BF16)
-                | (None | Some(P::F16), DType::F16)
-                | (None | Some(P::I32 | P::BF16 | P::F16), DType::I32)
-                | (None | Some(P::BF16 | P::I16 | P::F16), DType::I16)
-        ) && !matches!(meta.dtype, crate::params::SourceDType::Ggml(g) if g.plain().is_none());
+        // A part is typed by the graph over the stored bytes (bytes of an
+        // entry without a dtype too); quantized GGUF blocks are not.
+        let bytes_ok = match meta.dtype {
+            crate::params::SourceDType::Ggml(g) if g.plain().is_none() => false,
+            d => d.plain().map_or(true, |p| reads_as(p, ty.dtype)),
+        };
         if bytes_ok {
             if offset
                 .checked_add(len)

@@ -44,6 +44,46 @@ pub struct TensorUse {
     pub bytes: u64,
 }
 
+impl TensorUse {
+    /// `WHAT is TYPE, B bytes`, for a tensor over the storage-buffer range.
+    fn sized(&self) -> String {
+        format!("{} is {}, {} bytes", self.what, self.ty, self.bytes)
+    }
+
+    /// `WHAT gives TYPE with C columns`, for a product over the workgroup
+    /// count.
+    fn wide(&self) -> String {
+        format!(
+            "{} gives {} with {} columns",
+            self.what, self.ty, self.bytes
+        )
+    }
+}
+
+/// The first thing in `text` past a Vulkan limit, in one line
+/// (`line N: …`): a tensor over the storage-buffer range, else a product
+/// over the workgroup count. What [`check_vulkan`] refuses, said up front
+/// (`kiln export`'s note).
+pub fn first_vulkan_problem(text: &str) -> Option<String> {
+    let limit = VULKAN_MAX_STORAGE_BUFFER_RANGE;
+    if let Some(u) = tensors_over(text, limit).first() {
+        return Some(format!(
+            "line {}: {}, over the {limit}-byte Vulkan storage-buffer range",
+            u.line,
+            u.sized()
+        ));
+    }
+    products_wider_than(text, VULKAN_MAX_WORKGROUP_COUNT)
+        .first()
+        .map(|u| {
+            format!(
+                "line {}: {}, more than the {VULKAN_MAX_WORKGROUP_COUNT} Vulkan workgroups per dimension",
+                u.line,
+                u.wide()
+            )
+        })
+}
+
 /// Every statically shaped `tensor<…>` type in `text` whose storage is
 /// over `limit` bytes, in text order (one per type per line).
 pub fn tensors_over(text: &str, limit: u64) -> Vec<TensorUse> {
@@ -167,15 +207,13 @@ pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<()> {
     let wide = products_wider_than(text, VULKAN_MAX_WORKGROUP_COUNT);
     if let (None, Some(w)) = (over.first(), wide.first()) {
         return Err(Error::Usage(format!(
-            "{}:{}: {} gives {} with {} columns, more than the {VULKAN_MAX_WORKGROUP_COUNT} workgroups per dimension \
+            "{}:{}: {}, more than the {VULKAN_MAX_WORKGROUP_COUNT} workgroups per dimension \
              of Vulkan target {target} (maxComputeWorkGroupCount, the minimum every Vulkan device guarantees): IREE \
              launches about one per column and a GPU would silently leave the rest uncomputed{}\n\
              hint: kiln export uses an LM head over a larger vocabulary in row chunks of at most {} rows",
             file.display(),
             w.line,
-            w.what,
-            w.ty,
-            w.bytes,
+            w.wide(),
             if wide.len() > 1 { format!(" (and {} more such products)", wide.len() - 1) } else { String::new() },
             crate::models::MAX_TABLE_ROWS
         )));
@@ -184,19 +222,14 @@ pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<()> {
         return Ok(());
     };
     let mut msg = format!(
-        "{}:{}: {} is {}, {} bytes, over the {limit}-byte storage-buffer range of Vulkan target {target} \
+        "{}:{}: {}, over the {limit}-byte storage-buffer range of Vulkan target {target} \
          (maxStorageBufferRange, the minimum every Vulkan device guarantees): a GPU would silently read wrong values",
         file.display(),
         first.line,
-        first.what,
-        first.ty,
-        first.bytes
+        first.sized()
     );
     for u in over.iter().skip(1).take(4) {
-        msg.push_str(&format!(
-            "\n  also line {}: {} is {}, {} bytes",
-            u.line, u.what, u.ty, u.bytes
-        ));
+        msg.push_str(&format!("\n  also line {}: {}", u.line, u.sized()));
     }
     if over.len() > 5 {
         msg.push_str(&format!("\n  and {} more", over.len() - 5));
@@ -244,5 +277,11 @@ mod tests {
         assert_eq!(wide.len(), 1);
         assert_eq!((wide[0].line, wide[0].bytes), (1, 87424));
         assert_eq!(wide[0].what, "%3 (stablehlo.dot_general)");
+        // What kiln export notes: the wide product when no tensor is too big.
+        assert_eq!(
+            first_vulkan_problem(text).unwrap(),
+            "line 1: %3 (stablehlo.dot_general) gives tensor<8x87424xf32> with 87424 columns, \
+             more than the 65535 Vulkan workgroups per dimension"
+        );
     }
 }

@@ -237,12 +237,7 @@ impl crate::generate::KvStep for KvSession {
         self.next_id(&format!("p {start} {length} {}", join_ids(chunk)))
     }
     fn decode(&mut self, token: i32, position: usize) -> Result<i32> {
-        if position >= self.max_context {
-            return Err(crate::Error::Usage(format!(
-                "decode position {position} is past the max context N = {} (export with a larger --max-context)",
-                self.max_context
-            )));
-        }
+        crate::generate::check_position(position, self.max_context)?;
         self.next_id(&format!("d {token} {position}"))
     }
 }

@@ -457,28 +457,16 @@ impl<'a> Decoder<'a> {
         Ok((q, k, v))
     }
 
-    /// The RoPE tables for positions `0..n` as constants `[n, rotary_dim]`.
+    /// The RoPE tables for positions `0..n` as constants `[n, rotary_dim]`
+    /// (LongRoPE picks its factors by the context `n`; the KV functions
+    /// gather their rows from the tables of N).
     pub(crate) fn rope_constants(&mut self, n: usize) -> Result<Ropes, ModelError> {
-        self.rope_constants_within(n, n)
-    }
-
-    /// The RoPE tables for positions `0..rows` of a graph whose context is
-    /// `context` positions (LongRoPE picks its factors by the context, so
-    /// a prefill over P positions of an N-position KV cache uses the
-    /// decode's factors).
-    pub(crate) fn rope_constants_within(
-        &mut self,
-        rows: usize,
-        context: usize,
-    ) -> Result<Ropes, ModelError> {
         let cfg = self.cfg;
         let mut table = |c: &DecoderConfig| -> Result<(Value, Value), ModelError> {
-            let (mut cos, mut sin) = rope_tables(c, context.max(rows));
+            let (cos, sin) = rope_tables(c, n);
             let rd = c.rotary_dim();
-            cos.truncate(rows * rd);
-            sin.truncate(rows * rd);
-            let cos = self.g.dense(DType::F32, &[rows, rd], cos)?;
-            let sin = self.g.dense(DType::F32, &[rows, rd], sin)?;
+            let cos = self.g.dense(DType::F32, &[n, rd], cos)?;
+            let sin = self.g.dense(DType::F32, &[n, rd], sin)?;
             Ok((cos, sin))
         };
         let global = table(cfg)?;
@@ -565,22 +553,21 @@ impl<'a> Decoder<'a> {
     }
 
     /// Block `l` over all positions of `x: [S, hidden]` with causal
-    /// (windowed) attention: the block's output, and its keys (after RoPE)
-    /// and values `[KV, S, D]` for a cache.
+    /// (windowed) attention: the block's output.
     pub(crate) fn causal_block(
         &mut self,
         l: usize,
         x: Value,
         (cos, sin): (Value, Value),
         masks: &mut CausalMasks,
-    ) -> Result<(Value, Value, Value), ModelError> {
+    ) -> Result<Value, ModelError> {
         let mask = masks.layer(&mut self.g, self.cfg, l)?;
         let lw = self.layer(l)?;
         let (q, k, v) = self.qkv(&lw, x)?;
         let q = self.rope(q, cos, sin)?;
         let k = self.rope(k, cos, sin)?;
         let a = self.attention(q, k, v, mask)?;
-        Ok((self.finish_block(&lw, x, a)?, k, v))
+        self.finish_block(&lw, x, a)
     }
 
     /// The rest of a block after attention: o_proj, residual, MLP, residual.
@@ -620,6 +607,16 @@ impl<'a> Decoder<'a> {
         Ok(self.g.add(x, down)?)
     }
 
+    /// The head's logits of normed `x` against `w` (rows of the head),
+    /// soft-capped where the family does.
+    fn logits(&mut self, x: Value, w: Value) -> Result<Value, ModelError> {
+        let logits = self.g.linear(x, w)?;
+        match self.cfg.arch.final_logit_softcapping {
+            Some(c) => softcap(&mut self.g, logits, c),
+            None => Ok(logits),
+        }
+    }
+
     /// Final norm, LM head and argmax of `x: [S, hidden]` → i32 `[S]`.
     /// `embedding` is the table, reused as the head when tied.
     ///
@@ -637,18 +634,15 @@ impl<'a> Decoder<'a> {
             self.table("lm_head.weight", rows)?
         };
         let chunks = match head {
-            Table::Whole(w) => vec![(0, w)],
+            Table::Whole(w) => {
+                let logits = self.logits(x, w)?;
+                return Ok(self.g.argmax_two_pass(logits, 1)?);
+            }
             Table::Rows(chunks) => chunks,
         };
         let mut best: Option<(Value, Value)> = None;
         for (start, w) in chunks {
-            let mut logits = self.g.linear(x, w)?;
-            if let Some(c) = self.cfg.arch.final_logit_softcapping {
-                logits = softcap(&mut self.g, logits, c)?;
-            }
-            if best.is_none() && start == 0 && self.g.ty(w).shape[0] == self.cfg.vocab_size {
-                return Ok(self.g.argmax_two_pass(logits, 1)?);
-            }
+            let logits = self.logits(x, w)?;
             let (m, i) = self.g.max_argmax(logits, 1)?;
             let g = &mut self.g;
             let i = if start == 0 {
@@ -797,7 +791,7 @@ pub fn build_graph(cfg: &DecoderConfig, opts: &GraphOptions) -> Result<Graph, Mo
     let ropes = b.rope_constants(seq)?;
     let mut masks = CausalMasks::new(seq);
     for l in 0..cfg.num_layers {
-        x = b.causal_block(l, x, ropes.layer(cfg, l), &mut masks)?.0;
+        x = b.causal_block(l, x, ropes.layer(cfg, l), &mut masks)?;
     }
     let out = b.head_argmax(x, &emb)?;
     b.g.set_outputs(&[out]);
