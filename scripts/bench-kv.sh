@@ -8,6 +8,9 @@
 #   - chunked prefill (issue 21's goal): a 256-token prompt as 4 chunks of
 #     P 64 against one P-256 prefill, both with N 512 (a chunk attends over
 #     the N cache positions whatever its start, so 4 x one P-64 call);
+#   - sampling (issue 21's goal): the decode step of a `--sampling topk=40`
+#     export (the 40 best logits and ids returned too) against the greedy
+#     one, measured alternately;
 #   - end to end: `kiln generate` (redecode, SEQ 128) vs
 #     `kiln generate --kv-cache` (P 64, N 128), tokens/s;
 #   - the weight-streaming floor: a module over the same archive that only
@@ -28,10 +31,11 @@ trap 'rm -rf "$out"' EXIT
 
 $kiln export "$gguf" --seq 128 --out "$out" --name s128 --kv-cache --prompt-len 64 --max-context 128 2>/dev/null
 $kiln export "$gguf" --seq 64 --out "$out" --name s64 2>/dev/null
+$kiln export "$gguf" --seq 128 --out "$out" --name t128 --kv-cache --prompt-len 64 --max-context 128 --sampling topk=40 2>/dev/null
 $kiln export "$gguf" --seq 64 --out "$out" --name s2048 --kv-cache --prompt-len 64 --max-context 2048 2>/dev/null
 $kiln export "$gguf" --seq 64 --out "$out" --name c64 --kv-cache --prompt-len 64 --max-context 512 2>/dev/null
 $kiln export "$gguf" --seq 256 --out "$out" --name c256 --kv-cache --prompt-len 256 --max-context 512 2>/dev/null
-for m in s128-gen s128-kv-gen s64-gen s2048-kv-gen c64-kv-gen c256-kv-gen; do $kiln compile "$out/$m.mlir" --target host >/dev/null 2>&1; done
+for m in s128-gen s128-kv-gen t128-kv-gen s64-gen s2048-kv-gen c64-kv-gen c256-kv-gen; do $kiln compile "$out/$m.mlir" --target host >/dev/null 2>&1; done
 
 # The floor module: every parameter global of the KV module, each read once
 # by a matrix-vector product with the runtime argument (so nothing can be
@@ -91,6 +95,16 @@ one256=$(bm "$out/c256-kv-host.vmfb" c256_prefill "$out/c256.irpa" "1x256xi32=$i
   "30x3x512x64xf32=0" "30x3x512x64xf32=0")
 decode=$(bm "$out/s128-kv-host.vmfb" s128_decode "$out/s128.irpa" "1xi32=1234" "i32=127" \
   "30x3x128x64xf32=0" "30x3x128x64xf32=0")
+# Greedy and top-40 decode, alternately, so both see the same machine.
+greedy_d=(); topk_d=()
+for _ in 1 2 3; do
+  greedy_d+=("$(bm "$out/s128-kv-host.vmfb" s128_decode "$out/s128.irpa" "1xi32=1234" "i32=127" \
+    "30x3x128x64xf32=0" "30x3x128x64xf32=0")")
+  topk_d+=("$(bm "$out/t128-kv-host.vmfb" t128_decode "$out/t128.irpa" "1xi32=1234" "i32=127" \
+    "30x3x128x64xf32=0" "30x3x128x64xf32=0")")
+done
+med3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+greedy_med=$(med3 "${greedy_d[@]}"); topk_med=$(med3 "${topk_d[@]}")
 decode2048=$(bm "$out/s2048-kv-host.vmfb" s2048_decode "$out/s2048.irpa" "1xi32=1234" "i32=2047" \
   "30x3x2048x64xf32=0" "30x3x2048x64xf32=0")
 floor=$(bm "$out/floor-host.vmfb" floor "$out/s128.irpa" "f32=1")
@@ -102,7 +116,7 @@ e2e_re=$(gen "$out/s128-host.vmfb")
 e2e_kv=$(gen "$out/s128-kv-host.vmfb" --kv-cache)
 
 awk -v f128="$fwd128" -v f64="$fwd64" -v p="$prefill" -v d="$decode" -v d2k="$decode2048" -v n="$runs" \
-  -v c64="$chunk64" -v c256="$one256" \
+  -v c64="$chunk64" -v c256="$one256" -v gd="$greedy_med" -v td="$topk_med" \
   -v fl="$floor" -v wb="$weight_bytes" 'BEGIN {
   printf "SmolLM2-135M host (iree-benchmark-module, median of %d)\n", n
   printf "  redecode forward, SEQ 128: %8.1f ms\n", f128
@@ -110,6 +124,7 @@ awk -v f128="$fwd128" -v f64="$fwd64" -v p="$prefill" -v d="$decode" -v d2k="$de
   printf "  prefill, P 64:             %8.1f ms  (%.2fx the SEQ-64 forward)\n", p, p / f64
   printf "  decode, N 128:             %8.1f ms  (%.1fx faster than the SEQ-128 forward)\n", d, f128 / d
   printf "  256-token prompt, N 512:   %8.1f ms as 4 chunks of P 64 (4 x %.1f), %.1f ms as one P-256 prefill: %.2fx\n", 4 * c64, c64, c256, 4 * c64 / c256
+  printf "  decode, greedy vs top-40:  %8.1f ms vs %.1f ms with --sampling topk=40: %+.1f%% (median of 3 alternate runs)\n", gd, td, (td / gd - 1) * 100
   printf "  decode, N 2048:            %8.1f ms  (caches updated in place)\n", d2k
   printf "  floor, read every weight:  %8.1f ms  (%.0f MB at %.1f GB/s; decode = %.2fx the floor)\n", fl, wb / 1e6, wb / fl / 1e6, d / fl
   printf "  20x would need decode <= %.1f ms: the weights read at %.1f GB/s\n", f128 / 20, wb / (f128 / 20) / 1e6

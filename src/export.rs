@@ -58,6 +58,9 @@ pub struct KvCacheOptions {
     pub max_context: Option<usize>,
     /// Cache dtype: f32 or bf16.
     pub cache_dtype: DType,
+    /// `Some(K)`: prefill and decode also return the K largest logits and
+    /// their ids (`kiln export --sampling topk=K`).
+    pub top_k: Option<usize>,
 }
 
 /// The KV-cache pair's functions and shapes: what a driver needs to call
@@ -78,6 +81,11 @@ pub struct KvPair {
     pub cache_dtype: String,
     /// Shape of each of the two caches, `[layers, kv_heads, N, head_dim]`.
     pub cache_shape: Vec<usize>,
+    /// `Some(K)`: both functions also return `(values: [K] f32, ids: [K]
+    /// i32)`, the K largest logits of the predicted position, for sampling
+    /// (`kiln export --sampling topk=K`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<usize>,
 }
 
 impl KvPair {
@@ -342,6 +350,7 @@ pub fn kv_options(
         prefill: format!("{function}_prefill"),
         decode: format!("{function}_decode"),
         max_tensor_bytes,
+        top_k: kv.top_k,
     }
 }
 
@@ -551,6 +560,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
                 max_context: ko.max_context,
                 cache_dtype: ko.cache_dtype.to_string(),
                 cache_shape: ko.cache_type(&ckpt.config).shape.to_vec(),
+                top_k: ko.top_k,
             },
         }
     });

@@ -479,3 +479,63 @@ fn vulkan_lowering_turns_the_two_pass_argmax_into_one_reduce() {
     assert_eq!(want[0], Tensor::i32(&[3], vec![1, 0, 4]));
     assert_eq!(run(f, &[input], &p).unwrap(), want);
 }
+
+/// `top_k` against a stable descending sort (value, then lower index), on
+/// vectors with many ties, −∞ and sizes around the group boundaries.
+#[test]
+fn top_k_equals_a_stable_sort() {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as u32
+    };
+    for &(n, k) in &[
+        (1, 1),
+        (5, 5),
+        (40, 40),
+        (100, 7),
+        (257, 40),
+        (1000, 40),
+        (4099, 16),
+        (3000, 1),
+    ] {
+        for round in 0..3 {
+            let x: Vec<f32> = (0..n)
+                .map(|_| match round {
+                    // Few distinct values: ties everywhere.
+                    0 => (next() % 7) as f32 - 3.0,
+                    1 => (next() % 100_000) as f32 / 1000.0 - 50.0,
+                    _ => {
+                        if next() % 5 == 0 {
+                            f32::NEG_INFINITY
+                        } else {
+                            (next() % 13) as f32
+                        }
+                    }
+                })
+                .collect();
+            let mut g = Graph::new("f");
+            let xin = g.input(f32t(&[n]));
+            let (v, i) = g.top_k(xin, k).unwrap();
+            g.set_outputs(&[v, i]);
+            let params: HashMap<String, Tensor> = HashMap::new();
+            let out = run(&g, &[Tensor::f32(&[n], x.clone())], &params).unwrap();
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by(|&a, &b| x[b].partial_cmp(&x[a]).unwrap().then(a.cmp(&b)));
+            let want_i: Vec<i32> = order[..k].iter().map(|&j| j as i32).collect();
+            let want_v: Vec<f32> = order[..k].iter().map(|&j| x[j]).collect();
+            assert_eq!(
+                out[1].as_i32().unwrap(),
+                want_i,
+                "n {n} k {k} round {round}"
+            );
+            assert_eq!(
+                out[0].as_f32().unwrap(),
+                want_v,
+                "n {n} k {k} round {round}"
+            );
+        }
+    }
+}

@@ -53,6 +53,7 @@ fn export_kv(name: &str, seq: usize, dir: &Path, cache: DType) -> ExportReport {
                 prompt_len: Some(P),
                 max_context: Some(seq),
                 cache_dtype: cache,
+                top_k: None,
             }),
             ..Default::default()
         },
@@ -98,11 +99,12 @@ fn teacher_forced(
         let at = start + len - 1;
         got[at] = model
             .prefill(&pad(&input[start..start + len], P), start, len)
-            .unwrap();
+            .unwrap()
+            .id;
         checked.push(at);
     }
     for pos in k..input.len() {
-        got[pos] = model.decode(input[pos], pos).unwrap();
+        got[pos] = model.decode(input[pos], pos).unwrap().id;
         checked.push(pos);
     }
     checked
@@ -267,6 +269,7 @@ fn chunked_prefill_and_turns_equal_one_prefill() {
                 prompt_len: Some(16),
                 max_context: Some(33),
                 cache_dtype: DType::F32,
+                top_k: None,
             }),
             ..Default::default()
         },
@@ -291,7 +294,7 @@ fn chunked_prefill_and_turns_equal_one_prefill() {
     // The redecode forward agrees at the last position.
     let mut re = Interpreted::open(&r.mlir, &r.irpa, &r.manifest.function).unwrap();
     let out = re.forward(&pad(&all, 33)).unwrap();
-    assert_eq!(out[all.len() - 1], second);
+    assert_eq!(out[all.len() - 1], second.id);
 }
 
 #[test]

@@ -142,6 +142,7 @@ fn kv_pair_is_packaged_beside_the_redecode_modules() {
                 prompt_len: None,
                 max_context: Some(16),
                 cache_dtype: kiln::graph::DType::F32,
+                top_k: None,
             }),
             ..Default::default()
         },

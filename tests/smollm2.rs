@@ -53,6 +53,7 @@ fn exported() -> Option<&'static Exported> {
                     prompt_len: Some(16),
                     max_context: Some(128),
                     cache_dtype: kiln::graph::DType::F32,
+                    top_k: None,
                 }),
                 ..Default::default()
             },

@@ -216,6 +216,7 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
                 prompt_len: Some(8),
                 max_context: Some(16),
                 cache_dtype: DType::F32,
+                top_k: None,
             }),
             ..Default::default()
         },

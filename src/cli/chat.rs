@@ -43,10 +43,14 @@ pub struct Args {
     /// Use the IREE venv (or tool directory) at DIR.
     #[arg(long, value_name = "DIR")]
     pub iree_dir: Option<PathBuf>,
+    /// Sampling (a module exported with `--sampling topk=K`).
+    #[command(flatten)]
+    pub sampling: super::generate::SamplingArgs,
 }
 
 /// Runs `kiln chat`.
 pub fn run(a: Args) -> Result<i32> {
+    let sampler = a.sampling.sampler()?;
     let r = resolve(&a.module, None, None, None, a.params.clone())?;
     let kv = r.manifest.kv_pair().ok_or_else(|| {
         Error::Usage(format!(
@@ -54,6 +58,7 @@ pub fn run(a: Args) -> Result<i32> {
             a.module.display()
         ))
     })?;
+    sampler.check_candidates(kv.top_k)?;
     let tok_path = a
         .tokenizer
         .clone()
@@ -86,6 +91,7 @@ pub fn run(a: Args) -> Result<i32> {
     );
     let mut chat = Chat::new(&tokenizer, a.system.clone());
     let mut conv = Conversation::new(model.as_mut())?;
+    conv.set_sampler(sampler);
     let mut out = std::io::stdout();
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();

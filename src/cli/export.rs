@@ -52,6 +52,16 @@ pub struct Args {
         requires = "kv_cache"
     )]
     pub kv_dtype: String,
+    /// KV export: `greedy` (the argmax only), or `topk=K` (`topk`: K = 40)
+    /// to make prefill and decode also return the K largest logits and
+    /// their ids, for `kiln generate --temperature/--top-k/--top-p…`.
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "greedy",
+        requires = "kv_cache"
+    )]
+    pub sampling: String,
     /// The largest tensor, in bytes, a function may bind: a larger
     /// embedding or LM head (or its logits), or one over 65535 rows, is
     /// used in row chunks over the same archive entry. The default,
@@ -106,6 +116,32 @@ fn human(bytes: u64) -> String {
     }
 }
 
+/// The default K of `--sampling topk`: llama.cpp's default `--top-k`.
+pub const DEFAULT_TOP_K: usize = 40;
+
+/// Parses `--sampling`: `greedy` → None, `topk` → Some(40), `topk=K` → Some(K).
+fn parse_sampling(s: &str) -> Result<Option<usize>> {
+    let bad = || {
+        Error::Usage(format!(
+            "--sampling {s}: expected greedy, topk or topk=K with K ≥ 1 (e.g. topk=40)"
+        ))
+    };
+    match s {
+        "greedy" => Ok(None),
+        "topk" => Ok(Some(DEFAULT_TOP_K)),
+        _ => {
+            let k: usize = s
+                .strip_prefix("topk=")
+                .and_then(|k| k.parse().ok())
+                .ok_or_else(bad)?;
+            if k == 0 {
+                return Err(bad());
+            }
+            Ok(Some(k))
+        }
+    }
+}
+
 /// Runs `kiln export`.
 pub fn run(a: Args) -> Result<i32> {
     let weights = parse_weights(&a.weights)?;
@@ -124,6 +160,7 @@ pub fn run(a: Args) -> Result<i32> {
             prompt_len: a.prompt_len,
             max_context: a.max_context,
             cache_dtype,
+            top_k: parse_sampling(&a.sampling)?,
         })
     } else {
         None

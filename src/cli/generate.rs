@@ -4,7 +4,7 @@
 //! `.vmfb` (run by IREE) or a `.mlir` (run by kiln's interpreter).
 
 use super::run::{parse_tokens, resolve, task_groups};
-use crate::generate::{Driver, DriverOptions, Stop, StopStrings};
+use crate::generate::{Driver, DriverOptions, Sampler, SamplingParams, Stop, StopStrings};
 use crate::iree::flags::Device;
 use crate::iree::run::Emulation;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
@@ -68,10 +68,93 @@ pub struct Args {
     /// string itself is not printed. Needs a tokenizer.
     #[arg(long, value_name = "STRING")]
     pub stop: Vec<String>,
+    /// Sampling (a KV module exported with `--sampling topk=K`).
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+}
+
+/// Sampling flags of `kiln generate` and `kiln chat`: applied on the host
+/// to the top-K candidates a `--sampling topk=K` KV module returns, in
+/// transformers' order (repetition penalty, temperature, top-k, top-p,
+/// min-p). Without them, generation is greedy.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SamplingArgs {
+    /// Softmax temperature; 0 (the default) is greedy.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "T",
+        allow_negative_numbers = true
+    )]
+    pub temperature: f32,
+    /// Sample among the K best candidates only (default: all the module returns).
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Nucleus sampling: the smallest set of best candidates whose probability reaches P, in (0, 1].
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "P",
+        allow_negative_numbers = true
+    )]
+    pub top_p: f32,
+    /// Drop candidates less likely than P × the best one's probability, in [0, 1].
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "P",
+        allow_negative_numbers = true
+    )]
+    pub min_p: f32,
+    /// Penalise ids already in the conversation (transformers'
+    /// repetition_penalty; 1 is off).
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "R",
+        allow_negative_numbers = true
+    )]
+    pub repeat_penalty: f32,
+    /// Seed of the draws (default: from the clock, printed so a run can be repeated).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+impl SamplingArgs {
+    /// The sampler these flags ask for (checked; the error names the
+    /// flag). A seed taken from the clock is reported on stderr.
+    pub fn sampler(&self) -> Result<Sampler> {
+        let mut p = SamplingParams {
+            temperature: self.temperature,
+            top_k: self.top_k.unwrap_or(0),
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            seed: 0,
+        };
+        if self.top_k == Some(0) {
+            return Err(Error::Usage("--top-k 0: must be at least 1".into()));
+        }
+        p.validate()?;
+        if !p.is_greedy() {
+            p.seed = match self.seed {
+                Some(s) => s,
+                None => {
+                    let s = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64);
+                    eprintln!("sampling with --seed {s}");
+                    s
+                }
+            };
+        }
+        Sampler::new(p)
+    }
 }
 
 /// Runs `kiln generate`.
 pub fn run(a: Args) -> Result<i32> {
+    let sampler = a.sampling.sampler()?;
     let r = resolve(&a.module, a.seq, a.function.clone(), None, a.params.clone())?;
     let tok_path = a
         .tokenizer
@@ -141,6 +224,7 @@ pub fn run(a: Args) -> Result<i32> {
         None
     };
     let eos = r.manifest.eos_with(tokenizer.as_ref());
+    sampler.check_candidates(kv.as_ref().and_then(|k| k.top_k))?;
     let t0 = std::time::Instant::now();
     let mut model = Driver::open(&DriverOptions {
         module: a.module.clone(),
@@ -197,7 +281,7 @@ pub fn run(a: Args) -> Result<i32> {
         let _ = stdout.flush();
         go_on
     };
-    let g = model.generate(&prompt, a.max_new_tokens, &eos, on_token)?;
+    let g = model.generate(&prompt, a.max_new_tokens, &eos, sampler, on_token)?;
     if let Some(e) = stream_err {
         return Err(e);
     }

@@ -21,6 +21,7 @@
 mod composite;
 pub mod lower;
 mod ops;
+mod top_k;
 mod types;
 
 pub use ops::{bf16_pairs_shape, DotDims};

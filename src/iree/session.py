@@ -7,8 +7,11 @@
 # KV-cache mode (FUNCTION is "PREFILL,DECODE,LxKVxNxDxDTYPE", SEQ is the
 # prompt bucket P):
 #   "r"                                 -> ok        (zeroed caches: a new conversation)
-#   "p START LENGTH id_0 ... id_{P-1}"  -> next id   (prefill of a chunk at START)
-#   "d TOKEN POSITION"                  -> next id   (decode on the kept K, V)
+#   "p START LENGTH id_0 ... id_{P-1}"  -> prediction (prefill of a chunk at START)
+#   "d TOKEN POSITION"                  -> prediction (decode on the kept K, V)
+# A prediction is the next id, then, from a module exported with
+# `--sampling topk=K`, the K top ids and the K top logits (each as Python's
+# repr of the float: it reads back exactly).
 # The caches stay on the device between calls: the results of one call are
 # passed as arguments to the next (and written in place), never copied to
 # the host.
@@ -103,15 +106,19 @@ def serve_kv():
             start = np.array(int(words[1]), dtype=np.int32)
             length = np.array(int(words[2]), dtype=np.int32)
             ids = np.array([int(x) for x in words[3:]], dtype=np.int32).reshape(1, seq)
-            nxt, k, v = prefill_fn(ids, start, length, *caches)
+            nxt, k, v, *top = prefill_fn(ids, start, length, *caches)
         elif words[0] == "d":
             token = np.array([int(words[1])], dtype=np.int32)
             position = np.array(int(words[2]), dtype=np.int32)
-            nxt, k, v = decode_fn(token, position, *caches)
+            nxt, k, v, *top = decode_fn(token, position, *caches)
         else:
             raise SystemExit("unknown command " + words[0])
         caches = (k, v)
-        print(int(to_numpy(nxt).reshape(-1)[0]), flush=True)
+        words = [str(int(to_numpy(nxt).reshape(-1)[0]))]
+        if top:
+            values, ids = (to_numpy(t).reshape(-1) for t in top)
+            words += [str(int(i)) for i in ids] + [repr(float(x)) for x in values]
+        print(" ".join(words), flush=True)
 
 
 print("ready", flush=True)

@@ -202,9 +202,11 @@ impl KvSession {
         })
     }
 
-    fn next_id(&mut self, line: &str) -> Result<i32> {
+    /// Sends a prefill or decode line; reads `NEXT` or, from a sampling
+    /// module, `NEXT id_0 … id_{K-1} value_0 … value_{K-1}`.
+    fn predict(&mut self, line: &str) -> Result<crate::generate::Prediction> {
         let out = self.inner.request(line)?;
-        out.trim().parse::<i32>().map_err(|_| {
+        parse_prediction(&out).ok_or_else(|| {
             IreeError::Session(format!("unexpected runner output: {}", out.trim())).into()
         })
     }
@@ -226,7 +228,12 @@ impl crate::generate::KvStep for KvSession {
         }
         Ok(())
     }
-    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<i32> {
+    fn prefill(
+        &mut self,
+        chunk: &[i32],
+        start: usize,
+        length: usize,
+    ) -> Result<crate::generate::Prediction> {
         crate::generate::check_chunk(
             chunk.len(),
             self.prompt_len,
@@ -234,12 +241,36 @@ impl crate::generate::KvStep for KvSession {
             length,
             self.max_context,
         )?;
-        self.next_id(&format!("p {start} {length} {}", join_ids(chunk)))
+        self.predict(&format!("p {start} {length} {}", join_ids(chunk)))
     }
-    fn decode(&mut self, token: i32, position: usize) -> Result<i32> {
+    fn decode(&mut self, token: i32, position: usize) -> Result<crate::generate::Prediction> {
         crate::generate::check_position(position, self.max_context)?;
-        self.next_id(&format!("d {token} {position}"))
+        self.predict(&format!("d {token} {position}"))
     }
+}
+
+/// Reads a runner's prediction line (see [`KvSession::predict`]).
+fn parse_prediction(line: &str) -> Option<crate::generate::Prediction> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (first, rest) = words.split_first()?;
+    let id = first.parse().ok()?;
+    if rest.len() % 2 != 0 {
+        return None;
+    }
+    let (ids, values) = rest.split_at(rest.len() / 2);
+    let ids: Vec<i32> = ids.iter().map(|w| w.parse().ok()).collect::<Option<_>>()?;
+    // Each value is an f32 printed as the shortest f64 text that reads
+    // back exactly (Python's repr), so the conversion is exact.
+    let values: Vec<f32> = values
+        .iter()
+        .map(|w| w.parse::<f64>().ok().map(|v| v as f32))
+        .collect::<Option<_>>()?;
+    let top = if ids.is_empty() {
+        Vec::new()
+    } else {
+        crate::generate::candidates(&ids, &values)?
+    };
+    Some(crate::generate::Prediction { id, top })
 }
 
 impl Drop for Session {

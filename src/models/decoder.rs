@@ -619,13 +619,33 @@ impl<'a> Decoder<'a> {
 
     /// Final norm, LM head and argmax of `x: [S, hidden]` → i32 `[S]`.
     /// `embedding` is the table, reused as the head when tied.
+    pub(crate) fn head_argmax(&mut self, x: Value, embedding: &Table) -> Result<Value, ModelError> {
+        Ok(self.head(x, embedding, None)?.0)
+    }
+
+    /// Final norm, LM head and argmax of `x: [S, hidden]` → i32 `[S]`,
+    /// plus, with `top_k = Some(k)` (`S` = 1), the `k` largest logits and
+    /// their ids ([`Graph::top_k`]). `embedding` is the table, reused as the
+    /// head when tied.
     ///
     /// A chunked head computes each chunk's logits, their maximum and its
     /// first index, and keeps a later chunk's only where its maximum is
     /// strictly greater: the lowest index among equal maxima, as one argmax.
-    pub(crate) fn head_argmax(&mut self, x: Value, embedding: &Table) -> Result<Value, ModelError> {
-        let h = self.cfg.hidden_size;
+    /// Its top-K runs over the chunks' logits joined (one row of logits is
+    /// far below any tensor bound).
+    pub(crate) fn head(
+        &mut self,
+        x: Value,
+        embedding: &Table,
+        top_k: Option<usize>,
+    ) -> Result<(Value, Option<(Value, Value)>), ModelError> {
+        let (h, v) = (self.cfg.hidden_size, self.cfg.vocab_size);
         let rows = self.g.ty(x).shape[0];
+        if top_k.is_some() && rows != 1 {
+            return Err(ModelError(format!(
+                "top-K logits are taken of one row, not {rows}"
+            )));
+        }
         let wn = self.w("model.norm.weight", &[h])?;
         let x = self.norm(x, wn)?;
         let head = if self.cfg.tie_word_embeddings {
@@ -636,13 +656,17 @@ impl<'a> Decoder<'a> {
         let chunks = match head {
             Table::Whole(w) => {
                 let logits = self.logits(x, w)?;
-                return Ok(self.g.argmax_two_pass(logits, 1)?);
+                let id = self.g.argmax_two_pass(logits, 1)?;
+                let top = self.top_k(logits, top_k, v)?;
+                return Ok((id, top));
             }
             Table::Rows(chunks) => chunks,
         };
         let mut best: Option<(Value, Value)> = None;
+        let mut all = Vec::with_capacity(chunks.len());
         for (start, w) in chunks {
             let logits = self.logits(x, w)?;
+            all.push(logits);
             let (m, i) = self.g.max_argmax(logits, 1)?;
             let g = &mut self.g;
             let i = if start == 0 {
@@ -659,7 +683,31 @@ impl<'a> Decoder<'a> {
                 }
             });
         }
-        Ok(best.expect("a table has rows").1)
+        let top = match top_k {
+            Some(_) => {
+                let logits = self.g.concatenate(&all, 1)?;
+                self.top_k(logits, top_k, v)?
+            }
+            None => None,
+        };
+        Ok((best.expect("a table has rows").1, top))
+    }
+
+    /// The `k` largest of one row of `[1, v]` logits and their ids.
+    fn top_k(
+        &mut self,
+        logits: Value,
+        k: Option<usize>,
+        v: usize,
+    ) -> Result<Option<(Value, Value)>, ModelError> {
+        let Some(k) = k else { return Ok(None) };
+        if k == 0 || k > v {
+            return Err(ModelError(format!(
+                "top-K sampling needs 1 ≤ K ≤ the vocabulary ({v}), not K = {k}"
+            )));
+        }
+        let row = self.g.reshape(logits, &[v])?;
+        Ok(Some(self.g.top_k(row, k)?))
     }
 }
 

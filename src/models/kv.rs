@@ -27,6 +27,10 @@
 //!   K'/V' results are stored in the K/V argument buffers
 //!   ([`Graph::store_output_in_input`](crate::graph::Graph::store_output_in_input)),
 //!   as are prefill's.
+//! - With sampling (`KvOptions::top_k = Some(K)`) both functions return two
+//!   more results, `values: [K] f32` and `ids: [K] i32`: the K largest
+//!   logits of the predicted position, largest first (the lower id first
+//!   among equal logits, so `ids[0] == next`).
 //!
 //! See `spec/kv-cache.md`.
 
@@ -52,6 +56,9 @@ pub struct KvOptions {
     pub decode: String,
     /// The tensor bound ([`super::GraphOptions::max_tensor_bytes`]).
     pub max_tensor_bytes: u64,
+    /// `Some(K)`: both functions also return the K largest logits of the
+    /// predicted position and their ids, for sampling on the host.
+    pub top_k: Option<usize>,
 }
 
 impl KvOptions {
@@ -88,10 +95,26 @@ impl KvOptions {
     }
 }
 
-/// The argmax of `[1, hidden]` as an i32 scalar.
-fn next_id(b: &mut Decoder<'_>, x: Value, emb: &Table) -> Result<Value, ModelError> {
-    let id = b.head_argmax(x, emb)?;
-    Ok(b.g.reshape(id, &[])?)
+/// The head of `x: [1, hidden]` and the outputs `(next, K', V'[, values,
+/// ids])`: the argmax as an i32 scalar, the caches (stored in the buffers
+/// the caller passed), then with `top_k` the K largest logits (`[K]` f32)
+/// and their ids (`[K]` i32).
+fn finish(
+    b: &mut Decoder<'_>,
+    (x, emb): (Value, &Table),
+    top_k: Option<usize>,
+    (kc, vc): (Value, Value),
+    (kc_in, vc_in): (Value, Value),
+) -> Result<(), ModelError> {
+    let (id, top) = b.head(x, emb, top_k)?;
+    let mut outs = vec![b.g.reshape(id, &[])?, kc, vc];
+    if let Some((values, ids)) = top {
+        outs.extend([values, ids]);
+    }
+    b.g.set_outputs(&outs);
+    b.g.store_output_in_input(1, kc_in)?;
+    b.g.store_output_in_input(2, vc_in)?;
+    Ok(())
 }
 
 /// Writes `new` (`[KV, S, D]` f32, positions `pos..pos + S`) into layer
@@ -195,11 +218,7 @@ pub fn build_prefill(
     let last = b.g.sub(length, one)?;
     let last = b.g.reshape(last, &[1])?;
     let xl = b.g.gather_rows(x, last)?;
-    let next = next_id(&mut b, xl, &emb)?;
-    b.g.set_outputs(&[next, kc, vc]);
-    // The updated caches are written into the buffers the caller passed.
-    b.g.store_output_in_input(1, kc_in)?;
-    b.g.store_output_in_input(2, vc_in)?;
+    finish(&mut b, (xl, &emb), opts.top_k, (kc, vc), (kc_in, vc_in))?;
     Ok(b.g)
 }
 
@@ -221,10 +240,6 @@ pub fn build_decode(
     // the new key/value go to `position`.
     let pos1 = b.g.reshape(pos, &[1])?;
     let (x, kc, vc) = cached_blocks(&mut b, x, pos1, pos, (kc_in, vc_in))?;
-    let next = next_id(&mut b, x, &emb)?;
-    b.g.set_outputs(&[next, kc, vc]);
-    // The updated caches are written into the buffers the caller passed.
-    b.g.store_output_in_input(1, kc_in)?;
-    b.g.store_output_in_input(2, vc_in)?;
+    finish(&mut b, (x, &emb), opts.top_k, (kc, vc), (kc_in, vc_in))?;
     Ok(b.g)
 }

@@ -3,6 +3,10 @@
 //! prediction at the last real position is appended, and generation stops
 //! at an end-of-sequence id, after `max_new_tokens`, or when SEQ is full.
 
+mod sample;
+
+pub use sample::{Candidate, Prediction, Sampler, SamplingParams};
+
 use crate::iree::run::{run_module, HostTensor, RunOptions};
 use crate::iree::Toolchain;
 use crate::{Error, Result};
@@ -182,12 +186,12 @@ pub trait KvStep {
     fn reset(&mut self) -> Result<()>;
     /// Runs prefill on `chunk` (P ids) at positions `start..start + P`, of
     /// which the first `length` are real (the rest padding); returns the
-    /// id predicted after position `start + length - 1` and keeps the
+    /// prediction after position `start + length - 1` and keeps the
     /// updated caches. `start + P ≤ N`.
-    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<i32>;
+    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<Prediction>;
     /// Runs decode for `token` at `position` on the kept caches; returns
-    /// the id predicted after it and keeps the updated caches.
-    fn decode(&mut self, token: i32, position: usize) -> Result<i32>;
+    /// the prediction after it and keeps the updated caches.
+    fn decode(&mut self, token: i32, position: usize) -> Result<Prediction>;
 }
 
 /// A conversation over the KV-cache pair: every token so far sits in the
@@ -198,9 +202,13 @@ pub trait KvStep {
 /// When a call would pass the max context N it is an error (the
 /// conversation is unchanged): the app then stops, or starts a new
 /// conversation from a truncated history (`spec/kv-cache.md`).
+///
+/// [`Conversation::generate`] chooses ids with its [`Sampler`] (greedy
+/// unless [`Conversation::set_sampler`] gives another).
 pub struct Conversation<'m> {
     model: &'m mut dyn KvStep,
     tokens: Vec<i32>,
+    sampler: Sampler,
 }
 
 impl<'m> Conversation<'m> {
@@ -210,7 +218,13 @@ impl<'m> Conversation<'m> {
         Ok(Conversation {
             model,
             tokens: Vec::new(),
+            sampler: Sampler::greedy(),
         })
+    }
+
+    /// Chooses the ids of [`Conversation::generate`] with `sampler` from now on.
+    pub fn set_sampler(&mut self, sampler: Sampler) {
+        self.sampler = sampler;
     }
 
     /// Starts over on the same model: zeroed caches, no tokens.
@@ -235,7 +249,7 @@ impl<'m> Conversation<'m> {
     /// predicts after the last one. A chunk that would pass N starts at
     /// N − P instead and recomputes the positions it overlaps (the same
     /// tokens, so the same keys and values).
-    pub fn append(&mut self, tokens: &[i32]) -> Result<i32> {
+    pub fn append(&mut self, tokens: &[i32]) -> Result<Prediction> {
         let (p, n) = (self.model.prompt_len(), self.model.max_context());
         if tokens.is_empty() {
             return Err(Error::Usage("nothing to append: no tokens".into()));
@@ -248,7 +262,7 @@ impl<'m> Conversation<'m> {
                 tokens.len()
             )));
         }
-        let mut next = 0;
+        let mut next = Prediction::greedy(0);
         let mut fed = 0;
         while fed < tokens.len() {
             let pos = self.tokens.len();
@@ -265,30 +279,32 @@ impl<'m> Conversation<'m> {
         Ok(next)
     }
 
-    /// Appends `token` at the next position by decode; returns the id the
-    /// model predicts after it.
-    pub fn step(&mut self, token: i32) -> Result<i32> {
+    /// Appends `token` at the next position by decode; returns the model's
+    /// prediction after it.
+    pub fn step(&mut self, token: i32) -> Result<Prediction> {
         let pos = self.tokens.len();
         let next = self.model.decode(token, pos)?;
         self.tokens.push(token);
         Ok(next)
     }
 
-    /// Generates from the current state, given the id the model predicted
-    /// last (what [`Conversation::append`] or [`Conversation::step`]
-    /// returned): greedy ids until an eos id, `max_new_tokens`, a full
+    /// Generates from the current state, given the model's last prediction
+    /// (what [`Conversation::append`] or [`Conversation::step`] returned):
+    /// ids chosen by the sampler until an eos id, `max_new_tokens`, a full
     /// cache, or `on_token` returning false. Generated ids enter the
     /// caches except the last (it is returned, not yet decoded).
     pub fn generate(
         &mut self,
-        mut next: i32,
+        prediction: Prediction,
         max_new_tokens: usize,
         eos: &[i32],
         mut on_token: impl FnMut(i32) -> bool,
     ) -> Result<Generation> {
         let n = self.model.max_context();
         let mut ids = Vec::new();
+        let mut prediction = prediction;
         loop {
+            let next = self.sampler.choose(&prediction, &self.tokens)?;
             if eos.contains(&next) {
                 return Ok(Generation::new(ids, Stop::Eos(next)));
             }
@@ -302,7 +318,7 @@ impl<'m> Conversation<'m> {
             if self.tokens.len() + 1 >= n {
                 return Ok(Generation::new(ids, Stop::ContextFull));
             }
-            next = self.step(next)?;
+            prediction = self.step(next)?;
         }
     }
 }
@@ -316,6 +332,26 @@ pub fn generate_kv(
     prompt: &[i32],
     max_new_tokens: usize,
     eos: &[i32],
+    on_token: impl FnMut(i32) -> bool,
+) -> Result<Generation> {
+    generate_kv_with(
+        model,
+        prompt,
+        max_new_tokens,
+        eos,
+        Sampler::greedy(),
+        on_token,
+    )
+}
+
+/// [`generate_kv`] with ids chosen by `sampler` (a module exported with
+/// `--sampling topk=K` unless it is greedy).
+pub fn generate_kv_with(
+    model: &mut dyn KvStep,
+    prompt: &[i32],
+    max_new_tokens: usize,
+    eos: &[i32],
+    sampler: Sampler,
     on_token: impl FnMut(i32) -> bool,
 ) -> Result<Generation> {
     let n = model.max_context();
@@ -332,6 +368,7 @@ pub fn generate_kv(
         return Ok(Generation::new(Vec::new(), Stop::MaxNewTokens));
     }
     let mut c = Conversation::new(model)?;
+    c.set_sampler(sampler);
     let next = c.append(prompt)?;
     c.generate(next, max_new_tokens, eos, on_token)
 }
@@ -378,6 +415,8 @@ pub trait Backend {
     fn shape<'t>(&self, t: &'t Self::Tensor) -> &'t [usize];
     /// The elements of an i32 tensor.
     fn i32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [i32]>;
+    /// The elements of an f32 tensor.
+    fn f32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [f32]>;
 }
 
 /// The KV-cache pair driven over a [`Backend`]: the caches a call returns
@@ -414,27 +453,39 @@ impl<B: Backend> KvDriver<B> {
     }
 
     /// Runs `function` on `inputs` then the kept caches, and keeps the
-    /// caches it returns; returns its id.
-    fn call(&mut self, function: &str, mut inputs: Vec<B::Tensor>) -> Result<i32> {
+    /// caches it returns; returns its prediction.
+    fn call(&mut self, function: &str, mut inputs: Vec<B::Tensor>) -> Result<Prediction> {
         let (k, v) = self
             .caches
             .take()
             .ok_or_else(|| Error::Usage(format!("@{function} called before a reset")))?;
         inputs.push(k);
         inputs.push(v);
-        let mut out = self.backend.run(function, inputs)?.into_iter();
-        let (Some(next), Some(k), Some(v), None) = (out.next(), out.next(), out.next(), out.next())
-        else {
-            return Err(Error::Usage(format!("@{function} must return (id, K, V)")));
+        let out = self.backend.run(function, inputs)?;
+        let bad = || Error::Usage(format!("@{function} must return (id, K, V[, values, ids])"));
+        let mut out = out.into_iter();
+        let (Some(next), Some(k), Some(v)) = (out.next(), out.next(), out.next()) else {
+            return Err(bad());
         };
+        let top: Vec<B::Tensor> = out.collect();
         let b = &self.backend;
         check_caches([b.shape(&k), b.shape(&v)], &self.cache.shape, function)?;
         let id = b
             .i32s(&next)
             .and_then(|x| x.first().copied())
             .ok_or_else(|| Error::Usage(format!("@{function} does not return an i32 id")))?;
+        let top = match top.as_slice() {
+            [] => Vec::new(),
+            [values, ids] => {
+                let (Some(values), Some(ids)) = (b.f32s(values), b.i32s(ids)) else {
+                    return Err(bad());
+                };
+                candidates(ids, values).ok_or_else(bad)?
+            }
+            _ => return Err(bad()),
+        };
         self.caches = Some((k, v));
-        Ok(id)
+        Ok(Prediction { id, top })
     }
 }
 
@@ -450,7 +501,7 @@ impl<B: Backend> KvStep for KvDriver<B> {
         self.caches = Some((b.zeros(&self.cache)?, b.zeros(&self.cache)?));
         Ok(())
     }
-    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<i32> {
+    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<Prediction> {
         check_chunk(
             chunk.len(),
             self.prompt_len,
@@ -467,7 +518,7 @@ impl<B: Backend> KvStep for KvDriver<B> {
         let f = self.functions.0.clone();
         self.call(&f, inputs)
     }
-    fn decode(&mut self, token: i32, position: usize) -> Result<i32> {
+    fn decode(&mut self, token: i32, position: usize) -> Result<Prediction> {
         check_position(position, self.max_context())?;
         let b = &self.backend;
         let inputs = vec![
@@ -477,6 +528,16 @@ impl<B: Backend> KvStep for KvDriver<B> {
         let f = self.functions.1.clone();
         self.call(&f, inputs)
     }
+}
+
+/// Pairs a call's top-K `ids` and `values` (same length, at least one).
+pub(crate) fn candidates(ids: &[i32], values: &[f32]) -> Option<Vec<Candidate>> {
+    (ids.len() == values.len() && !ids.is_empty()).then(|| {
+        ids.iter()
+            .zip(values)
+            .map(|(&id, &logit)| Candidate { id, logit })
+            .collect()
+    })
 }
 
 /// Checks a prefill chunk: P ids, 1..=P real, inside the caches.
@@ -538,6 +599,9 @@ impl Backend for Interpreter {
     fn i32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [i32]> {
         t.as_i32()
     }
+    fn f32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [f32]> {
+        t.as_f32()
+    }
 }
 
 /// `iree-run-module` as a [`Backend`], one process per call (for emulated
@@ -576,6 +640,9 @@ impl Backend for RunModule {
     }
     fn i32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [i32]> {
         t.as_i32()
+    }
+    fn f32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [f32]> {
+        t.as_f32()
     }
 }
 
@@ -701,7 +768,7 @@ impl Driver {
                 Driver::Redecode(Box::new(Redecode::new(backend(None), &o.function, o.seq)))
             }
             (Some(kv), true) => Driver::Kv(Box::new(KvDriver::new(
-                backend(Some(3)),
+                backend(Some(if kv.top_k.is_some() { 5 } else { 3 })),
                 (kv.prefill.clone(), kv.decode.clone()),
                 kv.prompt_len,
                 kv.cache_type()?,
@@ -729,17 +796,24 @@ impl Driver {
     }
 
     /// Generates from `prompt` with this driver's loop ([`generate`] or
-    /// [`generate_kv`]).
+    /// [`generate_kv_with`]), choosing ids with `sampler` (only greedy on
+    /// the redecode loop).
     pub fn generate(
         &mut self,
         prompt: &[i32],
         max_new_tokens: usize,
         eos: &[i32],
+        sampler: Sampler,
         on_token: impl FnMut(i32) -> bool,
     ) -> Result<Generation> {
         match self {
+            Driver::Redecode(_) if !sampler.params().is_greedy() => Err(Error::Usage(
+                "sampling needs the KV-cache pair: export with --kv-cache --sampling topk=K and generate with --kv-cache".into(),
+            )),
             Driver::Redecode(m) => generate(m.as_mut(), prompt, max_new_tokens, eos, on_token),
-            Driver::Kv(m) => generate_kv(m.as_mut(), prompt, max_new_tokens, eos, on_token),
+            Driver::Kv(m) => {
+                generate_kv_with(m.as_mut(), prompt, max_new_tokens, eos, sampler, on_token)
+            }
         }
     }
 }
