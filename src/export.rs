@@ -79,8 +79,14 @@ pub struct KvPair {
     pub max_context: usize,
     /// Cache element type (`f32` or `bf16`).
     pub cache_dtype: String,
-    /// Shape of each of the two caches, `[layers, kv_heads, N, head_dim]`.
+    /// Shape of each cache tensor, `[layers, kv_heads, N, head_dim]`.
     pub cache_shape: Vec<usize>,
+    /// How many tensors each of K and V is split into (consecutive groups
+    /// of `cache_shape[0]` layers; 1, the whole stack, unless one tensor
+    /// would pass the tensor bound). The functions take and return `K_0 …
+    /// K_{count-1}, V_0 … V_{count-1}` where a single pair has K and V.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub cache_count: usize,
     /// `Some(K)`: both functions also return `(values: [K] f32, ids: [K]
     /// i32)`, the K largest logits of the predicted position, for sampling
     /// (`kiln export --sampling topk=K`).
@@ -88,7 +94,21 @@ pub struct KvPair {
     pub top_k: Option<usize>,
 }
 
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
+}
+
 impl KvPair {
+    /// How many results each function returns: the id, every cache
+    /// tensor, and the top-K values and ids when sampling.
+    pub fn outputs(&self) -> usize {
+        1 + 2 * self.cache_count + if self.top_k.is_some() { 2 } else { 0 }
+    }
+
     /// The type of each cache (`cache_dtype` over `cache_shape`).
     pub fn cache_type(&self) -> Result<crate::graph::TensorType> {
         let dtype = match self.cache_dtype.as_str() {
@@ -560,6 +580,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
                 max_context: ko.max_context,
                 cache_dtype: ko.cache_dtype.to_string(),
                 cache_shape: ko.cache_type(&ckpt.config).shape.to_vec(),
+                cache_count: ko.cache_count(&ckpt.config),
                 top_k: ko.top_k,
             },
         }

@@ -230,6 +230,81 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
     }
 }
 
+/// Caches over the tensor bound are split into groups of layers (here a
+/// 2048-byte bound: one tensor per layer, two K and two V arguments): the
+/// manifest says so, and the interpreter, the host session, one
+/// iree-run-module per call and lavapipe give the ids of the stacked pair.
+#[test]
+fn caches_over_the_bound_are_split_into_layer_groups() {
+    let name = "tiny-llama-bf16";
+    let dir = tmpdir();
+    let stacked = export_kv(name, 16, dir.path(), DType::F32);
+    let split_dir = tmpdir();
+    let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+    let split = export(
+        &ckpt,
+        &ExportOptions {
+            seq: 16,
+            out_dir: split_dir.path().into(),
+            name: Some("tiny".into()),
+            // The bf16 fixture's values, stored as f32: the same weights.
+            weights: DType::F32,
+            max_tensor_bytes: 2048,
+            kv: Some(KvCacheOptions {
+                prompt_len: Some(P),
+                max_context: Some(16),
+                cache_dtype: DType::F32,
+                top_k: None,
+            }),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let kv = split.manifest.kv.clone().unwrap().pair;
+    assert_eq!(
+        (kv.cache_count, kv.cache_shape.as_slice()),
+        (2, &[1, 2, 16, 12][..])
+    );
+    assert_eq!(stacked.manifest.kv.as_ref().unwrap().pair.cache_count, 1);
+    let want = two_turns(&mut interp_kv(&stacked));
+    assert_eq!(two_turns(&mut interp_kv(&split)), want, "interpreter");
+    let Some(tc) = toolchain() else { return };
+    let targets = [Target::Host, Target::parse("vulkan").unwrap()];
+    let outs = kiln::iree::compile::compile_many(
+        &tc,
+        split.kv_mlir.as_ref().unwrap(),
+        &targets,
+        split_dir.path(),
+        "tiny-kv",
+        2,
+        &[],
+    )
+    .unwrap();
+    let mut host = kv_session(&tc, &split, &outs[0], Device::LocalTask);
+    assert_eq!(two_turns(&mut host), want, "host session");
+    let mut per_call = KvRunModule::new(
+        RunModule {
+            toolchain: tc.clone(),
+            vmfb: outs[0].clone(),
+            options: RunOptions {
+                params: vec![("model".into(), split.irpa.clone())],
+                exact_outputs: Some(kv.outputs()),
+                ..Default::default()
+            },
+        },
+        (kv.prefill.clone(), kv.decode.clone()),
+        kv.prompt_len,
+        kv.cache_type().unwrap(),
+    )
+    .unwrap()
+    .with_cache_count(kv.cache_count);
+    assert_eq!(two_turns(&mut per_call), want, "iree-run-module per call");
+    if lavapipe_present() {
+        let mut vk = kv_session(&tc, &split, &outs[1], Device::Vulkan);
+        assert_eq!(two_turns(&mut vk), want, "lavapipe");
+    }
+}
+
 /// A two-turn conversation on a pair with P = 4, N = 16: a 7-token prompt
 /// (two prefill chunks), 3 greedy tokens, then a turn of the last one plus
 /// 5 new ids from position 9 (a chunk at 9, then one that would pass N and

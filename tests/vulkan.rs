@@ -130,6 +130,49 @@ fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
     );
 }
 
+/// Weight matrices over the tensor bound are used in row chunks (slices of
+/// one archive entry, each chunk's product joined): with a 4096-byte bound
+/// every matrix of the tiny checkpoint is chunked, and the host and lavapipe
+/// still give transformers' ids. (A real model's matrices pass 2^27 as f32
+/// only from about 8B parameters on; the bound is the same code.)
+#[test]
+fn weight_matrices_in_row_chunks_give_transformers_ids_on_lavapipe() {
+    let Some(tc) = toolchain() else { return };
+    let exp = hf_expected(FIXTURE);
+    let rs = &exp.seqs[0];
+    let dir = tmpdir();
+    let ckpt = Checkpoint::open(fixture(&format!("hf/{FIXTURE}"))).unwrap();
+    let r = export(
+        &ckpt,
+        &ExportOptions {
+            seq: rs.seq,
+            out_dir: dir.path().into(),
+            weights: DType::BF16,
+            max_tensor_bytes: 4096,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&r.mlir).unwrap();
+    for key in ["self_attn.q_proj", "self_attn.o_proj", "mlp.down_proj"] {
+        assert!(
+            text.contains(&format!(
+                "model.layers.0.{key}.weight\", {{offset = 0 : i64"
+            )),
+            "{key} not in row chunks"
+        );
+    }
+    let host = build(&tc, &r, dir.path(), &Target::Host, "host");
+    let vk = build(&tc, &r, dir.path(), &Target::parse("vulkan").unwrap(), "vk");
+    let c = &rs.cases[0];
+    let want = ids(&tc, &r, &host, Device::LocalTask, &c.input);
+    let bad = mismatches(&want, &c.argmax, &c.margin, 0..rs.seq);
+    assert!(bad.is_empty(), "host: {}", bad.join("; "));
+    if lavapipe_present() {
+        assert_eq!(ids(&tc, &r, &vk, Device::Vulkan, &c.input), want);
+    }
+}
+
 /// RMSNorm of `[64, 576]` (a workgroup reduction per row, SmolLM2's
 /// width): the default Vulkan module on lavapipe gives the host's values.
 #[test]

@@ -63,10 +63,11 @@ pub struct Args {
     )]
     pub sampling: String,
     /// The largest tensor, in bytes, a function may bind: a larger
-    /// embedding or LM head (or its logits), or one over 65535 rows, is
-    /// used in row chunks over the same archive entry. The default,
+    /// embedding, LM head (or its logits) or weight matrix, or a table over
+    /// 65535 rows, is used in row chunks over the same archive entry, and
+    /// larger KV caches are split into groups of layers. The default,
     /// 134217728 (2^27), is the storage-buffer range every Vulkan device
-    /// guarantees; 0 turns chunking off (CPU targets only).
+    /// guarantees; 0 turns this off (CPU targets only).
     #[arg(long, value_name = "BYTES", default_value_t = crate::models::MAX_TENSOR_BYTES)]
     pub max_tensor_bytes: u64,
 }
@@ -214,17 +215,25 @@ pub fn run(a: Args) -> Result<i32> {
         m.weights_dtype
     );
     if let Some(kv) = m.kv.as_ref().map(|k| &k.pair) {
+        let shape = kv
+            .cache_shape
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("x");
+        let caches = match kv.cache_count {
+            1 => format!("K, V: tensor<{shape}x{}>", kv.cache_dtype),
+            n => format!(
+                "K, V: {n} tensors each of tensor<{shape}x{}>",
+                kv.cache_dtype
+            ),
+        };
+        let top = kv.top_k.map_or(String::new(), |k| {
+            format!("; also the top {k} logits and ids")
+        });
         eprintln!(
-            "  kv-cache  @{}(tensor<1x{}xi32>, tensor<i32>) and @{}(tensor<1xi32>, tensor<i32>, K, V), K/V tensor<{}x{}>",
-            kv.prefill,
-            kv.prompt_len,
-            kv.decode,
-            kv.cache_shape
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join("x"),
-            kv.cache_dtype
+            "  kv-cache  @{}(tokens tensor<1x{}xi32>, start, length, K, V) and @{}(token tensor<1xi32>, position, K, V); {caches}{top}",
+            kv.prefill, kv.prompt_len, kv.decode
         );
     }
     let mut written = vec![&r.mlir, &r.safetensors, &r.irpa, &r.manifest_path];

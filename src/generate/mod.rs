@@ -385,7 +385,11 @@ pub(crate) fn check_position(position: usize, max_context: usize) -> Result<()> 
 }
 
 /// Checks the caches a call returned against the manifest's shape.
-fn check_caches(shapes: [&[usize]; 2], want: &[usize], function: &str) -> Result<()> {
+fn check_caches<'a>(
+    shapes: impl IntoIterator<Item = &'a [usize]>,
+    want: &[usize],
+    function: &str,
+) -> Result<()> {
     for s in shapes {
         if s != want {
             return Err(Error::Usage(format!(
@@ -426,7 +430,10 @@ pub struct KvDriver<B: Backend> {
     functions: (String, String),
     prompt_len: usize,
     cache: crate::graph::TensorType,
-    caches: Option<(B::Tensor, B::Tensor)>,
+    /// Tensors per cache (`KvPair::cache_count`).
+    count: usize,
+    /// `K_0 … K_{count-1}, V_0 … V_{count-1}`, after a reset.
+    caches: Option<Vec<B::Tensor>>,
 }
 
 impl<B: Backend> KvDriver<B> {
@@ -448,28 +455,41 @@ impl<B: Backend> KvDriver<B> {
             functions,
             prompt_len,
             cache,
+            count: 1,
             caches: None,
         })
+    }
+
+    /// Each of K and V split into `count` tensors of type `cache`
+    /// (`KvPair::cache_count`; 1 by default).
+    pub fn with_cache_count(mut self, count: usize) -> KvDriver<B> {
+        self.count = count.max(1);
+        self
     }
 
     /// Runs `function` on `inputs` then the kept caches, and keeps the
     /// caches it returns; returns its prediction.
     fn call(&mut self, function: &str, mut inputs: Vec<B::Tensor>) -> Result<Prediction> {
-        let (k, v) = self
+        let caches = self
             .caches
             .take()
             .ok_or_else(|| Error::Usage(format!("@{function} called before a reset")))?;
-        inputs.push(k);
-        inputs.push(v);
-        let out = self.backend.run(function, inputs)?;
+        inputs.extend(caches);
+        let mut out = self.backend.run(function, inputs)?;
         let bad = || Error::Usage(format!("@{function} must return (id, K, V[, values, ids])"));
-        let mut out = out.into_iter();
-        let (Some(next), Some(k), Some(v)) = (out.next(), out.next(), out.next()) else {
+        let n = 2 * self.count;
+        if out.len() < 1 + n {
             return Err(bad());
-        };
-        let top: Vec<B::Tensor> = out.collect();
+        }
+        let top = out.split_off(1 + n);
+        let caches = out.split_off(1);
+        let next = out.pop().ok_or_else(bad)?;
         let b = &self.backend;
-        check_caches([b.shape(&k), b.shape(&v)], &self.cache.shape, function)?;
+        check_caches(
+            caches.iter().map(|t| b.shape(t)),
+            &self.cache.shape,
+            function,
+        )?;
         let id = b
             .i32s(&next)
             .and_then(|x| x.first().copied())
@@ -484,7 +504,7 @@ impl<B: Backend> KvDriver<B> {
             }
             _ => return Err(bad()),
         };
-        self.caches = Some((k, v));
+        self.caches = Some(caches);
         Ok(Prediction { id, top })
     }
 }
@@ -498,7 +518,10 @@ impl<B: Backend> KvStep for KvDriver<B> {
     }
     fn reset(&mut self) -> Result<()> {
         let b = &self.backend;
-        self.caches = Some((b.zeros(&self.cache)?, b.zeros(&self.cache)?));
+        let caches = (0..2 * self.count)
+            .map(|_| b.zeros(&self.cache))
+            .collect::<Result<_>>()?;
+        self.caches = Some(caches);
         Ok(())
     }
     fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<Prediction> {
@@ -679,12 +702,15 @@ impl KvDriver<Interpreter> {
             .map(|&v| df.ty(v).clone())
             .filter(|t| t.rank() == 4)
             .ok_or_else(|| bad(decode))?;
-        KvDriver::new(
+        // token, position, then K_0…, V_0….
+        let count = (df.inputs.len() - 2) / 2;
+        Ok(KvDriver::new(
             backend,
             (prefill.to_string(), decode.to_string()),
             prompt_len,
             cache,
-        )
+        )?
+        .with_cache_count(count))
     }
 }
 
@@ -767,12 +793,15 @@ impl Driver {
             (None, true) => {
                 Driver::Redecode(Box::new(Redecode::new(backend(None), &o.function, o.seq)))
             }
-            (Some(kv), true) => Driver::Kv(Box::new(KvDriver::new(
-                backend(Some(if kv.top_k.is_some() { 5 } else { 3 })),
-                (kv.prefill.clone(), kv.decode.clone()),
-                kv.prompt_len,
-                kv.cache_type()?,
-            )?)),
+            (Some(kv), true) => Driver::Kv(Box::new(
+                KvDriver::new(
+                    backend(Some(kv.outputs())),
+                    (kv.prefill.clone(), kv.decode.clone()),
+                    kv.prompt_len,
+                    kv.cache_type()?,
+                )?
+                .with_cache_count(kv.cache_count),
+            )),
             (None, false) => Driver::Redecode(Box::new(Session::start(
                 &tc,
                 &o.module,

@@ -235,10 +235,10 @@ pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<()> {
         msg.push_str(&format!("\n  and {} more", over.len() - 5));
     }
     msg.push_str(
-        "\nhint: kiln export keeps every tensor under the range by using a large embedding or LM head in row \
-         chunks over the same archive entry (--max-tensor-bytes, default 2^27); for what remains (attention \
-         scores at a long --seq, KV caches at a large --max-context, a weight matrix over the range) export \
-         with a shorter --seq, a smaller --max-context or --kv-dtype bf16",
+        "\nhint: kiln export keeps its tables, weight matrices and KV caches under the range (row chunks over \
+         the same archive entry, caches in groups of layers; --max-tensor-bytes, default 2^27); for what \
+         remains (attention scores at a long --seq or --prompt-len) export with a shorter --seq or a smaller \
+         --prompt-len, or use the KV pair",
     );
     Err(Error::Usage(msg))
 }

@@ -4,8 +4,8 @@
 #
 # Redecode mode (FUNCTION is one name): a line of SEQ token ids -> a line of
 # SEQ predicted ids.
-# KV-cache mode (FUNCTION is "PREFILL,DECODE,LxKVxNxDxDTYPE", SEQ is the
-# prompt bucket P):
+# KV-cache mode (FUNCTION is "PREFILL,DECODE,LxKVxNxDxDTYPE,COUNT", SEQ is
+# the prompt bucket P; each of K and V is COUNT tensors of that shape):
 #   "r"                                 -> ok        (zeroed caches: a new conversation)
 #   "p START LENGTH id_0 ... id_{P-1}"  -> prediction (prefill of a chunk at START)
 #   "d TOKEN POSITION"                  -> prediction (decode on the kept K, V)
@@ -39,7 +39,8 @@ module = rt.VmModule.mmap(config.vm_instance, vmfb)
 modules = rt.load_vm_modules(param_module, module, config=config)
 kv_mode = "," in function
 if kv_mode:
-    prefill_name, decode_name, cache_spec = function.split(",")
+    prefill_name, decode_name, cache_spec, cache_count = function.split(",")
+    cache_count = int(cache_count)
     prefill_fn, decode_fn = (getattr(modules[-1], f) for f in (prefill_name, decode_name))
     *dims, cache_dtype = cache_spec.split("x")
     cache_shape = tuple(int(d) for d in dims)
@@ -97,7 +98,7 @@ def serve_kv():
     for line in sys.stdin:
         words = line.split()
         if words[0] == "r":
-            caches = tuple(np.zeros(cache_shape, dtype=cache_np) for _ in range(2))
+            caches = tuple(np.zeros(cache_shape, dtype=cache_np) for _ in range(2 * cache_count))
             print("ok", flush=True)
             continue
         if caches is None:
@@ -106,14 +107,14 @@ def serve_kv():
             start = np.array(int(words[1]), dtype=np.int32)
             length = np.array(int(words[2]), dtype=np.int32)
             ids = np.array([int(x) for x in words[3:]], dtype=np.int32).reshape(1, seq)
-            nxt, k, v, *top = prefill_fn(ids, start, length, *caches)
+            nxt, *rest = prefill_fn(ids, start, length, *caches)
         elif words[0] == "d":
             token = np.array([int(words[1])], dtype=np.int32)
             position = np.array(int(words[2]), dtype=np.int32)
-            nxt, k, v, *top = decode_fn(token, position, *caches)
+            nxt, *rest = decode_fn(token, position, *caches)
         else:
             raise SystemExit("unknown command " + words[0])
-        caches = (k, v)
+        caches, top = tuple(rest[: 2 * cache_count]), rest[2 * cache_count :]
         words = [str(int(to_numpy(nxt).reshape(-1)[0]))]
         if top:
             values, ids = (to_numpy(t).reshape(-1) for t in top)

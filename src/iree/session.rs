@@ -184,13 +184,16 @@ impl KvSession {
             .map(|d| d.to_string())
             .collect::<Vec<_>>()
             .join("x");
-        // The runner reads "PREFILL,DECODE,SHAPExDTYPE" as the function.
+        // The runner reads "PREFILL,DECODE,SHAPExDTYPE,COUNT" as the function.
         let inner = Session::start(
             tc,
             vmfb,
             params,
             scope,
-            &format!("{},{},{shape}x{}", kv.prefill, kv.decode, cache.dtype),
+            &format!(
+                "{},{},{shape}x{},{}",
+                kv.prefill, kv.decode, cache.dtype, kv.cache_count
+            ),
             device,
             kv.prompt_len,
             task_groups,

@@ -105,11 +105,11 @@ pub struct GraphOptions {
     pub weight_dtype: DType,
     /// Exported function name.
     pub function: String,
-    /// The largest tensor, in bytes, the embedding and LM head may bind
-    /// ([`MAX_TENSOR_BYTES`] by default): a larger table, or one of more
-    /// than [`MAX_TABLE_ROWS`] rows, is used in row chunks and its logits
-    /// per chunk. 0: no bound and no chunks (the module then compiles for
-    /// CPU targets only).
+    /// The largest tensor, in bytes, a table or weight matrix may bind
+    /// ([`MAX_TENSOR_BYTES`] by default): a larger one, or a table of more
+    /// than [`MAX_TABLE_ROWS`] rows, is used in row chunks, its products
+    /// (logits) per chunk. 0: no bound and no chunks (the module then
+    /// compiles for CPU targets only).
     pub max_tensor_bytes: u64,
 }
 
@@ -128,13 +128,24 @@ pub const MAX_TENSOR_BYTES: u64 = 1 << 27;
 /// after column 65535. A larger vocabulary is used in row chunks.
 pub const MAX_TABLE_ROWS: usize = 65535;
 
-/// A `[V, hidden]` table (the embedding, the LM head): one f32 value, or
-/// row chunks `(first row, f32 [rows, hidden])` in order when the whole
-/// table or its logits would pass the tensor bound.
+/// A `[rows, cols]` matrix (the embedding, the LM head, a block's weight
+/// matrix): one f32 value, or row chunks `(first row, f32 [rows, cols])`
+/// in order when the whole matrix or its products would pass the tensor
+/// bound.
 #[derive(Clone)]
 pub(crate) enum Table {
     Whole(Value),
     Rows(Vec<(usize, Value)>),
+}
+
+impl Table {
+    /// The value of a table that is never chunked (a vector).
+    fn whole(self) -> Value {
+        match self {
+            Table::Whole(v) => v,
+            Table::Rows(_) => unreachable!("only matrices are used in row chunks"),
+        }
+    }
 }
 
 /// Row ranges of a `[v, h]` table stored as `stored` when it (widened to
@@ -190,7 +201,8 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// One block's weights, widened to f32 values in the graph.
+/// One block's weights, widened to f32 values in the graph; matrices
+/// whole or in row chunks.
 pub(crate) struct Layer {
     norm_in: Value,
     /// `Qkv::Separate(q, k, v)` or the fused matrix.
@@ -199,24 +211,24 @@ pub(crate) struct Layer {
     bias: Option<(Value, Value, Value)>,
     /// q/k head norms (Qwen3).
     qk_norm: Option<(Value, Value)>,
-    o: Value,
+    o: Table,
     /// Llama: the pre-MLP norm. Sandwich: the post-attention norm.
     norm_post: Value,
     /// Sandwich norms: (pre-MLP, post-MLP).
     sandwich: Option<(Value, Value)>,
     /// `(gate, up)` or the fused matrix.
     gate_up: GateUp,
-    down: Value,
+    down: Table,
 }
 
 enum Qkv {
-    Separate(Value, Value, Value),
-    Fused(Value),
+    Separate(Table, Table, Table),
+    Fused(Table),
 }
 
 enum GateUp {
-    Separate(Value, Value),
-    Fused(Value),
+    Separate(Table, Table),
+    Fused(Table),
 }
 
 /// The RoPE (cos, sin) tables of a graph: one pair, or one for the
@@ -288,7 +300,13 @@ impl<'a> Decoder<'a> {
     /// over `head_rows` rows.
     fn table(&mut self, key: &str, head_rows: usize) -> Result<Table, ModelError> {
         let (v, h) = (self.cfg.vocab_size, self.cfg.hidden_size);
-        match row_chunks(v, h, head_rows, self.wd, self.limit)? {
+        self.matrix(key, v, h, head_rows)
+    }
+
+    /// Matrix `key` (`[v, h]`), whole or in row chunks ([`row_chunks`]) for
+    /// products with `m` rows.
+    fn matrix(&mut self, key: &str, v: usize, h: usize, m: usize) -> Result<Table, ModelError> {
+        match row_chunks(v, h, m, self.wd, self.limit)? {
             None => Ok(Table::Whole(self.w(key, &[v, h])?)),
             Some(ranges) => {
                 let mut rows = Vec::with_capacity(ranges.len());
@@ -358,27 +376,33 @@ impl<'a> Decoder<'a> {
         Ok(g.mul(x, s)?)
     }
 
-    /// Declares block `l`'s weights (in [`expected_tensors`] order).
+    /// Declares block `l`'s weights (in [`expected_tensors`] order); a
+    /// matrix over the tensor bound in row chunks.
     pub(crate) fn layer(&mut self, l: usize) -> Result<Layer, ModelError> {
         let keys = LayerKeys::new(self.cfg, l);
         let mut vals = Vec::new();
         for (k, s) in keys.all() {
-            vals.push(self.w(&k, &s)?);
+            vals.push(match s[..] {
+                [rows, cols] => self.matrix(&k, rows, cols, 1)?,
+                _ => Table::Whole(self.w(&k, &s)?),
+            });
         }
         let a = &self.cfg.arch;
         let mut it = vals.into_iter();
         let mut next = || it.next().expect("LayerKeys::all lists every weight");
-        let norm_in = next();
+        let norm_in = next().whole();
         let qkv = if a.fused_qkv {
             Qkv::Fused(next())
         } else {
             Qkv::Separate(next(), next(), next())
         };
-        let bias = a.qkv_bias.then(|| (next(), next(), next()));
-        let qk_norm = a.qk_norm.then(|| (next(), next()));
+        let bias = a
+            .qkv_bias
+            .then(|| (next().whole(), next().whole(), next().whole()));
+        let qk_norm = a.qk_norm.then(|| (next().whole(), next().whole()));
         let o = next();
-        let norm_post = next();
-        let sandwich = a.sandwich_norms.then(|| (next(), next()));
+        let norm_post = next().whole();
+        let sandwich = a.sandwich_norms.then(|| (next().whole(), next().whole()));
         let gate_up = if a.fused_gate_up {
             GateUp::Fused(next())
         } else {
@@ -421,20 +445,25 @@ impl<'a> Decoder<'a> {
         let (h, kv, d) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
         let s = self.g.ty(x).shape[0];
         let hn = self.norm(x, lw.norm_in)?;
-        let g = &mut self.g;
-        let fused = match lw.qkv {
-            Qkv::Fused(w) => Some(g.linear(hn, w)?),
-            Qkv::Separate(..) => None,
+        let ys = match &lw.qkv {
+            Qkv::Fused(w) => {
+                let all = self.linear(hn, w)?;
+                let g = &mut self.g;
+                [
+                    g.slice_dim(all, 1, 0, h * d)?,
+                    g.slice_dim(all, 1, h * d, (h + kv) * d)?,
+                    g.slice_dim(all, 1, (h + kv) * d, (h + 2 * kv) * d)?,
+                ]
+            }
+            Qkv::Separate(q, k, v) => [
+                self.linear(hn, q)?,
+                self.linear(hn, k)?,
+                self.linear(hn, v)?,
+            ],
         };
+        let g = &mut self.g;
         let proj = |g: &mut Graph, i: usize, n: usize| -> Result<Value, ModelError> {
-            let y = match (&lw.qkv, fused) {
-                (Qkv::Separate(q, k, v), _) => g.linear(hn, [*q, *k, *v][i])?,
-                (Qkv::Fused(_), Some(all)) => {
-                    let start = [0, h * d, (h + kv) * d][i];
-                    g.slice_dim(all, 1, start, start + n * d)?
-                }
-                (Qkv::Fused(_), None) => unreachable!("fused projection computed above"),
-            };
+            let y = ys[i];
             let y = match lw.bias {
                 Some(b) => {
                     let b = [b.0, b.1, b.2][i];
@@ -578,33 +607,50 @@ impl<'a> Decoder<'a> {
         x: Value,
         a: Value,
     ) -> Result<Value, ModelError> {
-        let o = self.g.linear(a, lw.o)?;
+        let o = self.linear(a, &lw.o)?;
         let (o, mlp_norm) = match lw.sandwich {
             Some((pre, _)) => (self.norm(o, lw.norm_post)?, pre),
             None => (o, lw.norm_post),
         };
         let x = self.g.add(x, o)?;
         let hn = self.norm(x, mlp_norm)?;
-        let g = &mut self.g;
-        let (gate, up) = match lw.gate_up {
-            GateUp::Separate(wg, wu) => (g.linear(hn, wg)?, g.linear(hn, wu)?),
+        let (gate, up) = match &lw.gate_up {
+            GateUp::Separate(wg, wu) => (self.linear(hn, wg)?, self.linear(hn, wu)?),
             GateUp::Fused(w) => {
                 let i = self.cfg.intermediate_size;
-                let gu = g.linear(hn, w)?;
+                let gu = self.linear(hn, w)?;
+                let g = &mut self.g;
                 (g.slice_dim(gu, 1, 0, i)?, g.slice_dim(gu, 1, i, 2 * i)?)
             }
         };
+        let g = &mut self.g;
         let act = match self.cfg.arch.activation {
             Activation::Silu => g.silu(gate)?,
             Activation::GeluTanh => g.gelu_tanh(gate)?,
         };
         let m = g.mul(act, up)?;
-        let down = g.linear(m, lw.down)?;
+        let down = self.linear(m, &lw.down)?;
         let down = match lw.sandwich {
             Some((_, post)) => self.norm(down, post)?,
             None => down,
         };
         Ok(self.g.add(x, down)?)
+    }
+
+    /// `x · Wᵀ` for `w` whole or in row chunks (each chunk's columns of the
+    /// result, joined).
+    fn linear(&mut self, x: Value, w: &Table) -> Result<Value, ModelError> {
+        match w {
+            Table::Whole(w) => Ok(self.g.linear(x, *w)?),
+            Table::Rows(chunks) => {
+                let parts = chunks
+                    .iter()
+                    .map(|&(_, w)| self.g.linear(x, w))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let last = self.g.ty(x).rank() - 1;
+                Ok(self.g.concatenate(&parts, last)?)
+            }
+        }
     }
 
     /// The head's logits of normed `x` against `w` (rows of the head),

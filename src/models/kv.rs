@@ -62,17 +62,33 @@ pub struct KvOptions {
 }
 
 impl KvOptions {
-    /// The type of each cache tensor, `[L, KV, N, D]`.
+    /// The type of each cache tensor, `[layers per tensor, KV, N, D]`
+    /// (all L layers in one tensor unless [`KvOptions::cache_count`] > 1).
     pub fn cache_type(&self, cfg: &DecoderConfig) -> TensorType {
+        let per = cfg.num_layers / self.cache_count(cfg);
         TensorType::new(
             self.cache_dtype,
-            &[
-                cfg.num_layers,
-                cfg.num_kv_heads,
-                self.max_context,
-                cfg.head_dim,
-            ],
+            &[per, cfg.num_kv_heads, self.max_context, cfg.head_dim],
         )
+    }
+
+    /// How many tensors each of K and V is split into: 1 (`[L, KV, N, D]`)
+    /// unless the stacked cache passes the tensor bound; then the fewest
+    /// equal groups of layers that each fit (a whole number of layers per
+    /// tensor: L divided by the count). See the module docs.
+    pub fn cache_count(&self, cfg: &DecoderConfig) -> usize {
+        let layer = (cfg.num_kv_heads * self.max_context * cfg.head_dim) as u64;
+        // The stored bytes, and the f32 view of a layer the blocks read.
+        let bytes =
+            |layers: usize| (layers as u64 * layer * self.cache_dtype.size() as u64).max(layer * 4);
+        let l = cfg.num_layers;
+        if self.max_tensor_bytes == 0 || bytes(l) <= self.max_tensor_bytes {
+            return 1;
+        }
+        (1..=l)
+            .filter(|c| l % c == 0)
+            .find(|&c| bytes(l / c) <= self.max_tensor_bytes)
+            .unwrap_or(l)
     }
 
     fn check(&self, cfg: &DecoderConfig) -> Result<(), ModelError> {
@@ -91,29 +107,58 @@ impl KvOptions {
                 self.cache_dtype
             )));
         }
+        let layer = (cfg.num_kv_heads * self.max_context * cfg.head_dim * 4) as u64;
+        if self.max_tensor_bytes != 0 && layer > self.max_tensor_bytes {
+            return Err(ModelError(format!(
+                "one layer's KV cache at the max context N = {} takes {layer} bytes as f32 \
+                 ({} KV heads × N × head dim {} × 4), more than the {}-byte tensor bound \
+                 (Vulkan's storage-buffer range): export with a smaller --max-context",
+                self.max_context, cfg.num_kv_heads, cfg.head_dim, self.max_tensor_bytes
+            )));
+        }
         Ok(())
     }
 }
 
-/// The head of `x: [1, hidden]` and the outputs `(next, K', V'[, values,
-/// ids])`: the argmax as an i32 scalar, the caches (stored in the buffers
-/// the caller passed), then with `top_k` the K largest logits (`[K]` f32)
-/// and their ids (`[K]` i32).
+/// The K and V cache tensors of a function: its inputs, then (after the
+/// blocks) the updated values, each `G` tensors of consecutive layers.
+#[derive(Clone)]
+struct Caches {
+    k: Vec<Value>,
+    v: Vec<Value>,
+}
+
+impl Caches {
+    /// Declares the inputs `K_0..K_{G-1}, V_0..V_{G-1}`.
+    fn inputs(b: &mut Decoder<'_>, opts: &KvOptions) -> Caches {
+        let (ty, count) = (opts.cache_type(b.cfg), opts.cache_count(b.cfg));
+        let k = (0..count).map(|_| b.g.input(ty.clone())).collect();
+        let v = (0..count).map(|_| b.g.input(ty.clone())).collect();
+        Caches { k, v }
+    }
+}
+
+/// The head of `x: [1, hidden]` and the outputs `(next, K_0'…, V_0'…[,
+/// values, ids])`: the argmax as an i32 scalar, the caches (each stored in
+/// the buffer the caller passed for it), then with `top_k` the K largest
+/// logits (`[K]` f32) and their ids (`[K]` i32).
 fn finish(
     b: &mut Decoder<'_>,
     (x, emb): (Value, &Table),
     top_k: Option<usize>,
-    (kc, vc): (Value, Value),
-    (kc_in, vc_in): (Value, Value),
+    out: Caches,
+    inputs: &Caches,
 ) -> Result<(), ModelError> {
     let (id, top) = b.head(x, emb, top_k)?;
-    let mut outs = vec![b.g.reshape(id, &[])?, kc, vc];
+    let mut outs = vec![b.g.reshape(id, &[])?];
+    outs.extend(out.k.iter().chain(&out.v));
     if let Some((values, ids)) = top {
         outs.extend([values, ids]);
     }
     b.g.set_outputs(&outs);
-    b.g.store_output_in_input(1, kc_in)?;
-    b.g.store_output_in_input(2, vc_in)?;
+    for (i, &input) in inputs.k.iter().chain(&inputs.v).enumerate() {
+        b.g.store_output_in_input(1 + i, input)?;
+    }
     Ok(())
 }
 
@@ -154,16 +199,18 @@ fn write_rows(
 /// The blocks of the KV functions: `x: [S, hidden]` at `positions` (i32
 /// `[S]`, the first at `pos`) through every layer, each writing its keys
 /// and values at `pos..pos + S` of the caches (in place) and attending
-/// over keys `0..=position` of the updated cache. Returns (x, K, V).
+/// over keys `0..=position` of the updated cache. Returns (x, the updated
+/// caches).
 fn cached_blocks(
     b: &mut Decoder<'_>,
     mut x: Value,
     positions: Value,
     pos: Value,
-    (mut kc, mut vc): (Value, Value),
-) -> Result<(Value, Value, Value), ModelError> {
+    mut caches: Caches,
+) -> Result<(Value, Caches), ModelError> {
     let cfg = b.cfg;
-    let n = b.g.ty(kc).shape[2];
+    let n = b.g.ty(caches.k[0]).shape[2];
+    let per = b.g.ty(caches.k[0]).shape[0];
     // RoPE rows for these positions, gathered from the [N, rd] tables
     // (LongRoPE: the factors of an N-position context).
     let tables = b.rope_constants(n)?;
@@ -180,14 +227,15 @@ fn cached_blocks(
         let (cos, sin) = ropes.layer(cfg, l);
         let q = b.rope(q, cos, sin)?;
         let k = b.rope(k, cos, sin)?;
-        let (kc2, k) = write_rows(b, kc, k, l, pos)?;
-        let (vc2, v) = write_rows(b, vc, v, l, pos)?;
-        (kc, vc) = (kc2, vc2);
+        let (t, local) = (l / per, l % per);
+        let (kt, k) = write_rows(b, caches.k[t], k, local, pos)?;
+        let (vt, v) = write_rows(b, caches.v[t], v, local, pos)?;
+        (caches.k[t], caches.v[t]) = (kt, vt);
         let mask = masks.layer(&mut b.g, cfg, l)?;
         let a = b.attention(q, k, v, mask)?;
         x = b.finish_block(&lw, x, a)?;
     }
-    Ok((x, kc, vc))
+    Ok((x, caches))
 }
 
 /// Builds the prefill function (see the module docs).
@@ -197,13 +245,11 @@ pub fn build_prefill(
 ) -> Result<crate::graph::Graph, ModelError> {
     opts.check(cfg)?;
     let p = opts.prompt_len;
-    let cache = opts.cache_type(cfg);
     let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.prefill, opts.max_tensor_bytes);
     let tokens = b.g.input(TensorType::new(DType::I32, &[1, p]));
     let start = b.g.input(TensorType::new(DType::I32, &[]));
     let length = b.g.input(TensorType::new(DType::I32, &[]));
-    let kc_in = b.g.input(cache.clone());
-    let vc_in = b.g.input(cache);
+    let inputs = Caches::inputs(&mut b, opts);
     let ids = b.g.reshape(tokens, &[p])?;
     // The LM head runs on one row in both functions.
     let emb = b.embedding(1)?;
@@ -211,14 +257,14 @@ pub fn build_prefill(
     let offsets = b.g.iota(DType::I32, &[p], 0)?;
     let start_b = b.g.broadcast_in_dim(start, &[p], &[])?;
     let positions = b.g.add(offsets, start_b)?;
-    let (x, kc, vc) = cached_blocks(&mut b, x, positions, start, (kc_in, vc_in))?;
+    let (x, caches) = cached_blocks(&mut b, x, positions, start, inputs.clone())?;
     // The hidden state of the chunk's last real token only: the LM head
     // runs on one row.
     let one = b.g.scalar(DType::I32, 1.0)?;
     let last = b.g.sub(length, one)?;
     let last = b.g.reshape(last, &[1])?;
     let xl = b.g.gather_rows(x, last)?;
-    finish(&mut b, (xl, &emb), opts.top_k, (kc, vc), (kc_in, vc_in))?;
+    finish(&mut b, (xl, &emb), opts.top_k, caches, &inputs)?;
     Ok(b.g)
 }
 
@@ -228,18 +274,16 @@ pub fn build_decode(
     opts: &KvOptions,
 ) -> Result<crate::graph::Graph, ModelError> {
     opts.check(cfg)?;
-    let cache = opts.cache_type(cfg);
     let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.decode, opts.max_tensor_bytes);
     let token = b.g.input(TensorType::new(DType::I32, &[1]));
     let pos = b.g.input(TensorType::new(DType::I32, &[]));
-    let kc_in = b.g.input(cache.clone());
-    let vc_in = b.g.input(cache);
+    let inputs = Caches::inputs(&mut b, opts);
     let emb = b.embedding(1)?;
     let x = b.embed(&emb, token)?;
     // Keys 0..=position are visible (within the layer's window, if any);
     // the new key/value go to `position`.
     let pos1 = b.g.reshape(pos, &[1])?;
-    let (x, kc, vc) = cached_blocks(&mut b, x, pos1, pos, (kc_in, vc_in))?;
-    finish(&mut b, (x, &emb), opts.top_k, (kc, vc), (kc_in, vc_in))?;
+    let (x, caches) = cached_blocks(&mut b, x, pos1, pos, inputs.clone())?;
+    finish(&mut b, (x, &emb), opts.top_k, caches, &inputs)?;
     Ok(b.g)
 }
