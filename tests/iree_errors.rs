@@ -6,6 +6,7 @@ use iree_common::*;
 
 use kiln::iree::flags::Target;
 use kiln::iree::{compile, compile_many, IreeError, Toolchain};
+use kiln::params::TensorWriter;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -300,6 +301,33 @@ fn run_argument_errors() {
         .output()
         .unwrap();
     assert!(failed(&out).contains("--params"));
+    // A truncated archive: kiln's reader names the file and the problem
+    // before the runtime sees it.
+    let bytes = std::fs::read(&st).unwrap();
+    let cut = dir.path().join("cut.safetensors");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let out = kiln_run(&vmfb, &cut)
+        .args(["--tokens", "1"])
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(err.contains("cut.safetensors"), "{err}");
+    let archive = dir.path().join("bad.irpa");
+    let spec = kiln::params::irpa::EntrySpec::data("w", 100_000);
+    let mut irpa = kiln::params::irpa::IrpaWriter::new(&archive, vec![spec]).unwrap();
+    irpa.write_tensor("w", &[7u8; 100_000]).unwrap();
+    irpa.finish().unwrap();
+    let bytes = std::fs::read(&archive).unwrap();
+    std::fs::write(&archive, &bytes[..bytes.len() / 2]).unwrap();
+    let out = kiln_run(&vmfb, &archive)
+        .args(["--tokens", "1"])
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(
+        err.contains("bad.irpa") && !err.contains("irpa_parser.c"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -319,6 +319,10 @@ pub fn resolve(
             cand
         }
     };
+    // Read the file's index with kiln's own reader first: a truncated or
+    // corrupt archive is then kiln's error naming the file and what is
+    // wrong, not the runtime's (`irpa_parser.c:298: OUT_OF_RANGE …`).
+    crate::params::open_any(&params)?;
     Ok(Resolved {
         seq,
         function,
