@@ -29,9 +29,17 @@ pub struct Args {
     /// Most tokens to generate.
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub max_new_tokens: usize,
-    /// Wrap the prompt in the model's chat template (a user message).
+    /// Wrap the prompt in the model's chat template (a user message;
+    /// ChatML when the model has no template).
     #[arg(long)]
     pub chat: bool,
+    /// With --chat: a system message before the prompt.
+    #[arg(long, value_name = "TEXT", requires = "chat")]
+    pub system: Option<String>,
+    /// With --chat: render with this Jinja chat template instead of the
+    /// model's own.
+    #[arg(long, value_name = "FILE", requires = "chat")]
+    pub chat_template: Option<PathBuf>,
     /// Tokenizer: a GGUF file or an HF tokenizer.json (default: the
     /// checkpoint the module was exported from, when it is a GGUF file or
     /// an HF folder with tokenizer.json).
@@ -88,7 +96,13 @@ pub fn run(a: Args) -> Result<i32> {
                 None
             }
         },
-        (None, _) => None,
+        (None, Some(_)) => {
+            eprintln!(
+                "kiln generate: no tokenizer (pass --tokenizer FILE for text); printing token ids"
+            );
+            None
+        }
+        (None, None) => None,
     };
     let prompt: Vec<i32> = match (&a.prompt, &a.tokens) {
         (Some(text), _) => {
@@ -99,7 +113,13 @@ pub fn run(a: Args) -> Result<i32> {
                 )
             })?;
             let text = if a.chat {
-                t.apply_chat(&[("user", text.as_str())], true)?
+                let template = super::chat::chat_template(t, a.chat_template.as_deref())?;
+                let mut messages = Vec::new();
+                if let Some(system) = &a.system {
+                    messages.push(("system", system.as_str()));
+                }
+                messages.push(("user", text.as_str()));
+                template.render(&messages, true)?
             } else {
                 text.clone()
             };
@@ -203,7 +223,9 @@ pub fn run(a: Args) -> Result<i32> {
     }
     let mut rest = String::new();
     if g.stop != Stop::Caller {
-        rest = stops.push(&decoder.finish()).0;
+        if let Some(t) = &tokenizer {
+            rest = stops.push(&decoder.finish(t)?).0;
+        }
         rest.push_str(&stops.finish());
     }
     println!("{rest}");
