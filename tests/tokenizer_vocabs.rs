@@ -5,7 +5,11 @@
 //! `tests/fixtures/tokenizer/llama.cpp/ggml-vocab-{llama-spm,phi-3}.gguf`
 //! (committed). Byte-level with Llama 3's and Qwen2's regexes:
 //! `ggml-vocab-{llama-bpe,qwen2}.gguf` in the cache
-//! (`scripts/fetch-llama-vocab.sh`).
+//! (`scripts/fetch-llama-vocab.sh`). Gemma 3: the real 270M GGUF in the
+//! cache (`scripts/fetch-gemma3.sh`) against transformers' ids
+//! (`gemma3-transformers.json`).
+
+mod common;
 
 use kiln::tokenizer::{StreamDecoder, Tokenizer};
 use std::path::PathBuf;
@@ -517,5 +521,73 @@ fn byte_level_random_texts_match_transformers() {
         let want = doc["byte_level_random"][name].as_array().unwrap();
         assert_eq!(want.len(), texts.len());
         expect_encodes(&tok, name, texts.iter().copied().zip(want.iter().map(ids)));
+    }
+}
+
+/// Decodes `ids` one token at a time with [`StreamDecoder`].
+fn streamed(tok: &Tokenizer, ids: &[u32]) -> String {
+    let mut s = StreamDecoder::new();
+    let mut out = String::new();
+    for &id in ids {
+        out.push_str(&s.push(tok, id).unwrap());
+    }
+    out + &s.finish(tok).unwrap()
+}
+
+/// The real Gemma 3 270M vocabulary (262,144 tokens, merges from token
+/// positions, whitespace tokens respelled, byte fallback, no space prefix)
+/// against transformers' GGUF tokenizer: special tokens, bos, decoding,
+/// and the 300 pseudo-random texts; random texts round-trip.
+#[test]
+fn gemma3_vocabulary_matches_transformers() {
+    let Some(gguf) = common::gemma3_gguf() else {
+        return;
+    };
+    let t0 = std::time::Instant::now();
+    let tok = Tokenizer::from_gguf(&gguf).unwrap();
+    eprintln!("Gemma 3 vocabulary loaded in {:?}", t0.elapsed());
+    let doc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(vocab("../gemma3-transformers.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(tok.vocab_size() as u64, doc["vocab_size"].as_u64().unwrap());
+    assert_eq!(tok.bos().map(u64::from), doc["bos_token_id"].as_u64());
+    assert_eq!(tok.eos().map(u64::from), doc["eos_token_id"].as_u64());
+    assert_eq!(tok.adds_bos(), doc["adds_bos"].as_bool().unwrap());
+    for c in doc["cases"].as_array().unwrap() {
+        let text = c["text"].as_str().unwrap();
+        let got = tok.encode(text).unwrap();
+        assert_eq!(got, ids(&c["ids"]), "{text:?}");
+        assert_eq!(
+            tok.encode_prompt(text, false).unwrap(),
+            ids(&c["ids_with_bos"]),
+            "{text:?}"
+        );
+        let decoded = tok.decode(&got).unwrap();
+        assert_eq!(decoded, c["decode"].as_str().unwrap(), "{text:?}");
+        assert_eq!(streamed(&tok, &got), decoded, "streamed {text:?}");
+        assert_eq!(
+            tok.decode_skipping_special(&got).unwrap(),
+            c["decode_skip_special"].as_str().unwrap(),
+            "{text:?}"
+        );
+    }
+    let texts = transformers_doc()["phi3_random"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>();
+    let want = doc["random"].as_array().unwrap();
+    assert_eq!(want.len(), 300);
+    expect_encodes(
+        &tok,
+        "gemma3",
+        texts.iter().map(String::as_str).zip(want.iter().map(ids)),
+    );
+    for text in random_texts(1500, 0x6E6D_6133) {
+        let ids = tok.encode(&text).unwrap();
+        assert_eq!(tok.decode(&ids).unwrap(), text, "{text:?} -> {ids:?}");
+        assert_eq!(streamed(&tok, &ids), text, "streamed {text:?}");
     }
 }
