@@ -17,6 +17,8 @@
 
 use super::TokenizerError;
 use crate::params::gguf::{GgufFile, GgufValue};
+use ahash::AHashMap;
+use rayon::prelude::*;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 
@@ -156,6 +158,105 @@ impl GgufVocab {
     /// vocabulary (see the module documentation), which
     /// [`super::Tokenizer::from_tokenizer_json`] and transformers both load.
     pub fn tokenizer_files(&self) -> Result<TokenizerFiles, TokenizerError> {
+        let p = self.parts()?;
+        let mut vocab = Map::with_capacity(p.spelled.len());
+        // A repeated spelling keeps its first place and its last id, as
+        // transformers' dict does.
+        for (i, t) in p.spelled.iter().enumerate() {
+            vocab.insert(t.clone(), json!(i));
+        }
+        let added: Vec<Value> = p
+            .added
+            .iter()
+            .map(|(id, content, special)| {
+                json!({
+                    "id": id, "content": content, "single_word": false, "lstrip": false,
+                    "rstrip": false, "normalized": false, "special": special
+                })
+            })
+            .collect();
+        let model = json!({
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": p.unk,
+            "continuing_subword_prefix": null,
+            "end_of_word_suffix": null,
+            "fuse_unk": p.spm,
+            "byte_fallback": p.spm,
+            "ignore_merges": p.ignore_merges,
+            "vocab": vocab,
+            "merges": p.merges.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>()
+        });
+        let tokenizer = json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": added,
+            "normalizer": p.normalizer,
+            "pre_tokenizer": p.pre_tokenizer,
+            "post_processor": p.post_processor,
+            "decoder": p.decoder,
+            "model": model
+        });
+        let mut tokenizer_json =
+            serde_json::to_string(&tokenizer).map_err(|e| malformed(e.to_string()))?;
+        tokenizer_json.push('\n');
+        Ok(TokenizerFiles {
+            tokenizer_json,
+            tokenizer_config_json: p.config_json()?,
+        })
+    }
+
+    /// The `tokenizers` crate's tokenizer of this vocabulary, built
+    /// directly (no JSON in between, which is what makes loading a
+    /// 262,144-token vocabulary fast), and its `tokenizer_config.json`. It
+    /// is the tokenizer [`GgufVocab::tokenizer_files`] describes.
+    pub(super) fn build(&self) -> Result<(tokenizers::Tokenizer, String), TokenizerError> {
+        use tokenizers::models::bpe::BPE;
+        let p = self.parts()?;
+        let config = p.config_json()?;
+        let mut vocab = ahash::AHashMap::with_capacity(p.spelled.len());
+        for (i, t) in p.spelled.into_iter().enumerate() {
+            vocab.insert(t, i as u32);
+        }
+        let mut bpe = BPE::builder()
+            .vocab_and_merges(vocab, p.merges)
+            .fuse_unk(p.spm)
+            .byte_fallback(p.spm)
+            .ignore_merges(p.ignore_merges);
+        if let Some(u) = p.unk {
+            bpe = bpe.unk_token(u);
+        }
+        let bpe = bpe.build().map_err(|e| malformed(e.to_string()))?;
+        let mut tok = tokenizers::Tokenizer::new(bpe);
+        tok.with_normalizer(component::<tokenizers::NormalizerWrapper>(
+            p.normalizer,
+            "normalizer",
+        )?);
+        tok.with_pre_tokenizer(component::<tokenizers::PreTokenizerWrapper>(
+            p.pre_tokenizer,
+            "pre_tokenizer",
+        )?);
+        tok.with_post_processor(component::<tokenizers::PostProcessorWrapper>(
+            p.post_processor,
+            "post_processor",
+        )?);
+        tok.with_decoder(component::<tokenizers::DecoderWrapper>(
+            p.decoder, "decoder",
+        )?);
+        let added: Vec<tokenizers::AddedToken> = p
+            .added
+            .into_iter()
+            .map(|(_, content, special)| {
+                tokenizers::AddedToken::from(content, special).normalized(false)
+            })
+            .collect();
+        tok.add_tokens(&added);
+        Ok((tok, config))
+    }
+
+    /// What [`GgufVocab::tokenizer_files`] and [`GgufVocab::build`] write.
+    fn parts(&self) -> Result<Parts, TokenizerError> {
         let kind = self.kind()?;
         let tokens = &self.tokens;
         let n = tokens.len();
@@ -201,12 +302,7 @@ impl GgufVocab {
                 })
                 .collect(),
         };
-        let mut vocab = Map::with_capacity(n);
-        // A repeated spelling keeps its first place and its last id, as
-        // transformers' dict does.
-        for (i, t) in spelled.iter().enumerate() {
-            vocab.insert(t.clone(), json!(i));
-        }
+        let in_vocab: HashSet<&str> = spelled.iter().map(String::as_str).collect();
         let mut added = Vec::new();
         let mut added_names: HashMap<u32, &str> = HashMap::new();
         for (i, (t, &ty)) in tokens.iter().zip(&types).enumerate() {
@@ -215,13 +311,10 @@ impl GgufVocab {
             // is added only under its vocabulary spelling.
             let special =
                 ty == CONTROL && (kind != Kind::ByteLevel || t.chars().all(is_byte_level_char));
-            let user = ty == USER_DEFINED && vocab.contains_key(t.as_str());
+            let user = ty == USER_DEFINED && in_vocab.contains(t.as_str());
             if special || user {
                 added_names.insert(i as u32, t);
-                added.push(json!({
-                    "id": i, "content": t, "single_word": false, "lstrip": false,
-                    "rstrip": false, "normalized": false, "special": special
-                }));
+                added.push((i as u32, t.clone(), special));
             }
         }
         // The text a config names a token by: an added token's content, else
@@ -301,18 +394,6 @@ impl GgufVocab {
             ),
         };
         let spm = kind != Kind::ByteLevel;
-        let model = json!({
-            "type": "BPE",
-            "dropout": null,
-            "unk_token": if spm { self.unk.map(name_of) } else { None },
-            "continuing_subword_prefix": null,
-            "end_of_word_suffix": null,
-            "fuse_unk": spm,
-            "byte_fallback": spm,
-            "ignore_merges": ignore_merges,
-            "vocab": vocab,
-            "merges": pairs.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>()
-        });
         // llama.cpp adds bos to a SentencePiece vocabulary that does not say otherwise.
         let add_bos = self.add_bos.unwrap_or(spm);
         let post_processor = match (add_bos, self.bos) {
@@ -335,17 +416,6 @@ impl GgufVocab {
             }
             _ => Value::Null,
         };
-        let tokenizer = json!({
-            "version": "1.0",
-            "truncation": null,
-            "padding": null,
-            "added_tokens": added,
-            "normalizer": normalizer,
-            "pre_tokenizer": pre_tokenizer,
-            "post_processor": post_processor,
-            "decoder": decoder,
-            "model": model
-        });
         let mut config = Map::new();
         config.insert("tokenizer_class".into(), json!("PreTrainedTokenizerFast"));
         config.insert("add_bos_token".into(), json!(add_bos));
@@ -362,20 +432,54 @@ impl GgufVocab {
         if let Some(t) = &self.chat_template {
             config.insert("chat_template".into(), json!(t));
         }
-        let to_string = |v: &Value, pretty: bool| {
-            let mut s = if pretty {
-                serde_json::to_string_pretty(v)
-            } else {
-                serde_json::to_string(v)
-            }
-            .map_err(|e| malformed(e.to_string()))?;
-            s.push('\n');
-            Ok::<_, TokenizerError>(s)
-        };
-        Ok(TokenizerFiles {
-            tokenizer_json: to_string(&tokenizer, false)?,
-            tokenizer_config_json: to_string(&Value::Object(config), true)?,
+        Ok(Parts {
+            unk: if spm { self.unk.map(name_of) } else { None },
+            spelled,
+            merges: pairs,
+            added,
+            spm,
+            ignore_merges,
+            normalizer,
+            pre_tokenizer,
+            decoder,
+            post_processor,
+            config,
         })
+    }
+}
+
+/// One tokenizer component from its `tokenizer.json` value (`null`: none).
+fn component<T: serde::de::DeserializeOwned>(
+    v: Value,
+    what: &str,
+) -> Result<Option<T>, TokenizerError> {
+    serde_json::from_value(v).map_err(|e| malformed(format!("{what}: {e}")))
+}
+
+/// A GGUF vocabulary as the pieces of an HF tokenizer.
+struct Parts {
+    /// Each id's token in the vocabulary's spelling.
+    spelled: Vec<String>,
+    merges: Vec<(String, String)>,
+    /// `(id, content, special)` of the added tokens.
+    added: Vec<(u32, String, bool)>,
+    unk: Option<String>,
+    /// SentencePiece-style (byte fallback, unknown runs fused).
+    spm: bool,
+    ignore_merges: bool,
+    normalizer: Value,
+    pre_tokenizer: Value,
+    decoder: Value,
+    post_processor: Value,
+    config: Map<String, Value>,
+}
+
+impl Parts {
+    fn config_json(&self) -> Result<String, TokenizerError> {
+        let mut s =
+            serde_json::to_string_pretty(&self.config).map_err(|e| malformed(e.to_string()))?;
+        s.push('\n');
+        Ok(s)
     }
 }
 
@@ -444,68 +548,67 @@ fn parse_merges(merges: &[String]) -> Result<Vec<(String, String)>, TokenizerErr
 /// best score first, then longer left and right pieces first, ties in
 /// vocabulary order.
 pub fn merges_from_scores(tokens: &[String], scores: &[f32]) -> Vec<(String, String)> {
-    // A repeated token maps to its last id, as in transformers' dict.
-    let ids: HashMap<&str, usize> = tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.as_str(), i))
-        .collect();
+    // A repeated token maps to its last id (and score), as in transformers'
+    // dict, and is visited once, at its first position.
+    let mut ids: AHashMap<&str, usize> = AHashMap::with_capacity(tokens.len());
+    let mut first: AHashMap<&str, usize> = AHashMap::with_capacity(tokens.len());
+    for (i, t) in tokens.iter().enumerate() {
+        ids.insert(t.as_str(), i);
+        first.entry(t.as_str()).or_insert(i);
+    }
     // (score, left length, right length, sequence) sorts the candidates;
     // `sequence` is the position in transformers' pre-sort list.
     struct Cand {
         score: f32,
-        left_len: usize,
-        right_len: usize,
-        seq: usize,
-        left: usize,
-        right: usize,
+        left_len: u32,
+        right_len: u32,
+        left: u32,
+        right: u32,
     }
-    let mut cands: Vec<Cand> = Vec::new();
-    // transformers iterates a dict built from the token list: a repeated
-    // token keeps its first position and its last score.
-    let mut score_of: HashMap<&str, f32> = HashMap::with_capacity(tokens.len());
-    for (t, &s) in tokens.iter().zip(scores) {
-        score_of.insert(t.as_str(), s);
-    }
-    let mut seen = HashSet::with_capacity(tokens.len());
-    let mut local: Vec<(usize, usize, usize, usize)> = Vec::new();
-    for token in tokens {
-        if !seen.insert(token.as_str()) {
-            continue;
-        }
-        let score = score_of[token.as_str()];
-        local.clear();
-        // Splits at character boundaries (Python slices a str by code point).
-        for cut in token.char_indices().map(|(i, _)| i).skip(1) {
-            let (l, r) = token.split_at(cut);
-            if let (Some(&li), Some(&ri)) = (ids.get(l), ids.get(r)) {
-                local.push((li, ri, l.chars().count(), r.chars().count()));
+    let per_token: Vec<Vec<Cand>> = tokens
+        .par_iter()
+        .enumerate()
+        .map(|(i, token)| {
+            let mut local = Vec::new();
+            if first[token.as_str()] != i {
+                return local;
             }
-        }
-        local.sort_by_key(|&(li, ri, _, _)| (li, ri));
-        for &(li, ri, ll, rl) in &local {
-            cands.push(Cand {
-                score,
-                left_len: ll,
-                right_len: rl,
-                seq: cands.len(),
-                left: li,
-                right: ri,
-            });
-        }
-    }
+            let score = scores.get(ids[token.as_str()]).copied().unwrap_or(0.0);
+            let chars = token.chars().count() as u32;
+            // Splits at character boundaries (Python slices a str by code point).
+            for (k, (cut, _)) in token.char_indices().enumerate().skip(1) {
+                let (l, r) = token.split_at(cut);
+                if let (Some(&li), Some(&ri)) = (ids.get(l), ids.get(r)) {
+                    local.push(Cand {
+                        score,
+                        left_len: k as u32,
+                        right_len: chars - k as u32,
+                        left: li as u32,
+                        right: ri as u32,
+                    });
+                }
+            }
+            local.sort_by_key(|c| (c.left, c.right));
+            local
+        })
+        .collect();
     // Python's stable sort with reverse=True: descending keys, equal keys
-    // in their original order.
-    cands.sort_by(|a, b| {
+    // in their original order (rayon's sort is stable too).
+    let mut cands: Vec<Cand> = per_token.into_iter().flatten().collect();
+    cands.par_sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
             .then(b.left_len.cmp(&a.left_len))
             .then(b.right_len.cmp(&a.right_len))
-            .then(a.seq.cmp(&b.seq))
     });
     cands
-        .into_iter()
-        .map(|c| (tokens[c.left].clone(), tokens[c.right].clone()))
+        .par_iter()
+        .map(|c| {
+            (
+                tokens[c.left as usize].clone(),
+                tokens[c.right as usize].clone(),
+            )
+        })
         .collect()
 }
 

@@ -77,6 +77,17 @@ impl Tokenizer {
         config_label: &Path,
     ) -> Result<Tokenizer> {
         let inner: tokenizers::Tokenizer = json.parse().map_err(|e| file_error(label, e))?;
+        Tokenizer::assemble(inner, config, template, label, config_label)
+    }
+
+    /// [`Tokenizer::from_texts`] of a `tokenizers` crate tokenizer.
+    fn assemble(
+        inner: tokenizers::Tokenizer,
+        config: &str,
+        template: Option<String>,
+        label: &Path,
+        config_label: &Path,
+    ) -> Result<Tokenizer> {
         let config = parse_json(config, config_label)?;
         // The post-processor as its JSON, to see whether it writes the bos.
         let post = serde_json::to_value(inner.get_post_processor()).unwrap_or(Value::Null);
@@ -181,14 +192,8 @@ impl Tokenizer {
     /// The tokenizer of GGUF tokenizer metadata read elsewhere; errors name
     /// `path`.
     pub fn from_gguf_vocab(vocab: &GgufVocab, path: &Path) -> Result<Tokenizer> {
-        let files = vocab.tokenizer_files().map_err(|e| file_error(path, e))?;
-        Tokenizer::from_texts(
-            &files.tokenizer_json,
-            &files.tokenizer_config_json,
-            None,
-            path,
-            path,
-        )
+        let (inner, config) = vocab.build().map_err(|e| file_error(path, e))?;
+        Tokenizer::assemble(inner, &config, None, path, path)
     }
 
     /// Opens a tokenizer from a GGUF file, an HF `tokenizer.json`, or an HF
