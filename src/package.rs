@@ -132,8 +132,51 @@ pub struct AssetsManifest {
     pub tokenizer: Option<String>,
     /// Its `tokenizer_config.json` (bos/eos tokens, chat template), when packaged.
     pub tokenizer_config: Option<String>,
+    /// The model's chat template, when the tokenizer has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<AssetsChat>,
     /// Size and sha256 of every other file, sorted by path.
     pub files: Vec<FileRecord>,
+}
+
+/// The chat template in the assets: the Jinja source (as in the
+/// tokenizer config) and, for apps without a Jinja engine, the text it
+/// writes around each message.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AssetsChat {
+    /// The Jinja `chat_template`.
+    pub template: String,
+    /// The template pre-rendered.
+    #[serde(flatten)]
+    pub affixes: crate::tokenizer::ChatAffixes,
+}
+
+/// The chat template of the packaged tokenizer at `tokenizer_json`, or
+/// `None` (with a warning when kiln cannot read the tokenizer).
+fn packaged_chat(tokenizer_json: &Path, warnings: &mut Vec<String>) -> Option<AssetsChat> {
+    let tok = match Tokenizer::from_tokenizer_json(tokenizer_json) {
+        Ok(t) => t,
+        Err(e) => {
+            warnings.push(format!("no chat template in the manifest: {e}"));
+            return None;
+        }
+    };
+    match tok.template() {
+        Ok(Some(t)) => Some(AssetsChat {
+            template: tok.chat_template().unwrap_or_default().to_string(),
+            affixes: t.affixes(),
+        }),
+        Ok(None) => None,
+        Err(e) => {
+            warnings.push(format!(
+                "the chat template does not compile ({e}); recorded without affixes"
+            ));
+            tok.chat_template().map(|t| AssetsChat {
+                template: t.to_string(),
+                affixes: Default::default(),
+            })
+        }
+    }
 }
 
 /// The KV-cache pair in the assets: the functions, their shapes, and the
@@ -541,6 +584,7 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
         (&modules, &kv_modules),
         tokenizer,
         out,
+        &mut warnings,
     );
     if result.is_err() && created {
         // Only removes the directory when it is still empty.
@@ -567,6 +611,7 @@ fn stage_and_commit(
     (modules, kv_modules): (&[Found], &[Found]),
     tokenizer: TokenizerPlan,
     out: &Path,
+    warnings: &mut Vec<String>,
 ) -> Result<Staged> {
     let name = &m.name;
     let staging = tempfile::Builder::new()
@@ -648,6 +693,9 @@ fn stage_and_commit(
             (Some(tok_name), cfg)
         }
     };
+    let chat = tok
+        .as_ref()
+        .and_then(|t| packaged_chat(&st.join(t), warnings));
     for f in tok.iter().chain(cfg.iter()) {
         let p = st.join(f);
         let bytes = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?.len();
@@ -679,6 +727,7 @@ fn stage_and_commit(
         kv,
         tokenizer: tok,
         tokenizer_config: cfg,
+        chat,
         files,
     };
     let manifest_name = format!("{name}.manifest.json");

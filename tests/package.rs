@@ -432,6 +432,14 @@ fn fabricated_export_packages_what_exists() {
         cfg["chat_template"],
         "{% for m in messages %}{{ m['content'] }}<|end|>{% endfor %}"
     );
+    // The manifest records the template, and what it writes around each
+    // message for apps without Jinja.
+    let chat = am.chat.as_ref().unwrap();
+    assert_eq!(chat.template, cfg["chat_template"].as_str().unwrap());
+    let pair = |p: &str, s: &str| Some((p.to_string(), s.to_string()));
+    assert_eq!(chat.affixes.user, pair("", "<|end|>"));
+    assert_eq!(chat.affixes.assistant, pair("", "<|end|>"));
+    assert_eq!(chat.affixes.generation_prompt.as_deref(), Some(""));
     // stdout lists the written files, the manifest last.
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(out.lines().count(), am.files.len() + 1);

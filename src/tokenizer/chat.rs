@@ -101,7 +101,9 @@ impl ChatTemplate {
         before: &[(&str, &str)],
         role: &str,
     ) -> Result<Option<(String, String)>, TokenizerError> {
-        const MARK: &str = "\u{e000}kiln-content\u{e001}";
+        // Spaces at both ends: a template that trims the content does not
+        // write it verbatim, and is caught.
+        const MARK: &str = " \u{e000}kiln-content\u{e001} ";
         let head = self.render(before, false)?;
         let mut msgs = before.to_vec();
         msgs.push((role, MARK));
@@ -113,6 +115,47 @@ impl ChatTemplate {
             .split_once(MARK)
             .filter(|(_, suffix)| !suffix.contains(MARK))
             .map(|(p, s)| (p.to_string(), s.to_string())))
+    }
+}
+
+/// A chat template pre-rendered for apps without a Jinja engine: the text
+/// around each message. A conversation is `start`, then each message as
+/// `prefix + content + suffix` of its role, then `generation_prompt`.
+/// A field is `None` where the template does not write a message that way
+/// (it trims or moves the content, or refuses the role).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ChatAffixes {
+    /// What the template writes before the first user message (bos, a
+    /// default system prompt), with that message's own prefix.
+    pub first_user_prefix: Option<String>,
+    /// Around a system message that opens the conversation.
+    pub system: Option<(String, String)>,
+    /// Around a later user message (after a user and an assistant turn).
+    pub user: Option<(String, String)>,
+    /// Around an assistant message.
+    pub assistant: Option<(String, String)>,
+    /// What `add_generation_prompt` appends (the assistant's turn opening).
+    pub generation_prompt: Option<String>,
+}
+
+impl ChatTemplate {
+    /// The template pre-rendered ([`ChatAffixes`]).
+    pub fn affixes(&self) -> ChatAffixes {
+        let ok = |r: Result<Option<(String, String)>, TokenizerError>| r.ok().flatten();
+        let turn = [("user", "Hi"), ("assistant", "Hello")];
+        let generation_prompt = (|| {
+            let m = [("user", "Hi")];
+            let without = self.render(&m, false).ok()?;
+            let with = self.render(&m, true).ok()?;
+            with.strip_prefix(&without).map(str::to_string)
+        })();
+        ChatAffixes {
+            first_user_prefix: ok(self.role_affixes(&[], "user")).map(|(p, _)| p),
+            system: ok(self.role_affixes(&[], "system")),
+            user: ok(self.role_affixes(&turn, "user")),
+            assistant: ok(self.role_affixes(&turn[..1], "assistant")),
+            generation_prompt,
+        }
     }
 }
 
@@ -301,6 +344,28 @@ mod tests {
             (p.as_str(), s.as_str()),
             ("<|im_start|>user\n", "<|im_end|>\n")
         );
+    }
+
+    #[test]
+    fn affixes_of_a_template() {
+        let t = ChatTemplate::new(CHATML_TEMPLATE, None, None).unwrap();
+        let a = t.affixes();
+        let pair = |p: &str, s: &str| Some((p.to_string(), s.to_string()));
+        assert_eq!(a.user, pair("<|im_start|>user\n", "<|im_end|>\n"));
+        assert_eq!(a.system, pair("<|im_start|>system\n", "<|im_end|>\n"));
+        assert_eq!(a.assistant, pair("<|im_start|>assistant\n", "<|im_end|>\n"));
+        assert_eq!(
+            a.generation_prompt.as_deref(),
+            Some("<|im_start|>assistant\n")
+        );
+        // A template that trims the content has no verbatim affixes.
+        let trims = ChatTemplate::new(
+            "{% for m in messages %}[{{ m.content | trim }}]{% endfor %}",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(trims.affixes().user, None);
     }
 
     #[test]

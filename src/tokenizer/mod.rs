@@ -22,7 +22,7 @@ mod chat;
 mod gguf;
 mod load;
 
-pub use chat::{ChatTemplate, Message, CHATML_TEMPLATE};
+pub use chat::{ChatAffixes, ChatTemplate, Message, CHATML_TEMPLATE};
 pub use gguf::{
     gguf_tokenizer_files, merges_from_scores, GgufVocab, TokenizerFiles, LLAMA3_REGEX, QWEN2_REGEX,
     SUPPORTED_MODELS, SUPPORTED_PRE,
