@@ -59,6 +59,21 @@ fn family_templates_render_as_transformers() {
                 .unwrap(),
             ),
         };
+        if name == "smollm2" {
+            // What docs/android.md shows for SmolLM2's manifest.
+            let a = tok.template().unwrap().unwrap().affixes();
+            let pair = |p: &str, s: &str| Some((p.to_string(), s.to_string()));
+            assert_eq!(a.user, pair("<|im_start|>user\n", "<|im_end|>\n"));
+            assert_eq!(a.system, pair("<|im_start|>system\n", "<|im_end|>\n"));
+            assert_eq!(
+                a.generation_prompt.as_deref(),
+                Some("<|im_start|>assistant\n")
+            );
+            assert!(a
+                .first_user_prefix
+                .unwrap()
+                .ends_with("Hugging Face<|im_end|>\n<|im_start|>user\n"));
+        }
         for case in fam["cases"].as_array().unwrap() {
             let messages: Vec<(&str, &str)> = case["messages"]
                 .as_array()
