@@ -89,6 +89,7 @@ pub fn run(a: Args) -> Result<i32> {
     );
     let template = chat_template(&tokenizer, a.chat_template.as_deref())?;
     let mut chat = Chat::new(&tokenizer, template, a.system.clone());
+    let template_source = a.chat_template.clone().unwrap_or(tok_path.clone());
     let mut conv = Conversation::new(model.as_mut())?;
     let mut out = std::io::stdout();
     let stdin = std::io::stdin();
@@ -110,7 +111,16 @@ pub fn run(a: Args) -> Result<i32> {
             }
             _ => {}
         }
-        let ids = chat.render(&line)?;
+        let ids = match chat.render(&line) {
+            Ok(ids) => ids,
+            Err(Error::Tokenizer(e)) => {
+                // The template refused the conversation: say so, keep going.
+                chat.forget_last();
+                eprintln!("({}: {e})", template_source.display());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         // The caches hold a prefix of the rendered conversation: prefill
         // the rest only. (If the tokens diverge, start over from all.)
         if !ids.starts_with(conv.tokens()) {
@@ -192,6 +202,20 @@ pub(super) fn chat_template(tokenizer: &Tokenizer, file: Option<&Path>) -> Resul
         Some(f) => Error::Usage(format!("--chat-template {}: {e}", f.display())),
         None => e.into(),
     })
+}
+
+/// A rendering error, naming where the template came from: the
+/// `--chat-template` file, else the tokenizer file.
+pub(super) fn template_error(
+    file: Option<&Path>,
+    tokenizer: Option<&Path>,
+    e: crate::tokenizer::TokenizerError,
+) -> Error {
+    match (file, tokenizer) {
+        (Some(f), _) => Error::Usage(format!("--chat-template {}: {e}", f.display())),
+        (None, Some(t)) => Error::Usage(format!("{}: {e}", t.display())),
+        (None, None) => e.into(),
+    }
 }
 
 /// The messages so far and their rendering with the chat template.

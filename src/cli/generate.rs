@@ -119,7 +119,9 @@ pub fn run(a: Args) -> Result<i32> {
                     messages.push(("system", system.as_str()));
                 }
                 messages.push(("user", text.as_str()));
-                template.render(&messages, true)?
+                template.render(&messages, true).map_err(|e| {
+                    super::chat::template_error(a.chat_template.as_deref(), tok_path.as_deref(), e)
+                })?
             } else {
                 text.clone()
             };
