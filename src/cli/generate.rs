@@ -85,21 +85,20 @@ pub fn run(a: Args) -> Result<i32> {
         .tokenizer
         .clone()
         .or_else(|| r.manifest.source_tokenizer());
+    // With token ids the tokenizer only turns the output into text:
+    // without one kiln prints ids, and says so once generation starts.
+    let mut ids_note = None;
     let tokenizer = match (&tok_path, &a.tokens) {
         (Some(p), None) => Some(Tokenizer::open(p)?),
-        // With token ids the tokenizer only turns the output into text:
-        // without one kiln prints ids.
         (Some(p), Some(_)) => match Tokenizer::open(p) {
             Ok(t) => Some(t),
             Err(e) => {
-                eprintln!("kiln generate: no tokenizer ({e}); printing token ids");
+                ids_note = Some(format!("no tokenizer ({e})"));
                 None
             }
         },
         (None, Some(_)) => {
-            eprintln!(
-                "kiln generate: no tokenizer (pass --tokenizer FILE for text); printing token ids"
-            );
+            ids_note = Some("no tokenizer (pass --tokenizer FILE for text)".to_string());
             None
         }
         (None, None) => None,
@@ -195,6 +194,9 @@ pub fn run(a: Args) -> Result<i32> {
         return Err(Error::Usage(
             "--stop matches decoded text and needs a tokenizer: pass --tokenizer FILE".into(),
         ));
+    }
+    if let Some(note) = ids_note {
+        eprintln!("kiln generate: {note}; printing token ids");
     }
     let mut stdout = std::io::stdout();
     let mut decoder = StreamDecoder::new();
