@@ -11,9 +11,14 @@ tests/tokenizer_vocabs.rs reads it from the cache. Recorded here:
   add_special_tokens=False)`;
 - `cases`: texts with Gemma's special tokens and whitespace runs: ids, ids
   with the bos (`tokenizer(text).input_ids`), decode, and decode skipping
-  special tokens.
+  special tokens;
+- `tokenizer_json`: of the `tokenizer.json` transformers builds, the merges'
+  count and sha256 (`"a b"` lines joined by newlines), the added tokens'
+  count and sha256 (`id content special` lines), and the normalizer,
+  pre-tokenizer and decoder, which `kiln package`'s must equal.
 """
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -61,6 +66,16 @@ def main():
                 "decode_skip_special": tok.decode(ids, skip_special_tokens=True),
             }
         )
+    built = json.loads(tok.backend_tokenizer.to_str())
+    merges = "\n".join(" ".join(m) for m in built["model"]["merges"])
+    added = "\n".join(f"{t['id']} {t['content']} {str(t['special']).lower()}" for t in built["added_tokens"])
+    doc["tokenizer_json"] = {
+        "merges": {"count": len(built["model"]["merges"]), "sha256": hashlib.sha256(merges.encode()).hexdigest()},
+        "added_tokens": {"count": len(built["added_tokens"]), "sha256": hashlib.sha256(added.encode()).hexdigest()},
+        "normalizer": built["normalizer"],
+        "pre_tokenizer": built["pre_tokenizer"],
+        "decoder": built["decoder"],
+    }
     write_json(OUT, doc)
     print(f"wrote {OUT}")
 

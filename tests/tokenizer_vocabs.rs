@@ -591,3 +591,58 @@ fn gemma3_vocabulary_matches_transformers() {
         assert_eq!(streamed(&tok, &ids), text, "streamed {text:?}");
     }
 }
+
+/// The `tokenizer.json` `kiln package` writes for the Gemma 3 GGUF is the
+/// one transformers builds: the same merges and added tokens (count and
+/// sha256) and the same normalizer, pre-tokenizer and decoder.
+#[test]
+fn gemma3_packaged_tokenizer_json_is_transformers() {
+    use sha2::{Digest, Sha256};
+    let Some(gguf) = common::gemma3_gguf() else {
+        return;
+    };
+    let f = kiln::params::gguf::GgufFile::open(&gguf).unwrap();
+    let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+    let got: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
+    let want: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(vocab("../gemma3-transformers.json")).unwrap(),
+    )
+    .unwrap();
+    let want = &want["tokenizer_json"];
+    let digest = |lines: Vec<String>| kiln::util::hex(&Sha256::digest(lines.join("\n").as_bytes()));
+    let merges: Vec<String> = got["model"]["merges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| format!("{} {}", m[0].as_str().unwrap(), m[1].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        merges.len() as u64,
+        want["merges"]["count"].as_u64().unwrap()
+    );
+    assert_eq!(digest(merges), want["merges"]["sha256"].as_str().unwrap());
+    let added: Vec<String> = got["added_tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {} {}",
+                t["id"],
+                t["content"].as_str().unwrap(),
+                t["special"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        added.len() as u64,
+        want["added_tokens"]["count"].as_u64().unwrap()
+    );
+    assert_eq!(
+        digest(added),
+        want["added_tokens"]["sha256"].as_str().unwrap()
+    );
+    for key in ["normalizer", "pre_tokenizer", "decoder"] {
+        assert_eq!(got[key], want[key], "{key}");
+    }
+}
