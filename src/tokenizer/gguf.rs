@@ -578,7 +578,9 @@ pub fn merges_from_scores(tokens: &[String], scores: &[f32]) -> Vec<(String, Str
             // Splits at character boundaries (Python slices a str by code point).
             for (k, (cut, _)) in token.char_indices().enumerate().skip(1) {
                 let (l, r) = token.split_at(cut);
-                if let (Some(&li), Some(&ri)) = (ids.get(l), ids.get(r)) {
+                // The right part is looked up only when the left is a token.
+                let Some(&li) = ids.get(l) else { continue };
+                if let Some(&ri) = ids.get(r) {
                     local.push(Cand {
                         score,
                         left_len: k as u32,

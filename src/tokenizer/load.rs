@@ -77,40 +77,50 @@ impl Tokenizer {
         config_label: &Path,
     ) -> Result<Tokenizer> {
         let inner: tokenizers::Tokenizer = json.parse().map_err(|e| file_error(label, e))?;
-        Tokenizer::assemble(inner, config, template, label, config_label)
+        Tokenizer::assemble(inner, config, template, label, config_label, None)
     }
 
-    /// [`Tokenizer::from_texts`] of a `tokenizers` crate tokenizer.
+    /// [`Tokenizer::from_texts`] of a `tokenizers` crate tokenizer, whose
+    /// number of ids is `known_size` when the caller knows it.
     fn assemble(
         inner: tokenizers::Tokenizer,
         config: &str,
         template: Option<String>,
         label: &Path,
         config_label: &Path,
+        known_size: Option<usize>,
     ) -> Result<Tokenizer> {
         let config = parse_json(config, config_label)?;
         // The post-processor as its JSON, to see whether it writes the bos.
         let post = serde_json::to_value(inner.get_post_processor()).unwrap_or(Value::Null);
         let added = inner.get_added_tokens_decoder();
-        let (count, max) = {
-            let vocab = inner.get_vocab(true);
-            (vocab.len(), vocab.values().copied().max())
+        let vocab_size = match known_size {
+            Some(n) => n,
+            None => {
+                let (count, max) = {
+                    let vocab = inner.get_vocab(true);
+                    (vocab.len(), vocab.values().copied().max())
+                };
+                let size = max.map_or(0, |m| m as usize + 1);
+                // A few ids may be unnamed (repeated spellings), not most of them.
+                if size > 2 * count + 256 {
+                    return Err(file_error(
+                        label,
+                        format!(
+                            "token ids run to {} but there are only {count} tokens",
+                            size - 1
+                        ),
+                    )
+                    .into());
+                }
+                size
+            }
         };
-        let vocab_size = max.map_or(0, |m| m as usize + 1);
-        // A few ids may be unnamed (repeated spellings), not most of them.
-        if vocab_size > 2 * count + 256 {
-            return Err(file_error(
-                label,
-                format!(
-                    "token ids run to {} but there are only {count} tokens",
-                    vocab_size - 1
-                ),
-            )
-            .into());
-        }
         let mut special = vec![false; vocab_size];
         for (&id, t) in &added {
-            special[id as usize] = t.special;
+            if let Some(s) = special.get_mut(id as usize) {
+                *s = t.special;
+            }
         }
         let lookup = |key: &str| -> Result<Option<u32>> {
             let Some(content) = config.get(key).and_then(token_content) else {
@@ -193,7 +203,7 @@ impl Tokenizer {
     /// `path`.
     pub fn from_gguf_vocab(vocab: &GgufVocab, path: &Path) -> Result<Tokenizer> {
         let (inner, config) = vocab.build().map_err(|e| file_error(path, e))?;
-        Tokenizer::assemble(inner, &config, None, path, path)
+        Tokenizer::assemble(inner, &config, None, path, path, Some(vocab.tokens.len()))
     }
 
     /// Opens a tokenizer from a GGUF file, an HF `tokenizer.json`, or an HF
