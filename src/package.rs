@@ -26,11 +26,11 @@
 //! manifest and this one does not have are then removed.
 
 use crate::export::{FileRecord, Manifest as ExportManifest};
-use crate::params::gguf::{GgufFile, GgufValue};
-use crate::tokenizer::{PreTokenizer, Tokenizer};
+use crate::params::gguf::GgufFile;
+use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -132,8 +132,51 @@ pub struct AssetsManifest {
     pub tokenizer: Option<String>,
     /// Its `tokenizer_config.json` (bos/eos tokens, chat template), when packaged.
     pub tokenizer_config: Option<String>,
+    /// The model's chat template, when the tokenizer has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<AssetsChat>,
     /// Size and sha256 of every other file, sorted by path.
     pub files: Vec<FileRecord>,
+}
+
+/// The chat template in the assets: the Jinja source (as in the
+/// tokenizer config) and, for apps without a Jinja engine, the text it
+/// writes around each message.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AssetsChat {
+    /// The Jinja `chat_template`.
+    pub template: String,
+    /// The template pre-rendered.
+    #[serde(flatten)]
+    pub affixes: crate::tokenizer::ChatAffixes,
+}
+
+/// The chat template of the packaged tokenizer at `tokenizer_json`, or
+/// `None` (with a warning when kiln cannot read the tokenizer).
+fn packaged_chat(tokenizer_json: &Path, warnings: &mut Vec<String>) -> Option<AssetsChat> {
+    let tok = match Tokenizer::from_tokenizer_json(tokenizer_json) {
+        Ok(t) => t,
+        Err(e) => {
+            warnings.push(format!("no chat template in the manifest: {e}"));
+            return None;
+        }
+    };
+    match tok.template() {
+        Ok(Some(t)) => Some(AssetsChat {
+            template: tok.chat_template().unwrap_or_default().to_string(),
+            affixes: t.affixes(),
+        }),
+        Ok(None) => None,
+        Err(e) => {
+            warnings.push(format!(
+                "the chat template does not compile ({e}); recorded without affixes"
+            ));
+            tok.chat_template().map(|t| AssetsChat {
+                template: t.to_string(),
+                affixes: Default::default(),
+            })
+        }
+    }
 }
 
 /// The KV-cache pair in the assets: the functions, their shapes, and the
@@ -185,14 +228,7 @@ pub struct PackageReport {
     pub warnings: Vec<String>,
 }
 
-/// The files of an HF tokenizer, in memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenizerFiles {
-    /// `tokenizer.json`.
-    pub tokenizer_json: String,
-    /// `tokenizer_config.json`.
-    pub tokenizer_config_json: String,
-}
+pub use crate::tokenizer::TokenizerFiles;
 
 fn usage(msg: impl Into<String>) -> Error {
     Error::Usage(msg.into())
@@ -548,6 +584,7 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
         (&modules, &kv_modules),
         tokenizer,
         out,
+        &mut warnings,
     );
     if result.is_err() && created {
         // Only removes the directory when it is still empty.
@@ -574,6 +611,7 @@ fn stage_and_commit(
     (modules, kv_modules): (&[Found], &[Found]),
     tokenizer: TokenizerPlan,
     out: &Path,
+    warnings: &mut Vec<String>,
 ) -> Result<Staged> {
     let name = &m.name;
     let staging = tempfile::Builder::new()
@@ -655,6 +693,9 @@ fn stage_and_commit(
             (Some(tok_name), cfg)
         }
     };
+    let chat = tok
+        .as_ref()
+        .and_then(|t| packaged_chat(&st.join(t), warnings));
     for f in tok.iter().chain(cfg.iter()) {
         let p = st.join(f);
         let bytes = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?.len();
@@ -686,6 +727,7 @@ fn stage_and_commit(
         kv,
         tokenizer: tok,
         tokenizer_config: cfg,
+        chat,
         files,
     };
     let manifest_name = format!("{name}.manifest.json");
@@ -729,320 +771,7 @@ fn stage_and_commit(
 
 // --- tokenizer.json from GGUF metadata -----------------------------------
 
-/// GPT-2's byte alphabet: the character spelling each byte.
-fn byte_char(b: u8) -> char {
-    let printable = |c: u32| {
-        (0x21..=0x7e).contains(&c) || (0xa1..=0xac).contains(&c) || (0xae..=0xff).contains(&c)
-    };
-    let b32 = u32::from(b);
-    if printable(b32) {
-        return char::from(b);
-    }
-    let rank = (0..b32).filter(|&c| !printable(c)).count() as u32;
-    char::from_u32(256 + rank).unwrap_or('\u{fffd}')
-}
-
-fn is_byte_level_char(c: char) -> bool {
-    let code = c as u32;
-    (0x21..=0x7e).contains(&code)
-        || (0xa1..=0xac).contains(&code)
-        || (0xae..=0xff).contains(&code)
-        || (256..256 + 68).contains(&code)
-}
-
-/// A GGUF token as it appears in an HF byte-level vocabulary: unchanged
-/// when already spelled in the byte alphabet, else re-spelled from its
-/// UTF-8 bytes (what transformers and kiln's GGUF tokenizer do).
-fn byte_level_spelling(token: &str) -> String {
-    if token.chars().all(is_byte_level_char) {
-        token.to_string()
-    } else {
-        token.bytes().map(byte_char).collect()
-    }
-}
-
-/// llama.cpp token types.
-const CONTROL: i64 = 3;
-const USER_DEFINED: i64 = 4;
-
-/// Builds an HF `tokenizer.json` and `tokenizer_config.json` from a GGUF
-/// file's `tokenizer.*` metadata. `tokenizer.ggml.model = gpt2` (byte-level
-/// BPE): the vocabulary (`tokens`, re-spelled into the byte alphabet where
-/// needed), `merges`, the pre-tokenizer of `tokenizer.ggml.pre` (`smollm`,
-/// `starcoder`: `Sequence[Digits(individual_digits), ByteLevel]`; `gpt2`:
-/// `ByteLevel`). `llama` (SentencePiece-style BPE; not for Gemma files): the
-/// tokens as they are, merges derived from the scores as transformers
-/// derives them, byte fallback, `<unk>`, and Phi-3's shape: normalizer
-/// `Sequence[Prepend("▁"), Replace(" ", "▁")]` (`Replace` only without
-/// `add_space_prefix`), no pre-tokenizer, decoder `Sequence[Replace("▁",
-/// " "), ByteFallback, Fuse, Strip(" ", 1, 0)]`. Both: control (type 3)
-/// and user-defined (type 4) tokens as added tokens, a bos post-processor
-/// when `add_bos_token`, bos/eos/pad and `tokenizer.chat_template` in the
-/// config. The result loads with [`Tokenizer::from_tokenizer_json`] and
-/// encodes as [`Tokenizer::from_gguf`] does.
-pub fn gguf_tokenizer_files(gguf: &GgufFile) -> Result<TokenizerFiles> {
-    let meta = |k: &str| gguf.get_metadata(k);
-    let s = |k: &str| meta(k).and_then(GgufValue::as_str).map(str::to_string);
-    let model = s("tokenizer.ggml.model").unwrap_or_default();
-    let arch = s("general.architecture").unwrap_or_default();
-    let spm = crate::tokenizer::gguf_is_sentencepiece(&model, &arch).map_err(|what| {
-        usage(format!(
-            "{what} (supported: {})",
-            crate::tokenizer::SUPPORTED_MODELS
-        ))
-    })?;
-    let tokens: Vec<&str> = meta("tokenizer.ggml.tokens")
-        .and_then(GgufValue::as_string_array)
-        .ok_or_else(|| usage("tokenizer.ggml.tokens is missing or not a string array"))?;
-    let types: Vec<i64> = match meta("tokenizer.ggml.token_type") {
-        None => vec![1; tokens.len()],
-        Some(v) => v
-            .as_array()
-            .ok_or_else(|| usage("tokenizer.ggml.token_type is not an array"))?
-            .iter()
-            .map(|t| t.as_i64().unwrap_or(0))
-            .collect(),
-    };
-    if types.len() != tokens.len() {
-        return Err(usage(format!(
-            "tokenizer.ggml.token_type has {} entries for {} tokens",
-            types.len(),
-            tokens.len()
-        )));
-    }
-    let id = |k: &str| -> Result<Option<u32>> {
-        match meta(k) {
-            None => Ok(None),
-            Some(v) => match v.as_u64() {
-                Some(x) if (x as usize) < tokens.len() => Ok(Some(x as u32)),
-                _ => Err(usage(format!(
-                    "{k} is not a token id below {}",
-                    tokens.len()
-                ))),
-            },
-        }
-    };
-    let flag = |k: &str, default: bool| meta(k).and_then(GgufValue::as_bool).unwrap_or(default);
-    let bos = id("tokenizer.ggml.bos_token_id")?;
-    let eos = id("tokenizer.ggml.eos_token_id")?;
-    let pad = id("tokenizer.ggml.padding_token_id")?;
-    // llama.cpp adds bos to a SentencePiece vocabulary that does not say otherwise.
-    let add_bos = flag("tokenizer.ggml.add_bos_token", spm);
-    // The vocabulary's spelling of a token.
-    let spelling = |t: &str| {
-        if spm {
-            t.to_string()
-        } else {
-            byte_level_spelling(t)
-        }
-    };
-
-    let mut vocab = Map::with_capacity(tokens.len());
-    // A repeated spelling keeps its first place and its last id, as
-    // transformers' dict does.
-    for (i, t) in tokens.iter().enumerate() {
-        vocab.insert(spelling(t), json!(i));
-    }
-    let mut added = Vec::new();
-    let mut added_ids = BTreeMap::new();
-    for (i, (t, &ty)) in tokens.iter().zip(&types).enumerate() {
-        // A byte-level control token outside the byte alphabet is a
-        // llama.cpp mislabel: transformers (and kiln) skip it.
-        let special = ty == CONTROL && (spm || t.chars().all(is_byte_level_char));
-        if special || ty == USER_DEFINED {
-            added_ids.insert(i as u32, t.to_string());
-            added.push(json!({
-                "id": i,
-                "content": t,
-                "single_word": false,
-                "lstrip": false,
-                "rstrip": false,
-                "normalized": false,
-                "special": special
-            }));
-        }
-    }
-    // The text a config names a token by: an added token's content, else
-    // its vocabulary spelling.
-    let name_of = |i: u32| {
-        added_ids
-            .get(&i)
-            .cloned()
-            .unwrap_or_else(|| spelling(tokens[i as usize]))
-    };
-    // The two kinds differ in these; the BPE model's other fields agree.
-    let (normalizer, pre_tokenizer, decoder, pairs, unk, ignore_merges) = if spm {
-        let scores: Vec<f32> = meta("tokenizer.ggml.scores")
-            .and_then(GgufValue::as_array)
-            .ok_or_else(|| usage("tokenizer.ggml.scores is missing or not an array"))?
-            .iter()
-            .map(|v| v.as_f64().unwrap_or(0.0) as f32)
-            .collect();
-        if scores.len() != tokens.len() {
-            return Err(usage(format!(
-                "tokenizer.ggml.scores has {} entries for {} tokens",
-                scores.len(),
-                tokens.len()
-            )));
-        }
-        let owned: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
-        let pairs: Vec<Value> = crate::tokenizer::sentencepiece_merges(&owned, &scores)
-            .into_iter()
-            .map(|(a, b)| json!([a, b]))
-            .collect();
-        let prefix = flag("tokenizer.ggml.add_space_prefix", true);
-        let sp = "\u{2581}";
-        let replace = json!({"type": "Replace", "pattern": {"String": " "}, "content": sp});
-        let normalizer = if prefix {
-            json!({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": sp}, replace]})
-        } else {
-            json!({"type": "Sequence", "normalizers": [replace]})
-        };
-        let mut decoders = vec![
-            json!({"type": "Replace", "pattern": {"String": sp}, "content": " "}),
-            json!({"type": "ByteFallback"}),
-            json!({"type": "Fuse"}),
-        ];
-        if prefix {
-            decoders.push(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0}));
-        }
-        (
-            normalizer,
-            Value::Null,
-            json!({"type": "Sequence", "decoders": decoders}),
-            pairs,
-            id("tokenizer.ggml.unknown_token_id")?.map(name_of),
-            false,
-        )
-    } else {
-        let pre = s("tokenizer.ggml.pre").unwrap_or_else(|| "gpt2".into());
-        let kind = crate::tokenizer::pre_tokenizer_for(&pre).ok_or_else(|| {
-            usage(format!(
-                "tokenizer.ggml.pre = {pre:?} (supported: {})",
-                crate::tokenizer::SUPPORTED_PRE
-            ))
-        })?;
-        let byte_level = |regex: bool| {
-            json!({
-                "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": regex
-            })
-        };
-        let split = |regex: &str| {
-            json!({
-                "type": "Sequence",
-                "pretokenizers": [
-                    {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false},
-                    byte_level(false)
-                ]
-            })
-        };
-        let pre_tokenizer = match kind {
-            PreTokenizer::DigitsThenGpt2 => json!({
-                "type": "Sequence",
-                "pretokenizers": [
-                    {"type": "Digits", "individual_digits": true},
-                    byte_level(true)
-                ]
-            }),
-            PreTokenizer::Gpt2 => byte_level(true),
-            PreTokenizer::Llama3 => split(crate::tokenizer::LLAMA3_REGEX),
-            PreTokenizer::Qwen2 => split(crate::tokenizer::QWEN2_REGEX),
-        };
-        let merges: Vec<&str> = match meta("tokenizer.ggml.merges") {
-            None => Vec::new(),
-            Some(v) => v
-                .as_string_array()
-                .ok_or_else(|| usage("tokenizer.ggml.merges is not a string array"))?,
-        };
-        let mut pairs = Vec::with_capacity(merges.len());
-        for (i, mg) in merges.iter().enumerate() {
-            match mg.split_once(' ') {
-                Some((a, b)) if !a.is_empty() && !b.is_empty() && !b.contains(' ') => {
-                    pairs.push(json!([a, b]))
-                }
-                _ => {
-                    return Err(usage(format!(
-                    "tokenizer.ggml.merges[{i}] = {mg:?} is not two tokens separated by one space"
-                )))
-                }
-            }
-        }
-        (
-            Value::Null,
-            pre_tokenizer,
-            json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
-            pairs,
-            None,
-            crate::tokenizer::ignores_merges(kind),
-        )
-    };
-    // SentencePiece-style: unknown runs fused, bytes of unknown characters
-    // as `<0xXX>` tokens.
-    let model_json = json!({
-        "type": "BPE",
-        "dropout": null,
-        "unk_token": unk,
-        "continuing_subword_prefix": null,
-        "end_of_word_suffix": null,
-        "fuse_unk": spm,
-        "byte_fallback": spm,
-        "ignore_merges": ignore_merges,
-        "vocab": vocab,
-        "merges": pairs
-    });
-    let post_processor = match (add_bos, bos) {
-        (true, Some(b)) => {
-            let bt = name_of(b);
-            json!({
-                "type": "TemplateProcessing",
-                "single": [
-                    {"SpecialToken": {"id": bt, "type_id": 0}},
-                    {"Sequence": {"id": "A", "type_id": 0}}
-                ],
-                "pair": [
-                    {"SpecialToken": {"id": bt, "type_id": 0}},
-                    {"Sequence": {"id": "A", "type_id": 0}},
-                    {"SpecialToken": {"id": bt, "type_id": 1}},
-                    {"Sequence": {"id": "B", "type_id": 1}}
-                ],
-                "special_tokens": {bt.clone(): {"id": bt, "ids": [b], "tokens": [bt]}}
-            })
-        }
-        _ => Value::Null,
-    };
-    let tokenizer = json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": added,
-        "normalizer": normalizer,
-        "pre_tokenizer": pre_tokenizer,
-        "post_processor": post_processor,
-        "decoder": decoder,
-        "model": model_json
-    });
-    let mut config = Map::new();
-    config.insert("tokenizer_class".into(), json!("PreTrainedTokenizerFast"));
-    config.insert("add_bos_token".into(), json!(add_bos));
-    config.insert("add_eos_token".into(), json!(false));
-    config.insert("bos_token".into(), json!(bos.map(name_of)));
-    config.insert("eos_token".into(), json!(eos.map(name_of)));
-    if let Some(p) = pad {
-        config.insert("pad_token".into(), json!(name_of(p)));
-    }
-    config.insert("clean_up_tokenization_spaces".into(), json!(false));
-    if let Some(t) = s("tokenizer.chat_template") {
-        config.insert("chat_template".into(), json!(t));
-    }
-    let mut tokenizer_json = serde_json::to_string(&tokenizer).map_err(|e| usage(e.to_string()))?;
-    tokenizer_json.push('\n');
-    let config_json =
-        String::from_utf8(json_bytes(&Value::Object(config))?).map_err(|e| usage(e.to_string()))?;
-    Ok(TokenizerFiles {
-        tokenizer_json,
-        tokenizer_config_json: config_json,
-    })
-}
+pub use crate::tokenizer::gguf_tokenizer_files;
 
 /// Writes [`gguf_tokenizer_files`] of the GGUF at `gguf` as
 /// `dir/NAME.tokenizer.json` and `dir/NAME.tokenizer_config.json`
@@ -1057,23 +786,4 @@ pub fn write_gguf_tokenizer(gguf: &Path, dir: &Path, name: &str) -> Result<PathB
     )?;
     crate::util::write_atomic(&json, t.tokenizer_json.as_bytes())?;
     Ok(json)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn byte_alphabet() {
-        assert_eq!(byte_char(b' '), 'Ġ');
-        assert_eq!(byte_char(b'\n'), 'Ċ');
-        assert_eq!(byte_char(b'a'), 'a');
-        assert_eq!(byte_level_spelling("é"), "é");
-        assert_eq!(byte_level_spelling("a b"), "aĠb");
-        assert_eq!(byte_level_spelling("€").chars().count(), 3);
-        assert_eq!(byte_level_spelling("Ġhello"), "Ġhello");
-        for b in 0..=255u8 {
-            assert!(is_byte_level_char(byte_char(b)));
-        }
-    }
 }

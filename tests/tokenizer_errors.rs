@@ -1,7 +1,7 @@
 //! The tokenizer on small hand-made vocabularies: loading, malformed and
 //! unsupported input, chat templates. Needs no model files.
 
-use kiln::tokenizer::{StreamDecoder, Tokenizer};
+use kiln::tokenizer::{GgufVocab, StreamDecoder, Tokenizer};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -30,13 +30,13 @@ fn tiny_json(pre_tokenizer: Value) -> Value {
                           "lstrip": false, "rstrip": false, "single_word": false}],
         "normalizer": null,
         "pre_tokenizer": pre_tokenizer,
-        "decoder": {"type": "ByteLevel"},
+        "decoder": byte_level(),
         "model": {"type": "BPE", "vocab": vocab, "merges": ["Ġ t", "h e", "Ġt he"]}
     })
 }
 
 fn byte_level() -> Value {
-    json!({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})
+    json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true})
 }
 
 fn write(dir: &tempfile::TempDir, doc: &Value) -> PathBuf {
@@ -80,7 +80,7 @@ fn invalid_utf8_decodes_like_hf() {
         for &id in ids {
             out.push_str(&s.push(&tok, id).unwrap());
         }
-        out.push_str(&s.finish());
+        out.push_str(&s.finish(&tok).unwrap());
         assert_eq!(out, want, "streamed {ids:?}");
     }
     let err = tok.decode(&[260]).unwrap_err().to_string();
@@ -94,7 +94,7 @@ fn config_and_template_beside_the_json() {
     std::fs::write(
         dir.path().join("tokenizer_config.json"),
         json!({"eos_token": "<|end|>", "bos_token": {"content": "<|end|>"},
-               "chat_template": "{{ '<|im_start|>' + m + '<|im_end|>' }}"})
+               "chat_template": kiln::tokenizer::CHATML_TEMPLATE})
         .to_string(),
     )
     .unwrap();
@@ -119,30 +119,29 @@ fn config_and_template_beside_the_json() {
     );
 }
 
+/// Any tokenizer.json the `tokenizers` crate reads loads: other
+/// normalizers and pre-tokenizers than kiln once knew included.
 #[test]
-fn unsupported_features_are_named() {
+fn other_tokenizer_json_components_load() {
     let mut doc = tiny_json(byte_level());
     doc["normalizer"] = json!({"type": "NFKC"});
-    let err = load(&doc).unwrap_err().to_string();
-    assert!(err.contains("normalizer") && err.contains("NFKC"), "{err}");
+    let tok = load(&doc).unwrap();
+    // NFKC turns the ligature "ﬁ" into "fi".
+    assert_eq!(tok.encode("\u{fb01}").unwrap(), tok.encode("fi").unwrap());
 
-    let doc = tiny_json(json!({"type": "Split", "pattern": {"Regex": "x"}}));
-    let err = load(&doc).unwrap_err().to_string();
-    assert!(
-        err.contains("pre_tokenizer") && err.contains("Split"),
-        "{err}"
+    let doc = tiny_json(json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": " "}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}));
+    let tok = load(&doc).unwrap();
+    assert_eq!(
+        tok.decode(&tok.encode("the the").unwrap()).unwrap(),
+        "the the"
     );
 
     let mut doc = tiny_json(byte_level());
-    doc["model"]["byte_fallback"] = json!(true);
-    assert!(load(&doc)
-        .unwrap_err()
-        .to_string()
-        .contains("byte_fallback"));
-
-    let mut doc = tiny_json(byte_level());
-    doc["model"]["type"] = json!("Unigram");
-    assert!(load(&doc).unwrap_err().to_string().contains("Unigram"));
+    doc["model"]["type"] = json!("NoSuchModel");
+    let err = load(&doc).unwrap_err().to_string();
+    assert!(err.contains("tokenizer.json"), "{err}");
 }
 
 #[test]
@@ -164,10 +163,14 @@ fn malformed_files_are_errors_naming_the_file() {
     let mut doc = tiny_json(byte_level());
     doc["model"]["merges"] = json!(["Ġ q"]);
     let err = load(&doc).unwrap_err().to_string();
-    assert!(err.contains("`Ġq`") && err.contains("merge 0"), "{err}");
+    assert!(
+        err.contains("tokenizer.json") && err.contains("Ġq"),
+        "{err}"
+    );
 }
 
-fn gguf_parts() -> (Vec<String>, Vec<String>, Vec<i32>) {
+/// The tiny vocabulary as GGUF `tokenizer.*` metadata.
+fn gguf_vocab() -> GgufVocab {
     let doc = tiny_json(byte_level());
     let vocab = doc["model"]["vocab"].as_object().unwrap();
     let mut tokens = vec![String::new(); 260];
@@ -177,23 +180,25 @@ fn gguf_parts() -> (Vec<String>, Vec<String>, Vec<i32>) {
     tokens[259] = "<|end|>".into();
     let mut types = vec![1; 260];
     types[259] = 3;
-    let merges = vec!["Ġ t".into(), "h e".into(), "Ġt he".into()];
-    (tokens, merges, types)
+    GgufVocab {
+        model: "gpt2".into(),
+        pre: Some("smollm".into()),
+        tokens,
+        token_types: Some(types),
+        merges: Some(vec!["Ġ t".into(), "h e".into(), "Ġt he".into()]),
+        eos: Some(259),
+        chat_template: Some(kiln::tokenizer::CHATML_TEMPLATE.into()),
+        ..GgufVocab::default()
+    }
+}
+
+fn from_vocab(v: &GgufVocab) -> kiln::Result<Tokenizer> {
+    Tokenizer::from_gguf_vocab(v, std::path::Path::new("tiny.gguf"))
 }
 
 #[test]
-fn gguf_parts_build_a_tokenizer() {
-    let (tokens, merges, types) = gguf_parts();
-    let tok = Tokenizer::from_gguf_parts(
-        tokens,
-        merges,
-        Some(types),
-        None,
-        Some(259),
-        "smollm",
-        Some("<|im_start|>x<|im_end|>".into()),
-    )
-    .unwrap();
+fn gguf_vocabulary_builds_a_tokenizer() {
+    let tok = from_vocab(&gguf_vocab()).unwrap();
     assert_eq!(tok.encode(" the<|end|>").unwrap(), vec![258, 259]);
     // smollm splits digits one by one.
     assert_eq!(
@@ -201,37 +206,28 @@ fn gguf_parts_build_a_tokenizer() {
         vec![u32::from(b'1'), u32::from(b'2')]
     );
     assert_eq!(tok.eos(), Some(259));
+    assert!(tok.is_special(259));
 }
 
 #[test]
-fn gguf_parts_errors() {
-    let (tokens, merges, types) = gguf_parts();
-    let build = |tokens: Vec<String>, merges: Vec<String>, types: Vec<i32>, pre: &str| {
-        Tokenizer::from_gguf_parts(tokens, merges, Some(types), None, None, pre, None)
-            .map(|_| ())
-            .unwrap_err()
-            .to_string()
+fn gguf_vocabulary_errors() {
+    let err = |edit: &dyn Fn(&mut GgufVocab)| {
+        let mut v = gguf_vocab();
+        edit(&mut v);
+        let e = from_vocab(&v).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains("tiny.gguf"), "{e}");
+        e
     };
-    let err = build(
-        tokens.clone(),
-        merges.clone(),
-        types.clone(),
-        "deepseek-llm",
-    );
-    assert!(
-        err.contains("deepseek-llm") && err.contains("llama-bpe"),
-        "{err}"
-    );
-    let err = build(tokens.clone(), vec!["Ġt".into()], types.clone(), "smollm");
-    assert!(err.contains("merges[0]"), "{err}");
-    let err = build(tokens.clone(), merges.clone(), vec![1; 3], "smollm");
-    assert!(err.contains("token_type"), "{err}");
-    let err =
-        Tokenizer::from_gguf_parts(tokens, merges, Some(types), Some(999), None, "gpt2", None)
-            .map(|_| ())
-            .unwrap_err()
-            .to_string();
-    assert!(err.contains("999"), "{err}");
+    let e = err(&|v| v.pre = Some("deepseek-llm".into()));
+    assert!(e.contains("deepseek-llm") && e.contains("llama-bpe"), "{e}");
+    let e = err(&|v| v.merges = Some(vec!["Ġt".into()]));
+    assert!(e.contains("merges[0]"), "{e}");
+    let e = err(&|v| v.token_types = Some(vec![1; 3]));
+    assert!(e.contains("token_type"), "{e}");
+    let e = err(&|v| v.bos = Some(999));
+    assert!(e.contains("999"), "{e}");
+    let e = err(&|v| v.model = "rwkv".into());
+    assert!(e.contains("rwkv") && e.contains("gpt2"), "{e}");
 }
 
 #[test]

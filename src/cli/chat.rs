@@ -7,7 +7,7 @@
 use super::run::{resolve, task_groups};
 use crate::generate::{Conversation, Driver, DriverOptions, Stop};
 use crate::iree::flags::Device;
-use crate::tokenizer::{StreamDecoder, Tokenizer};
+use crate::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer, CHATML_TEMPLATE};
 use crate::{Error, Result};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -31,6 +31,9 @@ pub struct Args {
     /// A system message before the first turn.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
+    /// Render with this Jinja chat template instead of the model's own.
+    #[arg(long, value_name = "FILE")]
+    pub chat_template: Option<PathBuf>,
     /// Most tokens per reply.
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub max_new_tokens: usize,
@@ -89,7 +92,9 @@ pub fn run(a: Args) -> Result<i32> {
         kv.prompt_len,
         kv.max_context
     );
-    let mut chat = Chat::new(&tokenizer, a.system.clone());
+    let template = chat_template(&tokenizer, a.chat_template.as_deref())?;
+    let mut chat = Chat::new(&tokenizer, template, a.system.clone());
+    let template_source = a.chat_template.clone().unwrap_or(tok_path.clone());
     let mut conv = Conversation::new(model.as_mut())?;
     conv.set_sampler(sampler);
     let mut out = std::io::stdout();
@@ -112,7 +117,16 @@ pub fn run(a: Args) -> Result<i32> {
             }
             _ => {}
         }
-        let ids = chat.render(&line)?;
+        let ids = match chat.render(&line) {
+            Ok(ids) => ids,
+            Err(Error::Tokenizer(e)) => {
+                // The template refused the conversation: say so, keep going.
+                chat.forget_last();
+                eprintln!("({}: {e})", template_source.display());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         // The caches hold a prefix of the rendered conversation: prefill
         // the rest only. (If the tokens diverge, start over from all.)
         if !ids.starts_with(conv.tokens()) {
@@ -148,8 +162,9 @@ pub fn run(a: Args) -> Result<i32> {
         if let Some(e) = err {
             return Err(e);
         }
-        let _ = writeln!(out, "{}", decoder.finish());
-        let reply = tokenizer.decode(&g.ids.iter().map(|&i| i as u32).collect::<Vec<_>>())?;
+        let _ = writeln!(out, "{}", decoder.finish(&tokenizer)?);
+        let reply = tokenizer
+            .decode_skipping_special(&g.ids.iter().map(|&i| i as u32).collect::<Vec<_>>())?;
         chat.reply(reply);
         let secs = t0.elapsed().as_secs_f64();
         eprintln!(
@@ -174,17 +189,54 @@ fn module_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The chat template `--chat` renders with: the `--chat-template` file,
+/// else the model's own, else ChatML (said on stderr).
+pub(super) fn chat_template(tokenizer: &Tokenizer, file: Option<&Path>) -> Result<ChatTemplate> {
+    let name = |id: Option<u32>| id.and_then(|i| tokenizer.id_to_token(i));
+    let source = match file {
+        Some(f) => std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?,
+        None => match tokenizer.chat_template() {
+            Some(t) => t.to_string(),
+            None => {
+                eprintln!("kiln: the model has no chat template; using ChatML (pass --chat-template FILE for another)");
+                CHATML_TEMPLATE.to_string()
+            }
+        },
+    };
+    ChatTemplate::new(&source, name(tokenizer.bos()), name(tokenizer.eos())).map_err(|e| match file
+    {
+        Some(f) => Error::Usage(format!("--chat-template {}: {e}", f.display())),
+        None => e.into(),
+    })
+}
+
+/// A rendering error, naming where the template came from: the
+/// `--chat-template` file, else the tokenizer file.
+pub(super) fn template_error(
+    file: Option<&Path>,
+    tokenizer: Option<&Path>,
+    e: crate::tokenizer::TokenizerError,
+) -> Error {
+    match (file, tokenizer) {
+        (Some(f), _) => Error::Usage(format!("--chat-template {}: {e}", f.display())),
+        (None, Some(t)) => Error::Usage(format!("{}: {e}", t.display())),
+        (None, None) => e.into(),
+    }
+}
+
 /// The messages so far and their rendering with the chat template.
 struct Chat<'t> {
     tokenizer: &'t Tokenizer,
+    template: ChatTemplate,
     system: Option<String>,
     messages: Vec<(String, String)>,
 }
 
 impl<'t> Chat<'t> {
-    fn new(tokenizer: &'t Tokenizer, system: Option<String>) -> Chat<'t> {
+    fn new(tokenizer: &'t Tokenizer, template: ChatTemplate, system: Option<String>) -> Chat<'t> {
         let mut c = Chat {
             tokenizer,
+            template,
             system,
             messages: Vec::new(),
         };
@@ -203,7 +255,7 @@ impl<'t> Chat<'t> {
     /// ending with the assistant's generation prompt.
     fn render(&mut self, user: &str) -> Result<Vec<i32>> {
         self.messages.push(("user".into(), user.to_string()));
-        let text = self.tokenizer.apply_chat(&self.messages, true)?;
+        let text = self.template.render(&self.messages, true)?;
         Ok(self
             .tokenizer
             .encode_prompt(&text, true)?

@@ -29,9 +29,17 @@ pub struct Args {
     /// Most tokens to generate.
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub max_new_tokens: usize,
-    /// Wrap the prompt in the model's chat template (a user message).
+    /// Wrap the prompt in the model's chat template (a user message;
+    /// ChatML when the model has no template).
     #[arg(long)]
     pub chat: bool,
+    /// With --chat: a system message before the prompt.
+    #[arg(long, value_name = "TEXT", requires = "chat")]
+    pub system: Option<String>,
+    /// With --chat: render with this Jinja chat template instead of the
+    /// model's own.
+    #[arg(long, value_name = "FILE", requires = "chat")]
+    pub chat_template: Option<PathBuf>,
     /// Tokenizer: a GGUF file or an HF tokenizer.json (default: the
     /// checkpoint the module was exported from, when it is a GGUF file or
     /// an HF folder with tokenizer.json).
@@ -160,18 +168,23 @@ pub fn run(a: Args) -> Result<i32> {
         .tokenizer
         .clone()
         .or_else(|| r.manifest.source_tokenizer());
+    // With token ids the tokenizer only turns the output into text:
+    // without one kiln prints ids, and says so once generation starts.
+    let mut ids_note = None;
     let tokenizer = match (&tok_path, &a.tokens) {
         (Some(p), None) => Some(Tokenizer::open(p)?),
-        // With token ids the tokenizer only turns the output into text:
-        // without one kiln prints ids.
         (Some(p), Some(_)) => match Tokenizer::open(p) {
             Ok(t) => Some(t),
             Err(e) => {
-                eprintln!("kiln generate: no tokenizer ({e}); printing token ids");
+                ids_note = Some(format!("no tokenizer ({e})"));
                 None
             }
         },
-        (None, _) => None,
+        (None, Some(_)) => {
+            ids_note = Some("no tokenizer (pass --tokenizer FILE for text)".to_string());
+            None
+        }
+        (None, None) => None,
     };
     let prompt: Vec<i32> = match (&a.prompt, &a.tokens) {
         (Some(text), _) => {
@@ -182,7 +195,15 @@ pub fn run(a: Args) -> Result<i32> {
                 )
             })?;
             let text = if a.chat {
-                t.apply_chat(&[("user", text.as_str())], true)?
+                let template = super::chat::chat_template(t, a.chat_template.as_deref())?;
+                let mut messages = Vec::new();
+                if let Some(system) = &a.system {
+                    messages.push(("system", system.as_str()));
+                }
+                messages.push(("user", text.as_str()));
+                template.render(&messages, true).map_err(|e| {
+                    super::chat::template_error(a.chat_template.as_deref(), tok_path.as_deref(), e)
+                })?
             } else {
                 text.clone()
             };
@@ -258,6 +279,9 @@ pub fn run(a: Args) -> Result<i32> {
             "--stop matches decoded text and needs a tokenizer: pass --tokenizer FILE".into(),
         ));
     }
+    if let Some(note) = ids_note {
+        eprintln!("kiln generate: {note}; printing token ids");
+    }
     let mut stdout = std::io::stdout();
     let mut decoder = StreamDecoder::new();
     let mut stops = StopStrings::new(&a.stop);
@@ -287,7 +311,9 @@ pub fn run(a: Args) -> Result<i32> {
     }
     let mut rest = String::new();
     if g.stop != Stop::Caller {
-        rest = stops.push(&decoder.finish()).0;
+        if let Some(t) = &tokenizer {
+            rest = stops.push(&decoder.finish(t)?).0;
+        }
         rest.push_str(&stops.finish());
     }
     println!("{rest}");

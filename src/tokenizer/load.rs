@@ -1,94 +1,218 @@
-//! Opening a tokenizer from a file: a GGUF checkpoint (its own vocabulary)
-//! or an HF `tokenizer.json`, chosen by the file's magic bytes.
+//! Opening a tokenizer: an HF `tokenizer.json` (with the
+//! `tokenizer_config.json`, `chat_template.jinja` or `chat_template.json`
+//! beside it) or a GGUF checkpoint's own vocabulary, chosen by the file's
+//! magic bytes.
 
-use super::{Tokenizer, TokenizerError};
-use crate::params::gguf::{GgufFile, GgufValue};
+use super::{GgufVocab, Tokenizer, TokenizerError};
+use crate::params::gguf::GgufFile;
 use crate::Result;
+use serde_json::Value;
 use std::path::Path;
 
-/// Names the file in a tokenizer error that does not already.
-fn prefix_path(path: &Path, e: crate::Error) -> crate::Error {
-    match e {
-        crate::Error::Tokenizer(TokenizerError::Malformed(m)) => {
-            TokenizerError::Malformed(format!("{}: {m}", path.display())).into()
-        }
-        other => other,
+fn file_error(path: &Path, message: impl std::fmt::Display) -> TokenizerError {
+    TokenizerError::File {
+        path: path.display().to_string(),
+        message: message.to_string(),
     }
 }
 
+/// The content of a special token entry: a string or `{"content": …}`.
+fn token_content(v: &Value) -> Option<&str> {
+    v.as_str()
+        .or_else(|| v.get("content").and_then(Value::as_str))
+}
+
+/// A `chat_template` value: a string, or a list of named templates (the
+/// `default` one is taken).
+fn template_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(list) => list
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
+            .and_then(|t| t.get("template").and_then(Value::as_str))
+            .map(str::to_string),
+        _ => None,
+    }
+}
+
+/// Whether a `TemplateProcessing` post-processor (alone, or in a
+/// `Sequence` as Llama 3's) puts `bos` first.
+fn post_processor_adds(v: &Value, bos: &str) -> bool {
+    let type_of = |v: &Value| v.get("type").and_then(Value::as_str).map(str::to_string);
+    if type_of(v).as_deref() == Some("Sequence") {
+        return v
+            .get("processors")
+            .and_then(Value::as_array)
+            .is_some_and(|ps| ps.iter().any(|p| post_processor_adds(p, bos)));
+    }
+    type_of(v).as_deref() == Some("TemplateProcessing")
+        && v.get("single")
+            .and_then(Value::as_array)
+            .and_then(|s| s.first())
+            .and_then(|f| f.get("SpecialToken"))
+            .and_then(|t| t.get("id"))
+            .and_then(Value::as_str)
+            == Some(bos)
+}
+
+fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))
+}
+
+fn parse_json(text: &str, path: &Path) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| file_error(path, e).into())
+}
+
 impl Tokenizer {
-    /// Opens a GGUF file's tokenizer (`tokenizer.ggml.*`): byte-level BPE
-    /// (`gpt2`) or SentencePiece-style BPE (`llama`, not for Gemma files).
+    /// Builds a tokenizer from the text of a `tokenizer.json` and a
+    /// `tokenizer_config.json` (`"{}"` for none), plus a chat template that
+    /// overrides the config's. Errors name `label`, the tokenizer.json's
+    /// path (or the file it was built from), and `config_label`.
+    fn from_texts(
+        json: &str,
+        config: &str,
+        template: Option<String>,
+        label: &Path,
+        config_label: &Path,
+    ) -> Result<Tokenizer> {
+        let inner: tokenizers::Tokenizer = json.parse().map_err(|e| file_error(label, e))?;
+        Tokenizer::assemble(inner, config, template, label, config_label, None)
+    }
+
+    /// [`Tokenizer::from_texts`] of a `tokenizers` crate tokenizer, whose
+    /// number of ids is `known_size` when the caller knows it.
+    fn assemble(
+        inner: tokenizers::Tokenizer,
+        config: &str,
+        template: Option<String>,
+        label: &Path,
+        config_label: &Path,
+        known_size: Option<usize>,
+    ) -> Result<Tokenizer> {
+        let config = parse_json(config, config_label)?;
+        // The post-processor as its JSON, to see whether it writes the bos.
+        let post = serde_json::to_value(inner.get_post_processor()).unwrap_or(Value::Null);
+        let added = inner.get_added_tokens_decoder();
+        let vocab_size = match known_size {
+            Some(n) => n,
+            None => {
+                let (count, max) = {
+                    let vocab = inner.get_vocab(true);
+                    (vocab.len(), vocab.values().copied().max())
+                };
+                let size = max.map_or(0, |m| m as usize + 1);
+                // A few ids may be unnamed (repeated spellings), not most of them.
+                if size > 2 * count + 256 {
+                    return Err(file_error(
+                        label,
+                        format!(
+                            "token ids run to {} but there are only {count} tokens",
+                            size - 1
+                        ),
+                    )
+                    .into());
+                }
+                size
+            }
+        };
+        let mut special = vec![false; vocab_size];
+        for (&id, t) in &added {
+            if let Some(s) = special.get_mut(id as usize) {
+                *s = t.special;
+            }
+        }
+        let lookup = |key: &str| -> Result<Option<u32>> {
+            let Some(content) = config.get(key).and_then(token_content) else {
+                return Ok(None);
+            };
+            inner.token_to_id(content).map(Some).ok_or_else(|| {
+                file_error(
+                    config_label,
+                    format!("{key} {content:?} is not a token of {}", label.display()),
+                )
+                .into()
+            })
+        };
+        let bos = lookup("bos_token")?;
+        let eos = lookup("eos_token")?;
+        let bos_name = config.get("bos_token").and_then(token_content);
+        let add_bos = config.get("add_bos_token").and_then(Value::as_bool) == Some(true)
+            || bos_name.is_some_and(|b| post_processor_adds(&post, b));
+        let chat_template = template.or_else(|| config.get("chat_template").and_then(template_of));
+        Ok(Tokenizer {
+            inner,
+            add_bos,
+            special,
+            vocab_size,
+            bos,
+            eos,
+            chat_template,
+        })
+    }
+
+    /// Loads an HF `tokenizer.json`. The bos/eos tokens and the chat
+    /// template come from `tokenizer_config.json` beside it, the template
+    /// from `chat_template.jinja` or `chat_template.json` when present
+    /// (they win, as in transformers). A file named `NAME.tokenizer.json`
+    /// reads `NAME.tokenizer_config.json` and `NAME.chat_template.jinja`
+    /// instead (the layout `kiln package` writes).
+    pub fn from_tokenizer_json(path: impl AsRef<Path>) -> Result<Tokenizer> {
+        let path = path.as_ref();
+        let json = read_text(path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let prefix = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".tokenizer.json"))
+            .map(|stem| format!("{stem}."))
+            .unwrap_or_default();
+        let config_path = dir.join(format!("{prefix}tokenizer_config.json"));
+        let config = if config_path.is_file() {
+            read_text(&config_path)?
+        } else {
+            "{}".to_string()
+        };
+        let jinja = dir.join(format!("{prefix}chat_template.jinja"));
+        let template_json = dir.join(format!("{prefix}chat_template.json"));
+        let template = if jinja.is_file() {
+            Some(read_text(&jinja)?)
+        } else if template_json.is_file() {
+            let v = parse_json(&read_text(&template_json)?, &template_json)?;
+            Some(
+                v.get("chat_template")
+                    .and_then(template_of)
+                    .ok_or_else(|| file_error(&template_json, "no \"chat_template\" string"))?,
+            )
+        } else {
+            None
+        };
+        Tokenizer::from_texts(&json, &config, template, path, &config_path)
+    }
+
+    /// The tokenizer of a GGUF file's `tokenizer.*` metadata, built as
+    /// transformers builds it ([`GgufVocab::tokenizer_files`]).
     pub fn from_gguf(path: impl AsRef<Path>) -> Result<Tokenizer> {
         let path = path.as_ref();
         let f = GgufFile::open(path)?;
-        let s = |k: &str| {
-            f.get_metadata(k)
-                .and_then(GgufValue::as_str)
-                .map(str::to_string)
-        };
-        let strings = |k: &str| -> Vec<String> {
-            f.get_metadata(k)
-                .and_then(GgufValue::as_string_array)
-                .map(|v| v.into_iter().map(str::to_string).collect())
-                .unwrap_or_default()
-        };
-        let id = |k: &str| {
-            f.get_metadata(k)
-                .and_then(GgufValue::as_u64)
-                .map(|x| x as u32)
-        };
-        let model = s("tokenizer.ggml.model").unwrap_or_default();
-        let arch = s("general.architecture").unwrap_or_default();
-        let types: Option<Vec<i32>> = f
-            .get_metadata("tokenizer.ggml.token_type")
-            .and_then(GgufValue::as_array)
-            .map(|a| a.iter().map(|v| v.as_i64().unwrap_or(0) as i32).collect());
-        let flag = |k: &str, default: bool| {
-            f.get_metadata(k)
-                .and_then(GgufValue::as_bool)
-                .unwrap_or(default)
-        };
-        let spm = super::gguf_is_sentencepiece(&model, &arch).map_err(|what| {
-            TokenizerError::Unsupported(format!(
-                "{}: {what} (supported: {}); pass token ids with --tokens",
-                path.display(),
-                super::SUPPORTED_MODELS
-            ))
-        })?;
-        if spm {
-            let scores = f
-                .get_metadata("tokenizer.ggml.scores")
-                .and_then(GgufValue::as_array)
-                .map(|a| a.iter().map(|v| v.as_f64().unwrap_or(0.0) as f32).collect())
-                .unwrap_or_default();
-            let parts = super::gguf::SpmParts {
-                scores,
-                token_types: types,
-                bos: id("tokenizer.ggml.bos_token_id"),
-                eos: id("tokenizer.ggml.eos_token_id"),
-                unk: id("tokenizer.ggml.unknown_token_id"),
-                add_bos: flag("tokenizer.ggml.add_bos_token", true),
-                add_space_prefix: flag("tokenizer.ggml.add_space_prefix", true),
-                chat_template: s("tokenizer.chat_template"),
-            };
-            return Tokenizer::from_gguf_spm(strings("tokenizer.ggml.tokens"), parts)
-                .map_err(|e| prefix_path(path, e));
-        }
-        Tokenizer::from_gguf_parts(
-            strings("tokenizer.ggml.tokens"),
-            strings("tokenizer.ggml.merges"),
-            types,
-            id("tokenizer.ggml.bos_token_id"),
-            id("tokenizer.ggml.eos_token_id"),
-            &s("tokenizer.ggml.pre").unwrap_or_else(|| "gpt2".into()),
-            s("tokenizer.chat_template"),
-        )
+        let vocab = GgufVocab::read(&f).map_err(|e| file_error(path, e))?;
+        Tokenizer::from_gguf_vocab(&vocab, path)
     }
 
-    /// Opens a tokenizer from a GGUF file or an HF `tokenizer.json`.
+    /// The tokenizer of GGUF tokenizer metadata read elsewhere; errors name
+    /// `path`.
+    pub fn from_gguf_vocab(vocab: &GgufVocab, path: &Path) -> Result<Tokenizer> {
+        let (inner, config) = vocab.build().map_err(|e| file_error(path, e))?;
+        Tokenizer::assemble(inner, &config, None, path, path, Some(vocab.tokens.len()))
+    }
+
+    /// Opens a tokenizer from a GGUF file, an HF `tokenizer.json`, or an HF
+    /// folder holding one.
     pub fn open(path: impl AsRef<Path>) -> Result<Tokenizer> {
         let path = path.as_ref();
+        if path.is_dir() {
+            return Tokenizer::from_tokenizer_json(path.join("tokenizer.json"));
+        }
         let mut magic = [0u8; 4];
         let is_gguf = std::fs::File::open(path)
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))

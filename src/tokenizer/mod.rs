@@ -1,12 +1,11 @@
-//! Tokenizers: BPE from a GGUF vocabulary or an HF `tokenizer.json`.
+//! Tokenizers and chat templates, from the model's own files.
 //!
-//! [`Tokenizer`] reproduces HF `tokenizers` for two kinds of BPE. Byte-level
-//! (SmolLM2, StarCoder, GPT-2): added/special tokens are matched in the raw
-//! text first, the rest is pre-tokenized ([`PreTokenizer`]), each word is
-//! spelled in GPT-2's byte alphabet and merged by rank. SentencePiece-style
-//! (Llama 2, Phi-3): spaces spelled `▁`, a `▁` prepended, characters merged
-//! by rank with `<0xXX>` byte fallback. Decoding maps tokens back to bytes
-//! and replaces invalid UTF-8 with U+FFFD, as HF does.
+//! Encoding and decoding go through the `tokenizers` crate (the engine of
+//! transformers' fast tokenizers, built here without C code), which loads
+//! any HF `tokenizer.json`. A GGUF file carries no `tokenizer.json`: kiln
+//! builds one from its `tokenizer.*` metadata as transformers' GGUF loader
+//! does ([`GgufVocab`]). Chat templates are the model's own Jinja
+//! `chat_template`, rendered with minijinja ([`ChatTemplate`]).
 //!
 //! ```no_run
 //! # fn main() -> kiln::Result<()> {
@@ -19,27 +18,15 @@
 //!
 //! See `spec/tokenizer.md` for what is supported.
 
-mod added;
-mod bpe;
-mod byte_level;
 mod chat;
 mod gguf;
-mod hf_json;
 mod load;
-mod pretokenize;
-mod spm;
 
+pub use chat::{ChatAffixes, ChatTemplate, Message, CHATML_TEMPLATE};
 pub use gguf::{
-    gguf_is_sentencepiece, ignores_merges, pre_tokenizer_for, SUPPORTED_MODELS, SUPPORTED_PRE,
+    gguf_tokenizer_files, merges_from_scores, GgufVocab, TokenizerFiles, LLAMA3_REGEX, QWEN2_REGEX,
+    SUPPORTED_MODELS, SUPPORTED_PRE,
 };
-pub use pretokenize::{PreTokenizer, LLAMA3_REGEX, QWEN2_REGEX};
-pub use spm::merges_from_scores as sentencepiece_merges;
-pub use spm::Prefix as SpacePrefix;
-
-use added::{AddedToken, AddedTokens};
-use bpe::Bpe;
-use std::collections::HashMap;
-use std::ops::Range;
 
 /// Tokenizer data is malformed, unsupported, or an id is out of range.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +34,7 @@ pub enum TokenizerError {
     /// The vocabulary, merges or tokenizer file contradict themselves.
     #[error("malformed tokenizer: {0}")]
     Malformed(String),
-    /// A tokenizer file could not be parsed as JSON of the expected shape.
+    /// A tokenizer file could not be read as a tokenizer.
     #[error("{path}: {message}")]
     File {
         /// The file at fault.
@@ -66,195 +53,52 @@ pub enum TokenizerError {
         /// The number of ids the tokenizer knows.
         vocab_size: usize,
     },
-    /// The tokenizer has no chat template, or one kiln cannot render.
+    /// The tokenizer has no chat template, or it failed to render.
     #[error("chat template: {0}")]
     ChatTemplate(String),
+    /// The `tokenizers` crate failed to encode or decode.
+    #[error("tokenizer: {0}")]
+    Engine(String),
 }
 
-/// A BPE tokenizer (byte-level or SentencePiece-style) with its special
-/// tokens and chat template.
-#[derive(Debug, Clone)]
+/// A tokenizer (any HF `tokenizer.json`) with its special tokens and chat
+/// template.
+#[derive(Clone)]
 pub struct Tokenizer {
-    bpe: Bpe,
-    pre: PreTokenizer,
-    /// SentencePiece-style spelling (`▁`, byte fallback) instead of the
-    /// byte-level alphabet and pre-tokenizer.
-    spm: Option<spm::Spm>,
+    inner: tokenizers::Tokenizer,
     /// Whether HF's `encode(text)` puts the bos token first.
     add_bos: bool,
-    /// Text pieces are NFC-normalized before pre-tokenizing (Qwen2's
-    /// `tokenizer.json`).
-    nfc: bool,
-    added: AddedTokens,
-    /// Each id's token string (added tokens: their content).
-    id_tokens: Vec<String>,
-    /// Each id's bytes, as the byte-level decoder produces them.
-    id_bytes: Vec<Vec<u8>>,
     /// Ids of special (control) tokens.
     special: Vec<bool>,
+    vocab_size: usize,
     bos: Option<u32>,
     eos: Option<u32>,
     chat_template: Option<String>,
 }
 
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("vocab_size", &self.vocab_size)
+            .field("bos", &self.bos)
+            .field("eos", &self.eos)
+            .field("add_bos", &self.add_bos)
+            .field("chat_template", &self.chat_template.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+fn engine(e: tokenizers::Error) -> TokenizerError {
+    TokenizerError::Engine(e.to_string())
+}
+
 impl Tokenizer {
-    /// Assembles a tokenizer; `vocab_size` ids `0..vocab_size` must all be
-    /// named by the vocabulary or the added tokens.
-    fn assemble(
-        bpe: Bpe,
-        pre: PreTokenizer,
-        added: Vec<AddedToken>,
-        bos: Option<u32>,
-        eos: Option<u32>,
-        chat_template: Option<String>,
-    ) -> Result<Tokenizer, TokenizerError> {
-        Tokenizer::assemble_with(bpe, pre, None, added, bos, eos, chat_template)
-    }
-
-    /// [`Tokenizer::assemble`] with SentencePiece-style spelling when `spm`
-    /// is given.
-    fn assemble_with(
-        bpe: Bpe,
-        pre: PreTokenizer,
-        spm: Option<spm::Spm>,
-        added: Vec<AddedToken>,
-        bos: Option<u32>,
-        eos: Option<u32>,
-        chat_template: Option<String>,
-    ) -> Result<Tokenizer, TokenizerError> {
-        let max_id = bpe
-            .vocab
-            .values()
-            .chain(added.iter().map(|t| &t.id))
-            .copied()
-            .max();
-        let size = max_id.map_or(0, |m| m as usize + 1);
-        // Ids must be 0..size without gaps; check before allocating `size`.
-        if size > bpe.vocab.len() + added.len() {
-            return Err(TokenizerError::Malformed(format!(
-                "token ids run to {} but there are only {} tokens",
-                size - 1,
-                bpe.vocab.len() + added.len()
-            )));
-        }
-        let mut id_tokens: Vec<Option<String>> = vec![None; size];
-        for (token, &id) in &bpe.vocab {
-            id_tokens[id as usize] = Some(token.clone());
-        }
-        let mut special = vec![false; size];
-        // Added tokens decode to their content (HF looks them up first).
-        for t in &added {
-            id_tokens[t.id as usize] = Some(t.content.clone());
-            special[t.id as usize] = t.special;
-        }
-        let id_tokens: Vec<String> = id_tokens
-            .into_iter()
-            .enumerate()
-            .map(|(id, t)| {
-                t.ok_or_else(|| {
-                    TokenizerError::Malformed(format!(
-                        "ids run to {} but no token has id {id}",
-                        size - 1
-                    ))
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        for (what, id) in [("bos", bos), ("eos", eos)] {
-            if let Some(id) = id {
-                if id as usize >= size {
-                    return Err(TokenizerError::Malformed(format!(
-                        "{what} token id {id} is out of range (vocabulary size {size})"
-                    )));
-                }
-            }
-        }
-        let is_added: Vec<bool> = {
-            let mut v = vec![false; size];
-            for t in &added {
-                v[t.id as usize] = true;
-            }
-            v
-        };
-        let id_bytes = id_tokens
-            .iter()
-            .zip(&is_added)
-            .map(|(t, &a)| match (&spm, a) {
-                // An added token decodes to its content as written.
-                (Some(_), true) => t.as_bytes().to_vec(),
-                (Some(_), false) => spm::decode_token(t),
-                (None, _) => byte_level::decode_token(t),
-            })
-            .collect();
-        Ok(Tokenizer {
-            bpe,
-            pre,
-            spm,
-            add_bos: false,
-            nfc: false,
-            added: AddedTokens::new(added),
-            id_tokens,
-            id_bytes,
-            special,
-            bos,
-            eos,
-            chat_template,
-        })
-    }
-
     /// Token ids of `text`, without adding any special token (HF
     /// `encode(text, add_special_tokens=False)`). Special tokens written in
     /// the text, like `<|im_start|>`, become their ids.
     pub fn encode(&self, text: &str) -> crate::Result<Vec<u32>> {
-        let mut ids = Vec::with_capacity(text.len() / 3 + 1);
-        // BPE of a word depends only on its bytes: cache it for this call.
-        let mut cache: HashMap<&str, Range<usize>> = HashMap::new();
-        let mut words: Vec<Range<usize>> = Vec::new();
-        if let Some(spm) = &self.spm {
-            for piece in self.added.split(text) {
-                match piece {
-                    added::Piece::Token(id) => ids.push(id),
-                    added::Piece::Text(range) => {
-                        let first = range.start == 0;
-                        spm.encode_piece(&self.bpe, &text[range], first, &mut ids);
-                    }
-                }
-            }
-            return Ok(ids);
-        }
-        let pieces = self.added.split(text);
-        // NFC-normalized text pieces (Qwen2's normalizer), owned here so the
-        // word cache can borrow from them.
-        let normalized: Vec<Option<String>> = pieces
-            .iter()
-            .map(|p| match p {
-                added::Piece::Text(r) if self.nfc => {
-                    use unicode_normalization::UnicodeNormalization;
-                    Some(text[r.clone()].nfc().collect())
-                }
-                _ => None,
-            })
-            .collect();
-        for (piece, norm) in pieces.into_iter().zip(&normalized) {
-            match piece {
-                added::Piece::Token(id) => ids.push(id),
-                added::Piece::Text(range) => {
-                    let part = norm.as_deref().unwrap_or(&text[range]);
-                    words.clear();
-                    self.pre.split(part, &mut words);
-                    for w in &words {
-                        let word = &part[w.clone()];
-                        if let Some(r) = cache.get(word) {
-                            ids.extend_from_within(r.clone());
-                            continue;
-                        }
-                        let start = ids.len();
-                        self.bpe.encode_word(word.as_bytes(), &mut ids);
-                        cache.insert(word, start..ids.len());
-                    }
-                }
-            }
-        }
-        Ok(ids)
+        let enc = self.inner.encode_fast(text, false).map_err(engine)?;
+        Ok(enc.get_ids().to_vec())
     }
 
     /// The ids of a prompt as HF's `tokenizer(text)` gives them: the bos
@@ -272,77 +116,44 @@ impl Tokenizer {
         Ok(ids)
     }
 
-    /// Text of `ids` (HF `decode(ids)` with special tokens kept): token
-    /// bytes concatenated, invalid UTF-8 replaced by U+FFFD.
+    fn check_ids(&self, ids: &[u32]) -> Result<(), TokenizerError> {
+        match ids.iter().find(|&&id| id as usize >= self.vocab_size) {
+            Some(&id) => Err(self.unknown(id)),
+            None => Ok(()),
+        }
+    }
+
+    /// Text of `ids` (HF `decode(ids)` with special tokens kept).
     pub fn decode(&self, ids: &[u32]) -> crate::Result<String> {
-        let mut bytes = Vec::with_capacity(ids.len() * 4);
-        for &id in ids {
-            bytes.extend_from_slice(self.decode_token_bytes(id)?);
-        }
-        Ok(self.strip_leading_space(String::from_utf8_lossy(&bytes).into_owned()))
-    }
-
-    /// HF's `Strip(" ", 1, 0)` decoder of SentencePiece-style tokenizers:
-    /// the decoded text loses one leading space.
-    fn strip_leading_space(&self, text: String) -> String {
-        match (&self.spm, text.strip_prefix(' ')) {
-            (Some(s), Some(rest)) if s.strip_leading_space => rest.to_string(),
-            _ => text,
-        }
-    }
-
-    /// Whether decoding drops one leading space ([`Tokenizer::decode`]).
-    pub fn strips_leading_space(&self) -> bool {
-        self.spm.as_ref().is_some_and(|s| s.strip_leading_space)
-    }
-
-    /// True for a SentencePiece-style tokenizer (`▁` spaces, byte fallback).
-    pub fn is_sentencepiece(&self) -> bool {
-        self.spm.is_some()
-    }
-
-    /// Whether HF's `encode(text)` (with `add_special_tokens`) puts the bos
-    /// token first: GGUF `tokenizer.ggml.add_bos_token`, or a
-    /// `tokenizer.json` post-processor that writes it. [`Tokenizer::encode`]
-    /// never adds it; callers encoding a prompt do.
-    pub fn adds_bos(&self) -> bool {
-        self.add_bos && self.bos.is_some()
+        self.check_ids(ids)?;
+        Ok(self.inner.decode(ids, false).map_err(engine)?)
     }
 
     /// Like [`Tokenizer::decode`], leaving out special tokens (HF
     /// `decode(ids, skip_special_tokens=True)`).
     pub fn decode_skipping_special(&self, ids: &[u32]) -> crate::Result<String> {
-        let mut bytes = Vec::with_capacity(ids.len() * 4);
-        for &id in ids {
-            let b = self.decode_token_bytes(id)?;
-            if !self.is_special(id) {
-                bytes.extend_from_slice(b);
-            }
-        }
-        Ok(self.strip_leading_space(String::from_utf8_lossy(&bytes).into_owned()))
+        self.check_ids(ids)?;
+        Ok(self.inner.decode(ids, true).map_err(engine)?)
     }
 
-    /// The raw bytes one token stands for, which may be part of a UTF-8
-    /// character; see [`StreamDecoder`] for streaming text.
-    pub fn decode_token_bytes(&self, id: u32) -> crate::Result<&[u8]> {
-        self.id_bytes
-            .get(id as usize)
-            .map(Vec::as_slice)
-            .ok_or_else(|| self.unknown(id).into())
+    /// Whether HF's `encode(text)` (with `add_special_tokens`) puts the bos
+    /// token first: `add_bos_token` in the config, or a post-processor that
+    /// writes it. [`Tokenizer::encode`] never adds it; callers encoding a
+    /// prompt do.
+    pub fn adds_bos(&self) -> bool {
+        self.add_bos && self.bos.is_some()
     }
 
     /// The token string of `id` in the vocabulary's own spelling (byte-level
     /// characters, e.g. `Ġthe`; added tokens as written, e.g. `<|im_end|>`).
-    pub fn id_to_token(&self, id: u32) -> Option<&str> {
-        self.id_tokens.get(id as usize).map(String::as_str)
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
     }
 
     /// The id of a token given in the vocabulary's spelling, or of an added
     /// token given by its content.
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.added
-            .id_of(token)
-            .or_else(|| self.bpe.vocab.get(token).copied())
+        self.inner.token_to_id(token)
     }
 
     /// True for special (control) tokens such as `<|im_end|>`.
@@ -362,21 +173,7 @@ impl Tokenizer {
 
     /// The number of token ids (vocabulary plus added tokens).
     pub fn vocab_size(&self) -> usize {
-        self.id_tokens.len()
-    }
-
-    /// The pre-tokenizer in use.
-    pub fn pre_tokenizer(&self) -> PreTokenizer {
-        self.pre
-    }
-
-    /// The same tokenizer with another pre-tokenizer. For instance
-    /// transformers' GGUF loader gives SmolLM2 (`smollm`) the plain
-    /// [`PreTokenizer::Gpt2`] split instead of the model's own digit split;
-    /// this reproduces it.
-    pub fn with_pre_tokenizer(mut self, pre: PreTokenizer) -> Tokenizer {
-        self.pre = pre;
-        self
+        self.vocab_size
     }
 
     /// The chat template's source text, if the tokenizer carries one.
@@ -384,21 +181,39 @@ impl Tokenizer {
         self.chat_template.as_deref()
     }
 
+    /// The same tokenizer with another chat template (`--chat-template`).
+    pub fn with_chat_template(mut self, template: String) -> Tokenizer {
+        self.chat_template = Some(template);
+        self
+    }
+
+    /// The template [`Tokenizer::apply_chat`] renders with: the tokenizer's
+    /// own, compiled, or `None` when it has none.
+    pub fn template(&self) -> crate::Result<Option<ChatTemplate>> {
+        let Some(source) = self.chat_template.as_deref() else {
+            return Ok(None);
+        };
+        let name = |id: Option<u32>| id.and_then(|i| self.id_to_token(i));
+        Ok(Some(ChatTemplate::new(
+            source,
+            name(self.bos),
+            name(self.eos),
+        )?))
+    }
+
     /// Renders a conversation of `(role, content)` messages with the
     /// tokenizer's chat template, as transformers'
     /// `apply_chat_template(messages, tokenize=False, add_generation_prompt=…)`
-    /// does. Only ChatML templates (those writing `<|im_start|>`) are
-    /// supported, including a default system prompt the template inserts
-    /// when the first message is not a system message (SmolLM2 does).
+    /// does. An error when the tokenizer has no template.
     pub fn apply_chat<R: AsRef<str>, C: AsRef<str>>(
         &self,
         messages: &[(R, C)],
         add_generation_prompt: bool,
     ) -> crate::Result<String> {
-        let template = self.chat_template.as_deref().ok_or_else(|| {
+        let template = self.template()?.ok_or_else(|| {
             TokenizerError::ChatTemplate("the tokenizer has no chat template".into())
         })?;
-        Ok(chat::render(template, messages, add_generation_prompt)?)
+        Ok(template.render(messages, add_generation_prompt)?)
     }
 
     fn unknown(&self, id: u32) -> TokenizerError {
@@ -409,14 +224,18 @@ impl Tokenizer {
     }
 }
 
-/// Turns a stream of token ids into text as soon as it is complete UTF-8:
-/// a character split across tokens comes out with its last byte. The
-/// concatenated output equals [`Tokenizer::decode`] of all ids.
+/// Turns a stream of token ids into text as soon as it is complete (the
+/// `tokenizers` crate's streaming decoder): a character split across
+/// byte-fallback tokens comes out with its last byte. The concatenated
+/// output equals [`Tokenizer::decode`] of all ids.
 #[derive(Debug, Default, Clone)]
 pub struct StreamDecoder {
-    pending: Vec<u8>,
-    /// Some text has come out (the leading-space strip applies only before).
-    started: bool,
+    ids: Vec<u32>,
+    prefix: String,
+    prefix_index: usize,
+    /// Text given out so far, for [`StreamDecoder::finish`].
+    out_len: usize,
+    all: Vec<u32>,
 }
 
 impl StreamDecoder {
@@ -427,49 +246,25 @@ impl StreamDecoder {
 
     /// Adds one token and returns the text it completes (maybe empty).
     pub fn push(&mut self, tokenizer: &Tokenizer, id: u32) -> crate::Result<String> {
-        self.pending
-            .extend_from_slice(tokenizer.decode_token_bytes(id)?);
-        let out = self.drain();
-        if self.started || out.is_empty() {
-            return Ok(out);
-        }
-        self.started = true;
-        Ok(tokenizer.strip_leading_space(out))
+        tokenizer.check_ids(&[id])?;
+        self.all.push(id);
+        let out = tokenizers::tokenizer::step_decode_stream(
+            &tokenizer.inner,
+            vec![id],
+            false,
+            &mut self.ids,
+            &mut self.prefix,
+            &mut self.prefix_index,
+        )
+        .map_err(engine)?
+        .unwrap_or_default();
+        self.out_len += out.len();
+        Ok(out)
     }
 
-    /// The complete UTF-8 text at the front of `pending`, removed from it.
-    fn drain(&mut self) -> String {
-        let mut out = String::new();
-        loop {
-            match std::str::from_utf8(&self.pending) {
-                Ok(s) => {
-                    out.push_str(s);
-                    self.pending.clear();
-                    break;
-                }
-                Err(e) => {
-                    let good = e.valid_up_to();
-                    // Valid by construction: `good` bytes passed the check.
-                    out.push_str(&String::from_utf8_lossy(&self.pending[..good]));
-                    match e.error_len() {
-                        // An incomplete character at the end: wait for more.
-                        None => {
-                            self.pending.drain(..good);
-                            break;
-                        }
-                        Some(bad) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            self.pending.drain(..good + bad);
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// Flushes what is left (an incomplete character becomes U+FFFD).
-    pub fn finish(self) -> String {
-        String::from_utf8_lossy(&self.pending).into_owned()
+    /// The text not given out yet (an incomplete character as U+FFFD).
+    pub fn finish(self, tokenizer: &Tokenizer) -> crate::Result<String> {
+        let text = tokenizer.decode(&self.all)?;
+        Ok(text.get(self.out_len..).unwrap_or_default().to_string())
     }
 }

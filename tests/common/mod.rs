@@ -163,6 +163,16 @@ pub fn smollm2_gguf() -> Option<PathBuf> {
     )
 }
 
+/// A llama.cpp vocabulary file (`ggml-vocab-NAME.gguf`) in the cache,
+/// fetched by `scripts/fetch-llama-vocab.sh` when missing.
+pub fn llama_cpp_vocab(name: &str) -> Option<PathBuf> {
+    cached_or_fetched(
+        "llama.cpp vocabulary",
+        &format!("llama.cpp-vocab/ggml-vocab-{name}.gguf"),
+        "scripts/fetch-llama-vocab.sh",
+    )
+}
+
 /// `rel` under kiln's cache, running `script` when it is missing; `None`
 /// (with a note) when it cannot be had and is not required.
 fn cached_or_fetched(what: &str, rel: &str, script: &str) -> Option<PathBuf> {
