@@ -122,13 +122,10 @@ impl ParamSource for FileParams {
         // entry without a dtype too); quantized GGUF blocks are not.
         let bytes_ok = match meta.dtype {
             crate::params::SourceDType::Ggml(g) if g.plain().is_none() => false,
-            d => d.plain().map_or(true, |p| reads_as(p, ty.dtype)),
+            d => d.plain().is_none_or(|p| reads_as(p, ty.dtype)),
         };
         if bytes_ok {
-            if offset
-                .checked_add(len)
-                .map_or(true, |end| end > meta.nbytes)
-            {
+            if offset.checked_add(len).is_none_or(|end| end > meta.nbytes) {
                 return Err(InterpError(format!(
                     "{file}: tensor \"{key}\" has {} bytes; the module declares bytes {offset}..{} of it",
                     meta.nbytes,
