@@ -158,7 +158,7 @@ fn convert_dequantizes_gguf_merges_renames_and_excludes() {
         "params",
         "convert",
         s(&fx("gguf/q4_k.gguf")),
-        "-o",
+        "--out",
         s(&out16),
         "--dtype",
         "bf16",

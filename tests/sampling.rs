@@ -345,7 +345,7 @@ fn the_cli_samples_repeatably_and_refuses_bad_flags() {
     let (code, _, err) = kiln(&[
         "export",
         ckpt.to_str().unwrap(),
-        "--out",
+        "-o",
         out.path().to_str().unwrap(),
         "--seq",
         "8",

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Directory for the demo's files.
-    #[arg(long, default_value = "kiln-demo")]
+    #[arg(long, short = 'o', value_name = "DIR", default_value = "kiln-demo")]
     pub out: PathBuf,
 }
 

@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long)]
     pub seq: usize,
     /// Output directory.
-    #[arg(long, default_value = ".")]
+    #[arg(long, short = 'o', value_name = "DIR", default_value = ".")]
     pub out: PathBuf,
     /// Base name of the output files (default: the checkpoint's folder or file name).
     #[arg(long)]

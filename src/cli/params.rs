@@ -70,7 +70,7 @@ pub struct ConvertArgs {
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// Output: OUT.irpa or OUT.safetensors.
-    #[arg(short, long)]
+    #[arg(short, long, visible_alias = "out", value_name = "FILE")]
     pub output: PathBuf,
     /// Element type of float tensors in the output.
     #[arg(long, value_enum, default_value_t = OutDType::Keep)]
