@@ -470,15 +470,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
             std::io::Error::new(e.kind(), format!("cannot create output directory: {e}")),
         )
     })?;
-    let staging = tempfile::Builder::new()
-        .prefix(".kiln-export-")
-        .tempdir_in(&opts.out_dir)
-        .map_err(|e| {
-            Error::io(
-                &opts.out_dir,
-                std::io::Error::new(e.kind(), format!("output directory is not writable: {e}")),
-            )
-        })?;
+    let staging = crate::util::staging_dir(&opts.out_dir, ".kiln-export-", "output directory")?;
     let st_path = staging.path().join(format!("{name}.safetensors"));
     let irpa_path = staging.path().join(format!("{name}.irpa"));
     let mlir_path = staging.path().join(format!("{name}-gen.mlir"));

@@ -614,15 +614,7 @@ fn stage_and_commit(
     warnings: &mut Vec<String>,
 ) -> Result<Staged> {
     let name = &m.name;
-    let staging = tempfile::Builder::new()
-        .prefix(".kiln-package-")
-        .tempdir_in(out)
-        .map_err(|e| {
-            Error::io(
-                out,
-                std::io::Error::new(e.kind(), format!("assets directory is not writable: {e}")),
-            )
-        })?;
+    let staging = crate::util::staging_dir(out, ".kiln-package-", "assets directory")?;
     let st = staging.path();
     let mut files: Vec<FileRecord> = Vec::new();
 

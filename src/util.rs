@@ -121,6 +121,48 @@ pub fn replace_by_rename(src: &Path, dst: &Path, aside: &Path) -> Result<()> {
     })
 }
 
+/// A staging directory `DIR/PREFIX<pid>-<random>` for files that are
+/// renamed into `dir` once all of them are written. Staging directories of
+/// this kind left by a process that no longer runs (killed mid-way) are
+/// removed first, so they never pile up; `what` names `dir` in the error
+/// when it is not writable.
+pub fn staging_dir(dir: &Path, prefix: &str, what: &str) -> Result<tempfile::TempDir> {
+    remove_stale_staging(dir, prefix);
+    tempfile::Builder::new()
+        .prefix(&format!("{prefix}{}-", std::process::id()))
+        .tempdir_in(dir)
+        .map_err(|e| {
+            crate::Error::io(
+                dir,
+                std::io::Error::new(e.kind(), format!("{what} is not writable: {e}")),
+            )
+        })
+}
+
+/// Removes `dir/PREFIX<pid>-*` folders whose process is gone (Linux and
+/// Android: no `/proc/<pid>`); best effort, errors ignored.
+fn remove_stale_staging(dir: &Path, prefix: &str) {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().filter(|p| p.parse::<u32>().is_ok()) else {
+            continue;
+        };
+        if !proc.join(pid).exists() && e.path().is_dir() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Hex sha256 of a file's contents, streamed.
 pub fn sha256_file(path: impl AsRef<Path>) -> Result<String> {
     let path = path.as_ref();

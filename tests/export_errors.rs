@@ -305,6 +305,17 @@ fn export_again_replaces_the_files_in_place() {
     let dir = tmpdir();
     let keep = dir.path().join("notes.txt");
     std::fs::write(&keep, "mine").unwrap();
+    // A staging folder left by an export that was killed (its process is
+    // gone) is removed by the next export; one of a running process (this
+    // test's) is left alone.
+    let stale = dir.path().join(".kiln-export-4194399-x1");
+    let live = dir
+        .path()
+        .join(format!(".kiln-export-{}-x2", std::process::id()));
+    for d in [&stale, &live] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::write(d.join("mha.irpa"), "partial").unwrap();
+    }
     for seq in ["8", "16"] {
         let (code, err) = kiln(&[
             "export",
@@ -323,6 +334,12 @@ fn export_again_replaces_the_files_in_place() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
+    assert!(
+        !stale.exists(),
+        "the dead export's staging folder is removed"
+    );
+    std::fs::remove_dir_all(&live).unwrap();
+    names.retain(|n| !n.starts_with(".kiln-export-"));
     assert_eq!(
         names,
         [
