@@ -48,12 +48,14 @@ fn exported() -> Option<&'static Exported> {
                 out_dir: dir.path().into(),
                 name: Some("smollm2".into()),
                 // P = 16: every fixture prompt (18 to 37 tokens) is
-                // prefilled in chunks.
+                // prefilled in chunks. With the top-40 for sampling: the
+                // greedy ids are the same (tests/sampling.rs), and the
+                // chat test samples too.
                 kv: Some(KvCacheOptions {
                     prompt_len: Some(16),
                     max_context: Some(128),
                     cache_dtype: kiln::graph::DType::F32,
-                    top_k: None,
+                    top_k: Some(40),
                 }),
                 ..Default::default()
             },
@@ -257,8 +259,9 @@ fn kv_cache_generation_matches_transformers() {
     assert_eq!((kv.prompt_len, kv.max_context), (16, 128));
     assert_eq!(kv.cache_shape, [30, 3, 128, 64]);
     let text = std::fs::read_to_string(e.report.kv_mlir.as_ref().unwrap()).unwrap();
-    assert!(text.contains("func.func @smollm2_prefill(%arg0: tensor<1x16xi32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<30x3x128x64xf32> {iree.abi.output = 1 : index}, %arg4: tensor<30x3x128x64xf32> {iree.abi.output = 2 : index}) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
-    assert!(text.contains("func.func @smollm2_decode(%arg0: tensor<1xi32>, %arg1: tensor<i32>, %arg2: tensor<30x3x128x64xf32> {iree.abi.output = 1 : index}, %arg3: tensor<30x3x128x64xf32> {iree.abi.output = 2 : index}) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>)"));
+    assert!(text.contains("func.func @smollm2_prefill(%arg0: tensor<1x16xi32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<30x3x128x64xf32> {iree.abi.output = 1 : index}, %arg4: tensor<30x3x128x64xf32> {iree.abi.output = 2 : index}) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>, tensor<40xf32>, tensor<40xi32>)"));
+    assert!(text.contains("func.func @smollm2_decode(%arg0: tensor<1xi32>, %arg1: tensor<i32>, %arg2: tensor<30x3x128x64xf32> {iree.abi.output = 1 : index}, %arg3: tensor<30x3x128x64xf32> {iree.abi.output = 2 : index}) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>, tensor<40xf32>, tensor<40xi32>)"));
+    assert_eq!(kv.top_k, Some(40));
     // Both functions update the caches in place: one write per layer and
     // cache, no re-stacking copy.
     let at = text.find("func.func @smollm2_decode").unwrap();
@@ -380,6 +383,41 @@ fn kv_cache_generation_matches_transformers() {
     assert!(
         prefilled[1] < prefilled[0],
         "turn 2 prefilled {} tokens (the whole conversation again?): {stderr}",
+        prefilled[1]
+    );
+    // Sampled, the same two turns: a seed repeats the replies, and turn 2
+    // still prefills only its own tokens (a sampled reply need not be the
+    // tokenizer's own spelling of its text; the caches keep it as drawn).
+    let sampled = || {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(["chat", vmfb.to_str().unwrap(), "--max-new-tokens", "20"])
+            .args(["--temperature", "0.9", "--top-p", "0.95", "--seed", "5"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(
+            child.stdin.as_mut().unwrap(),
+            b"What is the capital of France?\nAnd of Germany?\n/exit\n",
+        )
+        .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let prefilled: Vec<usize> = stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix('('))
+            .filter_map(|l| l.split(' ').next()?.parse().ok())
+            .collect();
+        (String::from_utf8(out.stdout).unwrap(), prefilled, stderr)
+    };
+    let (text, prefilled, stderr) = sampled();
+    assert_eq!(sampled().0, text, "same seed, same replies");
+    assert_eq!(prefilled.len(), 2, "{stderr}");
+    assert!(
+        prefilled[1] < prefilled[0],
+        "sampled turn 2 prefilled {} tokens: {stderr}",
         prefilled[1]
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -100,6 +100,8 @@ pub fn run(a: Args) -> Result<i32> {
     let mut out = std::io::stdout();
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
+    // The text of the conversation the caches hold, and its ids.
+    let mut held: Option<(String, Vec<i32>)> = None;
     loop {
         if interactive {
             eprint!("> ");
@@ -111,14 +113,15 @@ pub fn run(a: Args) -> Result<i32> {
             "/exit" | "/quit" => break,
             "/reset" => {
                 chat.reset();
+                held = None;
                 conv.restart()?;
                 eprintln!("(conversation reset)");
                 continue;
             }
             _ => {}
         }
-        let ids = match chat.render(&line) {
-            Ok(ids) => ids,
+        let (text, ids) = match chat.render(&line) {
+            Ok(r) => r,
             Err(Error::Tokenizer(e)) => {
                 // The template refused the conversation: say so, keep going.
                 chat.forget_last();
@@ -128,7 +131,28 @@ pub fn run(a: Args) -> Result<i32> {
             Err(e) => return Err(e),
         };
         // The caches hold a prefix of the rendered conversation: prefill
-        // the rest only. (If the tokens diverge, start over from all.)
+        // the rest only. Sampled replies need not be the tokenizer's own
+        // spelling of their text, so when the ids diverge but the text
+        // still extends what the caches hold, only the new text is
+        // encoded (it starts at the template's end-of-turn token). Else
+        // start over from all of it.
+        let extended: Vec<i32>;
+        let ids: &[i32] = match held.as_ref() {
+            Some((held_text, held_ids))
+                if !ids.starts_with(conv.tokens())
+                    && held_ids.starts_with(conv.tokens())
+                    && text.starts_with(held_text.as_str()) =>
+            {
+                let rest = tokenizer.encode(&text[held_text.len()..])?;
+                extended = held_ids
+                    .iter()
+                    .copied()
+                    .chain(rest.into_iter().map(|x| x as i32))
+                    .collect();
+                &extended
+            }
+            _ => &ids,
+        };
         if !ids.starts_with(conv.tokens()) {
             conv.restart()?;
         }
@@ -165,6 +189,11 @@ pub fn run(a: Args) -> Result<i32> {
         let _ = writeln!(out, "{}", decoder.finish(&tokenizer)?);
         let reply = tokenizer
             .decode_skipping_special(&g.ids.iter().map(|&i| i as u32).collect::<Vec<_>>())?;
+        // What the caches now hold (the last id is fed with the next
+        // turn), and the text it spells.
+        let mut held_ids = conv.tokens().to_vec();
+        held_ids.extend(g.ids.last());
+        held = Some((format!("{text}{reply}"), held_ids));
         chat.reply(reply);
         let secs = t0.elapsed().as_secs_f64();
         eprintln!(
@@ -251,17 +280,18 @@ impl<'t> Chat<'t> {
         }
     }
 
-    /// Adds the user's turn; returns the ids of the whole conversation
-    /// ending with the assistant's generation prompt.
-    fn render(&mut self, user: &str) -> Result<Vec<i32>> {
+    /// Adds the user's turn; returns the text and the ids of the whole
+    /// conversation ending with the assistant's generation prompt.
+    fn render(&mut self, user: &str) -> Result<(String, Vec<i32>)> {
         self.messages.push(("user".into(), user.to_string()));
         let text = self.template.render(&self.messages, true)?;
-        Ok(self
+        let ids = self
             .tokenizer
             .encode_prompt(&text, true)?
             .into_iter()
             .map(|x| x as i32)
-            .collect())
+            .collect();
+        Ok((text, ids))
     }
 
     fn forget_last(&mut self) {
