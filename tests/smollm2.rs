@@ -351,47 +351,12 @@ fn kv_cache_generation_matches_transformers() {
         stderr.contains("stopped: end of sequence (id 2)"),
         "{stderr}"
     );
-    // kiln chat: the first turn answers as transformers does; the second
-    // prefills only its own tokens (the caches keep the first turn).
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(["chat", vmfb.to_str().unwrap(), "--max-new-tokens", "20"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(
-        child.stdin.as_mut().unwrap(),
-        b"What is the capital of France?\nAnd of Germany?\n/exit\n",
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let text = String::from_utf8(out.stdout).unwrap();
-    let replies: Vec<&str> = text.lines().collect();
-    assert_eq!(replies.len(), 2, "{text}");
-    assert_eq!(replies[0], chat.generate.text, "{stderr}");
-    assert!(replies[1].contains("Berlin"), "{text}");
-    let prefilled: Vec<usize> = stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix('('))
-        .filter_map(|l| l.split(' ').next()?.parse().ok())
-        .collect();
-    assert_eq!(prefilled.len(), 2, "{stderr}");
-    assert_eq!(prefilled[0], chat.ids.len(), "{stderr}");
-    assert!(
-        prefilled[1] < prefilled[0],
-        "turn 2 prefilled {} tokens (the whole conversation again?): {stderr}",
-        prefilled[1]
-    );
-    // Sampled, the same two turns: a seed repeats the replies, and turn 2
-    // still prefills only its own tokens (a sampled reply need not be the
-    // tokenizer's own spelling of its text; the caches keep it as drawn).
-    let sampled = || {
+    // kiln chat, two turns (with `extra` flags): replies, the tokens each
+    // turn prefilled, stderr.
+    let chat_run = |extra: &[&str]| {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
             .args(["chat", vmfb.to_str().unwrap(), "--max-new-tokens", "20"])
-            .args(["--temperature", "0.9", "--top-p", "0.95", "--seed", "5"])
+            .args(extra)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -412,8 +377,26 @@ fn kv_cache_generation_matches_transformers() {
             .collect();
         (String::from_utf8(out.stdout).unwrap(), prefilled, stderr)
     };
-    let (text, prefilled, stderr) = sampled();
-    assert_eq!(sampled().0, text, "same seed, same replies");
+    // The first turn answers as transformers does; the second prefills
+    // only its own tokens (the caches keep the first turn).
+    let (text, prefilled, stderr) = chat_run(&[]);
+    let replies: Vec<&str> = text.lines().collect();
+    assert_eq!(replies.len(), 2, "{text}");
+    assert_eq!(replies[0], chat.generate.text, "{stderr}");
+    assert!(replies[1].contains("Berlin"), "{text}");
+    assert_eq!(prefilled.len(), 2, "{stderr}");
+    assert_eq!(prefilled[0], chat.ids.len(), "{stderr}");
+    assert!(
+        prefilled[1] < prefilled[0],
+        "turn 2 prefilled {} tokens (the whole conversation again?): {stderr}",
+        prefilled[1]
+    );
+    // Sampled, the same two turns: a seed repeats the replies, and turn 2
+    // still prefills only its own tokens (a sampled reply need not be the
+    // tokenizer's own spelling of its text; the caches keep it as drawn).
+    let sampling = ["--temperature", "0.9", "--top-p", "0.95", "--seed", "5"];
+    let (text, prefilled, stderr) = chat_run(&sampling);
+    assert_eq!(chat_run(&sampling).0, text, "same seed, same replies");
     assert_eq!(prefilled.len(), 2, "{stderr}");
     assert!(
         prefilled[1] < prefilled[0],
