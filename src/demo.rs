@@ -88,7 +88,7 @@ pub fn run(out: &Path) -> Result<DemoResult> {
             out_dir: out.to_path_buf(),
             name: Some(NAME.into()),
             function: None,
-            weights: DType::BF16,
+            weights: DType::BF16.into(),
             ..Default::default()
         },
     )?;

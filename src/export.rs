@@ -11,8 +11,10 @@
 use crate::graph::{DType, Module};
 use crate::models::decoder::{build_graph, GraphOptions};
 use crate::models::kv::{build_decode, build_prefill, KvOptions};
-use crate::models::{Checkpoint, DecoderConfig};
+use crate::models::{Checkpoint, DecoderConfig, Storage, WeightPlan};
+use crate::params::blocks::{part_key, BlockForm};
 use crate::params::convert::{f32_to_bf16_bits, f32_to_f16_bits};
+use crate::params::gguf::GgmlType;
 use crate::params::irpa::{EntrySpec, IrpaWriter};
 use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
 use crate::params::TensorWriter;
@@ -34,8 +36,9 @@ pub struct ExportOptions {
     pub name: Option<String>,
     /// Exported function name; default: the name, made a valid identifier.
     pub function: Option<String>,
-    /// Stored dtype of the weights (bf16, f16 or f32).
-    pub weights: DType,
+    /// How the weights are stored: one dtype, or `keep` (a GGUF's own
+    /// types, block-quantized matrices in kiln's block form).
+    pub weights: Weights,
     /// Constant materialization policy (carries the parameter scope).
     pub constants: ConstantPolicy,
     /// Show a progress bar on a terminal.
@@ -47,6 +50,141 @@ pub struct ExportOptions {
     /// ([`crate::models::MAX_TENSOR_BYTES`], Vulkan's storage-buffer range,
     /// by default): a larger embedding or LM head is used in row chunks.
     pub max_tensor_bytes: u64,
+}
+
+/// How [`export`] stores the weights (`kiln export --weights`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    /// Every weight widened and stored in this dtype: bf16, f16 or f32.
+    Dtype(DType),
+    /// Every tensor of a GGUF checkpoint in its own type: block-quantized
+    /// matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) repacked
+    /// exactly into kiln's block form (`spec/quantized-weights.md`) and
+    /// widened in the graph; f32, f16 and bf16 tensors as they are.
+    Keep,
+}
+
+impl From<DType> for Weights {
+    fn from(d: DType) -> Weights {
+        Weights::Dtype(d)
+    }
+}
+
+impl std::fmt::Display for Weights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Weights::Dtype(d) => write!(f, "{d}"),
+            Weights::Keep => f.write_str("keep"),
+        }
+    }
+}
+
+/// How each weight of `ckpt` is stored under `weights`. `keep` needs a
+/// GGUF checkpoint whose every tensor has a type kiln can keep.
+pub fn weight_plan(ckpt: &Checkpoint, weights: Weights) -> Result<WeightPlan> {
+    let d = match weights {
+        Weights::Dtype(d @ (DType::BF16 | DType::F16 | DType::F32)) => return Ok(d.into()),
+        Weights::Dtype(d) => {
+            return Err(Error::Usage(format!(
+                "--weights must be bf16, f16, f32 or keep, not {d}"
+            )))
+        }
+        Weights::Keep => DType::F32,
+    };
+    let mut plan = WeightPlan::from(d);
+    for (name, shape) in ckpt.tensors() {
+        let Some(ty) = ckpt.ggml_type(name) else {
+            return Err(Error::Usage(format!(
+                "--weights keep keeps a GGUF file's quantization; {} is not a GGUF file \
+                 (use --weights bf16, f16 or f32)",
+                ckpt.path.display()
+            )));
+        };
+        let storage = match (ty.plain(), BlockForm::of(ty)) {
+            (Some(p), _) => Storage::Plain(match p {
+                crate::params::DType::F16 => DType::F16,
+                crate::params::DType::BF16 => DType::BF16,
+                crate::params::DType::F32 => DType::F32,
+                _ => return Err(unkeepable(ckpt, name, ty)),
+            }),
+            (None, Some(form)) if shape.len() == 2 => {
+                if shape[1] % form.block() != 0 {
+                    return Err(Error::Usage(format!(
+                        "{}: tensor \"{name}\" {shape:?}: rows of {} are not whole {}-element {ty} blocks",
+                        ckpt.path.display(),
+                        shape[1],
+                        form.block()
+                    )));
+                }
+                Storage::Blocks(form)
+            }
+            _ => return Err(unkeepable(ckpt, name, ty)),
+        };
+        plan.overrides.insert(name.clone(), storage);
+    }
+    Ok(plan)
+}
+
+fn unkeepable(ckpt: &Checkpoint, name: &str, ty: GgmlType) -> Error {
+    Error::Usage(format!(
+        "{}: tensor \"{name}\" is {ty}, which --weights keep cannot store \
+         (it keeps F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrices); \
+         use --weights bf16",
+        ckpt.path.display()
+    ))
+}
+
+/// One archive entry of an export: a whole tensor, or one part of a
+/// block-quantized one.
+struct Entry {
+    name: String,
+    dtype: DType,
+    shape: Vec<u64>,
+}
+
+/// The archive entries of `ckpt` stored as `plan` says, in graph order.
+fn entries(ckpt: &Checkpoint, plan: &WeightPlan) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for (n, s) in ckpt.tensors() {
+        match plan.storage(n) {
+            Storage::Plain(d) => out.push(Entry {
+                name: n.clone(),
+                dtype: d,
+                shape: s.iter().map(|&d| d as u64).collect(),
+            }),
+            Storage::Blocks(form) => {
+                for p in form.parts(s[1]) {
+                    out.push(Entry {
+                        name: part_key(n, p.suffix),
+                        dtype: p.dtype,
+                        shape: vec![s[0] as u64, p.cols as u64],
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The stored bytes of `tensor` as `storage` says: one vector, or one per
+/// block part (in [`BlockForm::parts`] order).
+fn tensor_bytes(ckpt: &Checkpoint, tensor: &str, storage: Storage) -> Result<Vec<Vec<u8>>> {
+    match storage {
+        Storage::Plain(d) => Ok(vec![encode_weights(&ckpt.read_f32(tensor)?, d)?]),
+        Storage::Blocks(form) => {
+            let r = ckpt
+                .ggml_rows(tensor)
+                .ok_or_else(|| Error::Usage(format!("tensor \"{tensor}\" has no stored blocks")))?;
+            crate::params::blocks::repack(
+                &form,
+                r.bytes,
+                r.shape[0],
+                r.shape[1],
+                r.order.as_deref(),
+            )
+            .map_err(|e| Error::Usage(format!("{}: tensor \"{tensor}\": {e}", ckpt.path.display())))
+        }
+    }
 }
 
 /// Shapes of the KV-cache export (`kiln export --kv-cache`).
@@ -141,7 +279,7 @@ impl Default for ExportOptions {
             out_dir: PathBuf::from("."),
             name: None,
             function: None,
-            weights: DType::BF16,
+            weights: Weights::Dtype(DType::BF16),
             constants: ConstantPolicy::default(),
             progress: false,
             kv: None,
@@ -273,10 +411,29 @@ pub fn encode_weights(values: &[f32], dtype: DType) -> Result<Vec<u8>> {
     }
 }
 
+/// Little-endian stored values of an i32, f16 or f32 part as f64.
+fn bytes_to_f64(d: DType, b: &[u8]) -> Vec<f64> {
+    match d {
+        DType::I32 => b
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+            .collect(),
+        DType::F16 => b
+            .chunks_exact(2)
+            .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
+            .collect(),
+        _ => b
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+            .collect(),
+    }
+}
+
 fn st_dtype(d: DType) -> StDType {
     match d {
         DType::BF16 => StDType::BF16,
         DType::F16 => StDType::F16,
+        DType::I32 => StDType::I32,
         _ => StDType::F32,
     }
 }
@@ -287,6 +444,22 @@ struct CheckpointWeights<'a>(&'a Checkpoint);
 
 impl WeightSource for CheckpointWeights<'_> {
     fn values(&self, key: &str, ty: &crate::graph::TensorType) -> Result<Vec<f64>> {
+        if let Some((tensor, suffix)) = key.rsplit_once('.') {
+            let form = self
+                .0
+                .ggml_type(tensor)
+                .and_then(BlockForm::of)
+                .filter(|_| self.0.ggml_rows(tensor).is_some());
+            if let Some(form) = form {
+                // A part of a block-quantized weight (`--weights keep`).
+                let cols = self.0.ggml_rows(tensor).map_or(0, |r| r.shape[1]);
+                let i = form.parts(cols).iter().position(|p| p.suffix == suffix);
+                if let Some(i) = i {
+                    let bytes = tensor_bytes(self.0, tensor, Storage::Blocks(form))?.swap_remove(i);
+                    return Ok(bytes_to_f64(ty.dtype, &bytes));
+                }
+            }
+        }
         let v = self.0.read_f32(key)?;
         if ty.dtype == DType::I32 && v.len() == 2 * ty.numel() {
             // bf16 pairs (`Graph::weight`): element 2i low, 2i+1 high.
@@ -329,7 +502,7 @@ fn policy_scope(p: &ConstantPolicy) -> String {
 pub fn build_module(
     ckpt: &Checkpoint,
     seq: usize,
-    weights: DType,
+    weights: &WeightPlan,
     module_name: &str,
     function: &str,
     max_tensor_bytes: u64,
@@ -338,7 +511,7 @@ pub fn build_module(
         &ckpt.config,
         &GraphOptions {
             seq,
-            weight_dtype: weights,
+            weights: weights.clone(),
             function: function.to_string(),
             max_tensor_bytes,
         },
@@ -353,7 +526,7 @@ pub fn build_module(
 pub fn kv_options(
     cfg: &DecoderConfig,
     seq: usize,
-    weights: DType,
+    weights: &WeightPlan,
     function: &str,
     kv: &KvCacheOptions,
     max_tensor_bytes: u64,
@@ -365,7 +538,7 @@ pub fn kv_options(
     KvOptions {
         prompt_len: p,
         max_context: n,
-        weight_dtype: weights,
+        weights: weights.clone(),
         cache_dtype: kv.cache_dtype,
         prefill: format!("{function}_prefill"),
         decode: format!("{function}_decode"),
@@ -411,12 +584,7 @@ fn drain<W: TensorWriter>(
 
 /// Exports `ckpt`: see the module docs.
 pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
-    if !matches!(opts.weights, DType::BF16 | DType::F16 | DType::F32) {
-        return Err(Error::Usage(format!(
-            "--weights must be bf16, f16 or f32, not {}",
-            opts.weights
-        )));
-    }
+    let plan = weight_plan(ckpt, opts.weights)?;
     let name = opts.name.clone().unwrap_or_else(|| ckpt.name.clone());
     if name.is_empty() || name.contains(['/', '\\']) {
         return Err(Error::Usage(format!(
@@ -428,7 +596,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let module = build_module(
         ckpt,
         opts.seq,
-        opts.weights,
+        &plan,
         &identifier(&name),
         &function,
         opts.max_tensor_bytes,
@@ -445,7 +613,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
             let ko = kv_options(
                 &ckpt.config,
                 opts.seq,
-                opts.weights,
+                &plan,
                 &function,
                 kv,
                 opts.max_tensor_bytes,
@@ -481,21 +649,20 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     }
 
     let t1 = Instant::now();
-    let wd = opts.weights;
     let tensors = ckpt.tensors();
-    let specs: Vec<TensorSpec> = tensors
+    let stored = entries(ckpt, &plan);
+    let specs: Vec<TensorSpec> = stored
         .iter()
-        .map(|(n, s)| {
-            TensorSpec::new(
-                n.clone(),
-                st_dtype(wd),
-                &s.iter().map(|&d| d as u64).collect::<Vec<_>>(),
+        .map(|e| TensorSpec::new(e.name.clone(), st_dtype(e.dtype), &e.shape))
+        .collect();
+    let entries: Vec<EntrySpec> = stored
+        .iter()
+        .map(|e| {
+            EntrySpec::data(
+                e.name.clone(),
+                e.shape.iter().product::<u64>() * e.dtype.size() as u64,
             )
         })
-        .collect();
-    let entries: Vec<EntrySpec> = tensors
-        .iter()
-        .map(|(n, s)| EntrySpec::data(n.clone(), (s.iter().product::<usize>() * wd.size()) as u64))
         .collect();
     let meta = vec![("format".to_string(), "pt".to_string())];
     let st = SafetensorsWriter::new_hashed(&st_path, &specs, &meta)?;
@@ -512,20 +679,27 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         let st_thread = scope.spawn(move || drain(st, st_rx));
         let irpa_thread = scope.spawn(move || drain(irpa, irpa_rx));
         let mut read_result = Ok(());
-        for (n, s) in tensors {
-            let bytes = match ckpt.read_f32(n).and_then(|v| encode_weights(&v, wd)) {
-                Ok(b) => std::sync::Arc::new(b),
+        let mut names = stored.iter().map(|e| &e.name);
+        'tensors: for (n, s) in tensors {
+            let parts = match tensor_bytes(ckpt, n, plan.storage(n)) {
+                Ok(b) => b,
                 Err(e) => {
                     read_result = Err(e);
                     break;
                 }
             };
             count += s.iter().product::<usize>() as u64;
-            bytes_total += bytes.len() as u64;
-            // A failed send means that writer stopped on an error, which
-            // its join reports.
-            if st_tx.send((n, bytes.clone())).is_err() || irpa_tx.send((n, bytes)).is_err() {
-                break;
+            for bytes in parts {
+                let name = names.next().expect("one entry per stored part");
+                let bytes = std::sync::Arc::new(bytes);
+                bytes_total += bytes.len() as u64;
+                // A failed send means that writer stopped on an error, which
+                // its join reports.
+                if st_tx.send((name, bytes.clone())).is_err()
+                    || irpa_tx.send((name, bytes)).is_err()
+                {
+                    break 'tensors;
+                }
             }
             bar.inc(1);
         }
@@ -591,9 +765,9 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         vocab_size: ckpt.config.vocab_size,
         bos_token_id: ckpt.config.bos_token_id,
         eos_token_ids: ckpt.config.eos_token_ids.clone(),
-        weights_dtype: wd.to_string(),
+        weights_dtype: opts.weights.to_string(),
         constants: policy_name(&opts.constants),
-        parameter_tensors: tensors.len(),
+        parameter_tensors: stored.len(),
         parameter_count: count,
         parameter_bytes: bytes_total,
         source: ckpt.path.display().to_string(),

@@ -50,7 +50,7 @@ fn safetensors_and_irpa_give_the_same_result() {
         &ExportOptions {
             seq: rs.seq,
             out_dir: dir.path().into(),
-            weights: DType::F32,
+            weights: DType::F32.into(),
             ..Default::default()
         },
     )

@@ -40,7 +40,7 @@ fn export_f32(ckpt: &Checkpoint, dir: &Path, seq: usize) -> ExportReport {
         &ExportOptions {
             seq,
             out_dir: dir.into(),
-            weights: DType::F32,
+            weights: DType::F32.into(),
             ..Default::default()
         },
     )

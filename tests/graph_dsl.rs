@@ -229,6 +229,12 @@ fn snapshot_every_op() {
             .unwrap())
     );
     snap!(
+        "op_shift_right_logical",
+        one("shift_right_logical", &[i.clone(), i.clone()], |g, a| g
+            .shift_right_logical(a[0], a[1])
+            .unwrap())
+    );
+    snap!(
         "op_and",
         one("and", &[i.clone(), i.clone()], |g, a| g
             .bitwise_and(a[0], a[1])

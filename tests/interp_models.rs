@@ -69,7 +69,7 @@ fn safetensors_and_irpa_agree_in_the_interpreter() {
         &ExportOptions {
             seq: rs.seq,
             out_dir: dir.path().into(),
-            weights: DType::F32,
+            weights: DType::F32.into(),
             ..Default::default()
         },
     )

@@ -18,7 +18,7 @@
 
 mod common;
 use common::*;
-use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
+use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions, Weights};
 use kiln::generate::{
     generate, generate_kv, Conversation, Forward, Interpreted, KvInterpreted, KvRunModule, KvStep,
     RunModule, Stop,
@@ -42,6 +42,17 @@ fn export_kv(name: &str, seq: usize, dir: &Path, cache: DType) -> ExportReport {
         DType::F32
     };
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+    export_kv_of(&ckpt, weights.into(), seq, dir, cache)
+}
+
+/// The KV export of `ckpt` (P = [`P`], N = `seq`) with `weights`.
+fn export_kv_of(
+    ckpt: &Checkpoint,
+    weights: Weights,
+    seq: usize,
+    dir: &Path,
+    cache: DType,
+) -> ExportReport {
     export(
         &ckpt,
         &ExportOptions {
@@ -179,6 +190,44 @@ fn iree_host_kv_matches_transformers_on_every_fixture() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `--weights keep` (block-quantized matrices widened in the graph): the
+/// KV pair of both quantized GGUF fixtures, teacher-forced, predicts
+/// transformers' argmax in the interpreter and on the host.
+#[test]
+fn keep_weights_kv_matches_transformers_in_the_interpreter_and_on_the_host() {
+    let tc = toolchain();
+    let mut failures = Vec::new();
+    for name in ["tiny-llama-quant-mix", "tiny-llama-quant-tied"] {
+        let exp: HfExpected = serde_json::from_str(
+            &std::fs::read_to_string(fixture(&format!("gguf/quant/{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        let ckpt = Checkpoint::open(fixture(&format!("gguf/quant/{name}.gguf"))).unwrap();
+        let rs = exp.seqs.last().unwrap();
+        let dir = tmpdir();
+        let r = export_kv_of(&ckpt, Weights::Keep, rs.seq, dir.path(), DType::F32);
+        let mut models: Vec<(&str, Box<dyn KvStep>)> = vec![("interp", Box::new(interp_kv(&r)))];
+        if let Some(tc) = &tc {
+            let vmfb = dir.path().join("tiny-kv-host.vmfb");
+            let kv = r.kv_mlir.as_ref().unwrap();
+            kiln::iree::compile::compile(tc, kv, &Target::Host, &vmfb, &[]).unwrap();
+            models.push((
+                "host",
+                Box::new(kv_session(tc, &r, &vmfb, Device::LocalTask)),
+            ));
+        }
+        for (what, m) in &mut models {
+            for (ci, c) in rs.cases.iter().enumerate() {
+                let bad = teacher_forced(m.as_mut(), &c.input, &c.argmax, &c.margin);
+                if !bad.is_empty() {
+                    failures.push(format!("{name} {what} case {ci}: {}", bad.join("; ")));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
     let Some(tc) = toolchain() else { return };
@@ -248,7 +297,7 @@ fn caches_over_the_bound_are_split_into_layer_groups() {
             out_dir: split_dir.path().into(),
             name: Some("tiny".into()),
             // The bf16 fixture's values, stored as f32: the same weights.
-            weights: DType::F32,
+            weights: DType::F32.into(),
             max_tensor_bytes: 2048,
             kv: Some(KvCacheOptions {
                 prompt_len: Some(P),
@@ -339,7 +388,7 @@ fn chunked_prefill_and_turns_equal_one_prefill() {
             seq: 33,
             out_dir: big.path().into(),
             name: Some("tiny".into()),
-            weights: DType::F32,
+            weights: DType::F32.into(),
             kv: Some(KvCacheOptions {
                 prompt_len: Some(16),
                 max_context: Some(33),

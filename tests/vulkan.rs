@@ -35,7 +35,7 @@ fn export_bf16(dir: &Path, seq: usize) -> ExportReport {
         &ExportOptions {
             seq,
             out_dir: dir.into(),
-            weights: DType::BF16,
+            weights: DType::BF16.into(),
             ..Default::default()
         },
     )
@@ -147,7 +147,7 @@ fn weight_matrices_in_row_chunks_give_transformers_ids_on_lavapipe() {
         &ExportOptions {
             seq: rs.seq,
             out_dir: dir.path().into(),
-            weights: DType::BF16,
+            weights: DType::BF16.into(),
             max_tensor_bytes: 4096,
             ..Default::default()
         },
@@ -254,7 +254,7 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
             seq: rs.seq,
             out_dir: out.clone(),
             name: Some("big".into()),
-            weights: DType::BF16,
+            weights: DType::BF16.into(),
             kv: Some(kiln::export::KvCacheOptions {
                 prompt_len: Some(8),
                 max_context: Some(16),

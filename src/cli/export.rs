@@ -25,9 +25,11 @@ pub struct Args {
     /// Exported function name (default: the name).
     #[arg(long)]
     pub function: Option<String>,
-    /// Stored dtype of the weights: bf16, f16 or f32.
-    #[arg(long, default_value = "bf16")]
-    pub weights: String,
+    /// How the weights are stored: bf16, f16 or f32 (every weight in that
+    /// dtype), or keep (a GGUF's own types: quantized matrices stay
+    /// quantized and are widened in the graph).
+    #[arg(long, value_enum, default_value_t = WeightsArg::Bf16)]
+    pub weights: WeightsArg,
     /// Parameter scope the runtime opens the archive under.
     #[arg(long, default_value = "model")]
     pub scope: String,
@@ -72,15 +74,27 @@ pub struct Args {
     pub max_tensor_bytes: u64,
 }
 
-/// Parses `--weights`.
-pub fn parse_weights(s: &str) -> Result<DType> {
-    match s {
-        "bf16" => Ok(DType::BF16),
-        "f16" => Ok(DType::F16),
-        "f32" => Ok(DType::F32),
-        _ => Err(Error::Usage(format!(
-            "--weights {s}: expected bf16, f16 or f32"
-        ))),
+/// `--weights`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WeightsArg {
+    /// Every weight as bf16.
+    Bf16,
+    /// Every weight as f16.
+    F16,
+    /// Every weight as f32.
+    F32,
+    /// A GGUF's own types; quantized matrices kept in kiln's block form.
+    Keep,
+}
+
+impl From<WeightsArg> for crate::export::Weights {
+    fn from(w: WeightsArg) -> Self {
+        match w {
+            WeightsArg::Bf16 => DType::BF16.into(),
+            WeightsArg::F16 => DType::F16.into(),
+            WeightsArg::F32 => DType::F32.into(),
+            WeightsArg::Keep => crate::export::Weights::Keep,
+        }
     }
 }
 
@@ -145,7 +159,7 @@ fn parse_sampling(s: &str) -> Result<Option<usize>> {
 
 /// Runs `kiln export`.
 pub fn run(a: Args) -> Result<i32> {
-    let weights = parse_weights(&a.weights)?;
+    let weights = a.weights.into();
     let constants = parse_constants(&a.constants, &a.scope)?;
     let kv = if a.kv_cache {
         let cache_dtype = match a.kv_dtype.as_str() {

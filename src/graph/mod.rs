@@ -18,12 +18,14 @@
 //! g.set_outputs(&[y]);
 //! ```
 
+mod blocks;
 mod composite;
 pub mod lower;
 mod ops;
 mod top_k;
 mod types;
 
+pub use blocks::BlockWeight;
 pub use ops::{bf16_pairs_shape, DotDims};
 pub use types::{DType, Shape, TensorType};
 
@@ -239,6 +241,9 @@ pub enum Op {
     /// `stablehlo.shift_left` of i32 operands (bits shifted out are lost;
     /// shifts of 32 or more give 0).
     ShiftLeft,
+    /// `stablehlo.shift_right_logical` of i32 operands (zeros shifted in;
+    /// shifts of 32 or more give 0).
+    ShiftRightLogical,
     /// `stablehlo.and` of i32 operands (bitwise).
     BitwiseAnd,
     /// `stablehlo.optimization_barrier`: the identity, which IREE does not
@@ -318,6 +323,7 @@ impl Op {
             Op::Convert => "convert",
             Op::BitcastConvert => "bitcast_convert",
             Op::ShiftLeft => "shift_left",
+            Op::ShiftRightLogical => "shift_right_logical",
             Op::BitwiseAnd => "and",
             Op::OptimizationBarrier => "optimization_barrier",
             Op::Binary(b) => b.name(),

@@ -43,7 +43,7 @@ impl Graph {
         }
     }
 
-    fn checked(&self, op: &'static str, vs: &[Value]) -> Result<(), GraphError> {
+    pub(super) fn checked(&self, op: &'static str, vs: &[Value]) -> Result<(), GraphError> {
         vs.iter().try_for_each(|&v| self.check_value(op, v))
     }
 
@@ -293,6 +293,12 @@ impl Graph {
     /// `a << b` elementwise on i32 tensors of one type (`b` ≥ 32 gives 0).
     pub fn shift_left(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
         self.int32_binary(Op::ShiftLeft, a, b)
+    }
+
+    /// `a >> b` elementwise on i32 tensors of one type, zeros shifted in
+    /// (`stablehlo.shift_right_logical`; shifts of 32 or more give 0).
+    pub fn shift_right_logical(&mut self, a: Value, b: Value) -> Result<Value, GraphError> {
+        self.int32_binary(Op::ShiftRightLogical, a, b)
     }
 
     /// `a & b` elementwise on i32 tensors of one type (`stablehlo.and`).

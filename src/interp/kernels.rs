@@ -403,6 +403,16 @@ fn bitcast_convert(t: &Tensor, from: Option<DType>, to: DType) -> KResult<Tensor
 
 /// `a << b` on i32 (StableHLO: shifts outside 0..32 give 0).
 fn shift_left(a: &Tensor, b: &Tensor) -> KResult<Tensor> {
+    shift(a, b, "shift_left", |v, s| v << s)
+}
+
+/// `a >> b` on i32, zeros shifted in; shifts outside 0..32 give 0.
+fn shift_right_logical(a: &Tensor, b: &Tensor) -> KResult<Tensor> {
+    shift(a, b, "shift_right_logical", |v, s| v >> s)
+}
+
+/// An i32 shift by `f` on the bits as u32; shifts outside 0..32 give 0.
+fn shift(a: &Tensor, b: &Tensor, name: &str, f: fn(u32, i32) -> u32) -> KResult<Tensor> {
     match (a, b) {
         (Tensor::I32 { shape, data: x }, Tensor::I32 { data: y, .. }) => Ok(Tensor::I32 {
             shape: shape.clone(),
@@ -411,18 +421,14 @@ fn shift_left(a: &Tensor, b: &Tensor) -> KResult<Tensor> {
                 .zip(y)
                 .map(|(&v, &s)| {
                     if (0..32).contains(&s) {
-                        ((v as u32) << s) as i32
+                        f(v as u32, s) as i32
                     } else {
                         0
                     }
                 })
                 .collect(),
         }),
-        _ => kerr(format!(
-            "shift_left of {} and {}",
-            a.describe(),
-            b.describe()
-        )),
+        _ => kerr(format!("{name} of {} and {}", a.describe(), b.describe())),
     }
 }
 
@@ -820,6 +826,10 @@ pub(crate) fn eval(
         Op::ShiftLeft => {
             arity(2)?;
             shift_left(args[0].t(), args[1].t())
+        }
+        Op::ShiftRightLogical => {
+            arity(2)?;
+            shift_right_logical(args[0].t(), args[1].t())
         }
         Op::BitwiseAnd => {
             arity(2)?;

@@ -6,7 +6,7 @@ use super::config::{DecoderConfig, RopeScaling};
 use super::decoder::expected_tensors;
 use super::family::{Family, Undo};
 use super::ModelError;
-use crate::params::gguf::{GgufFile, GgufValue};
+use crate::params::gguf::{GgmlType, GgufFile, GgufValue};
 use crate::params::safetensors;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -174,6 +174,42 @@ impl Checkpoint {
         &self.tensors
     }
 
+    /// The GGML type `name` (HF name) is stored in, for a GGUF checkpoint.
+    pub fn ggml_type(&self, name: &str) -> Option<GgmlType> {
+        let Source::Gguf { file, map } = &self.source else {
+            return None;
+        };
+        let (_, gname, _) = map.iter().find(|(hf, _, _)| hf == name)?;
+        Some(file.tensor(gname)?.ggml_type)
+    }
+
+    /// The stored bytes of matrix `name` (HF name) of a GGUF checkpoint,
+    /// with the row order that gives HF layout. `None` for another source,
+    /// a tensor that is not a matrix, or one whose values the loader
+    /// changes (Gemma's norms).
+    pub fn ggml_rows(&self, name: &str) -> Option<GgmlRows<'_>> {
+        let Source::Gguf { file, map } = &self.source else {
+            return None;
+        };
+        let (_, gname, undo) = map.iter().find(|(hf, _, _)| hf == name)?;
+        let info = file.tensor(gname)?;
+        let &[rows, cols] = &info.shape()[..] else {
+            return None;
+        };
+        let (rows, cols) = (rows as usize, cols as usize);
+        let order = match undo {
+            Undo::None => None,
+            Undo::RopeHeads(n) => Some(unpermuted_order(rows, *n)),
+            Undo::PlusOne => return None,
+        };
+        Some(GgmlRows {
+            ty: info.ggml_type,
+            bytes: file.tensor_data(info),
+            shape: [rows, cols],
+            order,
+        })
+    }
+
     /// The f32 values of `name` (HF name, HF layout): upcast from f16/bf16,
     /// dequantized and un-permuted for GGUF, generated for synthetic models.
     pub fn read_f32(&self, name: &str) -> Result<Vec<f32>> {
@@ -220,6 +256,34 @@ impl Checkpoint {
             }
         }
     }
+}
+
+/// One GGUF tensor's stored bytes, for repacking without widening
+/// ([`Checkpoint::ggml_rows`]).
+pub struct GgmlRows<'a> {
+    /// The GGML type of the bytes.
+    pub ty: GgmlType,
+    /// Every row's blocks, in the file's row order.
+    pub bytes: &'a [u8],
+    /// `[rows, cols]` in HF layout.
+    pub shape: [usize; 2],
+    /// The file row of each HF row, where the file permutes rows
+    /// (llama.cpp's Q/K layout); `None` for the identity.
+    pub order: Option<Vec<usize>>,
+}
+
+/// The file row of each output row of [`unpermute_rows`].
+fn unpermuted_order(rows: usize, n: usize) -> Vec<usize> {
+    let (hd, half) = (rows / n, rows / n / 2);
+    let mut order = vec![0; rows];
+    for h in 0..n {
+        for a in 0..2 {
+            for b in 0..half {
+                order[h * hd + a * half + b] = h * hd + b * 2 + a;
+            }
+        }
+    }
+    order
 }
 
 /// Checks the checkpoint holds exactly the tensors the config implies,
@@ -292,17 +356,9 @@ fn gguf_to_hf(name: &str, cfg: &DecoderConfig) -> Option<(String, Undo)> {
 /// Undoes llama.cpp's Q/K row permutation: view `[rows, cols]` as
 /// `[n, rows/n/2, 2, cols]`, swap axes 1 and 2, view back.
 pub fn unpermute_rows(v: &[f32], rows: usize, cols: usize, n: usize) -> Vec<f32> {
-    let hd = rows / n;
-    let half = hd / 2;
-    let mut out = vec![0f32; v.len()];
-    for h in 0..n {
-        for a in 0..2 {
-            for b in 0..half {
-                let dst = h * hd + a * half + b;
-                let src = h * hd + b * 2 + a;
-                out[dst * cols..(dst + 1) * cols].copy_from_slice(&v[src * cols..(src + 1) * cols]);
-            }
-        }
+    let mut out = Vec::with_capacity(v.len());
+    for src in unpermuted_order(rows, n) {
+        out.extend_from_slice(&v[src * cols..(src + 1) * cols]);
     }
     out
 }

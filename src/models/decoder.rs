@@ -10,8 +10,10 @@
 
 use super::config::{Activation, DecoderConfig};
 use super::rope::rope_tables;
+use super::weights::{Storage, WeightPlan};
 use super::ModelError;
-use crate::graph::{CompareDir, DType, DotDims, Graph, TensorType, Value};
+use crate::graph::{BlockWeight, CompareDir, DType, DotDims, Graph, TensorType, Value};
+use crate::params::blocks::{part_key, BlockForm};
 
 /// Every weight a checkpoint must provide, as (HF name, shape), in the
 /// order the graph uses them. A tied model has no `lm_head.weight`.
@@ -101,8 +103,9 @@ impl LayerKeys {
 pub struct GraphOptions {
     /// Fixed sequence length.
     pub seq: usize,
-    /// Dtype the weights are stored in (bf16 by default; f16 or f32).
-    pub weight_dtype: DType,
+    /// How the weights are stored (bf16 by default; f16, f32, or block
+    /// forms per tensor).
+    pub weights: WeightPlan,
     /// Exported function name.
     pub function: String,
     /// The largest tensor, in bytes, a table or weight matrix may bind
@@ -131,11 +134,13 @@ pub const MAX_TABLE_ROWS: usize = 65535;
 /// A `[rows, cols]` matrix (the embedding, the LM head, a block's weight
 /// matrix): one f32 value, or row chunks `(first row, f32 [rows, cols])`
 /// in order when the whole matrix or its products would pass the tensor
-/// bound.
+/// bound, or block-quantized row chunks (one when it fits), widened where
+/// they are used ([`Decoder::dense`]): a gather widens only its rows.
 #[derive(Clone)]
 pub(crate) enum Table {
     Whole(Value),
     Rows(Vec<(usize, Value)>),
+    Blocks(Vec<(usize, BlockWeight)>),
 }
 
 impl Table {
@@ -143,32 +148,35 @@ impl Table {
     fn whole(self) -> Value {
         match self {
             Table::Whole(v) => v,
-            Table::Rows(_) => unreachable!("only matrices are used in row chunks"),
+            _ => unreachable!("only matrices are used in row chunks or blocks"),
         }
     }
 }
 
-/// Row ranges of a `[v, h]` table stored as `stored` when it (widened to
-/// f32) or the `[m, v]` f32 logits of `m` rows against it pass `limit`
-/// bytes, or it has more than [`MAX_TABLE_ROWS`] rows; `None` when one
-/// piece fits, or when `limit` is 0 (no bound: CPU-only modules). Chunks are equal but for the last,
-/// and each one's stored bytes are a multiple of 256 (so every part starts
-/// aligned for any device's buffer offsets).
+/// Row ranges of a `[v, h]` table whose stored parts have `row_bytes`
+/// bytes per row each, when it (widened to f32) or the `[m, v]` f32 logits
+/// of `m` rows against it pass `limit` bytes, or it has more than
+/// [`MAX_TABLE_ROWS`] rows; `None` when one piece fits, or when `limit` is
+/// 0 (no bound: CPU-only modules). Chunks are equal but for the last, and
+/// each one's bytes in every part are a multiple of 256 (so every part
+/// starts aligned for any device's buffer offsets).
 pub(crate) fn row_chunks(
     v: usize,
     h: usize,
     m: usize,
-    stored: DType,
+    row_bytes: &[u64],
     limit: u64,
 ) -> Result<Option<Vec<std::ops::Range<usize>>>, ModelError> {
     let f32_row = 4 * h.max(m) as u64;
     if limit == 0 || (v as u64 * f32_row <= limit && v <= MAX_TABLE_ROWS) {
         return Ok(None);
     }
-    let row_bytes = (stored.size() * h) as u64;
     // Rows per chunk: a multiple of 64 where the bound allows (GPU matmul
     // tiles stay whole), and always of what aligns a chunk's bytes to 256.
-    let byte_align = (256 / gcd(row_bytes, 256)) as usize;
+    let byte_align = row_bytes
+        .iter()
+        .map(|&b| 256 / gcd(b, 256))
+        .fold(1, |a, b| a * b / gcd(a, b)) as usize;
     let tile_align = byte_align * 64 / gcd(byte_align as u64, 64) as usize;
     let fit = ((limit / f32_row) as usize).min(MAX_TABLE_ROWS);
     let align = if fit >= tile_align {
@@ -191,6 +199,32 @@ pub(crate) fn row_chunks(
             .map(|c| c * rows..((c + 1) * rows).min(v))
             .collect(),
     ))
+}
+
+/// One chunk of a table, for a gather.
+enum Rows {
+    Plain(Value),
+    Blocks(BlockWeight),
+}
+
+impl Rows {
+    /// Rows `ids` of the chunk as f32: a block chunk gathers the rows of
+    /// every part, then widens only them.
+    fn gather(&self, g: &mut Graph, ids: Value) -> Result<Value, crate::graph::GraphError> {
+        match *self {
+            Rows::Plain(t) => g.gather_rows(t, ids),
+            Rows::Blocks(bw) => {
+                let mut r = bw;
+                r.qs = g.gather_rows(bw.qs, ids)?;
+                if let Some((qh, bits)) = bw.qh {
+                    r.qh = Some((g.gather_rows(qh, ids)?, bits));
+                }
+                r.scale = g.gather_rows(bw.scale, ids)?;
+                r.min = bw.min.map(|m| g.gather_rows(m, ids)).transpose()?;
+                g.dequantize_blocks(&r)
+            }
+        }
+    }
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -274,24 +308,24 @@ pub(crate) struct Decoder<'a> {
     pub(crate) g: Graph,
     /// The model.
     pub(crate) cfg: &'a DecoderConfig,
-    wd: DType,
+    weights: WeightPlan,
     /// The tensor bound ([`GraphOptions::max_tensor_bytes`]).
     limit: u64,
 }
 
 impl<'a> Decoder<'a> {
-    /// An empty function `function` for `cfg`, weights stored as `wd`,
-    /// tables chunked past `limit` bytes.
+    /// An empty function `function` for `cfg`, weights stored as
+    /// `weights` says, tables chunked past `limit` bytes.
     pub(crate) fn new(
         cfg: &'a DecoderConfig,
-        wd: DType,
+        weights: &WeightPlan,
         function: &str,
         limit: u64,
     ) -> Decoder<'a> {
         Decoder {
             g: Graph::new(function),
             cfg,
-            wd,
+            weights: weights.clone(),
             limit,
         }
     }
@@ -306,21 +340,105 @@ impl<'a> Decoder<'a> {
     /// Matrix `key` (`[v, h]`), whole or in row chunks ([`row_chunks`]) for
     /// products with `m` rows.
     fn matrix(&mut self, key: &str, v: usize, h: usize, m: usize) -> Result<Table, ModelError> {
-        match row_chunks(v, h, m, self.wd, self.limit)? {
-            None => Ok(Table::Whole(self.w(key, &[v, h])?)),
-            Some(ranges) => {
-                let mut rows = Vec::with_capacity(ranges.len());
-                for r in ranges {
-                    let start = r.start;
-                    rows.push((start, self.g.weight_rows(key, self.wd, &[h], r)?));
-                }
-                Ok(Table::Rows(rows))
+        let form = match self.weights.storage(key) {
+            Storage::Plain(d) => {
+                return match row_chunks(v, h, m, &[(d.size() * h) as u64], self.limit)? {
+                    None => Ok(Table::Whole(self.g.weight(key, d, &[v, h])?)),
+                    Some(ranges) => {
+                        let mut rows = Vec::with_capacity(ranges.len());
+                        for r in ranges {
+                            let start = r.start;
+                            rows.push((start, self.g.weight_rows(key, d, &[h], r)?));
+                        }
+                        Ok(Table::Rows(rows))
+                    }
+                };
             }
+            Storage::Blocks(form) => form,
+        };
+        let row_bytes: Vec<u64> = form
+            .parts(h)
+            .iter()
+            .map(|p| (p.cols * p.dtype.size()) as u64)
+            .collect();
+        let ranges = row_chunks(v, h, m, &row_bytes, self.limit)?
+            .unwrap_or_else(|| std::iter::once(0..v).collect());
+        let whole = ranges.len() == 1;
+        let mut chunks = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let start = r.start;
+            chunks.push((start, self.block_rows(key, &form, h, r, whole)?));
         }
+        Ok(Table::Blocks(chunks))
     }
 
+    /// Rows `rows` of block-quantized matrix `key` (`[_, h]`) as graph
+    /// values: each part whole (`whole`) or the part of its entry that
+    /// holds the rows.
+    fn block_rows(
+        &mut self,
+        key: &str,
+        form: &BlockForm,
+        h: usize,
+        rows: std::ops::Range<usize>,
+        whole: bool,
+    ) -> Result<BlockWeight, ModelError> {
+        let mut vals = Vec::new();
+        for p in form.parts(h) {
+            let k = part_key(key, p.suffix);
+            let ty = TensorType::new(p.dtype, &[rows.len(), p.cols]);
+            vals.push(if whole {
+                self.g.parameter(&k, ty)?
+            } else {
+                let offset = (rows.start * p.cols * p.dtype.size()) as u64;
+                self.g.parameter_part(&k, ty, offset)?
+            });
+        }
+        let mut it = vals.into_iter();
+        let qs = it.next().expect("every form has codes");
+        let qh = (form.high_bits > 0).then(|| (it.next().expect("a .qh part"), form.high_bits));
+        let scale = it.next().expect("a .scale part");
+        Ok(BlockWeight {
+            qs,
+            low_bits: form.low_bits,
+            qh,
+            scale,
+            min: it.next(),
+            group: form.group,
+            zero: form.zero,
+        })
+    }
+
+    /// `t` with block-quantized chunks widened to f32 (plain tables as
+    /// they are).
+    fn dense(&mut self, t: &Table) -> Result<Table, ModelError> {
+        let Table::Blocks(chunks) = t else {
+            return Ok(t.clone());
+        };
+        let mut rows = Vec::with_capacity(chunks.len());
+        for (start, bw) in chunks {
+            rows.push((*start, self.g.dequantize_blocks(bw)?));
+        }
+        Ok(match rows.len() {
+            1 => Table::Whole(rows[0].1),
+            _ => Table::Rows(rows),
+        })
+    }
+
+    /// Weight `key` of `shape` as f32: a matrix stored in blocks widened
+    /// whole.
     fn w(&mut self, key: &str, shape: &[usize]) -> Result<Value, ModelError> {
-        Ok(self.g.weight(key, self.wd, shape)?)
+        match (self.weights.storage(key), shape) {
+            (Storage::Plain(d), _) => Ok(self.g.weight(key, d, shape)?),
+            (Storage::Blocks(form), &[rows, h]) => {
+                let bw = self.block_rows(key, &form, h, 0..rows, true)?;
+                Ok(self.g.dequantize_blocks(&bw)?)
+            }
+            (Storage::Blocks(f), _) => Err(ModelError(format!(
+                "\"{key}\" {shape:?} cannot be stored in {} blocks: only matrices are",
+                f.ggml
+            ))),
+        }
     }
 
     /// The token embedding table `[V, hidden]` (also the tied LM head, over
@@ -335,23 +453,35 @@ impl<'a> Decoder<'a> {
     /// it: the same rows as one gather.
     pub(crate) fn embed(&mut self, table: &Table, ids: Value) -> Result<Value, ModelError> {
         let g = &mut self.g;
-        let rows = match table {
-            Table::Whole(t) => g.gather_rows(*t, ids)?,
-            Table::Rows(chunks) => {
+        // Each chunk's first row, row count and what gathers its rows.
+        let chunks: Vec<(usize, usize, Rows)> = match table {
+            Table::Whole(t) => vec![(0, g.ty(*t).shape[0], Rows::Plain(*t))],
+            Table::Rows(chunks) => chunks
+                .iter()
+                .map(|&(start, c)| (start, g.ty(c).shape[0], Rows::Plain(c)))
+                .collect(),
+            Table::Blocks(chunks) => chunks
+                .iter()
+                .map(|&(start, bw)| (start, g.ty(bw.qs).shape[0], Rows::Blocks(bw)))
+                .collect(),
+        };
+        let rows = match &chunks[..] {
+            [(0, _, rows)] => rows.gather(g, ids)?,
+            _ => {
                 let h = self.cfg.hidden_size;
                 let s = g.ty(ids).shape.to_vec();
                 let mut wide = s.clone();
                 wide.push(h);
                 let keep: Vec<usize> = (0..s.len()).collect();
                 let mut acc: Option<Value> = None;
-                for &(start, chunk) in chunks {
-                    let n = g.ty(chunk).shape[0];
+                for (start, n, rows) in &chunks {
+                    let (start, n) = (*start, *n);
                     let first = g.splat_like(ids, start as f64)?;
                     let last = g.splat_like(ids, (start + n - 1) as f64)?;
                     let local = g.max(ids, first)?;
                     let local = g.min(local, last)?;
                     let local = g.sub(local, first)?;
-                    let part = g.gather_rows(chunk, local)?;
+                    let part = rows.gather(g, local)?;
                     acc = Some(match acc {
                         None => part,
                         Some(prev) => {
@@ -640,8 +770,9 @@ impl<'a> Decoder<'a> {
     /// `x · Wᵀ` for `w` whole or in row chunks (each chunk's columns of the
     /// result, joined).
     fn linear(&mut self, x: Value, w: &Table) -> Result<Value, ModelError> {
-        match w {
-            Table::Whole(w) => Ok(self.g.linear(x, *w)?),
+        match self.dense(w)? {
+            Table::Whole(w) => Ok(self.g.linear(x, w)?),
+            Table::Blocks(_) => unreachable!("dense tables have no blocks"),
             Table::Rows(chunks) => {
                 let parts = chunks
                     .iter()
@@ -699,7 +830,7 @@ impl<'a> Decoder<'a> {
         } else {
             self.table("lm_head.weight", rows)?
         };
-        let chunks = match head {
+        let chunks = match self.dense(&head)? {
             Table::Whole(w) => {
                 let logits = self.logits(x, w)?;
                 let id = self.g.argmax_two_pass(logits, 1)?;
@@ -707,6 +838,7 @@ impl<'a> Decoder<'a> {
                 return Ok((id, top));
             }
             Table::Rows(chunks) => chunks,
+            Table::Blocks(_) => unreachable!("dense tables have no blocks"),
         };
         let mut best: Option<(Value, Value)> = None;
         let mut all = Vec::with_capacity(chunks.len());
@@ -872,12 +1004,7 @@ pub fn build_graph(cfg: &DecoderConfig, opts: &GraphOptions) -> Result<Graph, Mo
     let seq = opts.seq;
     // Sliding windows narrower than SEQ are masked below.
     check_positions(cfg, "SEQ", seq)?;
-    let mut b = Decoder::new(
-        cfg,
-        opts.weight_dtype,
-        &opts.function,
-        opts.max_tensor_bytes,
-    );
+    let mut b = Decoder::new(cfg, &opts.weights, &opts.function, opts.max_tensor_bytes);
     let ids = b.g.input(TensorType::new(DType::I32, &[1, seq]));
     let ids = b.g.reshape(ids, &[seq])?;
     let emb = b.embedding(seq)?;
@@ -900,15 +1027,15 @@ mod tests {
     fn tables_that_fit_are_not_chunked() {
         // SmolLM2: 49152 × 576, 113 MB widened, at SEQ 64.
         assert_eq!(
-            row_chunks(49152, 576, 64, DType::BF16, MAX_TENSOR_BYTES).unwrap(),
+            row_chunks(49152, 576, 64, &[2 * 576], MAX_TENSOR_BYTES).unwrap(),
             None
         );
-        assert_eq!(row_chunks(262144, 640, 32, DType::BF16, 0).unwrap(), None);
+        assert_eq!(row_chunks(262144, 640, 32, &[2 * 640], 0).unwrap(), None);
     }
 
     #[test]
     fn gemma3_table_in_six_aligned_chunks() {
-        let c = row_chunks(262144, 640, 32, DType::BF16, MAX_TENSOR_BYTES)
+        let c = row_chunks(262144, 640, 32, &[2 * 640], MAX_TENSOR_BYTES)
             .unwrap()
             .unwrap();
         assert_eq!(c.len(), 6);
@@ -925,17 +1052,17 @@ mod tests {
     #[test]
     fn rows_are_capped_by_the_workgroup_count_and_the_logits() {
         // 100k × 256 fits in bytes but has more rows than 65535.
-        let c = row_chunks(100_000, 256, 1, DType::BF16, MAX_TENSOR_BYTES)
+        let c = row_chunks(100_000, 256, 1, &[2 * 256], MAX_TENSOR_BYTES)
             .unwrap()
             .unwrap();
         assert_eq!(c.len(), 2);
         // Logits of 2048 rows × 49152 (402 MB) force chunks of ≤ 16384 rows.
-        let c = row_chunks(49152, 576, 2048, DType::BF16, MAX_TENSOR_BYTES)
+        let c = row_chunks(49152, 576, 2048, &[2 * 576], MAX_TENSOR_BYTES)
             .unwrap()
             .unwrap();
         assert!(c.iter().all(|r| r.len() * 2048 * 4 <= 1 << 27));
         // A row that alone passes the bound is an error naming it.
-        let e = row_chunks(96, 48, 8, DType::BF16, 100).unwrap_err();
+        let e = row_chunks(96, 48, 8, &[2 * 48], 100).unwrap_err();
         assert!(e.0.contains("100-byte tensor bound"), "{}", e.0);
     }
 }

@@ -46,8 +46,8 @@ pub struct KvOptions {
     pub prompt_len: usize,
     /// Max context N (cache length): prompt plus generated tokens.
     pub max_context: usize,
-    /// Dtype the weights are stored in.
-    pub weight_dtype: DType,
+    /// How the weights are stored.
+    pub weights: super::WeightPlan,
     /// Dtype of the caches: f32 or bf16.
     pub cache_dtype: DType,
     /// Name of the prefill function.
@@ -245,7 +245,7 @@ pub fn build_prefill(
 ) -> Result<crate::graph::Graph, ModelError> {
     opts.check(cfg)?;
     let p = opts.prompt_len;
-    let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.prefill, opts.max_tensor_bytes);
+    let mut b = Decoder::new(cfg, &opts.weights, &opts.prefill, opts.max_tensor_bytes);
     let tokens = b.g.input(TensorType::new(DType::I32, &[1, p]));
     let start = b.g.input(TensorType::new(DType::I32, &[]));
     let length = b.g.input(TensorType::new(DType::I32, &[]));
@@ -274,7 +274,7 @@ pub fn build_decode(
     opts: &KvOptions,
 ) -> Result<crate::graph::Graph, ModelError> {
     opts.check(cfg)?;
-    let mut b = Decoder::new(cfg, opts.weight_dtype, &opts.decode, opts.max_tensor_bytes);
+    let mut b = Decoder::new(cfg, &opts.weights, &opts.decode, opts.max_tensor_bytes);
     let token = b.g.input(TensorType::new(DType::I32, &[1]));
     let pos = b.g.input(TensorType::new(DType::I32, &[]));
     let inputs = Caches::inputs(&mut b, opts);

@@ -17,6 +17,7 @@
 //! | [`source`] | a format-agnostic view over all three ([`open_any`]) |
 //! | `stream` | the streaming, hashing, atomic core both writers share |
 
+pub mod blocks;
 pub mod convert;
 pub mod dtype;
 mod error;

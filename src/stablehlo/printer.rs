@@ -422,6 +422,11 @@ fn print_function(
                 ta(0)
             ),
             Op::ShiftLeft => format!("{res} = stablehlo.shift_left {}, {} : {t}", a(0), a(1)),
+            Op::ShiftRightLogical => format!(
+                "{res} = stablehlo.shift_right_logical {}, {} : {t}",
+                a(0),
+                a(1)
+            ),
             Op::BitwiseAnd => format!("{res} = stablehlo.and {}, {} : {t}", a(0), a(1)),
             Op::OptimizationBarrier => {
                 format!("{res} = stablehlo.optimization_barrier {} : {t}", a(0))

@@ -275,7 +275,7 @@ pub fn fixture_export_mismatches_bounded<S>(
                 &kiln::export::ExportOptions {
                     seq: rs.seq,
                     out_dir: dir.path().into(),
-                    weights,
+                    weights: weights.into(),
                     max_tensor_bytes,
                     ..Default::default()
                 },

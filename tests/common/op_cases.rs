@@ -727,6 +727,20 @@ pub fn all() -> Vec<OpCase> {
         EXACT,
         |g, v| g.shift_left(v[0], v[1]).unwrap(),
     ));
+    // Unpacking quantized codes from i32 words (Graph::unpack_codes).
+    cases.push(case(
+        "shift_right_logical",
+        vec![HostT::i(&sh, sa.clone()), HostT::i(&sh, sb.clone())],
+        HostT::i(
+            &sh,
+            sa.iter()
+                .zip(&sb)
+                .map(|(&x, &k)| ((x as u32) >> k) as i32)
+                .collect(),
+        ),
+        EXACT,
+        |g, v| g.shift_right_logical(v[0], v[1]).unwrap(),
+    ));
     cases.push(case(
         "bitcast_convert_f32_to_i32",
         vec![a.clone()],

@@ -364,6 +364,11 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                 let r = self.g.shift_left(v[0], v[1]);
                 self.finish(st, r)
             }
+            "stablehlo.shift_right_logical" => {
+                let v = self.operands(st, Some(2))?;
+                let r = self.g.shift_right_logical(v[0], v[1]);
+                self.finish(st, r)
+            }
             "stablehlo.and" => {
                 let v = self.operands(st, Some(2))?;
                 let r = self.g.bitwise_and(v[0], v[1]);

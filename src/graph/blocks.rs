@@ -1,0 +1,132 @@
+//! In-graph widening of block-quantized weights (`params::blocks`,
+//! `spec/quantized-weights.md`): codes unpacked from i32 words with shifts
+//! and masks, then `(code − zero)·scale + min` per group.
+
+use super::{DType, Graph, GraphError, Value};
+
+/// A block-quantized matrix's parts as graph values, with the shape of
+/// its form ([`crate::params::blocks::BlockForm`]). Every part has the
+/// same leading dims (rows, or gathered ids); the last dim is per row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockWeight {
+    /// i32 words of the low code bits.
+    pub qs: Value,
+    /// Bits per code in `qs` (4 or 8).
+    pub low_bits: u32,
+    /// i32 words of the high code bits and their width (1 or 2), if any.
+    pub qh: Option<(Value, u32)>,
+    /// One f16 or f32 scale per group.
+    pub scale: Value,
+    /// One f16 or f32 minimum per group, if any.
+    pub min: Option<Value>,
+    /// Elements per group.
+    pub group: usize,
+    /// Offset subtracted from each unsigned code.
+    pub zero: u32,
+}
+
+fn err<T>(msg: String) -> Result<T, GraphError> {
+    Err(GraphError {
+        op: "dequantize_blocks",
+        msg,
+    })
+}
+
+impl Graph {
+    /// Unpacks `bits`-bit unsigned codes from i32 `words` `[..., W]` into
+    /// i32 `[..., W·32/bits]`: element `i` is bits `bits·(i mod n)` of word
+    /// `i / n`, `n = 32/bits`. `broadcast_in_dim` to `[..., W, n]`,
+    /// `shift_right_logical` by `[0, bits, 2·bits, …]`, `and` with
+    /// `2^bits − 1`, `reshape`.
+    pub fn unpack_codes(&mut self, words: Value, bits: u32) -> Result<Value, GraphError> {
+        self.checked("unpack_codes", &[words])?;
+        let t = self.ty(words).clone();
+        if t.dtype != DType::I32 || t.rank() == 0 || !matches!(bits, 1 | 2 | 4 | 8 | 16) {
+            return err(format!(
+                "unpack_codes needs i32 words and 1, 2, 4, 8 or 16 bits, got {t} and {bits}"
+            ));
+        }
+        let n = (32 / bits) as usize;
+        let rank = t.rank();
+        let mut wide = t.shape.to_vec();
+        wide.push(n);
+        let dims: Vec<usize> = (0..rank).collect();
+        let b = self.broadcast_in_dim(words, &wide, &dims)?;
+        let amounts: Vec<f64> = (0..n).map(|i| (i as u32 * bits) as f64).collect();
+        let amounts = self.dense(DType::I32, &[n], amounts)?;
+        let amounts = self.broadcast_in_dim(amounts, &wide, &[rank])?;
+        let shifted = self.shift_right_logical(b, amounts)?;
+        let mask = self.splat(DType::I32, &wide, ((1u64 << bits) - 1) as f64)?;
+        let codes = self.bitwise_and(shifted, mask)?;
+        let mut out = t.shape.to_vec();
+        out[rank - 1] *= n;
+        self.reshape(codes, &out)
+    }
+
+    /// The f32 values of a block-quantized weight, `[..., K]`:
+    /// `(f32(lo | hi << low_bits) − zero)·scale + min`, each scale and
+    /// minimum broadcast over its group. Exact: the same products and sums
+    /// as `gguf.quants.dequantize`.
+    pub fn dequantize_blocks(&mut self, w: &BlockWeight) -> Result<Value, GraphError> {
+        let mut args = vec![w.qs, w.scale];
+        args.extend(w.qh.map(|(v, _)| v));
+        args.extend(w.min);
+        self.checked("dequantize_blocks", &args)?;
+        let lo = self.unpack_codes(w.qs, w.low_bits)?;
+        let shape = self.ty(lo).shape.to_vec();
+        let rank = shape.len();
+        let k = shape[rank - 1];
+        let mut code = lo;
+        if let Some((qh, bits)) = w.qh {
+            let hi = self.unpack_codes(qh, bits)?;
+            if self.ty(hi).shape != self.ty(lo).shape {
+                return err(format!(
+                    "high codes {} do not match low codes {}",
+                    self.ty(hi),
+                    self.ty(lo)
+                ));
+            }
+            let by = self.splat(DType::I32, &shape, w.low_bits as f64)?;
+            let hi = self.shift_left(hi, by)?;
+            code = self.add(code, hi)?;
+        }
+        let mut x = self.convert(code, DType::F32)?;
+        if w.zero != 0 {
+            let z = self.splat(DType::F32, &shape, w.zero as f64)?;
+            x = self.sub(x, z)?;
+        }
+        if w.group == 0 || k % w.group != 0 {
+            return err(format!(
+                "{k} elements per row are not whole groups of {}",
+                w.group
+            ));
+        }
+        let mut grouped = shape[..rank - 1].to_vec();
+        grouped.push(k / w.group);
+        grouped.push(w.group);
+        let x = self.reshape(x, &grouped)?;
+        let keep: Vec<usize> = (0..rank).collect();
+        let widen = |g: &mut Graph, v: Value, what: &str| -> Result<Value, GraphError> {
+            let t = g.ty(v).clone();
+            if t.shape[..] != grouped[..rank] || !matches!(t.dtype, DType::F16 | DType::F32) {
+                return err(format!(
+                    "the {what} is {t}, expected f16 or f32 {:?}",
+                    &grouped[..rank]
+                ));
+            }
+            let v = if t.dtype == DType::F32 {
+                v
+            } else {
+                g.convert(v, DType::F32)?
+            };
+            g.broadcast_in_dim(v, &grouped, &keep)
+        };
+        let s = widen(self, w.scale, "scale")?;
+        let mut x = self.mul(x, s)?;
+        if let Some(m) = w.min {
+            let m = widen(self, m, "minimum")?;
+            x = self.add(x, m)?;
+        }
+        self.reshape(x, &shape)
+    }
+}

@@ -1,0 +1,485 @@
+//! kiln's block-quantized weight form (`kiln export --weights keep`,
+//! `spec/quantized-weights.md`): a GGML block-quantized `[rows, K]` matrix
+//! repacked, exactly, into parts a StableHLO graph can widen with integer
+//! shifts and one multiply-add per element:
+//!
+//! - `<name>.qs`: the low `low_bits` (4 or 8) of every code, packed into
+//!   little-endian i32 words, element `i` of a row at bits
+//!   `low_bits·(i mod (32/low_bits))` of word `i / (32/low_bits)`;
+//! - `<name>.qh` (5- and 6-bit types): the code's high 1 or 2 bits, packed
+//!   the same way;
+//! - `<name>.scale`: one scale per group of `group` elements, `[rows, K/group]`,
+//!   f16 where the GGML scale is an f16, f32 where it is a product of an
+//!   f16 and a sub-block scale (K-quants), which f16 would round;
+//! - `<name>.min` (types with a minimum): one per group, like the scale.
+//!
+//! Element `i` of a row is `(code − zero)·scale + min`, where
+//! `code = lo | hi << low_bits` is unsigned and `zero` is the type's fixed
+//! offset. Every product and sum is the one `gguf.quants.dequantize`
+//! computes, so the widened values equal the Python package's bit for bit
+//! (checked against [`super::quant::dequantize`] in the tests below).
+
+use super::gguf::GgmlType;
+use crate::graph::DType;
+use rayon::prelude::*;
+
+/// How one GGML type is stored in kiln's block form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockForm {
+    /// The GGML type it repacks.
+    pub ggml: GgmlType,
+    /// Elements per scale (32, or 16 for Q6_K).
+    pub group: usize,
+    /// Bits of each code in the `.qs` part (4 or 8).
+    pub low_bits: u32,
+    /// Bits of each code in the `.qh` part (0: no `.qh`).
+    pub high_bits: u32,
+    /// The offset subtracted from every code (8 for Q4_0, 128 for Q8_0…).
+    pub zero: u32,
+    /// Element type of the `.scale` (and `.min`) parts: f16 or f32.
+    pub scale: DType,
+    /// Whether the type has a `.min` part.
+    pub min: bool,
+}
+
+/// Suffix of the low-code part.
+pub const QS: &str = "qs";
+/// Suffix of the high-code part.
+pub const QH: &str = "qh";
+/// Suffix of the scale part.
+pub const SCALE: &str = "scale";
+/// Suffix of the minimum part.
+pub const MIN: &str = "min";
+
+/// One stored part of a block-form matrix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartSpec {
+    /// Suffix appended to the tensor name after a dot ([`QS`], [`QH`],
+    /// [`SCALE`], [`MIN`]).
+    pub suffix: &'static str,
+    /// Element type (i32 words, f16 or f32).
+    pub dtype: DType,
+    /// Elements per row.
+    pub cols: usize,
+}
+
+impl BlockForm {
+    /// kiln's form of `ty`, if it has one.
+    pub fn of(ty: GgmlType) -> Option<BlockForm> {
+        use GgmlType as G;
+        let f = |group, low_bits, high_bits, zero, scale, min| BlockForm {
+            ggml: ty,
+            group,
+            low_bits,
+            high_bits,
+            zero,
+            scale,
+            min,
+        };
+        Some(match ty {
+            G::Q8_0 => f(32, 8, 0, 128, DType::F16, false),
+            G::Q4_0 => f(32, 4, 0, 8, DType::F16, false),
+            G::Q4_1 => f(32, 4, 0, 0, DType::F16, true),
+            G::Q5_0 => f(32, 4, 1, 16, DType::F16, false),
+            G::Q5_1 => f(32, 4, 1, 0, DType::F16, true),
+            G::Q4_K => f(32, 4, 0, 0, DType::F32, true),
+            G::Q5_K => f(32, 4, 1, 0, DType::F32, true),
+            G::Q6_K => f(16, 4, 2, 32, DType::F32, false),
+            _ => return None,
+        })
+    }
+
+    /// GGML elements per block of the source type (32 or 256): a row's
+    /// length must be a multiple of it.
+    pub fn block(&self) -> usize {
+        self.ggml.block_size() as usize
+    }
+
+    /// The stored parts of a row of `cols` elements, in archive order.
+    pub fn parts(&self, cols: usize) -> Vec<PartSpec> {
+        let mut v = vec![PartSpec {
+            suffix: QS,
+            dtype: DType::I32,
+            cols: cols * self.low_bits as usize / 32,
+        }];
+        if self.high_bits > 0 {
+            v.push(PartSpec {
+                suffix: QH,
+                dtype: DType::I32,
+                cols: cols * self.high_bits as usize / 32,
+            });
+        }
+        let groups = cols / self.group;
+        v.push(PartSpec {
+            suffix: SCALE,
+            dtype: self.scale,
+            cols: groups,
+        });
+        if self.min {
+            v.push(PartSpec {
+                suffix: MIN,
+                dtype: self.scale,
+                cols: groups,
+            });
+        }
+        v
+    }
+
+    /// Stored bytes of one row of `cols` elements, all parts.
+    pub fn row_bytes(&self, cols: usize) -> usize {
+        self.parts(cols)
+            .iter()
+            .map(|p| p.cols * p.dtype.size())
+            .sum()
+    }
+}
+
+/// The archive key of `part` of tensor `name`.
+pub fn part_key(name: &str, suffix: &str) -> String {
+    format!("{name}.{suffix}")
+}
+
+/// Codes, scales and minimums of one GGML block, decoded.
+struct Decoded {
+    /// Unsigned codes (`q + zero`), one per element.
+    codes: Vec<u8>,
+    scales: Vec<f32>,
+    mins: Vec<f32>,
+}
+
+fn f16_at(b: &[u8], o: usize) -> f32 {
+    half::f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]])).to_f32()
+}
+
+/// The eight 6-bit scales and mins of a Q4_K/Q5_K super-block.
+fn scale_min_k4(sc: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let mut s = [0u8; 8];
+    let mut m = [0u8; 8];
+    for j in 0..4 {
+        s[j] = sc[j] & 0x3f;
+        m[j] = sc[j + 4] & 0x3f;
+        s[j + 4] = (sc[j + 8] & 0x0f) | ((sc[j] >> 2) & 0x30);
+        m[j + 4] = (sc[j + 8] >> 4) | ((sc[j + 4] >> 2) & 0x30);
+    }
+    (s, m)
+}
+
+/// Decodes one block of `ty` (layouts as in [`super::quant`]).
+fn decode(ty: GgmlType, b: &[u8], out: &mut Decoded) {
+    use GgmlType as G;
+    out.codes.clear();
+    out.scales.clear();
+    out.mins.clear();
+    let nibbles = |qs: &[u8], codes: &mut Vec<u8>| {
+        // Legacy 32-blocks: element j is the low nibble of byte j, element
+        // j + 16 the high nibble.
+        codes.extend(qs.iter().map(|q| q & 0x0f));
+        codes.extend(qs.iter().map(|q| q >> 4));
+    };
+    match ty {
+        G::Q8_0 => {
+            out.scales.push(f16_at(b, 0));
+            out.codes.extend(b[2..34].iter().map(|&q| q ^ 0x80));
+        }
+        G::Q4_0 => {
+            out.scales.push(f16_at(b, 0));
+            nibbles(&b[2..18], &mut out.codes);
+        }
+        G::Q4_1 => {
+            out.scales.push(f16_at(b, 0));
+            out.mins.push(f16_at(b, 2));
+            nibbles(&b[4..20], &mut out.codes);
+        }
+        G::Q5_0 | G::Q5_1 => {
+            let o = if ty == G::Q5_0 { 2 } else { 4 };
+            out.scales.push(f16_at(b, 0));
+            if ty == G::Q5_1 {
+                out.mins.push(f16_at(b, 2));
+            }
+            let qh = u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+            nibbles(&b[o + 4..o + 20], &mut out.codes);
+            for (i, c) in out.codes.iter_mut().enumerate() {
+                *c |= (((qh >> i) & 1) as u8) << 4;
+            }
+        }
+        G::Q4_K | G::Q5_K => {
+            let (dd, dmin) = (f16_at(b, 0), f16_at(b, 2));
+            let (sc, mn) = scale_min_k4(&b[4..16]);
+            let (qh, qs) = if ty == G::Q5_K {
+                (Some(&b[16..48]), &b[48..176])
+            } else {
+                (None, &b[16..144])
+            };
+            for j in 0..8 {
+                out.scales.push(dd * sc[j] as f32);
+                // d·q − dmin·m, as x + (−m): the same rounding.
+                out.mins.push(-(dmin * mn[j] as f32));
+                let base = &qs[(j / 2) * 32..(j / 2) * 32 + 32];
+                let shift = 4 * (j % 2);
+                for l in 0..32 {
+                    let mut q = (base[l] >> shift) & 0x0f;
+                    if let Some(qh) = qh {
+                        q |= ((qh[l] >> j) & 1) << 4;
+                    }
+                    out.codes.push(q);
+                }
+            }
+        }
+        G::Q6_K => {
+            let (ql, qh, scales) = (&b[0..128], &b[128..192], &b[192..208]);
+            let dd = f16_at(b, 208);
+            out.scales
+                .extend(scales.iter().map(|&s| dd * (s as i8) as f32));
+            out.codes.resize(256, 0);
+            for h in 0..2 {
+                for sub in 0..4 {
+                    let qlb = &ql[h * 64 + (sub & 1) * 32..][..32];
+                    let (shl, shh) = (4 * (sub >> 1), 2 * sub);
+                    for l in 0..32 {
+                        let lo = (qlb[l] >> shl) & 0x0f;
+                        let hi = (qh[h * 32 + l] >> shh) & 0x03;
+                        out.codes[h * 128 + sub * 32 + l] = lo | (hi << 4);
+                    }
+                }
+            }
+        }
+        _ => unreachable!("BlockForm::of admits only the types decoded here"),
+    }
+}
+
+/// Packs `codes` (each below 2^bits) into little-endian i32 words.
+fn pack(codes: impl Iterator<Item = u8>, bits: u32, out: &mut Vec<u8>) {
+    let per = 32 / bits;
+    let mut word = 0u32;
+    let mut n = 0;
+    for c in codes {
+        word |= (c as u32) << (bits * n);
+        n += 1;
+        if n == per {
+            out.extend_from_slice(&word.to_le_bytes());
+            word = 0;
+            n = 0;
+        }
+    }
+    debug_assert_eq!(n, 0, "rows are whole words");
+}
+
+fn push_scale(x: f32, dtype: DType, out: &mut Vec<u8>) {
+    match dtype {
+        DType::F16 => out.extend_from_slice(&half::f16::from_f32(x).to_bits().to_le_bytes()),
+        _ => out.extend_from_slice(&x.to_le_bytes()),
+    }
+}
+
+/// Repacks rows of GGML blocks into the parts of `form`. `raw` holds
+/// `rows` rows of `cols` elements; `order` gives the source row of each
+/// output row (a row permutation, e.g. llama.cpp's Q/K layout undone), or
+/// `None` for the identity. Returns one byte vector per part, in
+/// [`BlockForm::parts`] order.
+pub fn repack(
+    form: &BlockForm,
+    raw: &[u8],
+    rows: usize,
+    cols: usize,
+    order: Option<&[usize]>,
+) -> Result<Vec<Vec<u8>>, String> {
+    let bs = form.block();
+    let ts = form.ggml.type_size() as usize;
+    if cols % bs != 0 {
+        return Err(format!(
+            "a row of {cols} elements is not a whole number of {}-element {} blocks",
+            bs, form.ggml
+        ));
+    }
+    let src_row = cols / bs * ts;
+    if raw.len() != rows * src_row {
+        return Err(format!(
+            "{} bytes of {} cannot hold {rows} × {cols} elements",
+            raw.len(),
+            form.ggml
+        ));
+    }
+    let parts = form.parts(cols);
+    // Each row repacks on its own; rows are gathered in order.
+    let per_row: Vec<Vec<Vec<u8>>> = (0..rows)
+        .into_par_iter()
+        .map(|r| {
+            let src = order.map_or(r, |o| o[r]);
+            let row = &raw[src * src_row..(src + 1) * src_row];
+            let mut dec = Decoded {
+                codes: Vec::with_capacity(256),
+                scales: Vec::with_capacity(16),
+                mins: Vec::with_capacity(16),
+            };
+            let mut codes = Vec::with_capacity(cols);
+            let mut scales = Vec::new();
+            let mut mins = Vec::new();
+            for b in row.chunks_exact(ts) {
+                decode(form.ggml, b, &mut dec);
+                codes.extend_from_slice(&dec.codes);
+                scales.extend_from_slice(&dec.scales);
+                mins.extend_from_slice(&dec.mins);
+            }
+            parts
+                .iter()
+                .map(|p| {
+                    let mut out = Vec::with_capacity(p.cols * p.dtype.size());
+                    match p.suffix {
+                        QS => {
+                            let mask = ((1u32 << form.low_bits) - 1) as u8;
+                            pack(codes.iter().map(|c| c & mask), form.low_bits, &mut out)
+                        }
+                        QH => pack(
+                            codes.iter().map(|c| c >> form.low_bits),
+                            form.high_bits,
+                            &mut out,
+                        ),
+                        SCALE => scales
+                            .iter()
+                            .for_each(|&x| push_scale(x, p.dtype, &mut out)),
+                        _ => mins.iter().for_each(|&x| push_scale(x, p.dtype, &mut out)),
+                    }
+                    out
+                })
+                .collect()
+        })
+        .collect();
+    let mut out: Vec<Vec<u8>> = parts
+        .iter()
+        .map(|p| Vec::with_capacity(rows * p.cols * p.dtype.size()))
+        .collect();
+    for row in per_row {
+        for (o, r) in out.iter_mut().zip(row) {
+            o.extend_from_slice(&r);
+        }
+    }
+    Ok(out)
+}
+
+/// Widens repacked parts back to f32 as the graph does:
+/// `(code − zero)·scale + min`. For tests and `kiln params`.
+pub fn widen(form: &BlockForm, parts: &[Vec<u8>], rows: usize, cols: usize) -> Vec<f32> {
+    let specs = form.parts(cols);
+    let get = |suffix: &str| {
+        specs
+            .iter()
+            .position(|p| p.suffix == suffix)
+            .map(|i| &parts[i])
+    };
+    let word = |b: &[u8], i: usize| {
+        u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+    };
+    let code = |b: &[u8], bits: u32, row_words: usize, r: usize, i: usize| {
+        let per = (32 / bits) as usize;
+        (word(b, r * row_words + i / per) >> (bits as usize * (i % per))) & ((1 << bits) - 1)
+    };
+    let scale_at = |b: &[u8], i: usize| match form.scale {
+        DType::F16 => half::f16::from_bits(u16::from_le_bytes([b[2 * i], b[2 * i + 1]])).to_f32(),
+        _ => f32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]),
+    };
+    let qs = get(QS).expect("every form has codes");
+    let (lw, hw) = (
+        cols * form.low_bits as usize / 32,
+        cols * form.high_bits as usize / 32,
+    );
+    let groups = cols / form.group;
+    let mut out = Vec::with_capacity(rows * cols);
+    for r in 0..rows {
+        for i in 0..cols {
+            let mut c = code(qs, form.low_bits, lw, r, i);
+            if let Some(qh) = get(QH) {
+                c |= code(qh, form.high_bits, hw, r, i) << form.low_bits;
+            }
+            let g = r * groups + i / form.group;
+            let mut x = (c as f32 - form.zero as f32) * scale_at(get(SCALE).unwrap(), g);
+            if let Some(m) = get(MIN) {
+                x += scale_at(m, g);
+            }
+            out.push(x);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::quant::dequantize;
+
+    /// Deterministic bytes with sane f16 scales at the given offsets.
+    fn blocks(ty: GgmlType, n: usize, seed: u64) -> Vec<u8> {
+        let ts = ty.type_size() as usize;
+        let mut s = seed;
+        let mut next = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 33) as u8
+        };
+        let mut out: Vec<u8> = (0..n * ts).map(|_| next()).collect();
+        let scales: &[usize] = match ty {
+            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q4_1 | GgmlType::Q5_1 => &[0, 2],
+            GgmlType::Q6_K => &[208],
+            _ => &[0],
+        };
+        for b in out.chunks_exact_mut(ts) {
+            for &o in scales {
+                let x = half::f16::from_f32((b[o] as f32 - 128.0) / 3000.0 + 1e-3);
+                b[o..o + 2].copy_from_slice(&x.to_bits().to_le_bytes());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn repacked_blocks_widen_to_the_dequantized_values_bit_for_bit() {
+        use GgmlType as G;
+        for ty in [
+            G::Q8_0,
+            G::Q4_0,
+            G::Q4_1,
+            G::Q5_0,
+            G::Q5_1,
+            G::Q4_K,
+            G::Q5_K,
+            G::Q6_K,
+        ] {
+            let form = BlockForm::of(ty).unwrap();
+            let (rows, cols) = (3, 2 * form.block());
+            let raw = blocks(
+                ty,
+                rows * cols / form.block(),
+                form.ggml.type_size() + ty.block_size(),
+            );
+            let mut want = vec![0f32; rows * cols];
+            dequantize(ty, &raw, &mut want).unwrap();
+            let parts = repack(&form, &raw, rows, cols, None).unwrap();
+            for (p, spec) in parts.iter().zip(form.parts(cols)) {
+                assert_eq!(
+                    p.len(),
+                    rows * spec.cols * spec.dtype.size(),
+                    "{ty} {}",
+                    spec.suffix
+                );
+            }
+            let got = widen(&form, &parts, rows, cols);
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "{ty} element {i}: {a} vs {b}");
+            }
+            // A row permutation moves whole rows.
+            let parts = repack(&form, &raw, rows, cols, Some(&[2, 0, 1])).unwrap();
+            let got = widen(&form, &parts, rows, cols);
+            assert_eq!(got[..cols], want[2 * cols..]);
+        }
+    }
+
+    #[test]
+    fn rows_that_are_not_whole_blocks_are_refused() {
+        let form = BlockForm::of(GgmlType::Q4_K).unwrap();
+        let e = repack(&form, &[0; 144], 1, 128, None).unwrap_err();
+        assert!(
+            e.contains("not a whole number of 256-element Q4_K blocks"),
+            "{e}"
+        );
+    }
+}

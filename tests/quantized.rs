@@ -1,0 +1,242 @@
+//! `kiln export --weights keep`: a GGUF's block-quantized matrices stay in
+//! blocks (kiln's block form, `spec/quantized-weights.md`) and are widened
+//! in the graph. Two tiny Llama GGUFs whose matrices use every block type
+//! kiln keeps (scripts/make_quant_fixtures.py) give transformers' ids —
+//! transformers dequantizes the same GGUF to f32 — in kiln's interpreter,
+//! with the tables whole and in row chunks, and on the host through IREE.
+
+mod common;
+use common::*;
+use kiln::export::{export, ExportOptions, ExportReport, Weights};
+use kiln::iree::flags::{Device, Target};
+use kiln::iree::run::{run_module, HostTensor, RunOptions};
+use kiln::models::Checkpoint;
+use kiln::params::gguf::GgmlType;
+use kiln::params::source::open_any;
+use std::path::Path;
+
+const FIXTURES: [&str; 2] = ["tiny-llama-quant-mix", "tiny-llama-quant-tied"];
+
+fn expected(name: &str) -> HfExpected {
+    let p = fixture(&format!("gguf/quant/{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn export_keep(name: &str, seq: usize, dir: &Path, max_tensor_bytes: u64) -> ExportReport {
+    let ckpt = Checkpoint::open(fixture(&format!("gguf/quant/{name}.gguf"))).unwrap();
+    export(
+        &ckpt,
+        &ExportOptions {
+            seq,
+            out_dir: dir.into(),
+            weights: Weights::Keep,
+            max_tensor_bytes,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Every fixture case through `predict`, one message per mismatching case.
+fn failures(
+    max_tensor_bytes: u64,
+    mut check: impl FnMut(&ExportReport),
+    mut predict: impl FnMut(&ExportReport, &[i32]) -> Vec<i32>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for name in FIXTURES {
+        let exp = expected(name);
+        for rs in &exp.seqs {
+            let dir = tmpdir();
+            let r = export_keep(name, rs.seq, dir.path(), max_tensor_bytes);
+            check(&r);
+            for (ci, c) in rs.cases.iter().enumerate() {
+                let bad = mismatches(&predict(&r, &c.input), &c.argmax, &c.margin, 0..rs.seq);
+                if !bad.is_empty() {
+                    out.push(format!(
+                        "{name} seq {} case {ci}: {}",
+                        rs.seq,
+                        bad.join("; ")
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The archive holds block parts, not widened matrices: every quantized
+/// tensor as `.qs` (+ `.qh`) i32 words and `.scale` (+ `.min`).
+fn check_archive(r: &ExportReport) {
+    let src = open_any(&r.irpa).unwrap();
+    let names: Vec<String> = src.tensors().iter().map(|t| t.name.clone()).collect();
+    let has = |n: &str| names.iter().any(|x| x == n);
+    // Q8_0 or Q4_K embedding, Q5_K or Q4_0 query, F16 kept as it is.
+    assert!(has("model.embed_tokens.weight.qs") && has("model.embed_tokens.weight.scale"));
+    assert!(!has("model.embed_tokens.weight"));
+    assert!(has("model.layers.0.self_attn.q_proj.weight.qs"));
+    assert!(names.iter().any(|n| n.ends_with(".qh")));
+    assert!(names.iter().any(|n| n.ends_with(".min")));
+    assert!(has("model.norm.weight"));
+    assert_eq!(r.manifest.weights_dtype, "keep");
+}
+
+#[test]
+fn keep_fixtures_match_transformers_in_the_interpreter() {
+    let f = failures(
+        kiln::models::MAX_TENSOR_BYTES,
+        |r| {
+            check_archive(r);
+            let text = std::fs::read_to_string(&r.mlir).unwrap();
+            assert!(text.contains("stablehlo.shift_right_logical"));
+            let parsed = kiln::stablehlo::parse_module_full(&text).unwrap();
+            let again =
+                kiln::stablehlo::print_module(&parsed.module, &parsed.print_options(), None)
+                    .unwrap();
+            assert!(again == text, "print(parse(text)) differs");
+        },
+        |r, input| kiln::interp::predict_file(&r.mlir, &r.irpa, None, input).unwrap(),
+    );
+    assert!(f.is_empty(), "{}", f.join("\n"));
+}
+
+/// A 32 KiB bound puts every block-quantized matrix in row chunks over
+/// parts of its entries: the embedding gathers each chunk's rows of every
+/// part, and products are joined by columns.
+#[test]
+fn keep_fixtures_in_row_chunks_match_transformers_in_the_interpreter() {
+    let f = failures(
+        32768,
+        |r| {
+            let text = std::fs::read_to_string(&r.mlir).unwrap();
+            assert!(text.contains("\"model.embed_tokens.weight.qs\", {offset = 0 : i64, length = "));
+        },
+        |r, input| kiln::interp::predict_file(&r.mlir, &r.safetensors, None, input).unwrap(),
+    );
+    assert!(f.is_empty(), "{}", f.join("\n"));
+}
+
+#[test]
+fn keep_fixtures_match_transformers_on_the_host() {
+    let Some(tc) = toolchain() else { return };
+    let vmfb = std::cell::RefCell::new(None);
+    let f = failures(
+        kiln::models::MAX_TENSOR_BYTES,
+        |r| {
+            let v = r.mlir.with_extension("vmfb");
+            kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &v, &[]).unwrap();
+            *vmfb.borrow_mut() = Some(v);
+        },
+        |r, input| {
+            let opts = RunOptions {
+                device: Device::LocalTask,
+                function: r.manifest.function.clone(),
+                params: vec![("model".into(), r.irpa.clone())],
+                ..Default::default()
+            };
+            let x = HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
+            let v = vmfb.borrow().clone().unwrap();
+            run_module(&tc, &v, &opts, &[x]).unwrap()[0]
+                .as_i32()
+                .unwrap()
+                .to_vec()
+        },
+    );
+    assert!(f.is_empty(), "{}", f.join("\n"));
+}
+
+/// Exports are deterministic, and the `keep` archive is no larger than
+/// the GGUF's tensor data plus the f32 K-quant scales.
+#[test]
+fn keep_exports_are_deterministic() {
+    let (a, b) = (tmpdir(), tmpdir());
+    let ra = export_keep(FIXTURES[0], 8, a.path(), kiln::models::MAX_TENSOR_BYTES);
+    let rb = export_keep(FIXTURES[0], 8, b.path(), kiln::models::MAX_TENSOR_BYTES);
+    for (x, y) in [
+        (&ra.irpa, &rb.irpa),
+        (&ra.safetensors, &rb.safetensors),
+        (&ra.mlir, &rb.mlir),
+    ] {
+        assert!(
+            std::fs::read(x).unwrap() == std::fs::read(y).unwrap(),
+            "{}",
+            x.display()
+        );
+    }
+}
+
+#[test]
+fn keep_refuses_what_it_cannot_keep() {
+    let bin = env!("CARGO_BIN_EXE_kiln");
+    let dir = tmpdir();
+    let out = dir.path().join("out");
+    let hf = fixture("hf/tiny-qwen2");
+    let (code, _, err) = kiln_cli(
+        bin,
+        &[
+            "export",
+            hf.to_str().unwrap(),
+            "--weights",
+            "keep",
+            "--seq",
+            "8",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--weights keep") && err.contains("not a GGUF file"),
+        "{err}"
+    );
+    assert!(!out.exists() || files_in(&out).is_empty(), "partial output");
+
+    // A matrix in a type kiln cannot keep (I8) is named with its type.
+    let (meta, mut ts) = read_gguf(&fixture("gguf/quant/tiny-llama-quant-mix.gguf"));
+    let t = ts
+        .iter_mut()
+        .find(|t| t.0 == "blk.0.attn_q.weight")
+        .unwrap();
+    let n: u64 = t.2.iter().product();
+    *t = (
+        t.0.clone(),
+        GgmlType::I8,
+        t.2.clone(),
+        vec![1u8; n as usize],
+    );
+    let bad = dir.path().join("i8.gguf");
+    write_gguf(&bad, &meta, &ts);
+    let (code, _, err) = kiln_cli(
+        bin,
+        &[
+            "export",
+            bad.to_str().unwrap(),
+            "--weights",
+            "keep",
+            "--seq",
+            "8",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("\"model.layers.0.self_attn.q_proj.weight\" is I8")
+            && err.contains("--weights keep cannot store"),
+        "{err}"
+    );
+    assert!(!out.exists() || files_in(&out).is_empty(), "partial output");
+    // The same file exports as bf16.
+    let (code, _, err) = kiln_cli(
+        bin,
+        &[
+            "export",
+            bad.to_str().unwrap(),
+            "--seq",
+            "8",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+}
