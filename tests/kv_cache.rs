@@ -54,7 +54,7 @@ fn export_kv_of(
     cache: DType,
 ) -> ExportReport {
     export(
-        &ckpt,
+        ckpt,
         &ExportOptions {
             seq,
             out_dir: dir.into(),
