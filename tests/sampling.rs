@@ -58,7 +58,7 @@ fn export_kv(name: &str, seq: usize, dir: &Path, top_k: Option<usize>) -> Export
             seq,
             out_dir: dir.into(),
             name: Some("tiny".into()),
-            weights,
+            weights: weights.into(),
             kv: Some(KvCacheOptions {
                 prompt_len: Some(P),
                 max_context: Some(seq),
