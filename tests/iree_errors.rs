@@ -376,9 +376,10 @@ fn missing_vulkan_driver_names_the_fix() {
 }
 
 #[test]
-fn f16_parameters_on_vulkan_fail_with_a_hint_and_no_vmfb() {
-    // IREE 3.13 cannot lower f16 buffers feeding a matmul on Vulkan; kiln
-    // passes iree-compile's error on and says what to do instead.
+fn f16_parameters_compile_for_vulkan_as_i32_pairs() {
+    // IREE 3.13 cannot lower f16 buffers feeding a matmul on Vulkan
+    // (`vector.bitcast … vector<4xf16>`); kiln's Vulkan lowering re-declares
+    // them as i32 pairs widened by their bits, so the module compiles.
     let Some(tc) = toolchain() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mlir = dir.path().join("f16-gen.mlir");
@@ -397,9 +398,6 @@ fn f16_parameters_on_vulkan_fail_with_a_hint_and_no_vmfb() {
     )
     .unwrap();
     let vmfb = dir.path().join("f16-vulkan.vmfb");
-    let e = compile(&tc, &mlir, &Target::parse("vulkan").unwrap(), &vmfb, &[])
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("--weights bf16"), "{e}");
-    assert!(!vmfb.exists());
+    compile(&tc, &mlir, &Target::parse("vulkan").unwrap(), &vmfb, &[]).unwrap();
+    assert!(vmfb.exists());
 }

@@ -91,8 +91,8 @@ fn every_op_and_composite_runs_right_on_iree_host() {
 /// arithmetic or storage, and IREE keeps an in-graph f32 → f16 → f32
 /// round trip in f32 there (no rounding), so that case must return its
 /// input unchanged. kiln's graphs only widen stored weights, never narrow
-/// to f16; f16 *parameters* do not compile for Vulkan at all with IREE
-/// 3.13 (`vector.bitcast … vector<4xf16>`, spec/iree.md), bf16 ones do.
+/// to f16; f16 and bf16 *parameters* reach Vulkan as i32 pairs widened by
+/// their bits (`graph::lower`, spec/iree.md).
 #[test]
 fn every_op_and_composite_runs_right_on_vulkan() {
     let vulkan = Target::parse("vulkan").unwrap();

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, Weights};
 use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{run_module, HostTensor, RunOptions};
+use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
 use kiln::models::Checkpoint;
 use kiln::params::gguf::GgmlType;
 use kiln::params::source::open_any;
@@ -143,6 +143,62 @@ fn keep_fixtures_match_transformers_on_the_host() {
         },
     );
     assert!(f.is_empty(), "{}", f.join("\n"));
+}
+
+/// Both fixtures (every block type) on arm64 under qemu and on Vulkan
+/// through lavapipe: transformers' ids. For Vulkan, `kiln compile`
+/// re-declares the f16 scales as i32 pairs widened by their bits
+/// (`Graph::f16_pairs_to_f32`); the codes are i32 words on every target.
+#[test]
+fn keep_fixtures_match_transformers_on_arm64_and_vulkan() {
+    let Some(tc) = toolchain() else { return };
+    let lavapipe = lavapipe_present();
+    let mut failures = Vec::new();
+    for name in FIXTURES {
+        let exp = expected(name);
+        let rs = &exp.seqs[0];
+        let dir = tmpdir();
+        let r = export_keep(name, rs.seq, dir.path(), kiln::models::MAX_TENSOR_BYTES);
+        let targets = [Target::Arm64, Target::parse("vulkan").unwrap()];
+        let outs =
+            kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
+                .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
+        let run = |vmfb: &Path, device, emulate, input: &[i32]| {
+            let opts = RunOptions {
+                device,
+                emulate,
+                function: r.manifest.function.clone(),
+                params: vec![("model".into(), r.irpa.clone())],
+                ..Default::default()
+            };
+            let x = HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
+            run_module(&tc, vmfb, &opts, &[x]).unwrap()[0]
+                .as_i32()
+                .unwrap()
+                .to_vec()
+        };
+        for (ci, c) in rs.cases.iter().enumerate() {
+            let mut got = vec![(
+                "arm64",
+                run(
+                    &outs[0],
+                    Device::LocalTask,
+                    Some(Emulation::Arm64),
+                    &c.input,
+                ),
+            )];
+            if lavapipe {
+                got.push(("vulkan", run(&outs[1], Device::Vulkan, None, &c.input)));
+            }
+            for (what, ids) in got {
+                let bad = mismatches(&ids, &c.argmax, &c.margin, 0..rs.seq);
+                if !bad.is_empty() {
+                    failures.push(format!("{name} {what} case {ci}: {}", bad.join("; ")));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Exports are deterministic, and the `keep` archive is no larger than

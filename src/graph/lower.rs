@@ -53,8 +53,9 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
     let mut widened: Vec<bool> = vec![false; f.nodes.len()];
     for (i, node) in f.nodes.iter().enumerate() {
         let v = match &node.op {
-            Op::Parameter { key, offset } if node.ty.dtype == DType::BF16 => {
+            Op::Parameter { key, offset } if matches!(node.ty.dtype, DType::BF16 | DType::F16) => {
                 widened[i] = true;
+                let f16 = node.ty.dtype == DType::F16;
                 let shape = node.ty.shape.to_vec();
                 // Same bytes (and so the same offset), other element type.
                 let mut declare = |ty: TensorType| match offset {
@@ -62,9 +63,20 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
                     Some(o) => g.parameter_part(key, ty, *o),
                 };
                 match bf16_pairs_shape(&shape) {
+                    Some(pairs) if f16 => {
+                        let p = declare(TensorType::new(DType::I32, &pairs))?;
+                        g.f16_pairs_to_f32(p, &shape)?
+                    }
                     Some(pairs) => {
                         let p = declare(TensorType::new(DType::I32, &pairs))?;
                         g.bf16_pairs_to_f32(p, &shape)?
+                    }
+                    None if f16 => {
+                        let p = declare(TensorType::new(DType::I16, &shape))?;
+                        let h = g.convert(p, DType::I32)?;
+                        let mask = g.splat(DType::I32, &shape, 65535.0)?;
+                        let h = g.bitwise_and(h, mask)?;
+                        g.f16_bits_to_f32(h)?
                     }
                     None => {
                         let p = declare(TensorType::new(DType::I16, &shape))?;
@@ -77,7 +89,7 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
                     return Err(GraphError {
                         op: "lower_for_vulkan",
                         msg: format!(
-                            "@{}: a bf16 parameter is converted to {}, only f32 is supported",
+                            "@{}: a bf16 or f16 parameter is converted to {}, only f32 is supported",
                             f.name, node.ty.dtype
                         ),
                     });
@@ -91,7 +103,7 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
                         return Err(GraphError {
                             op: "lower_for_vulkan",
                             msg: format!(
-                                "@{}: bf16 parameter %{} feeds `{}`; only a convert to f32 can be lowered",
+                                "@{}: 16-bit parameter %{} feeds `{}`; only a convert to f32 can be lowered",
                                 f.name,
                                 a.0,
                                 op.name()

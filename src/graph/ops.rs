@@ -194,6 +194,66 @@ impl Graph {
         self.reshape(f, shape)
     }
 
+    /// Widens i32 tensors holding two f16 bit patterns each (element `2i`
+    /// in the low half, `2i+1` in the high half) to the f32 values of
+    /// `shape`: the halves split with `shift_right_logical` and `and`, then
+    /// [`Graph::f16_bits_to_f32`].
+    pub fn f16_pairs_to_f32(&mut self, pairs: Value, shape: &[usize]) -> Result<Value, GraphError> {
+        self.checked("f16_pairs_to_f32", &[pairs])?;
+        let t = self.ty(pairs).clone();
+        let n: Option<usize> = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if t.dtype != DType::I32 || n != t.numel().checked_mul(2) {
+            return err(
+                "f16_pairs_to_f32",
+                format!("needs an i32 tensor of half the elements of {shape:?}, got {t}"),
+            );
+        }
+        let mut wide = t.shape.to_vec();
+        wide.push(2);
+        let rank = t.rank();
+        let dims: Vec<usize> = (0..rank).collect();
+        let b = self.broadcast_in_dim(pairs, &wide, &dims)?;
+        let amounts = self.dense(DType::I32, &[2], vec![0.0, 16.0])?;
+        let amounts = self.broadcast_in_dim(amounts, &wide, &[rank])?;
+        let halves = self.shift_right_logical(b, amounts)?;
+        let mask = self.splat(DType::I32, &wide, 65535.0)?;
+        let bits = self.bitwise_and(halves, mask)?;
+        let f = self.f16_bits_to_f32(bits)?;
+        self.reshape(f, shape)
+    }
+
+    /// Widens f16 bit patterns held in i32 (0..=65535) to the f32 values
+    /// they encode, exactly, with only 32-bit integer and float ops (no
+    /// 16-bit type; for Vulkan): a normal magnitude `m = bits & 0x7fff` is
+    /// `bitcast((m << 13) + (112 << 23))`, a subnormal one `f32(m)·2^-24`
+    /// (both exact, and neither an f32 subnormal, so a device that flushes
+    /// subnormals gives the same values); the sign bit negates. Infinities
+    /// and NaNs are not kept (weights and scales are finite).
+    pub fn f16_bits_to_f32(&mut self, bits: Value) -> Result<Value, GraphError> {
+        self.checked("f16_bits_to_f32", &[bits])?;
+        let t = self.ty(bits).clone();
+        if t.dtype != DType::I32 {
+            return err("f16_bits_to_f32", format!("needs an i32 tensor, got {t}"));
+        }
+        let s = t.shape.to_vec();
+        let lo15 = self.splat(DType::I32, &s, 32767.0)?;
+        let m = self.bitwise_and(bits, lo15)?;
+        let thirteen = self.splat(DType::I32, &s, 13.0)?;
+        let shifted = self.shift_left(m, thirteen)?;
+        let bias = self.splat(DType::I32, &s, (112u32 << 23) as f64)?;
+        let normal = self.add(shifted, bias)?;
+        let normal = self.bitcast_convert(normal, DType::F32)?;
+        let mf = self.convert(m, DType::F32)?;
+        let tiny = self.splat(DType::F32, &s, 2f64.powi(-24))?;
+        let sub = self.mul(mf, tiny)?;
+        let first_normal = self.splat(DType::I32, &s, 1024.0)?;
+        let is_sub = self.compare(CompareDir::Lt, m, first_normal)?;
+        let mag = self.select(is_sub, sub, normal)?;
+        let neg = self.neg(mag)?;
+        let signed = self.compare(CompareDir::Gt, bits, lo15)?;
+        self.select(signed, neg, mag)
+    }
+
     /// Widens i16 bf16 bit patterns to the f32 values they encode (exact):
     /// `bitcast_convert(shift_left(convert(bits, i32), 16), f32)`.
     pub fn bf16_bits_to_f32(&mut self, bits: Value) -> Result<Value, GraphError> {

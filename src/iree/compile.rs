@@ -71,13 +71,7 @@ pub fn compile(
         })?;
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
-        let mut log = super::trim_log(&stderr, 60);
-        if matches!(target, Target::Vulkan { .. }) && stderr.contains("xf16>") {
-            log.push_str(
-                "\nhint: f16 parameters do not compile for Vulkan with IREE 3.13; \
-                 re-export with --weights bf16 (the default) or f32",
-            );
-        }
+        let log = super::trim_log(&stderr, 60);
         // `tmp` is dropped here, removing the partial output.
         return Err(IreeError::CompileFailed {
             mlir: mlir.to_path_buf(),

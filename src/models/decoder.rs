@@ -397,13 +397,22 @@ impl<'a> Decoder<'a> {
         let mut it = vals.into_iter();
         let qs = it.next().expect("every form has codes");
         let qh = (form.high_bits > 0).then(|| (it.next().expect("a .qh part"), form.high_bits));
-        let scale = it.next().expect("a .scale part");
+        // f16 scales widen at once, so a gather takes f32 rows (and the
+        // Vulkan lowering sees each f16 parameter feed one convert).
+        let mut f32_of = |v: Value| -> Result<Value, ModelError> {
+            Ok(match self.g.ty(v).dtype {
+                DType::F32 => v,
+                _ => self.g.convert(v, DType::F32)?,
+            })
+        };
+        let scale = f32_of(it.next().expect("a .scale part"))?;
+        let min = it.next().map(&mut f32_of).transpose()?;
         Ok(BlockWeight {
             qs,
             low_bits: form.low_bits,
             qh,
             scale,
-            min: it.next(),
+            min,
             group: form.group,
             zero: form.zero,
         })

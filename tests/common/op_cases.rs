@@ -741,6 +741,31 @@ pub fn all() -> Vec<OpCase> {
         EXACT,
         |g, v| g.shift_right_logical(v[0], v[1]).unwrap(),
     ));
+    // f16 scales of block-quantized weights, widened by their bits for
+    // Vulkan (Graph::f16_pairs_to_f32): normals, subnormals, signed zeros,
+    // the largest and smallest magnitudes.
+    let halves: Vec<u16> = vec![
+        0x3c00, 0xbc00, 0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x7bff, 0xfbff, 0x3555, 0x1234,
+        0x8abc, 0x03ff, 0x8001, 0x4248, 0xc000, 0x2e66, 0x0200, 0x5640, 0xd640, 0x0bad, 0x8bad,
+        0x3801, 0x0010,
+    ];
+    let pairs: Vec<i32> = halves
+        .chunks_exact(2)
+        .map(|p| (p[0] as u32 | (p[1] as u32) << 16) as i32)
+        .collect();
+    cases.push(case(
+        "f16_pairs_to_f32",
+        vec![HostT::i(&sh, pairs)],
+        HostT::f(
+            &[2, 3, 4],
+            halves
+                .iter()
+                .map(|&h| half::f16::from_bits(h).to_f32())
+                .collect(),
+        ),
+        EXACT,
+        |g, v| g.f16_pairs_to_f32(v[0], &[2, 3, 4]).unwrap(),
+    ));
     cases.push(case(
         "bitcast_convert_f32_to_i32",
         vec![a.clone()],
