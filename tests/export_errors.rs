@@ -200,7 +200,7 @@ fn bad_flags_are_clear_errors() {
     expect_error(
         &ck,
         &["--weights", "int8"],
-        "--weights int8: expected bf16, f16 or f32",
+        "invalid value 'int8' for '--weights <WEIGHTS>' [possible values: bf16, f16, f32, keep]",
     );
     expect_error(
         &ck,

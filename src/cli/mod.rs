@@ -51,9 +51,38 @@ pub enum Command {
     Package(package::Args),
 }
 
+/// A clap error on one line, as kiln's own errors are: its message and
+/// notes (e.g. the possible values) without the usage and `--help` lines.
+fn one_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Parses the process arguments, runs the verb, returns the exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                e.exit()
+            }
+            eprintln!("kiln: error: {}", one_line(&e.render().to_string()));
+            return 2;
+        }
+    };
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Toolchain(a) => toolchain::run(a),
