@@ -16,7 +16,10 @@
 //!   transformers' continuation;
 //! - the KV-cache pair (exported alongside, P 64, N 128): prefill + decode
 //!   generate transformers' greedy ids on the host (IREE session, and the
-//!   chat prompt through `kiln generate --kv-cache`) and in the interpreter.
+//!   chat prompt through `kiln generate --kv-cache`) and in the interpreter;
+//! - `--weights keep` (its own export): the archive is smaller than the
+//!   GGUF, every prompt position matches transformers in the interpreter,
+//!   and the KV pair's greedy generations on the host are transformers'.
 
 mod common;
 use common::*;
@@ -538,4 +541,68 @@ fn vulkan_compiles_and_runs_on_lavapipe_like_the_host() {
         ..opts(e)
     };
     agrees_with_host_on_first_prompt(e, &host, &vk, on_vulkan, "Vulkan on lavapipe");
+}
+
+/// `--weights keep`: the Q4_1 matrices and the Q8_0 embedding stay in
+/// blocks (an archive smaller than the GGUF) and give transformers' ids —
+/// transformers dequantizes the same GGUF to f32, exactly the values kiln
+/// widens in the graph. Every prompt position in the interpreter
+/// (redecode), and every greedy generation through the KV pair on the host.
+#[test]
+fn keep_weights_match_transformers_redecode_and_kv() {
+    let Some(gguf) = smollm2_gguf() else { return };
+    let ckpt = Checkpoint::open(&gguf).unwrap();
+    let dir = tmpdir();
+    let r = export(
+        &ckpt,
+        &ExportOptions {
+            seq: 64,
+            out_dir: dir.path().into(),
+            name: Some("smollm2".into()),
+            weights: kiln::export::Weights::Keep,
+            kv: Some(KvCacheOptions {
+                prompt_len: Some(16),
+                max_context: Some(128),
+                cache_dtype: kiln::graph::DType::F32,
+                top_k: None,
+            }),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let gguf_bytes = std::fs::metadata(&gguf).unwrap().len();
+    let irpa_bytes = std::fs::metadata(&r.irpa).unwrap().len();
+    assert!(
+        irpa_bytes <= gguf_bytes,
+        "keep archive {irpa_bytes} bytes, GGUF {gguf_bytes}"
+    );
+    let exp = smol_expected();
+    let mut failures = Vec::new();
+    for p in &exp.prompts {
+        let got = kiln::interp::predict_file(&r.mlir, &r.irpa, Some("smollm2"), &p.input).unwrap();
+        let bad = mismatches(&got, &p.argmax, &p.margin, 0..p.ids.len());
+        if !bad.is_empty() {
+            failures.push(format!("{} (interpreter): {bad:?}", p.name));
+        }
+    }
+    if let Some(tc) = toolchain() {
+        let kv = r.manifest.kv.clone().unwrap().pair;
+        let kv_mlir = r.kv_mlir.clone().unwrap();
+        let vmfb = kv_mlir.with_file_name("smollm2-kv-host.vmfb");
+        kiln::iree::compile::compile(&tc, &kv_mlir, &Target::Host, &vmfb, &[]).unwrap();
+        let mut s =
+            KvSession::start(&tc, &vmfb, &r.irpa, "model", &kv, Device::LocalTask, None).unwrap();
+        for p in &exp.prompts {
+            let g = generate_kv(
+                &mut s,
+                &p.ids,
+                p.generate.max_new_tokens,
+                &[exp.eos_id],
+                |_| true,
+            )
+            .unwrap();
+            check_generation(&mut failures, "keep, KV session", p, &g);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
