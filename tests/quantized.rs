@@ -296,3 +296,53 @@ fn keep_refuses_what_it_cannot_keep() {
     );
     assert_eq!(code, 0, "{err}");
 }
+
+/// The real Gemma 3 270M Q4_K_M GGUF (Q8_0 embedding over the 2^27-byte
+/// bound, Q5_0 / Q4_K / Q6_K blocks; scripts/fetch-gemma3.sh) with
+/// `--weights keep`: the archive is the size of the GGUF's tensors (at
+/// most 1.15 × the file), and every position of the fixture input equals
+/// transformers on the host (scripts/make_gemma3_fixture.py).
+#[test]
+fn gemma3_270m_keep_matches_transformers_on_the_host() {
+    let Some(tc) = toolchain() else { return };
+    let Some(gguf) = gemma3_gguf() else { return };
+    let exp: HfExpected = serde_json::from_str(
+        &std::fs::read_to_string(fixture("gguf/quant/gemma3-270m.json")).unwrap(),
+    )
+    .unwrap();
+    let rs = &exp.seqs[0];
+    let dir = tmpdir();
+    let ckpt = Checkpoint::open(&gguf).unwrap();
+    let r = export(
+        &ckpt,
+        &ExportOptions {
+            seq: rs.seq,
+            out_dir: dir.path().into(),
+            name: Some("gemma3".into()),
+            weights: Weights::Keep,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (g, a) = (
+        std::fs::metadata(&gguf).unwrap().len(),
+        std::fs::metadata(&r.irpa).unwrap().len(),
+    );
+    assert!(a * 100 <= g * 115, "keep archive {a} bytes, GGUF {g}");
+    let vmfb = dir.path().join("gemma3-host.vmfb");
+    kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
+    let opts = RunOptions {
+        device: Device::LocalTask,
+        function: r.manifest.function.clone(),
+        params: vec![("model".into(), r.irpa.clone())],
+        ..Default::default()
+    };
+    let c = &rs.cases[0];
+    let x = HostTensor::i32(vec![1, rs.seq], c.input.clone()).unwrap();
+    let got = run_module(&tc, &vmfb, &opts, &[x]).unwrap()[0]
+        .as_i32()
+        .unwrap()
+        .to_vec();
+    let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
+    assert!(bad.is_empty(), "{}", bad.join("; "));
+}

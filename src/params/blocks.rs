@@ -300,8 +300,44 @@ pub fn repack(
         ));
     }
     let parts = form.parts(cols);
-    // Each row repacks on its own; rows are gathered in order.
-    let per_row: Vec<Vec<Vec<u8>>> = (0..rows)
+    let mut out: Vec<Vec<u8>> = parts
+        .iter()
+        .map(|p| Vec::with_capacity(rows * p.cols * p.dtype.size()))
+        .collect();
+    // Rows repack in parallel, a batch at a time, so only one batch's rows
+    // are held beside the output.
+    const BATCH: usize = 512;
+    for first in (0..rows).step_by(BATCH) {
+        let batch = repack_rows(
+            form,
+            &parts,
+            raw,
+            src_row,
+            cols,
+            first..rows.min(first + BATCH),
+            order,
+        );
+        for row in batch {
+            for (o, r) in out.iter_mut().zip(row) {
+                o.extend_from_slice(&r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The parts of rows `range` of the output, each row's in [`BlockForm::parts`] order.
+fn repack_rows(
+    form: &BlockForm,
+    parts: &[PartSpec],
+    raw: &[u8],
+    src_row: usize,
+    cols: usize,
+    range: std::ops::Range<usize>,
+    order: Option<&[usize]>,
+) -> Vec<Vec<Vec<u8>>> {
+    let ts = form.ggml.type_size() as usize;
+    range
         .into_par_iter()
         .map(|r| {
             let src = order.map_or(r, |o| o[r]);
@@ -343,17 +379,7 @@ pub fn repack(
                 })
                 .collect()
         })
-        .collect();
-    let mut out: Vec<Vec<u8>> = parts
-        .iter()
-        .map(|p| Vec::with_capacity(rows * p.cols * p.dtype.size()))
-        .collect();
-    for row in per_row {
-        for (o, r) in out.iter_mut().zip(row) {
-            o.extend_from_slice(&r);
-        }
-    }
-    Ok(out)
+        .collect()
 }
 
 /// Widens repacked parts back to f32 as the graph does:
