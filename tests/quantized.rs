@@ -346,3 +346,43 @@ fn gemma3_270m_keep_matches_transformers_on_the_host() {
     let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
     assert!(bad.is_empty(), "{}", bad.join("; "));
 }
+
+/// `kiln params inspect` names each block-quantized matrix of a keep
+/// export's safetensors with its GGML type, shape, group and bytes.
+#[test]
+fn params_inspect_shows_block_quantized_matrices() {
+    let dir = tmpdir();
+    let r = export_keep(FIXTURES[0], 8, dir.path(), kiln::models::MAX_TENSOR_BYTES);
+    let bin = env!("CARGO_BIN_EXE_kiln");
+    let (code, out, err) = kiln_cli(
+        bin,
+        &[
+            "params",
+            "inspect",
+            r.safetensors.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let blocks = v["blocks"].as_array().unwrap();
+    // 16 matrices, F16 and BF16 ones stored plain.
+    assert_eq!(blocks.len(), 14, "{blocks:?}");
+    let by_name = |n: &str| blocks.iter().find(|b| b["name"] == n).unwrap().clone();
+    let down = by_name("model.layers.0.mlp.down_proj.weight");
+    assert_eq!(
+        (
+            down["type"].as_str(),
+            down["shape"].clone(),
+            down["group"].as_u64()
+        ),
+        (Some("Q6_K"), serde_json::json!([256, 512]), Some(16))
+    );
+    assert_eq!(by_name("model.embed_tokens.weight")["type"], "Q8_0");
+    let (code, out, _) = kiln_cli(bin, &["params", "inspect", r.safetensors.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("block-quantized matrices (kiln export --weights keep"),
+        "{out}"
+    );
+}

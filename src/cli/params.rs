@@ -163,6 +163,12 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
             }
         }
     }
+    let blocks = crate::params::blocks::recognize(
+        &tensors
+            .iter()
+            .map(|t| (t.name.clone(), graph_dtype(t.dtype), t.shape.clone()))
+            .collect::<Vec<_>>(),
+    );
     if json {
         let ts: Vec<serde_json::Value> = tensors
             .iter()
@@ -204,6 +210,22 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
                     .collect::<Vec<_>>(),
                 "note": family_note(f),
             });
+        }
+        if !blocks.is_empty() {
+            out["blocks"] = blocks
+                .iter()
+                .map(|b| {
+                    serde_json::json!({
+                        "name": b.name,
+                        "type": b.form.ggml.to_string(),
+                        "shape": b.shape,
+                        "group": b.form.group,
+                        "bytes": b.bytes,
+                        "parts": b.parts,
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into();
         }
         if !kinds.is_empty() {
             let k: serde_json::Map<String, serde_json::Value> = kinds
@@ -290,7 +312,37 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
         let k: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
         println!("entries: {}", k.join(", "));
     }
+    if !blocks.is_empty() {
+        println!(
+            "block-quantized matrices (kiln export --weights keep, spec/quantized-weights.md): {}",
+            blocks.len()
+        );
+        for b in &blocks {
+            println!(
+                "  {:<name_w$}  {:<5}  {:<14}  groups of {:<2}  {:>10} bytes  ({})",
+                b.name,
+                b.form.ggml.to_string(),
+                format!("[{}, {}]", b.shape[0], b.shape[1]),
+                b.form.group,
+                b.bytes,
+                b.parts.join(", ")
+            );
+        }
+    }
     Ok(0)
+}
+
+/// The graph dtype of a stored element type, where there is one.
+fn graph_dtype(d: crate::params::source::SourceDType) -> Option<crate::graph::DType> {
+    use crate::graph::DType as G;
+    use crate::params::DType as P;
+    Some(match d.plain()? {
+        P::F32 => G::F32,
+        P::F16 => G::F16,
+        P::BF16 => G::BF16,
+        P::I32 => G::I32,
+        _ => return None,
+    })
 }
 
 /// One tensor of the output.

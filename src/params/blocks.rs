@@ -139,6 +139,75 @@ pub fn part_key(name: &str, suffix: &str) -> String {
     format!("{name}.{suffix}")
 }
 
+/// A block-quantized matrix found among a file's tensors by its parts
+/// ([`recognize`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recognized {
+    /// The matrix's name (the parts' names without the suffix).
+    pub name: String,
+    /// Its form (the GGML type it was repacked from).
+    pub form: BlockForm,
+    /// `[rows, K]`.
+    pub shape: [usize; 2],
+    /// Stored bytes, all parts.
+    pub bytes: u64,
+    /// The parts' suffixes, in archive order.
+    pub parts: Vec<&'static str>,
+}
+
+/// The block-quantized matrices among `tensors` (name, element type,
+/// shape): every `NAME.qs` whose sibling parts have the dtypes and shapes
+/// of exactly one form. Tensors without a known element type (an IRPA
+/// entry) are never recognized.
+pub fn recognize(tensors: &[(String, Option<DType>, Vec<u64>)]) -> Vec<Recognized> {
+    use GgmlType as G;
+    let find = |n: &str| tensors.iter().find(|t| t.0 == n);
+    let mut out = Vec::new();
+    for (name, dtype, shape) in tensors {
+        let Some(base) = name.strip_suffix(".qs") else {
+            continue;
+        };
+        let (&[rows, qs_cols], Some(DType::I32)) = (&shape[..], dtype) else {
+            continue;
+        };
+        for ty in [
+            G::Q8_0,
+            G::Q4_0,
+            G::Q4_1,
+            G::Q5_0,
+            G::Q5_1,
+            G::Q4_K,
+            G::Q5_K,
+            G::Q6_K,
+        ] {
+            let form = BlockForm::of(ty).expect("a kept type");
+            let cols = qs_cols as usize * 32 / form.low_bits as usize;
+            if cols % form.block() != 0 {
+                continue;
+            }
+            let parts = form.parts(cols);
+            let matches = parts.iter().all(|p| {
+                find(&part_key(base, p.suffix))
+                    .is_some_and(|t| t.1 == Some(p.dtype) && t.2 == [rows, p.cols as u64])
+            });
+            let extra = [QH, MIN].iter().any(|s| {
+                !parts.iter().any(|p| p.suffix == *s) && find(&part_key(base, s)).is_some()
+            });
+            if matches && !extra {
+                out.push(Recognized {
+                    name: base.to_string(),
+                    form,
+                    shape: [rows as usize, cols],
+                    bytes: rows * form.row_bytes(cols) as u64,
+                    parts: parts.iter().map(|p| p.suffix).collect(),
+                });
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// Codes, scales and minimums of one GGML block, decoded.
 struct Decoded {
     /// Unsigned codes (`q + zero`), one per element.
@@ -496,6 +565,38 @@ mod tests {
             let parts = repack(&form, &raw, rows, cols, Some(&[2, 0, 1])).unwrap();
             let got = widen(&form, &parts, rows, cols);
             assert_eq!(got[..cols], want[2 * cols..]);
+        }
+    }
+
+    #[test]
+    fn every_form_is_recognized_from_its_parts() {
+        use GgmlType as G;
+        for ty in [
+            G::Q8_0,
+            G::Q4_0,
+            G::Q4_1,
+            G::Q5_0,
+            G::Q5_1,
+            G::Q4_K,
+            G::Q5_K,
+            G::Q6_K,
+        ] {
+            let form = BlockForm::of(ty).unwrap();
+            let tensors: Vec<(String, Option<DType>, Vec<u64>)> = form
+                .parts(512)
+                .iter()
+                .map(|p| {
+                    (
+                        part_key("w", p.suffix),
+                        Some(p.dtype),
+                        vec![3, p.cols as u64],
+                    )
+                })
+                .collect();
+            let r = recognize(&tensors);
+            assert_eq!(r.len(), 1, "{ty}");
+            assert_eq!((r[0].form.ggml, r[0].shape), (ty, [3, 512]), "{ty}");
+            assert_eq!(r[0].bytes, 3 * form.row_bytes(512) as u64);
         }
     }
 
