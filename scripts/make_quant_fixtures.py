@@ -194,8 +194,38 @@ def write(name, spec):
     print(f"{name}: {path.stat().st_size} bytes", file=sys.stderr)
 
 
+def quantize_reference():
+    """quantize.json: f32 rows and gguf.quants.quantize's Q8_0 and Q4_0
+    bytes for them (`kiln export --weights q8_0|q4_0` must write the same)."""
+    rng = np.random.default_rng(73)
+    rows = [rng.standard_normal(64).astype(np.float32) * s for s in (1.0, 0.01, 300.0)]
+    rows.append(np.zeros(64, dtype=np.float32))  # d = 0
+    # Rounding ties of both quantizers: values on exact halves of d.
+    ties = np.array([127.0, -127.0, 0.5, -0.5, 1.5, -1.5, 2.5, 63.5] * 8, dtype=np.float32)
+    rows.append(ties)
+    neg = rng.standard_normal(64).astype(np.float32)
+    neg[5] = -4.0  # a negative largest magnitude (Q4_0's signed max)
+    neg[40] = 4.0
+    rows.append(neg)
+    x = np.stack(rows)
+    write_json(
+        OUT / "quantize.json",
+        {
+            "note": "gguf.quants.quantize of these f32 rows (scripts/make_quant_fixtures.py)",
+            "gguf_version": __import__("importlib.metadata").metadata.version("gguf"),
+            "shape": list(x.shape),
+            "f32_bits": [int(v) for v in x.view(np.uint32).ravel()],
+            "Q8_0": gguf.quants.quantize(x, Q.Q8_0).tobytes().hex(),
+            "Q4_0": gguf.quants.quantize(x, Q.Q4_0).tobytes().hex(),
+        },
+    )
+
+
 def main():
     torch.set_num_threads(2)
+    quantize_reference()
+    if sys.argv[1:] == ["--quantize-only"]:
+        return
     for name, spec in FIXTURES.items():
         write(name, spec)
 

@@ -12,7 +12,7 @@ use crate::graph::{DType, Module};
 use crate::models::decoder::{build_graph, GraphOptions};
 use crate::models::kv::{build_decode, build_prefill, KvOptions};
 use crate::models::{Checkpoint, DecoderConfig, Storage, WeightPlan};
-use crate::params::blocks::{part_key, BlockForm};
+use crate::params::blocks::{self, part_key, BlockForm};
 use crate::params::convert::{f32_to_bf16_bits, f32_to_f16_bits};
 use crate::params::gguf::GgmlType;
 use crate::params::irpa::{EntrySpec, IrpaWriter};
@@ -57,6 +57,10 @@ pub struct ExportOptions {
 pub enum Weights {
     /// Every weight widened and stored in this dtype: bf16, f16 or f32.
     Dtype(DType),
+    /// Every matrix of any checkpoint quantized to Q8_0 or Q4_0 with
+    /// llama.cpp's reference rounding (bit for bit `gguf.quants.quantize`)
+    /// and stored in kiln's block form; vectors (norms, biases) as bf16.
+    Quantize(GgmlType),
     /// Every tensor of a GGUF checkpoint in its own type: block-quantized
     /// matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) repacked
     /// exactly into kiln's block form (`spec/quantized-weights.md`) and
@@ -75,6 +79,7 @@ impl std::fmt::Display for Weights {
         match self {
             Weights::Dtype(d) => write!(f, "{d}"),
             Weights::Keep => f.write_str("keep"),
+            Weights::Quantize(t) => write!(f, "{}", t.to_string().to_lowercase()),
         }
     }
 }
@@ -90,6 +95,7 @@ pub fn weight_plan(ckpt: &Checkpoint, weights: Weights) -> Result<WeightPlan> {
             )))
         }
         Weights::Keep => DType::F32,
+        Weights::Quantize(ty) => return quantized_plan(ckpt, ty),
     };
     let mut plan = WeightPlan::from(d);
     for (name, shape) in ckpt.tensors() {
@@ -121,6 +127,29 @@ pub fn weight_plan(ckpt: &Checkpoint, weights: Weights) -> Result<WeightPlan> {
             _ => return Err(unkeepable(ckpt, name, ty)),
         };
         plan.overrides.insert(name.clone(), storage);
+    }
+    Ok(plan)
+}
+
+/// `--weights q8_0|q4_0`: every matrix in `ty` blocks, vectors as bf16.
+fn quantized_plan(ckpt: &Checkpoint, ty: GgmlType) -> Result<WeightPlan> {
+    let form = BlockForm::of(ty)
+        .filter(|_| matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0))
+        .ok_or_else(|| Error::Usage(format!("--weights quantizes to q8_0 or q4_0, not {ty}")))?;
+    let mut plan = WeightPlan::from(DType::BF16);
+    for (name, shape) in ckpt.tensors() {
+        if let &[_, k] = &shape[..] {
+            if k % form.block() != 0 {
+                return Err(Error::Usage(format!(
+                    "{}: tensor \"{name}\" {shape:?}: rows of {k} are not whole {}-element blocks, \
+                     so --weights {} cannot store it (use bf16)",
+                    ckpt.path.display(),
+                    form.block(),
+                    Weights::Quantize(ty)
+                )));
+            }
+            plan.overrides.insert(name.clone(), Storage::Blocks(form));
+        }
     }
     Ok(plan)
 }
@@ -172,17 +201,27 @@ fn tensor_bytes(ckpt: &Checkpoint, tensor: &str, storage: Storage) -> Result<Vec
     match storage {
         Storage::Plain(d) => Ok(vec![encode_weights(&ckpt.read_f32(tensor)?, d)?]),
         Storage::Blocks(form) => {
-            let r = ckpt
-                .ggml_rows(tensor)
-                .ok_or_else(|| Error::Usage(format!("tensor \"{tensor}\" has no stored blocks")))?;
-            crate::params::blocks::repack(
-                &form,
-                r.bytes,
-                r.shape[0],
-                r.shape[1],
-                r.order.as_deref(),
-            )
-            .map_err(|e| Error::Usage(format!("{}: tensor \"{tensor}\": {e}", ckpt.path.display())))
+            let named = |e: String| {
+                Error::Usage(format!("{}: tensor \"{tensor}\": {e}", ckpt.path.display()))
+            };
+            match ckpt.ggml_rows(tensor).filter(|r| r.ty == form.ggml) {
+                // Kept: the file's own blocks, repacked.
+                Some(r) => {
+                    blocks::repack(&form, r.bytes, r.shape[0], r.shape[1], r.order.as_deref())
+                        .map_err(named)
+                }
+                // Quantized here from the values (`--weights q8_0|q4_0`).
+                None => {
+                    let (_, s) = ckpt
+                        .tensors()
+                        .iter()
+                        .find(|(n, _)| n == tensor)
+                        .ok_or_else(|| named("not in the checkpoint".into()))?;
+                    let raw =
+                        blocks::quantize(form.ggml, &ckpt.read_f32(tensor)?).map_err(named)?;
+                    blocks::repack(&form, &raw, s[0], s[1], None).map_err(named)
+                }
+            }
         }
     }
 }
@@ -440,20 +479,15 @@ fn st_dtype(d: DType) -> StDType {
 
 /// Inline weights for the printer: values read from the checkpoint and
 /// rounded to the stored dtype.
-struct CheckpointWeights<'a>(&'a Checkpoint);
+struct CheckpointWeights<'a>(&'a Checkpoint, &'a WeightPlan);
 
 impl WeightSource for CheckpointWeights<'_> {
     fn values(&self, key: &str, ty: &crate::graph::TensorType) -> Result<Vec<f64>> {
         if let Some((tensor, suffix)) = key.rsplit_once('.') {
-            let form = self
-                .0
-                .ggml_type(tensor)
-                .and_then(BlockForm::of)
-                .filter(|_| self.0.ggml_rows(tensor).is_some());
-            if let Some(form) = form {
-                // A part of a block-quantized weight (`--weights keep`).
-                let cols = self.0.ggml_rows(tensor).map_or(0, |r| r.shape[1]);
-                let i = form.parts(cols).iter().position(|p| p.suffix == suffix);
+            let shape = self.0.tensors().iter().find(|(n, _)| n == tensor);
+            if let (Storage::Blocks(form), Some((_, s))) = (self.1.storage(tensor), shape) {
+                // A part of a block-quantized weight.
+                let i = form.parts(s[1]).iter().position(|p| p.suffix == suffix);
                 if let Some(i) = i {
                     let bytes = tensor_bytes(self.0, tensor, Storage::Blocks(form))?.swap_remove(i);
                     return Ok(bytes_to_f64(ty.dtype, &bytes));
@@ -606,7 +640,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         &PrintOptions {
             constants: opts.constants.clone(),
         },
-        Some(&CheckpointWeights(ckpt)),
+        Some(&CheckpointWeights(ckpt, &plan)),
     )?;
     let kv = match &opts.kv {
         Some(kv) => {
@@ -624,7 +658,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
                 &PrintOptions {
                     constants: opts.constants.clone(),
                 },
-                Some(&CheckpointWeights(ckpt)),
+                Some(&CheckpointWeights(ckpt, &plan)),
             )?;
             Some((ko, kv_text))
         }

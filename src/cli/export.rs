@@ -3,6 +3,7 @@
 use crate::export::{export, ExportOptions, KvCacheOptions};
 use crate::graph::DType;
 use crate::models::Checkpoint;
+use crate::params::gguf::GgmlType;
 use crate::stablehlo::ConstantPolicy;
 use crate::{Error, Result};
 use std::io::IsTerminal;
@@ -26,8 +27,9 @@ pub struct Args {
     #[arg(long)]
     pub function: Option<String>,
     /// How the weights are stored: bf16, f16 or f32 (every weight in that
-    /// dtype), or keep (a GGUF's own types: quantized matrices stay
-    /// quantized and are widened in the graph).
+    /// dtype); keep (a GGUF's own types: quantized matrices stay quantized
+    /// and are widened in the graph); q8_0 or q4_0 (every matrix quantized
+    /// with llama.cpp's reference rounding, vectors bf16).
     #[arg(long, value_enum, default_value_t = WeightsArg::Bf16)]
     pub weights: WeightsArg,
     /// Parameter scope the runtime opens the archive under.
@@ -85,6 +87,12 @@ pub enum WeightsArg {
     F32,
     /// A GGUF's own types; quantized matrices kept in kiln's block form.
     Keep,
+    /// Every matrix quantized to Q8_0 (llama.cpp's reference rounding).
+    #[value(name = "q8_0")]
+    Q8_0,
+    /// Every matrix quantized to Q4_0 (llama.cpp's reference rounding).
+    #[value(name = "q4_0")]
+    Q4_0,
 }
 
 impl From<WeightsArg> for crate::export::Weights {
@@ -94,6 +102,8 @@ impl From<WeightsArg> for crate::export::Weights {
             WeightsArg::F16 => DType::F16.into(),
             WeightsArg::F32 => DType::F32.into(),
             WeightsArg::Keep => crate::export::Weights::Keep,
+            WeightsArg::Q8_0 => crate::export::Weights::Quantize(GgmlType::Q8_0),
+            WeightsArg::Q4_0 => crate::export::Weights::Quantize(GgmlType::Q4_0),
         }
     }
 }

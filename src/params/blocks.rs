@@ -208,6 +208,56 @@ pub fn recognize(tensors: &[(String, Option<DType>, Vec<u64>)]) -> Vec<Recognize
     out
 }
 
+/// Quantizes f32 `values` (whole 32-element blocks, row after row) to GGML
+/// `ty` blocks — Q8_0 or Q4_0 — with llama.cpp's reference rounding, bit
+/// for bit what `gguf.quants.quantize` writes: Q8_0 `d = max|x|/127`,
+/// `q = round(x/d)` half away from zero; Q4_0 `d = x[argmax |x|]/−8`,
+/// `q = min(15, trunc(x/d + 8.5))`; `d` rounded to f16 (nearest even),
+/// every step in f32.
+pub fn quantize(ty: GgmlType, values: &[f32]) -> Result<Vec<u8>, String> {
+    if values.len() % 32 != 0 {
+        return Err(format!(
+            "{} values are not whole 32-element {ty} blocks",
+            values.len()
+        ));
+    }
+    let one: fn(&[f32], &mut Vec<u8>) = match ty {
+        GgmlType::Q8_0 => |x, out| {
+            let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+            out.extend_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+            out.extend(x.iter().map(|&v| {
+                // gguf's np_roundf: floor(|a|) + floor(2·(|a| − floor(|a|))), signed.
+                let a = (v * id).abs();
+                let f = a.floor();
+                let r = f + (2.0 * (a - f)).floor();
+                ((r.copysign(v * id)) as i8) as u8
+            }));
+        },
+        GgmlType::Q4_0 => |x, out| {
+            // The first element of largest magnitude, with its sign.
+            let mut max = 0f32;
+            for &v in x {
+                if v.abs() > max.abs() {
+                    max = v;
+                }
+            }
+            let d = max / -8.0;
+            let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+            out.extend_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+            let q = |v: f32| ((v * id + 8.5).trunc() as u8).min(15);
+            out.extend((0..16).map(|j| q(x[j]) | (q(x[j + 16]) << 4)));
+        },
+        _ => return Err(format!("kiln quantizes to Q8_0 and Q4_0, not {ty}")),
+    };
+    let mut out = Vec::with_capacity(values.len() / 32 * ty.type_size() as usize);
+    for block in values.chunks_exact(32) {
+        one(block, &mut out);
+    }
+    Ok(out)
+}
+
 /// Codes, scales and minimums of one GGML block, decoded.
 struct Decoded {
     /// Unsigned codes (`q + zero`), one per element.
