@@ -39,6 +39,10 @@ pub struct ExportOptions {
     /// How the weights are stored: one dtype, or `keep` (a GGUF's own
     /// types, block-quantized matrices in kiln's block form).
     pub weights: Weights,
+    /// Per-tensor exceptions to `weights`: (PATTERN, form) for every tensor
+    /// whose HF name contains PATTERN, the last match winning
+    /// (`--weights-for`).
+    pub weights_for: Vec<(String, Weights)>,
     /// Constant materialization policy (carries the parameter scope).
     pub constants: ConstantPolicy,
     /// Show a progress bar on a terminal.
@@ -84,74 +88,93 @@ impl std::fmt::Display for Weights {
     }
 }
 
-/// How each weight of `ckpt` is stored under `weights`. `keep` needs a
-/// GGUF checkpoint whose every tensor has a type kiln can keep.
-pub fn weight_plan(ckpt: &Checkpoint, weights: Weights) -> Result<WeightPlan> {
-    let d = match weights {
-        Weights::Dtype(d @ (DType::BF16 | DType::F16 | DType::F32)) => return Ok(d.into()),
-        Weights::Dtype(d) => {
+/// How each weight of `ckpt` is stored under `weights`, with
+/// `overrides` (`--weights-for PATTERN=FORM`: every tensor whose HF name
+/// contains PATTERN; the last matching one wins). `keep` needs a GGUF
+/// checkpoint whose tensors have types kiln can keep; `q8_0`/`q4_0` need
+/// rows of whole 32-element blocks.
+pub fn weight_plan(
+    ckpt: &Checkpoint,
+    weights: Weights,
+    overrides: &[(String, Weights)],
+) -> Result<WeightPlan> {
+    let mut plan = WeightPlan::from(match weights {
+        Weights::Dtype(d) => d,
+        _ => DType::BF16,
+    });
+    for (pattern, _) in overrides {
+        if !ckpt
+            .tensors()
+            .iter()
+            .any(|(n, _)| n.contains(pattern.as_str()))
+        {
             return Err(Error::Usage(format!(
-                "--weights must be bf16, f16, f32 or keep, not {d}"
-            )))
-        }
-        Weights::Keep => DType::F32,
-        Weights::Quantize(ty) => return quantized_plan(ckpt, ty),
-    };
-    let mut plan = WeightPlan::from(d);
-    for (name, shape) in ckpt.tensors() {
-        let Some(ty) = ckpt.ggml_type(name) else {
-            return Err(Error::Usage(format!(
-                "--weights keep keeps a GGUF file's quantization; {} is not a GGUF file \
-                 (use --weights bf16, f16 or f32)",
+                "--weights-for {pattern}=…: no tensor of {} has \"{pattern}\" in its name",
                 ckpt.path.display()
             )));
-        };
-        let storage = match (ty.plain(), BlockForm::of(ty)) {
-            (Some(p), _) => Storage::Plain(match p {
-                crate::params::DType::F16 => DType::F16,
-                crate::params::DType::BF16 => DType::BF16,
-                crate::params::DType::F32 => DType::F32,
-                _ => return Err(unkeepable(ckpt, name, ty)),
-            }),
-            (None, Some(form)) if shape.len() == 2 => {
-                if shape[1] % form.block() != 0 {
-                    return Err(Error::Usage(format!(
-                        "{}: tensor \"{name}\" {shape:?}: rows of {} are not whole {}-element {ty} blocks",
-                        ckpt.path.display(),
-                        shape[1],
-                        form.block()
-                    )));
-                }
-                Storage::Blocks(form)
-            }
-            _ => return Err(unkeepable(ckpt, name, ty)),
-        };
-        plan.overrides.insert(name.clone(), storage);
+        }
+    }
+    for (name, shape) in ckpt.tensors() {
+        let w = overrides
+            .iter()
+            .rev()
+            .find(|(p, _)| name.contains(p.as_str()))
+            .map_or(weights, |(_, w)| *w);
+        let storage = storage_for(ckpt, name, shape, w)?;
+        if storage != Storage::Plain(plan.dtype) {
+            plan.overrides.insert(name.clone(), storage);
+        }
     }
     Ok(plan)
 }
 
-/// `--weights q8_0|q4_0`: every matrix in `ty` blocks, vectors as bf16.
-fn quantized_plan(ckpt: &Checkpoint, ty: GgmlType) -> Result<WeightPlan> {
-    let form = BlockForm::of(ty)
-        .filter(|_| matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0))
-        .ok_or_else(|| Error::Usage(format!("--weights quantizes to q8_0 or q4_0, not {ty}")))?;
-    let mut plan = WeightPlan::from(DType::BF16);
-    for (name, shape) in ckpt.tensors() {
-        if let &[_, k] = &shape[..] {
-            if k % form.block() != 0 {
-                return Err(Error::Usage(format!(
-                    "{}: tensor \"{name}\" {shape:?}: rows of {k} are not whole {}-element blocks, \
-                     so --weights {} cannot store it (use bf16)",
-                    ckpt.path.display(),
-                    form.block(),
-                    Weights::Quantize(ty)
-                )));
+/// How tensor `name` of `shape` is stored under `w`.
+fn storage_for(ckpt: &Checkpoint, name: &str, shape: &[usize], w: Weights) -> Result<Storage> {
+    let whole_blocks = |form: &BlockForm, what: &str| -> Result<Storage> {
+        if shape[1] % form.block() != 0 {
+            return Err(Error::Usage(format!(
+                "{}: tensor \"{name}\" {shape:?}: rows of {} are not whole {}-element blocks, \
+                 so {what} cannot store it (use bf16)",
+                ckpt.path.display(),
+                shape[1],
+                form.block()
+            )));
+        }
+        Ok(Storage::Blocks(*form))
+    };
+    match w {
+        Weights::Dtype(d @ (DType::BF16 | DType::F16 | DType::F32)) => Ok(Storage::Plain(d)),
+        Weights::Dtype(d) => Err(Error::Usage(format!(
+            "--weights must be bf16, f16, f32, keep, q8_0 or q4_0, not {d}"
+        ))),
+        Weights::Quantize(ty) => {
+            let form = BlockForm::of(ty)
+                .filter(|_| matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0))
+                .ok_or_else(|| {
+                    Error::Usage(format!("--weights quantizes to q8_0 or q4_0, not {ty}"))
+                })?;
+            if shape.len() != 2 {
+                return Ok(Storage::Plain(DType::BF16));
             }
-            plan.overrides.insert(name.clone(), Storage::Blocks(form));
+            whole_blocks(&form, &format!("--weights {w}"))
+        }
+        Weights::Keep => {
+            let Some(ty) = ckpt.ggml_type(name) else {
+                return Err(Error::Usage(format!(
+                    "--weights keep keeps a GGUF file's quantization; {} is not a GGUF file \
+                     (use --weights bf16, f16, f32, q8_0 or q4_0)",
+                    ckpt.path.display()
+                )));
+            };
+            match (ty.plain(), BlockForm::of(ty)) {
+                (Some(crate::params::DType::F16), _) => Ok(Storage::Plain(DType::F16)),
+                (Some(crate::params::DType::BF16), _) => Ok(Storage::Plain(DType::BF16)),
+                (Some(crate::params::DType::F32), _) => Ok(Storage::Plain(DType::F32)),
+                (None, Some(form)) if shape.len() == 2 => whole_blocks(&form, "--weights keep"),
+                _ => Err(unkeepable(ckpt, name, ty)),
+            }
         }
     }
-    Ok(plan)
 }
 
 fn unkeepable(ckpt: &Checkpoint, name: &str, ty: GgmlType) -> Error {
@@ -319,6 +342,7 @@ impl Default for ExportOptions {
             name: None,
             function: None,
             weights: Weights::Dtype(DType::BF16),
+            weights_for: Vec::new(),
             constants: ConstantPolicy::default(),
             progress: false,
             kv: None,
@@ -618,7 +642,7 @@ fn drain<W: TensorWriter>(
 
 /// Exports `ckpt`: see the module docs.
 pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
-    let plan = weight_plan(ckpt, opts.weights)?;
+    let plan = weight_plan(ckpt, opts.weights, &opts.weights_for)?;
     let name = opts.name.clone().unwrap_or_else(|| ckpt.name.clone());
     if name.is_empty() || name.contains(['/', '\\']) {
         return Err(Error::Usage(format!(

@@ -495,3 +495,75 @@ fn q8_0_and_q4_0_from_an_hf_checkpoint() {
     );
     assert!(!out.exists() || files_in(&out).is_empty(), "partial output");
 }
+
+/// `--weights-for PATTERN=FORM`: per-tensor exceptions to `--weights`
+/// (the last match wins); a pattern that names no tensor and an unknown
+/// form are errors naming the flag.
+#[test]
+fn weights_for_overrides_single_tensors() {
+    let bin = env!("CARGO_BIN_EXE_kiln");
+    let dir = tmpdir();
+    let out = dir.path().join("out");
+    let gguf = fixture("gguf/quant/tiny-llama-quant-mix.gguf");
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "export",
+            gguf.to_str().unwrap(),
+            "--seq",
+            "8",
+            "--weights",
+            "keep",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(["-o".into(), out.to_str().unwrap().into()]);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>| kiln_cli(bin, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    let (code, _, err) = run(args(&[
+        "--weights-for",
+        "embed_tokens=bf16",
+        "--weights-for",
+        "lm_head=q4_0",
+        "--weights-for",
+        "lm_head=q8_0",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let st = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .unwrap();
+    let src = open_any(&st).unwrap();
+    let ts = src.tensors();
+    let get = |n: &str| ts.iter().find(|t| t.name == n).map(|t| t.dtype.to_string());
+    assert_eq!(get("model.embed_tokens.weight").as_deref(), Some("BF16"));
+    assert_eq!(get("model.embed_tokens.weight.qs"), None);
+    // lm_head is Q6_K in the file; q8_0 (the last match) requantizes it.
+    let (_, json, _) = kiln_cli(bin, &["params", "inspect", st.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let head = v["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "lm_head.weight")
+        .unwrap()
+        .clone();
+    assert_eq!(head["type"], "Q8_0");
+    for (extra, want) in [
+        (
+            ["--weights-for", "no_such_tensor=bf16"],
+            "--weights-for no_such_tensor=…: no tensor",
+        ),
+        (
+            ["--weights-for", "lm_head=int3"],
+            "--weights-for lm_head=int3: FORM must be",
+        ),
+    ] {
+        let (code, _, err) = run(args(&extra));
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+}

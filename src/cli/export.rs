@@ -32,6 +32,11 @@ pub struct Args {
     /// with llama.cpp's reference rounding, vectors bf16).
     #[arg(long, value_enum, default_value_t = WeightsArg::Bf16)]
     pub weights: WeightsArg,
+    /// An exception to --weights for every tensor whose HF name contains
+    /// PATTERN (repeatable; the last match wins), e.g.
+    /// `--weights-for embed_tokens=bf16` or `--weights-for lm_head=q8_0`.
+    #[arg(long, value_name = "PATTERN=FORM")]
+    pub weights_for: Vec<String>,
     /// Parameter scope the runtime opens the archive under.
     #[arg(long, default_value = "model")]
     pub scope: String,
@@ -74,6 +79,21 @@ pub struct Args {
     /// guarantees; 0 turns this off (CPU targets only).
     #[arg(long, value_name = "BYTES", default_value_t = crate::models::MAX_TENSOR_BYTES)]
     pub max_tensor_bytes: u64,
+}
+
+/// Parses one `--weights-for PATTERN=FORM`.
+pub fn parse_weights_for(s: &str) -> Result<(String, crate::export::Weights)> {
+    use clap::ValueEnum;
+    let bad = |why: &str| Error::Usage(format!("--weights-for {s}: {why}"));
+    let (pattern, form) = s
+        .rsplit_once('=')
+        .ok_or_else(|| bad("expected PATTERN=FORM"))?;
+    if pattern.is_empty() {
+        return Err(bad("the pattern is empty"));
+    }
+    let w = WeightsArg::from_str(form, false)
+        .map_err(|_| bad("FORM must be bf16, f16, f32, keep, q8_0 or q4_0"))?;
+    Ok((pattern.to_string(), w.into()))
 }
 
 /// `--weights`.
@@ -190,6 +210,11 @@ pub fn run(a: Args) -> Result<i32> {
     } else {
         None
     };
+    let weights_for = a
+        .weights_for
+        .iter()
+        .map(|s| parse_weights_for(s))
+        .collect::<Result<Vec<_>>>()?;
     let t = std::time::Instant::now();
     let ckpt = Checkpoint::open(&a.checkpoint)?;
     let opts = ExportOptions {
@@ -198,6 +223,7 @@ pub fn run(a: Args) -> Result<i32> {
         name: a.name,
         function: a.function,
         weights,
+        weights_for,
         constants,
         progress: std::io::stderr().is_terminal(),
         kv,
