@@ -22,12 +22,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
 gguf="$(bash scripts/fetch-smollm2.sh)"
-cargo build --release -q
-kiln=./target/release/kiln
-bench="$($kiln toolchain 2>/dev/null | awk '$1 == "iree-benchmark-module:" {print $2}')"
-[[ -x "$bench" ]] || { echo "bench-kv: iree-benchmark-module not found (run kiln toolchain install)" >&2; exit 1; }
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+. scripts/bench-lib.sh
+bench_setup bench-kv
 
 $kiln export "$gguf" --seq 128 --out "$out" --name s128 --kv-cache --prompt-len 64 --max-context 128 2>/dev/null
 $kiln export "$gguf" --seq 64 --out "$out" --name s64 2>/dev/null
@@ -73,15 +69,6 @@ PY
 $kiln compile "$out/floor.mlir" --target host >/dev/null 2>&1
 weight_bytes=$(stat -c %s "$out/s128.irpa")
 
-# median real time (ms) of one call
-bm() { # module function inputs...
-  local vmfb="$1" fn="$2" params="$3"; shift 3
-  local args=()
-  for i in "$@"; do args+=("--input=$i"); done
-  "$bench" --device=local-task --module="$vmfb" --parameters=model="$params" --function="$fn" \
-    "${args[@]}" --benchmark_repetitions="$runs" --benchmark_min_time=1x 2>/dev/null |
-    awk '/_median/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}'
-}
 ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
 ids128=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(128)))')
 fwd128=$(bm "$out/s128-host.vmfb" s128 "$out/s128.irpa" "1x128xi32=$ids128")
