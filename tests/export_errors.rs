@@ -200,7 +200,7 @@ fn bad_flags_are_clear_errors() {
     expect_error(
         &ck,
         &["--weights", "int8"],
-        "invalid value 'int8' for '--weights <WEIGHTS>' [possible values: bf16, f16, f32, keep]",
+        "invalid value 'int8' for '--weights <WEIGHTS>' [possible values: bf16, f16, f32, keep, q8_0, q4_0]",
     );
     expect_error(
         &ck,
