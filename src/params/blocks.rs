@@ -20,6 +20,7 @@
 //! (checked against [`super::quant::dequantize`] in the tests below).
 
 use super::gguf::GgmlType;
+use super::quant::{f16_at, scale_min_k4};
 use crate::graph::DType;
 use rayon::prelude::*;
 
@@ -41,6 +42,18 @@ pub struct BlockForm {
     /// Whether the type has a `.min` part.
     pub min: bool,
 }
+
+/// The GGML types kiln keeps in its block form ([`BlockForm::of`]).
+pub const KEPT: [GgmlType; 8] = [
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
 
 /// Suffix of the low-code part.
 pub const QS: &str = "qs";
@@ -160,8 +173,11 @@ pub struct Recognized {
 /// of exactly one form. Tensors without a known element type (an IRPA
 /// entry) are never recognized.
 pub fn recognize(tensors: &[(String, Option<DType>, Vec<u64>)]) -> Vec<Recognized> {
-    use GgmlType as G;
-    let find = |n: &str| tensors.iter().find(|t| t.0 == n);
+    let by_name: std::collections::HashMap<&str, (Option<DType>, &[u64])> = tensors
+        .iter()
+        .map(|(n, d, s)| (n.as_str(), (*d, s.as_slice())))
+        .collect();
+    let find = |n: &str| by_name.get(n).copied();
     let mut out = Vec::new();
     for (name, dtype, shape) in tensors {
         let Some(base) = name.strip_suffix(".qs") else {
@@ -170,16 +186,7 @@ pub fn recognize(tensors: &[(String, Option<DType>, Vec<u64>)]) -> Vec<Recognize
         let (&[rows, qs_cols], Some(DType::I32)) = (&shape[..], dtype) else {
             continue;
         };
-        for ty in [
-            G::Q8_0,
-            G::Q4_0,
-            G::Q4_1,
-            G::Q5_0,
-            G::Q5_1,
-            G::Q4_K,
-            G::Q5_K,
-            G::Q6_K,
-        ] {
+        for ty in KEPT {
             let form = BlockForm::of(ty).expect("a kept type");
             let cols = qs_cols as usize * 32 / form.low_bits as usize;
             if cols % form.block() != 0 {
@@ -188,7 +195,7 @@ pub fn recognize(tensors: &[(String, Option<DType>, Vec<u64>)]) -> Vec<Recognize
             let parts = form.parts(cols);
             let matches = parts.iter().all(|p| {
                 find(&part_key(base, p.suffix))
-                    .is_some_and(|t| t.1 == Some(p.dtype) && t.2 == [rows, p.cols as u64])
+                    .is_some_and(|(d, s)| d == Some(p.dtype) && s == [rows, p.cols as u64])
             });
             let extra = [QH, MIN].iter().any(|s| {
                 !parts.iter().any(|p| p.suffix == *s) && find(&part_key(base, s)).is_some()
@@ -264,23 +271,6 @@ struct Decoded {
     codes: Vec<u8>,
     scales: Vec<f32>,
     mins: Vec<f32>,
-}
-
-fn f16_at(b: &[u8], o: usize) -> f32 {
-    half::f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]])).to_f32()
-}
-
-/// The eight 6-bit scales and mins of a Q4_K/Q5_K super-block.
-fn scale_min_k4(sc: &[u8]) -> ([u8; 8], [u8; 8]) {
-    let mut s = [0u8; 8];
-    let mut m = [0u8; 8];
-    for j in 0..4 {
-        s[j] = sc[j] & 0x3f;
-        m[j] = sc[j + 4] & 0x3f;
-        s[j + 4] = (sc[j + 8] & 0x0f) | ((sc[j] >> 2) & 0x30);
-        m[j + 4] = (sc[j + 8] >> 4) | ((sc[j + 4] >> 2) & 0x30);
-    }
-    (s, m)
 }
 
 /// Decodes one block of `ty` (layouts as in [`super::quant`]).
@@ -578,17 +568,7 @@ mod tests {
 
     #[test]
     fn repacked_blocks_widen_to_the_dequantized_values_bit_for_bit() {
-        use GgmlType as G;
-        for ty in [
-            G::Q8_0,
-            G::Q4_0,
-            G::Q4_1,
-            G::Q5_0,
-            G::Q5_1,
-            G::Q4_K,
-            G::Q5_K,
-            G::Q6_K,
-        ] {
+        for ty in KEPT {
             let form = BlockForm::of(ty).unwrap();
             let (rows, cols) = (3, 2 * form.block());
             let raw = blocks(
@@ -620,17 +600,7 @@ mod tests {
 
     #[test]
     fn every_form_is_recognized_from_its_parts() {
-        use GgmlType as G;
-        for ty in [
-            G::Q8_0,
-            G::Q4_0,
-            G::Q4_1,
-            G::Q5_0,
-            G::Q5_1,
-            G::Q4_K,
-            G::Q5_K,
-            G::Q6_K,
-        ] {
+        for ty in KEPT {
             let form = BlockForm::of(ty).unwrap();
             let tensors: Vec<(String, Option<DType>, Vec<u64>)> = form
                 .parts(512)

@@ -8,7 +8,7 @@ use super::gguf::GgmlType;
 use rayon::prelude::*;
 
 #[inline]
-fn f16_at(b: &[u8], o: usize) -> f32 {
+pub(super) fn f16_at(b: &[u8], o: usize) -> f32 {
     f16_bits_to_f32(u16::from_le_bytes([b[o], b[o + 1]]))
 }
 
@@ -169,7 +169,7 @@ fn deq_q5_1(s: &[u8], d: &mut [f32]) {
 
 /// The eight 6-bit scales and mins of a Q4_K/Q5_K super-block.
 #[inline]
-fn scale_min_k4(sc: &[u8]) -> ([u8; 8], [u8; 8]) {
+pub(super) fn scale_min_k4(sc: &[u8]) -> ([u8; 8], [u8; 8]) {
     let mut s = [0u8; 8];
     let mut m = [0u8; 8];
     for j in 0..4 {
