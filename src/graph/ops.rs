@@ -171,15 +171,7 @@ impl Graph {
         pairs: Value,
         shape: &[usize],
     ) -> Result<Value, GraphError> {
-        self.checked("bf16_pairs_to_f32", &[pairs])?;
-        let t = self.ty(pairs).clone();
-        let n: Option<usize> = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if t.dtype != DType::I32 || n != t.numel().checked_mul(2) {
-            return err(
-                "bf16_pairs_to_f32",
-                format!("needs an i32 tensor of half the elements of {shape:?}, got {t}"),
-            );
-        }
+        let t = self.check_pairs("bf16_pairs_to_f32", pairs, shape)?;
         let mut wide = t.shape.to_vec();
         wide.push(2);
         let rank = t.rank();
@@ -196,30 +188,33 @@ impl Graph {
 
     /// Widens i32 tensors holding two f16 bit patterns each (element `2i`
     /// in the low half, `2i+1` in the high half) to the f32 values of
-    /// `shape`: the halves split with `shift_right_logical` and `and`, then
-    /// [`Graph::f16_bits_to_f32`].
+    /// `shape`: the halves split as 16-bit codes ([`Graph::unpack_codes`]),
+    /// then [`Graph::f16_bits_to_f32`].
     pub fn f16_pairs_to_f32(&mut self, pairs: Value, shape: &[usize]) -> Result<Value, GraphError> {
-        self.checked("f16_pairs_to_f32", &[pairs])?;
+        self.check_pairs("f16_pairs_to_f32", pairs, shape)?;
+        let bits = self.unpack_codes(pairs, 16)?;
+        let f = self.f16_bits_to_f32(bits)?;
+        self.reshape(f, shape)
+    }
+
+    /// The type of `pairs`, checked to be i32 with half the elements of
+    /// `shape` (two 16-bit patterns per word).
+    fn check_pairs(
+        &self,
+        op: &'static str,
+        pairs: Value,
+        shape: &[usize],
+    ) -> Result<TensorType, GraphError> {
+        self.checked(op, &[pairs])?;
         let t = self.ty(pairs).clone();
         let n: Option<usize> = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         if t.dtype != DType::I32 || n != t.numel().checked_mul(2) {
             return err(
-                "f16_pairs_to_f32",
+                op,
                 format!("needs an i32 tensor of half the elements of {shape:?}, got {t}"),
             );
         }
-        let mut wide = t.shape.to_vec();
-        wide.push(2);
-        let rank = t.rank();
-        let dims: Vec<usize> = (0..rank).collect();
-        let b = self.broadcast_in_dim(pairs, &wide, &dims)?;
-        let amounts = self.dense(DType::I32, &[2], vec![0.0, 16.0])?;
-        let amounts = self.broadcast_in_dim(amounts, &wide, &[rank])?;
-        let halves = self.shift_right_logical(b, amounts)?;
-        let mask = self.splat(DType::I32, &wide, 65535.0)?;
-        let bits = self.bitwise_and(halves, mask)?;
-        let f = self.f16_bits_to_f32(bits)?;
-        self.reshape(f, shape)
+        Ok(t)
     }
 
     /// Widens f16 bit patterns held in i32 (0..=65535) to the f32 values
