@@ -26,13 +26,7 @@ fn tiny_checkpoints_match_transformers_on_iree_host() {
             };
             (vmfb, opts)
         },
-        |(vmfb, opts), input| {
-            let x = HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
-            run_module(&tc, vmfb, opts, &[x]).unwrap()[0]
-                .as_i32()
-                .unwrap()
-                .to_vec()
-        },
+        |(vmfb, opts), input| run_ids(&tc, vmfb, opts, input),
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

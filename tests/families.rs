@@ -17,8 +17,7 @@ use common::*;
 use kiln::export::{export, ExportOptions, ExportReport};
 use kiln::graph::DType;
 use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
-use kiln::iree::Toolchain;
+use kiln::iree::run::Emulation;
 use kiln::models::Checkpoint;
 use std::path::Path;
 
@@ -45,28 +44,6 @@ fn export_f32(ckpt: &Checkpoint, dir: &Path, seq: usize) -> ExportReport {
         },
     )
     .unwrap()
-}
-
-fn ids(
-    tc: &Toolchain,
-    r: &ExportReport,
-    vmfb: &Path,
-    device: Device,
-    emulate: Option<Emulation>,
-    input: &[i32],
-) -> Vec<i32> {
-    let opts = RunOptions {
-        device,
-        emulate,
-        function: r.manifest.function.clone(),
-        params: vec![("model".into(), r.irpa.clone())],
-        ..Default::default()
-    };
-    let x = HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
-    run_module(tc, vmfb, &opts, &[x]).unwrap()[0]
-        .as_i32()
-        .unwrap()
-        .to_vec()
 }
 
 #[test]
@@ -97,8 +74,8 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
             kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
                 .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
         for (ci, c) in rs.cases.iter().enumerate() {
-            let host = ids(&tc, &r, &outs[0], Device::LocalTask, None, &c.input);
-            let arm = ids(
+            let host = module_ids(&tc, &r, &outs[0], Device::LocalTask, None, &c.input);
+            let arm = module_ids(
                 &tc,
                 &r,
                 &outs[1],
@@ -108,7 +85,7 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
             );
             assert_eq!(arm, host, "{name} case {ci}: arm64 under qemu vs host");
             if lavapipe {
-                let vk = ids(&tc, &r, &outs[2], Device::Vulkan, None, &c.input);
+                let vk = module_ids(&tc, &r, &outs[2], Device::Vulkan, None, &c.input);
                 assert_eq!(vk, host, "{name} case {ci}: Vulkan on lavapipe vs host");
             }
         }
@@ -221,7 +198,7 @@ fn gguf_files_export_the_hf_graph_and_give_transformers_ids() {
             let vmfb = dg.path().join("m.vmfb");
             kiln::iree::compile::compile(tc, &rg.mlir, &Target::Host, &vmfb, &[]).unwrap();
             for (ci, c) in rs.cases.iter().enumerate() {
-                let got = ids(tc, &rg, &vmfb, Device::LocalTask, None, &c.input);
+                let got = module_ids(tc, &rg, &vmfb, Device::LocalTask, None, &c.input);
                 let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
                 assert!(
                     bad.is_empty(),

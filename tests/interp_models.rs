@@ -9,18 +9,6 @@ use common::*;
 use kiln::export::{export, ExportOptions};
 use kiln::graph::DType;
 use kiln::models::Checkpoint;
-use kiln::stablehlo::{parse_module_full, print_module};
-
-fn roundtrip(mlir: &std::path::Path) {
-    let text = std::fs::read_to_string(mlir).unwrap();
-    let parsed = parse_module_full(&text).unwrap();
-    let again = print_module(&parsed.module, &parsed.print_options(), None).unwrap();
-    assert!(
-        again == text,
-        "print(parse(text)) differs for {}",
-        mlir.display()
-    );
-}
 
 #[test]
 fn tiny_checkpoints_match_transformers_in_the_interpreter() {

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, Weights};
 use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
+use kiln::iree::run::Emulation;
 use kiln::models::Checkpoint;
 use kiln::params::gguf::GgmlType;
 use kiln::params::source::open_any;
@@ -52,16 +52,7 @@ fn failures(
             let dir = tmpdir();
             let r = export_keep(name, rs.seq, dir.path(), max_tensor_bytes);
             check(&r);
-            for (ci, c) in rs.cases.iter().enumerate() {
-                let bad = mismatches(&predict(&r, &c.input), &c.argmax, &c.margin, 0..rs.seq);
-                if !bad.is_empty() {
-                    out.push(format!(
-                        "{name} seq {} case {ci}: {}",
-                        rs.seq,
-                        bad.join("; ")
-                    ));
-                }
-            }
+            out.extend(case_mismatches(name, rs, |input| predict(&r, input)));
         }
     }
     out
@@ -92,11 +83,7 @@ fn keep_fixtures_match_transformers_in_the_interpreter() {
             check_archive(r);
             let text = std::fs::read_to_string(&r.mlir).unwrap();
             assert!(text.contains("stablehlo.shift_right_logical"));
-            let parsed = kiln::stablehlo::parse_module_full(&text).unwrap();
-            let again =
-                kiln::stablehlo::print_module(&parsed.module, &parsed.print_options(), None)
-                    .unwrap();
-            assert!(again == text, "print(parse(text)) differs");
+            roundtrip(&r.mlir);
         },
         |r, input| kiln::interp::predict_file(&r.mlir, &r.irpa, None, input).unwrap(),
     );
@@ -134,18 +121,8 @@ fn keep_fixtures_match_transformers_on_the_host() {
             *vmfb.borrow_mut() = Some(v);
         },
         |r, input| {
-            let opts = RunOptions {
-                device: Device::LocalTask,
-                function: r.manifest.function.clone(),
-                params: vec![("model".into(), r.irpa.clone())],
-                ..Default::default()
-            };
-            let x = HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
             let v = vmfb.borrow().clone().unwrap();
-            run_module(&tc, &v, &opts, &[x]).unwrap()[0]
-                .as_i32()
-                .unwrap()
-                .to_vec()
+            module_ids(&tc, r, &v, Device::LocalTask, None, input)
         },
     );
     assert!(f.is_empty(), "{}", f.join("\n"));
@@ -170,18 +147,7 @@ fn keep_fixtures_match_transformers_on_arm64_and_vulkan() {
             kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
                 .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
         let run = |vmfb: &Path, device, emulate, input: &[i32]| {
-            let opts = RunOptions {
-                device,
-                emulate,
-                function: r.manifest.function.clone(),
-                params: vec![("model".into(), r.irpa.clone())],
-                ..Default::default()
-            };
-            let x = HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
-            run_module(&tc, vmfb, &opts, &[x]).unwrap()[0]
-                .as_i32()
-                .unwrap()
-                .to_vec()
+            module_ids(&tc, &r, vmfb, device, emulate, input)
         };
         for (ci, c) in rs.cases.iter().enumerate() {
             let mut got = vec![(
@@ -337,18 +303,8 @@ fn gemma3_270m_keep_matches_transformers_on_the_host() {
     assert!(a * 100 <= g * 115, "keep archive {a} bytes, GGUF {g}");
     let vmfb = dir.path().join("gemma3-host.vmfb");
     kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
-    let opts = RunOptions {
-        device: Device::LocalTask,
-        function: r.manifest.function.clone(),
-        params: vec![("model".into(), r.irpa.clone())],
-        ..Default::default()
-    };
     let c = &rs.cases[0];
-    let x = HostTensor::i32(vec![1, rs.seq], c.input.clone()).unwrap();
-    let got = run_module(&tc, &vmfb, &opts, &[x]).unwrap()[0]
-        .as_i32()
-        .unwrap()
-        .to_vec();
+    let got = module_ids(&tc, &r, &vmfb, Device::LocalTask, None, &c.input);
     let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
     assert!(bad.is_empty(), "{}", bad.join("; "));
 }

@@ -255,6 +255,35 @@ fn check_generation(
     }
 }
 
+/// Compiles `r`'s KV module for the host and checks every fixture prompt's
+/// greedy generation through a KV session against transformers; returns
+/// the module.
+fn kv_generations_on_host(
+    tc: &kiln::iree::Toolchain,
+    r: &ExportReport,
+    failures: &mut Vec<String>,
+    what: &str,
+) -> PathBuf {
+    let exp = smol_expected();
+    let kv = &r.manifest.kv.as_ref().unwrap().pair;
+    let kv_mlir = r.kv_mlir.as_ref().unwrap();
+    let vmfb = kv_mlir.with_file_name("smollm2-kv-host.vmfb");
+    kiln::iree::compile::compile(tc, kv_mlir, &Target::Host, &vmfb, &[]).unwrap();
+    let mut s = KvSession::start(tc, &vmfb, &r.irpa, "model", kv, Device::LocalTask, None).unwrap();
+    for p in &exp.prompts {
+        let g = generate_kv(
+            &mut s,
+            &p.ids,
+            p.generate.max_new_tokens,
+            &[exp.eos_id],
+            |_| true,
+        )
+        .unwrap();
+        check_generation(failures, what, p, &g);
+    }
+    vmfb
+}
+
 #[test]
 fn kv_cache_generation_matches_transformers() {
     let Some(e) = exported() else { return };
@@ -310,29 +339,7 @@ fn kv_cache_generation_matches_transformers() {
         assert!(failures.is_empty(), "{}", failures.join("\n"));
         return;
     };
-    let vmfb = kv_mlir.with_file_name("smollm2-kv-host.vmfb");
-    kiln::iree::compile::compile(&tc, &kv_mlir, &Target::Host, &vmfb, &[]).unwrap();
-    let mut s = KvSession::start(
-        &tc,
-        &vmfb,
-        &e.report.irpa,
-        "model",
-        &kv,
-        Device::LocalTask,
-        None,
-    )
-    .unwrap();
-    for p in &exp.prompts {
-        let g = generate_kv(
-            &mut s,
-            &p.ids,
-            p.generate.max_new_tokens,
-            &[exp.eos_id],
-            |_| true,
-        )
-        .unwrap();
-        check_generation(&mut failures, "KV session", p, &g);
-    }
+    let vmfb = kv_generations_on_host(&tc, &e.report, &mut failures, "KV session");
     // The CLI: kiln generate --kv-cache --chat prints the same answer.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
         .args([
@@ -586,23 +593,7 @@ fn keep_weights_match_transformers_redecode_and_kv() {
         }
     }
     if let Some(tc) = toolchain() {
-        let kv = r.manifest.kv.clone().unwrap().pair;
-        let kv_mlir = r.kv_mlir.clone().unwrap();
-        let vmfb = kv_mlir.with_file_name("smollm2-kv-host.vmfb");
-        kiln::iree::compile::compile(&tc, &kv_mlir, &Target::Host, &vmfb, &[]).unwrap();
-        let mut s =
-            KvSession::start(&tc, &vmfb, &r.irpa, "model", &kv, Device::LocalTask, None).unwrap();
-        for p in &exp.prompts {
-            let g = generate_kv(
-                &mut s,
-                &p.ids,
-                p.generate.max_new_tokens,
-                &[exp.eos_id],
-                |_| true,
-            )
-            .unwrap();
-            check_generation(&mut failures, "keep, KV session", p, &g);
-        }
+        kv_generations_on_host(&tc, &r, &mut failures, "keep, KV session");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

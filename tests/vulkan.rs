@@ -49,18 +49,6 @@ fn build(tc: &Toolchain, r: &ExportReport, dir: &Path, target: &Target, name: &s
     vmfb
 }
 
-fn ids(tc: &Toolchain, r: &ExportReport, vmfb: &Path, device: Device, input: &[i32]) -> Vec<i32> {
-    let opts = RunOptions {
-        device,
-        function: r.manifest.function.clone(),
-        params: vec![("model".into(), r.irpa.clone())],
-        ..Default::default()
-    };
-    let x = HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
-    let out = run_module(tc, vmfb, &opts, &[x]).unwrap();
-    out[0].as_i32().unwrap().to_vec()
-}
-
 #[test]
 fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
     let Some(tc) = toolchain() else { return };
@@ -99,8 +87,8 @@ fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
         return;
     }
     let c = &rs.cases[0];
-    let want_host = ids(&tc, &r, &host, Device::LocalTask, &c.input);
-    let got = ids(&tc, &r, &default, Device::Vulkan, &c.input);
+    let want_host = module_ids(&tc, &r, &host, Device::LocalTask, None, &c.input);
+    let got = module_ids(&tc, &r, &default, Device::Vulkan, None, &c.input);
     assert_eq!(
         got, want_host,
         "Vulkan on lavapipe differs from the host module"
@@ -165,11 +153,14 @@ fn weight_matrices_in_row_chunks_give_transformers_ids_on_lavapipe() {
     let host = build(&tc, &r, dir.path(), &Target::Host, "host");
     let vk = build(&tc, &r, dir.path(), &Target::parse("vulkan").unwrap(), "vk");
     let c = &rs.cases[0];
-    let want = ids(&tc, &r, &host, Device::LocalTask, &c.input);
+    let want = module_ids(&tc, &r, &host, Device::LocalTask, None, &c.input);
     let bad = mismatches(&want, &c.argmax, &c.margin, 0..rs.seq);
     assert!(bad.is_empty(), "host: {}", bad.join("; "));
     if lavapipe_present() {
-        assert_eq!(ids(&tc, &r, &vk, Device::Vulkan, &c.input), want);
+        assert_eq!(
+            module_ids(&tc, &r, &vk, Device::Vulkan, None, &c.input),
+            want
+        );
     }
 }
 
@@ -322,11 +313,11 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
         kiln::iree::compile::compile_many(&tc, &kv_mlir, &targets, &out, "big-kv", 2, &[]).unwrap();
     let lavapipe = lavapipe_present();
     for (ci, c) in rs.cases.iter().enumerate() {
-        let host = ids(&tc, &r, &fwd[0], Device::LocalTask, &c.input);
+        let host = module_ids(&tc, &r, &fwd[0], Device::LocalTask, None, &c.input);
         let bad = mismatches(&host, &c.argmax, &c.margin, 0..rs.seq);
         assert!(bad.is_empty(), "host case {ci}: {}", bad.join("; "));
         if lavapipe {
-            let vk = ids(&tc, &r, &fwd[1], Device::Vulkan, &c.input);
+            let vk = module_ids(&tc, &r, &fwd[1], Device::Vulkan, None, &c.input);
             assert_eq!(vk, host, "lavapipe differs from the host, case {ci}");
         }
     }
@@ -448,13 +439,13 @@ fn gemma3_270m_on_lavapipe_equals_the_host() {
         2, 2063, 46722, 236769, 236749, 1473, 107, 140, 768, 538, 236743, 236779, 236770, 236771,
         54321, 262000,
     ];
-    let host = ids(&tc, &r, &outs[0], Device::LocalTask, &input);
+    let host = module_ids(&tc, &r, &outs[0], Device::LocalTask, None, &input);
     assert!(
         host.iter().any(|&i| i > 209_715),
         "no answer past the first 2^27 bytes: {host:?}"
     );
     if lavapipe_present() {
-        let vk = ids(&tc, &r, &outs[1], Device::Vulkan, &input);
+        let vk = module_ids(&tc, &r, &outs[1], Device::Vulkan, None, &input);
         assert_eq!(vk, host, "Gemma 3 on lavapipe differs from the host");
     }
 }

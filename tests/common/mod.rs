@@ -282,20 +282,48 @@ pub fn fixture_export_mismatches_bounded<S>(
             )
             .unwrap();
             let mut state = prepare(&r);
-            for (ci, c) in rs.cases.iter().enumerate() {
-                let got = predict(&mut state, &c.input);
-                let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
-                if !bad.is_empty() {
-                    failures.push(format!(
-                        "{name} seq {} case {ci}: {}",
-                        rs.seq,
-                        bad.join("; ")
-                    ));
-                }
-            }
+            failures.extend(case_mismatches(name, rs, |input| {
+                predict(&mut state, input)
+            }));
         }
     }
     failures
+}
+
+/// Every case of `rs` through `predict`: one message (naming `name`, the
+/// SEQ and the case) per case whose ids differ from the reference under
+/// the tie rule of [`mismatches`].
+pub fn case_mismatches(
+    name: &str,
+    rs: &RefSeq,
+    mut predict: impl FnMut(&[i32]) -> Vec<i32>,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (ci, c) in rs.cases.iter().enumerate() {
+        let bad = mismatches(&predict(&c.input), &c.argmax, &c.margin, 0..rs.seq);
+        if !bad.is_empty() {
+            failures.push(format!(
+                "{name} seq {} case {ci}: {}",
+                rs.seq,
+                bad.join("; ")
+            ));
+        }
+    }
+    failures
+}
+
+/// Asserts kiln's parser reads `mlir` back to the same text: print(parse(text))
+/// equals it byte for byte.
+pub fn roundtrip(mlir: &Path) {
+    let text = std::fs::read_to_string(mlir).unwrap();
+    let parsed = kiln::stablehlo::parse_module_full(&text).unwrap();
+    let again =
+        kiln::stablehlo::print_module(&parsed.module, &parsed.print_options(), None).unwrap();
+    assert!(
+        again == text,
+        "print(parse(text)) differs for {}",
+        mlir.display()
+    );
 }
 
 /// Runs the `kiln` binary (`env!("CARGO_BIN_EXE_kiln")` of the calling
@@ -499,4 +527,39 @@ pub fn gemma3_gguf() -> Option<PathBuf> {
         "gemma3/gemma-3-270m-q4_k_m.gguf",
         "scripts/fetch-gemma3.sh",
     )
+}
+
+/// The i32 ids of one call of `vmfb` with `opts` on a `[1, len]` input.
+pub fn run_ids(
+    tc: &Toolchain,
+    vmfb: &Path,
+    opts: &kiln::iree::run::RunOptions,
+    input: &[i32],
+) -> Vec<i32> {
+    let x = kiln::iree::run::HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
+    kiln::iree::run::run_module(tc, vmfb, opts, &[x]).unwrap()[0]
+        .as_i32()
+        .unwrap()
+        .to_vec()
+}
+
+/// The ids the compiled forward `vmfb` of export `r` predicts for
+/// `input`, on `device` (under `emulate`, if any), its archive opened as
+/// scope `model`.
+pub fn module_ids(
+    tc: &Toolchain,
+    r: &kiln::export::ExportReport,
+    vmfb: &Path,
+    device: kiln::iree::flags::Device,
+    emulate: Option<kiln::iree::run::Emulation>,
+    input: &[i32],
+) -> Vec<i32> {
+    let opts = kiln::iree::run::RunOptions {
+        device,
+        emulate,
+        function: r.manifest.function.clone(),
+        params: vec![("model".into(), r.irpa.clone())],
+        ..Default::default()
+    };
+    run_ids(tc, vmfb, &opts, input)
 }
