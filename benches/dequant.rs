@@ -44,18 +44,11 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("dequantize");
     g.throughput(Throughput::Bytes((n * 4) as u64));
     g.sample_size(20);
-    for t in [
-        GgmlType::F16,
-        GgmlType::BF16,
-        GgmlType::Q8_0,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-    ] {
+    // The plain 16-bit types and every block type kiln keeps.
+    for t in [GgmlType::F16, GgmlType::BF16]
+        .into_iter()
+        .chain(kiln::params::blocks::KEPT)
+    {
         let src = blocks(t, n);
         let mut dst = vec![0f32; n];
         g.bench_with_input(BenchmarkId::from_parameter(t), &src, |b, src| {

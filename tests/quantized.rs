@@ -193,31 +193,30 @@ fn keep_exports_are_deterministic() {
     }
 }
 
+/// `kiln export CHECKPOINT --seq 8 -o OUT` plus `extra` exits 2 with an
+/// error that contains every one of `wants`, and writes nothing.
+fn export_refused(checkpoint: &Path, extra: &[&str], wants: &[&str]) {
+    let dir = tmpdir();
+    let out = dir.path().join("out");
+    let mut args = vec!["export", checkpoint.to_str().unwrap(), "--seq", "8"];
+    args.extend(extra);
+    args.extend(["-o", out.to_str().unwrap()]);
+    let (code, _, err) = kiln_cli(env!("CARGO_BIN_EXE_kiln"), &args);
+    assert_eq!(code, 2, "{err}");
+    assert!(wants.iter().all(|w| err.contains(w)), "{err}");
+    assert!(!out.exists() || files_in(&out).is_empty(), "partial output");
+}
+
 #[test]
 fn keep_refuses_what_it_cannot_keep() {
     let bin = env!("CARGO_BIN_EXE_kiln");
     let dir = tmpdir();
     let out = dir.path().join("out");
-    let hf = fixture("hf/tiny-qwen2");
-    let (code, _, err) = kiln_cli(
-        bin,
-        &[
-            "export",
-            hf.to_str().unwrap(),
-            "--weights",
-            "keep",
-            "--seq",
-            "8",
-            "-o",
-            out.to_str().unwrap(),
-        ],
+    export_refused(
+        &fixture("hf/tiny-qwen2"),
+        &["--weights", "keep"],
+        &["--weights keep", "not a GGUF file"],
     );
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("--weights keep") && err.contains("not a GGUF file"),
-        "{err}"
-    );
-    assert!(!out.exists() || files_in(&out).is_empty(), "partial output");
 
     // A matrix in a type kiln cannot keep (I8) is named with its type.
     let (meta, mut ts) = read_gguf(&fixture("gguf/quant/tiny-llama-quant-mix.gguf"));
@@ -234,26 +233,14 @@ fn keep_refuses_what_it_cannot_keep() {
     );
     let bad = dir.path().join("i8.gguf");
     write_gguf(&bad, &meta, &ts);
-    let (code, _, err) = kiln_cli(
-        bin,
+    export_refused(
+        &bad,
+        &["--weights", "keep"],
         &[
-            "export",
-            bad.to_str().unwrap(),
-            "--weights",
-            "keep",
-            "--seq",
-            "8",
-            "-o",
-            out.to_str().unwrap(),
+            "\"model.layers.0.self_attn.q_proj.weight\" is I8",
+            "--weights keep cannot store",
         ],
     );
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("\"model.layers.0.self_attn.q_proj.weight\" is I8")
-            && err.contains("--weights keep cannot store"),
-        "{err}"
-    );
-    assert!(!out.exists() || files_in(&out).is_empty(), "partial output");
     // The same file exports as bf16.
     let (code, _, err) = kiln_cli(
         bin,
@@ -432,30 +419,14 @@ fn q8_0_and_q4_0_from_an_hf_checkpoint() {
         );
     }
     // Rows of 48 are not whole blocks: a clear error naming the tensor.
-    let bin = env!("CARGO_BIN_EXE_kiln");
-    let dir = tmpdir();
-    let out = dir.path().join("out");
-    let hf = fixture("hf/tiny-qwen2");
-    let (code, _, err) = kiln_cli(
-        bin,
+    export_refused(
+        &fixture("hf/tiny-qwen2"),
+        &["--weights", "q4_0"],
         &[
-            "export",
-            hf.to_str().unwrap(),
-            "--weights",
-            "q4_0",
-            "--seq",
-            "8",
-            "-o",
-            out.to_str().unwrap(),
+            "rows of 48 are not whole 32-element blocks",
+            "--weights q4_0",
         ],
     );
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("rows of 48 are not whole 32-element blocks")
-            && err.contains("--weights q4_0"),
-        "{err}"
-    );
-    assert!(!out.exists() || files_in(&out).is_empty(), "partial output");
 }
 
 /// `--weights-for PATTERN=FORM`: per-tensor exceptions to `--weights`
