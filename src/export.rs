@@ -11,6 +11,7 @@
 use crate::graph::{DType, Module};
 use crate::models::decoder::{build_graph, GraphOptions};
 use crate::models::kv::{build_decode, build_prefill, KvOptions};
+use crate::models::weights::int8_parts;
 use crate::models::{Checkpoint, DecoderConfig, Storage, WeightPlan};
 use crate::params::blocks::{self, part_key, BlockForm};
 use crate::params::convert::{f32_to_bf16_bits, f32_to_f16_bits};
@@ -70,6 +71,13 @@ pub enum Weights {
     /// exactly into kiln's block form (`spec/quantized-weights.md`) and
     /// widened in the graph; f32, f16 and bf16 tensors as they are.
     Keep,
+    /// Every matrix as i8 codes with one f32 scale per row, and every
+    /// product with such a matrix taken in i8 × i8 → i32 after rounding
+    /// its activations to i8, one scale per row of the activations
+    /// ([`crate::graph::Graph::linear_w8a8`]); vectors as bf16. Lossy
+    /// twice, and the fastest form on CPUs (IREE's i8 matmul kernels);
+    /// CPU targets only (`spec/quantized-weights.md`).
+    W8A8,
 }
 
 impl From<DType> for Weights {
@@ -83,6 +91,7 @@ impl std::fmt::Display for Weights {
         match self {
             Weights::Dtype(d) => write!(f, "{d}"),
             Weights::Keep => f.write_str("keep"),
+            Weights::W8A8 => f.write_str("w8a8"),
             Weights::Quantize(t) => write!(f, "{}", t.to_string().to_lowercase()),
         }
     }
@@ -145,8 +154,10 @@ fn storage_for(ckpt: &Checkpoint, name: &str, shape: &[usize], w: Weights) -> Re
     match w {
         Weights::Dtype(d @ (DType::BF16 | DType::F16 | DType::F32)) => Ok(Storage::Plain(d)),
         Weights::Dtype(d) => Err(Error::Usage(format!(
-            "--weights must be bf16, f16, f32, keep, q8_0 or q4_0, not {d}"
+            "--weights must be bf16, f16, f32, keep, q8_0, q4_0 or w8a8, not {d}"
         ))),
+        Weights::W8A8 if shape.len() == 2 => Ok(Storage::Int8Rows),
+        Weights::W8A8 => Ok(Storage::Plain(DType::BF16)),
         Weights::Quantize(ty) => {
             let form = BlockForm::of(ty)
                 .filter(|_| matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0))
@@ -198,24 +209,41 @@ struct Entry {
 fn entries(ckpt: &Checkpoint, plan: &WeightPlan) -> Vec<Entry> {
     let mut out = Vec::new();
     for (n, s) in ckpt.tensors() {
-        match plan.storage(n) {
-            Storage::Plain(d) => out.push(Entry {
+        let storage = plan.storage(n);
+        match (storage, parts_of(storage, s)) {
+            (_, Some(parts)) => {
+                for (suffix, dtype, cols) in parts {
+                    out.push(Entry {
+                        name: part_key(n, suffix),
+                        dtype,
+                        shape: vec![s[0] as u64, cols as u64],
+                    });
+                }
+            }
+            (Storage::Plain(d), None) => out.push(Entry {
                 name: n.clone(),
                 dtype: d,
                 shape: s.iter().map(|&d| d as u64).collect(),
             }),
-            Storage::Blocks(form) => {
-                for p in form.parts(s[1]) {
-                    out.push(Entry {
-                        name: part_key(n, p.suffix),
-                        dtype: p.dtype,
-                        shape: vec![s[0] as u64, p.cols as u64],
-                    });
-                }
-            }
+            (_, None) => unreachable!("only plain tensors have no parts"),
         }
     }
     out
+}
+
+/// The stored parts `(suffix, dtype, columns)` of a `shape` matrix stored
+/// as `storage`, in [`tensor_bytes`] order; `None` for one plain tensor.
+fn parts_of(storage: Storage, shape: &[usize]) -> Option<Vec<(&'static str, DType, usize)>> {
+    match storage {
+        Storage::Plain(_) => None,
+        Storage::Blocks(form) => Some(
+            form.parts(shape[1])
+                .iter()
+                .map(|p| (p.suffix, p.dtype, p.cols))
+                .collect(),
+        ),
+        Storage::Int8Rows => Some(int8_parts(shape[1]).to_vec()),
+    }
 }
 
 /// The stored bytes of `tensor` as `storage` says: one vector, or one per
@@ -246,7 +274,40 @@ fn tensor_bytes(ckpt: &Checkpoint, tensor: &str, storage: Storage) -> Result<Vec
                 }
             }
         }
+        Storage::Int8Rows => {
+            let (_, s) = ckpt
+                .tensors()
+                .iter()
+                .find(|(n, _)| n == tensor)
+                .ok_or_else(|| {
+                    Error::Usage(format!("{}: no tensor \"{tensor}\"", ckpt.path.display()))
+                })?;
+            let (codes, scales) = quantize_rows_i8(&ckpt.read_f32(tensor)?, s[1]);
+            let scales = scales.iter().flat_map(|x| x.to_le_bytes()).collect();
+            Ok(vec![codes.iter().map(|&q| q as u8).collect(), scales])
+        }
     }
+}
+
+/// Rounds each row of `cols` values to i8 codes with one f32 scale per
+/// row, `max|w|/127` (0 for an all-zero row): `w ≈ code · scale`, the
+/// codes `round_ties_even(w / scale)`.
+pub fn quantize_rows_i8(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
+    let mut codes = Vec::with_capacity(values.len());
+    let mut scales = Vec::with_capacity(values.len() / cols.max(1));
+    for row in values.chunks(cols.max(1)) {
+        let amax = row.iter().fold(0f32, |m, &x| m.max(x.abs()));
+        let scale = amax / 127.0;
+        scales.push(scale);
+        codes.extend(row.iter().map(|&x| {
+            if scale == 0.0 {
+                0
+            } else {
+                (x / scale).round_ties_even().clamp(-127.0, 127.0) as i8
+            }
+        }));
+    }
+    (codes, scales)
 }
 
 /// Shapes of the KV-cache export (`kiln export --kv-cache`).
@@ -497,6 +558,7 @@ fn st_dtype(d: DType) -> StDType {
         DType::BF16 => StDType::BF16,
         DType::F16 => StDType::F16,
         DType::I32 => StDType::I32,
+        DType::I8 => StDType::I8,
         _ => StDType::F32,
     }
 }
@@ -509,11 +571,11 @@ impl WeightSource for CheckpointWeights<'_> {
     fn values(&self, key: &str, ty: &crate::graph::TensorType) -> Result<Vec<f64>> {
         if let Some((tensor, suffix)) = key.rsplit_once('.') {
             let shape = self.0.tensors().iter().find(|(n, _)| n == tensor);
-            if let (Storage::Blocks(form), Some((_, s))) = (self.1.storage(tensor), shape) {
-                // A part of a block-quantized weight.
-                let i = form.parts(s[1]).iter().position(|p| p.suffix == suffix);
-                if let Some(i) = i {
-                    let bytes = tensor_bytes(self.0, tensor, Storage::Blocks(form))?.swap_remove(i);
+            let storage = self.1.storage(tensor);
+            if let Some(parts) = shape.and_then(|(_, s)| parts_of(storage, s)) {
+                // A part of a block-quantized or i8 weight.
+                if let Some(i) = parts.iter().position(|p| p.0 == suffix) {
+                    let bytes = tensor_bytes(self.0, tensor, storage)?.swap_remove(i);
                     return Ok(bytes_to_f64(ty.dtype, &bytes));
                 }
             }

@@ -228,6 +228,45 @@ fn keep_weights_kv_matches_transformers_in_the_interpreter_and_on_the_host() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `--weights w8a8` (i8 matrices, activations rounded to i8 per row at
+/// each product): each position's row is rounded on its own, so the KV
+/// pair, teacher-forced in the interpreter and on the host, predicts the
+/// redecode forward's ids at every position (the interpreter's reading of
+/// the forward module; its agreement with transformers is
+/// tests/quantized.rs's).
+#[test]
+fn w8a8_kv_matches_its_redecode_forward() {
+    let tc = toolchain();
+    let name = "tiny-llama-untied-mha";
+    let exp = hf_expected(name);
+    let rs = exp.seqs.last().unwrap();
+    let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+    let dir = tmpdir();
+    let r = export_kv_of(&ckpt, Weights::W8A8, rs.seq, dir.path(), DType::F32);
+    let mut models: Vec<(&str, Box<dyn KvStep>)> = vec![("interp", Box::new(interp_kv(&r)))];
+    if let Some(tc) = &tc {
+        let vmfb = dir.path().join("tiny-kv-host.vmfb");
+        let kv = r.kv_mlir.as_ref().unwrap();
+        kiln::iree::compile::compile(tc, kv, &Target::Host, &vmfb, &[]).unwrap();
+        models.push((
+            "host",
+            Box::new(kv_session(tc, &r, &vmfb, Device::LocalTask)),
+        ));
+    }
+    let mut failures = Vec::new();
+    for (ci, c) in rs.cases.iter().enumerate() {
+        let redecode = kiln::interp::predict_file(&r.mlir, &r.irpa, None, &c.input).unwrap();
+        let every = vec![f64::INFINITY; redecode.len()];
+        for (what, m) in &mut models {
+            let bad = teacher_forced(m.as_mut(), &c.input, &redecode, &every);
+            if !bad.is_empty() {
+                failures.push(format!("{what} case {ci}: {}", bad.join("; ")));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
     let Some(tc) = toolchain() else { return };

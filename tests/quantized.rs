@@ -368,11 +368,13 @@ fn agreement(got: &[i32], want: &[i32], margin: &[f64]) -> (usize, usize) {
 }
 
 /// `--weights q8_0` and `q4_0` from an HF checkpoint: every matrix stored
-/// in blocks, vectors as bf16; the ids are not transformers' f32 ones
-/// exactly (the weights are rounded), so the test reports the agreement
-/// and requires most of it (spec/quantized-weights.md records it).
+/// in blocks, vectors as bf16; `w8a8`: every matrix as i8 rows, the
+/// activations rounded to i8 at each product. The ids are not
+/// transformers' f32 ones exactly (the weights are rounded), so the test
+/// reports the agreement and requires most of it
+/// (spec/quantized-weights.md records it).
 #[test]
-fn q8_0_and_q4_0_from_an_hf_checkpoint() {
+fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
     let name = "tiny-llama-untied-mha";
     let exp = hf_expected(name);
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
@@ -381,6 +383,7 @@ fn q8_0_and_q4_0_from_an_hf_checkpoint() {
         (Weights::Dtype(kiln::graph::DType::BF16), 0.9),
         (Weights::Quantize(GgmlType::Q8_0), 0.9),
         (Weights::Quantize(GgmlType::Q4_0), 0.5),
+        (Weights::W8A8, 0.9),
     ];
     for (weights, floor) in forms {
         let (mut same, mut all) = (0, 0);
@@ -398,8 +401,13 @@ fn q8_0_and_q4_0_from_an_hf_checkpoint() {
             .unwrap();
             let src = open_any(&r.safetensors).unwrap();
             let names: Vec<String> = src.tensors().iter().map(|t| t.name.clone()).collect();
-            let blocks = names.contains(&"model.layers.0.mlp.down_proj.weight.qs".to_string());
-            assert_eq!(blocks, weights != Weights::Dtype(kiln::graph::DType::BF16));
+            let has = |n: &str| names.iter().any(|x| x == n);
+            let blocks = has("model.layers.0.mlp.down_proj.weight.qs");
+            assert_eq!(blocks, matches!(weights, Weights::Quantize(_)));
+            assert_eq!(
+                has("model.layers.0.mlp.down_proj.weight.q8"),
+                weights == Weights::W8A8
+            );
             assert!(names.contains(&"model.norm.weight".to_string()));
             assert_eq!(r.manifest.weights_dtype, weights.to_string());
             for c in &rs.cases {
@@ -499,4 +507,56 @@ fn weights_for_overrides_single_tensors() {
         assert_eq!(code, 2, "{err}");
         assert!(err.contains(want), "{err}");
     }
+}
+
+/// `--weights w8a8` on the tiny untied HF model: IREE's i8 × i8 → i32
+/// products, on the host and on arm64 under qemu, give the interpreter's
+/// ids at every position (both round the activations alike and the integer
+/// sums are exact). Vulkan is refused up front, naming the form.
+#[test]
+fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
+    let Some(tc) = toolchain() else { return };
+    let name = "tiny-llama-untied-mha";
+    let rs = &hf_expected(name).seqs[0];
+    let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
+    let dir = tmpdir();
+    let r = export(
+        &ckpt,
+        &ExportOptions {
+            seq: rs.seq,
+            out_dir: dir.path().into(),
+            weights: Weights::W8A8,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.manifest.weights_dtype, "w8a8");
+    assert!(
+        r.vulkan_issues.iter().any(|i| i.contains("w8a8")),
+        "{:?}",
+        r.vulkan_issues
+    );
+    let targets = [Target::Host, Target::Arm64];
+    let outs = kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
+        .unwrap();
+    let mut failures = Vec::new();
+    for (ci, c) in rs.cases.iter().enumerate() {
+        let want = kiln::interp::predict_file(&r.mlir, &r.irpa, None, &c.input).unwrap();
+        for (what, vmfb, emulate) in [
+            ("host", &outs[0], None),
+            ("arm64", &outs[1], Some(Emulation::Arm64)),
+        ] {
+            let got = module_ids(&tc, &r, vmfb, Device::LocalTask, emulate, &c.input);
+            if got != want {
+                failures.push(format!("case {ci} {what}: {got:?}, interpreter {want:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let vk = dir.path().join("vk.vmfb");
+    let e = kiln::iree::compile::compile(&tc, &r.mlir, &Target::parse("vulkan").unwrap(), &vk, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("w8a8") && e.contains("CPU-only"), "{e}");
+    assert!(!vk.exists());
 }

@@ -29,7 +29,9 @@ pub struct Args {
     /// How the weights are stored: bf16, f16 or f32 (every weight in that
     /// dtype); keep (a GGUF's own types: quantized matrices stay quantized
     /// and are widened in the graph); q8_0 or q4_0 (every matrix quantized
-    /// with llama.cpp's reference rounding, vectors bf16).
+    /// with llama.cpp's reference rounding, vectors bf16); w8a8 (i8
+    /// matrices times activations rounded to i8: lossy, fastest on CPUs,
+    /// not for Vulkan).
     #[arg(long, value_enum, default_value_t = WeightsArg::Bf16)]
     pub weights: WeightsArg,
     /// An exception to --weights for every tensor whose HF name contains
@@ -92,7 +94,7 @@ pub fn parse_weights_for(s: &str) -> Result<(String, crate::export::Weights)> {
         return Err(bad("the pattern is empty"));
     }
     let w = WeightsArg::from_str(form, false)
-        .map_err(|_| bad("FORM must be bf16, f16, f32, keep, q8_0 or q4_0"))?;
+        .map_err(|_| bad("FORM must be bf16, f16, f32, keep, q8_0, q4_0 or w8a8"))?;
     Ok((pattern.to_string(), w.into()))
 }
 
@@ -113,6 +115,9 @@ pub enum WeightsArg {
     /// Every matrix quantized to Q4_0 (llama.cpp's reference rounding).
     #[value(name = "q4_0")]
     Q4_0,
+    /// Every matrix as i8 with a scale per row, multiplied by activations
+    /// rounded to i8 (lossy; the fastest on CPUs; CPU targets only).
+    W8a8,
 }
 
 impl From<WeightsArg> for crate::export::Weights {
@@ -124,6 +129,7 @@ impl From<WeightsArg> for crate::export::Weights {
             WeightsArg::Keep => crate::export::Weights::Keep,
             WeightsArg::Q8_0 => crate::export::Weights::Quantize(GgmlType::Q8_0),
             WeightsArg::Q4_0 => crate::export::Weights::Quantize(GgmlType::Q4_0),
+            WeightsArg::W8a8 => crate::export::Weights::W8A8,
         }
     }
 }

@@ -130,3 +130,63 @@ impl Graph {
         self.reshape(x, &shape)
     }
 }
+
+impl Graph {
+    /// `x · Wᵀ` with both sides in i8 (`--weights w8a8`, lossy): `codes`
+    /// i8 `[out, in]` and one f32 `scale` per row (`[out, 1]`), `x` f32
+    /// `[S, in]`. Each row of `x` is rounded to i8 with its own scale
+    /// `max|x|/127` (`round_nearest_even`), the i8 × i8 products are summed
+    /// exactly in i32 (what IREE's integer matmul kernels take), and the
+    /// sums are scaled by the row's scale, then by the weight row's.
+    pub fn linear_w8a8(
+        &mut self,
+        x: Value,
+        codes: Value,
+        scale: Value,
+    ) -> Result<Value, GraphError> {
+        let (tx, tq, ts) = (self.ty(x).clone(), self.ty(codes), self.ty(scale));
+        let (s, n) = (tx.shape.first().copied(), tq.shape.first().copied());
+        if tx.rank() != 2
+            || tx.dtype != DType::F32
+            || tq.rank() != 2
+            || tq.dtype != DType::I8
+            || tq.shape[1] != tx.shape[1]
+            || ts.dtype != DType::F32
+            || ts.shape.as_slice() != [tq.shape[0], 1]
+        {
+            return Err(GraphError {
+                op: "linear_w8a8",
+                msg: format!("needs f32 x [S, in], i8 codes [out, in] and f32 scale [out, 1], got {tx}, {tq} and {ts}"),
+            });
+        }
+        let (s, n) = (s.unwrap_or(0), n.unwrap_or(0));
+        let a = self.unary(super::UnaryOp::Abs, x)?;
+        let amax = self.reduce(a, super::ReduceKind::Max, &[1])?;
+        let inv127 = self.splat_like(amax, 127.0)?;
+        let sx = self.div(amax, inv127)?;
+        // An all-zero row keeps a positive scale (its codes are all 0).
+        let tiny = self.splat_like(sx, f32::MIN_POSITIVE as f64)?;
+        let sx = self.max(sx, tiny)?;
+        let sxb = self.broadcast_in_dim(sx, &tx.shape, &[0])?;
+        let xs = self.div(x, sxb)?;
+        let xr = self.unary(super::UnaryOp::RoundNearestEven, xs)?;
+        let xq = self.convert(xr, DType::I8)?;
+        let sums = self.linear(xq, codes)?;
+        let y = self.convert(sums, DType::F32)?;
+        let sxo = self.broadcast_in_dim(sx, &[s, n], &[0])?;
+        let y = self.mul(y, sxo)?;
+        let sw = self.reshape(scale, &[n])?;
+        let swo = self.broadcast_in_dim(sw, &[s, n], &[1])?;
+        self.mul(y, swo)
+    }
+
+    /// Rows of an i8 matrix widened: `f32(codes) · scale`, `codes` i8
+    /// `[R, in]`, `scale` f32 `[R, 1]` (gathered embedding rows of a
+    /// `--weights w8a8` table).
+    pub fn widen_i8_rows(&mut self, codes: Value, scale: Value) -> Result<Value, GraphError> {
+        let shape = self.ty(codes).shape.to_vec();
+        let f = self.convert(codes, DType::F32)?;
+        let sb = self.broadcast_in_dim(scale, &shape, &[0, 1])?;
+        self.mul(f, sb)
+    }
+}

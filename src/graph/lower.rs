@@ -53,6 +53,17 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
     let mut widened: Vec<bool> = vec![false; f.nodes.len()];
     for (i, node) in f.nodes.iter().enumerate() {
         let v = match &node.op {
+            Op::Parameter { key, .. } if node.ty.dtype == DType::I8 => {
+                return Err(GraphError {
+                    op: "lower_for_vulkan",
+                    msg: format!(
+                        "@{}: parameter \"{key}\" is i8 (`kiln export --weights w8a8`), a CPU-only form: \
+                         the Android Vulkan baseline has no 8-bit storage and no i8 matmul; \
+                         export with --weights keep, q8_0 or q4_0 for Vulkan",
+                        f.name
+                    ),
+                });
+            }
             Op::Parameter { key, offset } if matches!(node.ty.dtype, DType::BF16 | DType::F16) => {
                 widened[i] = true;
                 let f16 = node.ty.dtype == DType::F16;

@@ -111,11 +111,15 @@ pub enum UnaryOp {
     Tanh,
     /// `stablehlo.logistic`
     Logistic,
+    /// `stablehlo.abs`
+    Abs,
+    /// `stablehlo.round_nearest_even`
+    RoundNearestEven,
 }
 
 impl UnaryOp {
     /// All unary ops.
-    pub const ALL: [UnaryOp; 7] = [
+    pub const ALL: [UnaryOp; 9] = [
         UnaryOp::Negate,
         UnaryOp::Exponential,
         UnaryOp::Log,
@@ -123,6 +127,8 @@ impl UnaryOp {
         UnaryOp::Sqrt,
         UnaryOp::Tanh,
         UnaryOp::Logistic,
+        UnaryOp::Abs,
+        UnaryOp::RoundNearestEven,
     ];
 
     /// Op name without dialect prefix.
@@ -135,6 +141,8 @@ impl UnaryOp {
             UnaryOp::Sqrt => "sqrt",
             UnaryOp::Tanh => "tanh",
             UnaryOp::Logistic => "logistic",
+            UnaryOp::Abs => "abs",
+            UnaryOp::RoundNearestEven => "round_nearest_even",
         }
     }
 }

@@ -271,6 +271,7 @@ impl Graph {
             DType::F16 => x.is_nan() || half::f16::from_f64(x).to_f64() == x,
             DType::I32 => x.fract() == 0.0 && x >= i32::MIN as f64 && x <= i32::MAX as f64,
             DType::I16 => x.fract() == 0.0 && x >= i16::MIN as f64 && x <= i16::MAX as f64,
+            DType::I8 => x.fract() == 0.0 && x >= i8::MIN as f64 && x <= i8::MAX as f64,
             DType::I1 => x == 0.0 || x == 1.0,
         };
         if ok {
@@ -395,7 +396,7 @@ impl Graph {
         }
         let ok = match op {
             BinaryOp::Power | BinaryOp::Divide => ta.dtype.is_float() || ta.dtype.is_int(),
-            _ => !matches!(ta.dtype, DType::I1 | DType::I16),
+            _ => !matches!(ta.dtype, DType::I1) && !ta.dtype.is_storage_int(),
         };
         if !ok {
             return err(name, format!("unsupported element type in {ta}"));
@@ -724,7 +725,8 @@ impl Graph {
     pub fn iota(&mut self, dtype: DType, shape: &[usize], dim: usize) -> Result<Value, GraphError> {
         let ty = TensorType::new(dtype, shape);
         if dim >= shape.len()
-            || matches!(dtype, DType::I1 | DType::I16)
+            || dtype == DType::I1
+            || dtype.is_storage_int()
             || ty.checked_numel().is_none()
         {
             return err("iota", format!("bad iota {ty} along dim {dim}"));
@@ -745,9 +747,12 @@ impl Graph {
                 ),
             )
         };
-        if ta.dtype != tb.dtype || !ta.dtype.is_float() {
-            return fail("operands must share one float element type");
-        }
+        // Integer products take i8 operands and accumulate in i32.
+        let out = match (ta.dtype, tb.dtype) {
+            (a, b) if a == b && a.is_float() => a,
+            (DType::I8, DType::I8) => DType::I32,
+            _ => return fail("operands must share one float element type, or both be i8"),
+        };
         if dims.lhs_batch.len() != dims.rhs_batch.len()
             || dims.lhs_contract.len() != dims.rhs_contract.len()
         {
@@ -789,10 +794,7 @@ impl Graph {
                 .filter(|d| !rhs_used.contains(d))
                 .map(|d| tb.shape[d]),
         );
-        let ty = TensorType {
-            dtype: ta.dtype,
-            shape,
-        };
+        let ty = TensorType { dtype: out, shape };
         Ok(self.push(Op::DotGeneral(dims), &[a, b], ty))
     }
 
@@ -807,7 +809,8 @@ impl Graph {
         let t = self.ty(x).clone();
         if dims.is_empty()
             || !unique_in_range(dims, t.rank())
-            || matches!(t.dtype, DType::I1 | DType::I16)
+            || t.dtype == DType::I1
+            || t.dtype.is_storage_int()
         {
             return err("reduce", format!("cannot reduce {t} over dims {dims:?}"));
         }

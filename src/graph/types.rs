@@ -18,22 +18,27 @@ pub enum DType {
     /// Signed 16-bit integer. Used to load bf16 weights by their bits
     /// (see [`crate::graph::Graph::weight`]); no arithmetic op takes it.
     I16,
+    /// Signed 8-bit integer: the codes of `--weights w8a8` matrices and the
+    /// activations rounded for their products ([`crate::graph::Graph::linear_w8a8`]).
+    /// Only `convert` and `dot_general` (into i32) take it.
+    I8,
     /// Boolean (`i1` in MLIR).
     I1,
 }
 
 impl DType {
     /// All dtypes, in a fixed order.
-    pub const ALL: [DType; 6] = [
+    pub const ALL: [DType; 7] = [
         DType::F32,
         DType::BF16,
         DType::F16,
         DType::I32,
         DType::I16,
+        DType::I8,
         DType::I1,
     ];
 
-    /// The MLIR spelling: `f32`, `bf16`, `f16`, `i32`, `i16`, `i1`.
+    /// The MLIR spelling: `f32`, `bf16`, `f16`, `i32`, `i16`, `i8`, `i1`.
     pub fn mlir(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -41,6 +46,7 @@ impl DType {
             DType::F16 => "f16",
             DType::I32 => "i32",
             DType::I16 => "i16",
+            DType::I8 => "i8",
             DType::I1 => "i1",
         }
     }
@@ -55,7 +61,7 @@ impl DType {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::BF16 | DType::F16 | DType::I16 => 2,
-            DType::I1 => 1,
+            DType::I8 | DType::I1 => 1,
         }
     }
 
@@ -67,6 +73,12 @@ impl DType {
     /// True for i32 (i1 is a boolean, not an integer, for op checks).
     pub fn is_int(self) -> bool {
         self == DType::I32
+    }
+
+    /// True for the storage-only integers i16 and i8, which no arithmetic
+    /// op takes.
+    pub fn is_storage_int(self) -> bool {
+        matches!(self, DType::I16 | DType::I8)
     }
 }
 

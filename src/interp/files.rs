@@ -49,6 +49,7 @@ fn decode_raw(bytes: &[u8], ty: &TensorType) -> Option<Tensor> {
         ),
         DType::I32 => Tensor::i32(&shape, u32s().map(|u| u as i32).collect()),
         DType::I16 => Tensor::i32(&shape, u16s().map(|u| u as i16 as i32).collect()),
+        DType::I8 => Tensor::i32(&shape, bytes.iter().map(|&b| b as i8 as i32).collect()),
         DType::I1 => Tensor::i1(&shape, bytes.iter().map(|&b| b != 0).collect()),
     })
 }
@@ -65,6 +66,7 @@ fn reads_as(stored: crate::params::DType, dtype: DType) -> bool {
             | (P::F16, DType::F16)
             | (P::I32 | P::BF16 | P::I16, DType::I32)
             | (P::BF16 | P::I16, DType::I16)
+            | (P::I8, DType::I8)
             | (P::Bool, DType::I1)
     )
 }

@@ -282,6 +282,8 @@ fn unary(op: UnaryOp, a: Arg<'_>) -> KResult<Tensor> {
             UnaryOp::Sqrt => map_f32(a, f32::sqrt),
             UnaryOp::Tanh => map_f32(a, f32::tanh),
             UnaryOp::Logistic => map_f32(a, |x| 1.0 / (1.0 + (-x).exp())),
+            UnaryOp::Abs => map_f32(a, f32::abs),
+            UnaryOp::RoundNearestEven => map_f32(a, f32::round_ties_even),
         },
         Tensor::I32 { shape, data } if op == UnaryOp::Negate => Ok(Tensor::I32 {
             shape: shape.clone(),
@@ -322,7 +324,8 @@ fn convert(a: Arg<'_>, to: DType) -> Tensor {
             data: data.iter().map(|&x| x != 0).collect(),
         },
         (DType::I1, Tensor::I1 { .. }) => a.into_owned(),
-        // i16 values live in i32 tensors: truncate (or saturate from float).
+        // i16 and i8 values live in i32 tensors: truncate (or saturate
+        // from float).
         (DType::I16, Tensor::I32 { data, .. }) => Tensor::I32 {
             shape,
             data: data.iter().map(|&x| x as i16 as i32).collect(),
@@ -331,7 +334,15 @@ fn convert(a: Arg<'_>, to: DType) -> Tensor {
             shape,
             data: data.iter().map(|&x| x as i16 as i32).collect(),
         },
-        (DType::I16, Tensor::I1 { data, .. }) => Tensor::I32 {
+        (DType::I8, Tensor::I32 { data, .. }) => Tensor::I32 {
+            shape,
+            data: data.iter().map(|&x| x as i8 as i32).collect(),
+        },
+        (DType::I8, Tensor::F32 { data, .. }) => Tensor::I32 {
+            shape,
+            data: data.iter().map(|&x| x as i8 as i32).collect(),
+        },
+        (DType::I16 | DType::I8, Tensor::I1 { data, .. }) => Tensor::I32 {
             shape,
             data: data.iter().map(|&x| x as i32).collect(),
         },
@@ -889,7 +900,10 @@ pub(crate) fn eval(
         Op::Iota { dim } => Ok(iota(ty, *dim)),
         Op::DotGeneral(d) => {
             arity(2)?;
-            matmul::dot_general(args[0].t(), args[1].t(), d, shape)
+            match args[0].t() {
+                Tensor::I32 { .. } => matmul::dot_general_i8(args[0].t(), args[1].t(), d, shape),
+                _ => matmul::dot_general(args[0].t(), args[1].t(), d, shape),
+            }
         }
         Op::Reduce { kind, dims } => {
             arity(2)?;

@@ -173,3 +173,54 @@ pub(crate) fn dot_general(
     }
     Ok(Tensor::f32(out, c))
 }
+
+/// Evaluates a `dot_general` of i8 operands (held in i32 tensors) into
+/// exact i32 sums, as IREE's integer matmul accumulates.
+pub(crate) fn dot_general_i8(
+    lhs: &Tensor,
+    rhs: &Tensor,
+    d: &DotDims,
+    out: &[usize],
+) -> Result<Tensor, InterpError> {
+    let bsize: usize = d.lhs_batch.iter().map(|&i| lhs.shape()[i]).product();
+    let k: usize = d.lhs_contract.iter().map(|&i| lhs.shape()[i]).product();
+    let (a, m) = arrange_i32(lhs, &d.lhs_batch, &d.lhs_contract)?;
+    let (b, n) = arrange_i32(rhs, &d.rhs_batch, &d.rhs_contract)?;
+    if a.len() != bsize * m * k || b.len() != bsize * n * k {
+        return Err(InterpError(
+            "dot_general operand sizes do not match the dims".into(),
+        ));
+    }
+    let c: Vec<i32> = (0..bsize * m)
+        .into_par_iter()
+        .flat_map_iter(|row| {
+            let bi = row / m;
+            let ar = &a[row * k..(row + 1) * k];
+            let (a, b) = (ar, &b[bi * n * k..(bi + 1) * n * k]);
+            b.chunks_exact(k.max(1))
+                .take(n)
+                .map(move |br| a.iter().zip(br).map(|(&x, &y)| x * y).sum::<i32>())
+        })
+        .collect();
+    Ok(Tensor::i32(out, c))
+}
+
+/// [`arrange`] for integer tensors.
+fn arrange_i32(
+    t: &Tensor,
+    batch: &[usize],
+    contract: &[usize],
+) -> Result<(Vec<i32>, usize), InterpError> {
+    let shape = t.shape();
+    let free: Vec<usize> = (0..shape.len())
+        .filter(|d| !batch.contains(d) && !contract.contains(d))
+        .collect();
+    let mut perm: Vec<usize> = batch.to_vec();
+    perm.extend(&free);
+    perm.extend(contract);
+    let fsize: usize = free.iter().map(|&d| shape[d]).product();
+    match transpose(t, &perm) {
+        Tensor::I32 { data, .. } => Ok((data, fsize)),
+        other => Err(InterpError(format!("dot_general of {}", other.describe()))),
+    }
+}

@@ -163,7 +163,7 @@ impl Tensor {
         let kind_ok = matches!(
             (self, ty.dtype),
             (Tensor::F32 { .. }, DType::F32 | DType::BF16 | DType::F16)
-                | (Tensor::I32 { .. }, DType::I32 | DType::I16)
+                | (Tensor::I32 { .. }, DType::I32 | DType::I16 | DType::I8)
                 | (Tensor::I1 { .. }, DType::I1)
         );
         kind_ok && self.shape() == ty.shape.as_slice() && self.len() == ty.numel()
@@ -245,8 +245,8 @@ fn literal_tensor(lit: &Literal, ty: &TensorType) -> Tensor {
     };
     let shape = ty.shape.to_vec();
     match ty.dtype {
-        // i16 values are held widened in i32 tensors.
-        DType::I32 | DType::I16 => Tensor::I32 {
+        // i16 and i8 values are held widened in i32 tensors.
+        DType::I32 | DType::I16 | DType::I8 => Tensor::I32 {
             shape,
             data: vals.iter().map(|&x| x as i32).collect(),
         },

@@ -61,11 +61,21 @@ impl TensorUse {
 }
 
 /// The first thing in `text` past a Vulkan limit, in one line
-/// (`line N: …`): a tensor over the storage-buffer range, else a product
-/// over the workgroup count. What [`check_vulkan`] refuses, said up front
+/// (`line N: …`): an i8 weight (CPU-only), a tensor over the
+/// storage-buffer range, else a product over the workgroup count. What [`check_vulkan`] refuses, said up front
 /// (`kiln export`'s note).
 pub fn first_vulkan_problem(text: &str) -> Option<String> {
     let limit = VULKAN_MAX_STORAGE_BUFFER_RANGE;
+    if let Some(i) = text
+        .lines()
+        .position(|l| l.contains("util.global") && l.contains("xi8>"))
+    {
+        return Some(format!(
+            "line {}: an i8 weight (`kiln export --weights w8a8`), a CPU-only form: \
+             the Android Vulkan baseline has no 8-bit storage",
+            i + 1
+        ));
+    }
     if let Some(u) = tensors_over(text, limit).first() {
         return Some(format!(
             "line {}: {}, over the {limit}-byte Vulkan storage-buffer range",

@@ -10,7 +10,7 @@
 
 use super::config::{Activation, DecoderConfig};
 use super::rope::rope_tables;
-use super::weights::{Storage, WeightPlan};
+use super::weights::{int8_parts, Storage, WeightPlan};
 use super::ModelError;
 use crate::graph::{BlockWeight, CompareDir, DType, DotDims, Graph, TensorType, Value};
 use crate::params::blocks::{part_key, BlockForm};
@@ -141,6 +141,9 @@ pub(crate) enum Table {
     Whole(Value),
     Rows(Vec<(usize, Value)>),
     Blocks(Vec<(usize, BlockWeight)>),
+    /// `--weights w8a8` chunks: i8 codes `[rows, cols]` and f32 row scales
+    /// `[rows, 1]`.
+    Int8(Vec<(usize, (Value, Value))>),
 }
 
 impl Table {
@@ -205,6 +208,7 @@ pub(crate) fn row_chunks(
 enum Rows {
     Plain(Value),
     Blocks(BlockWeight),
+    Int8(Value, Value),
 }
 
 impl Rows {
@@ -222,6 +226,11 @@ impl Rows {
                 r.scale = g.gather_rows(bw.scale, ids)?;
                 r.min = bw.min.map(|m| g.gather_rows(m, ids)).transpose()?;
                 g.dequantize_blocks(&r)
+            }
+            Rows::Int8(q, s) => {
+                let q = g.gather_rows(q, ids)?;
+                let s = g.gather_rows(s, ids)?;
+                g.widen_i8_rows(q, s)
             }
         }
     }
@@ -355,6 +364,7 @@ impl<'a> Decoder<'a> {
                 };
             }
             Storage::Blocks(form) => form,
+            Storage::Int8Rows => return self.int8_matrix(key, v, h, m),
         };
         let row_bytes: Vec<u64> = form
             .parts(h)
@@ -370,6 +380,37 @@ impl<'a> Decoder<'a> {
             chunks.push((start, self.block_rows(key, &form, h, r, whole)?));
         }
         Ok(Table::Blocks(chunks))
+    }
+
+    /// `--weights w8a8` matrix `key` (`[v, h]`): its i8 codes and row
+    /// scales, whole or in row chunks.
+    fn int8_matrix(
+        &mut self,
+        key: &str,
+        v: usize,
+        h: usize,
+        m: usize,
+    ) -> Result<Table, ModelError> {
+        let parts = int8_parts(h);
+        let row_bytes: Vec<u64> = parts.iter().map(|p| (p.2 * p.1.size()) as u64).collect();
+        let ranges = row_chunks(v, h, m, &row_bytes, self.limit)?;
+        let whole = ranges.is_none();
+        let mut chunks = Vec::new();
+        for r in ranges.unwrap_or_else(|| std::iter::once(0..v).collect()) {
+            let mut vals = Vec::with_capacity(2);
+            for &(suffix, dtype, cols) in &parts {
+                let k = part_key(key, suffix);
+                let ty = TensorType::new(dtype, &[r.len(), cols]);
+                vals.push(if whole {
+                    self.g.parameter(&k, ty)?
+                } else {
+                    let offset = (r.start * cols * dtype.size()) as u64;
+                    self.g.parameter_part(&k, ty, offset)?
+                });
+            }
+            chunks.push((r.start, (vals[0], vals[1])));
+        }
+        Ok(Table::Int8(chunks))
     }
 
     /// Rows `rows` of block-quantized matrix `key` (`[_, h]`) as graph
@@ -421,12 +462,19 @@ impl<'a> Decoder<'a> {
     /// `t` with block-quantized chunks widened to f32 (plain tables as
     /// they are).
     fn dense(&mut self, t: &Table) -> Result<Table, ModelError> {
-        let Table::Blocks(chunks) = t else {
-            return Ok(t.clone());
-        };
-        let mut rows = Vec::with_capacity(chunks.len());
-        for (start, bw) in chunks {
-            rows.push((*start, self.g.dequantize_blocks(bw)?));
+        let mut rows = Vec::new();
+        match t {
+            Table::Whole(_) | Table::Rows(_) => return Ok(t.clone()),
+            Table::Blocks(chunks) => {
+                for (start, bw) in chunks {
+                    rows.push((*start, self.g.dequantize_blocks(bw)?));
+                }
+            }
+            Table::Int8(chunks) => {
+                for &(start, (q, s)) in chunks {
+                    rows.push((start, self.g.widen_i8_rows(q, s)?));
+                }
+            }
         }
         Ok(match rows.len() {
             1 => Table::Whole(rows[0].1),
@@ -443,9 +491,16 @@ impl<'a> Decoder<'a> {
                 let bw = self.block_rows(key, &form, h, 0..rows, true)?;
                 Ok(self.g.dequantize_blocks(&bw)?)
             }
+            (Storage::Int8Rows, &[rows, h]) => match self.int8_matrix(key, rows, h, 1)? {
+                Table::Int8(c) if c.len() == 1 => Ok(self.g.widen_i8_rows(c[0].1 .0, c[0].1 .1)?),
+                _ => unreachable!("an unbounded i8 matrix is one chunk"),
+            },
             (Storage::Blocks(f), _) => Err(ModelError(format!(
                 "\"{key}\" {shape:?} cannot be stored in {} blocks: only matrices are",
                 f.ggml
+            ))),
+            (Storage::Int8Rows, _) => Err(ModelError(format!(
+                "\"{key}\" {shape:?} cannot be stored as i8 rows: only matrices are"
             ))),
         }
     }
@@ -472,6 +527,10 @@ impl<'a> Decoder<'a> {
             Table::Blocks(chunks) => chunks
                 .iter()
                 .map(|&(start, bw)| (start, g.ty(bw.qs).shape[0], Rows::Blocks(bw)))
+                .collect(),
+            Table::Int8(chunks) => chunks
+                .iter()
+                .map(|&(start, (q, s))| (start, g.ty(q).shape[0], Rows::Int8(q, s)))
                 .collect(),
         };
         let rows = match &chunks[..] {
@@ -779,24 +838,41 @@ impl<'a> Decoder<'a> {
     /// `x · Wᵀ` for `w` whole or in row chunks (each chunk's columns of the
     /// result, joined).
     fn linear(&mut self, x: Value, w: &Table) -> Result<Value, ModelError> {
-        match self.dense(w)? {
-            Table::Whole(w) => Ok(self.g.linear(x, w)?),
-            Table::Blocks(_) => unreachable!("dense tables have no blocks"),
-            Table::Rows(chunks) => {
-                let parts = chunks
-                    .iter()
-                    .map(|&(_, w)| self.g.linear(x, w))
-                    .collect::<Result<Vec<_>, _>>()?;
+        let parts: Vec<Value> = self.products(x, w)?.into_iter().map(|p| p.1).collect();
+        match parts[..] {
+            [one] => Ok(one),
+            _ => {
                 let last = self.g.ty(x).rank() - 1;
                 Ok(self.g.concatenate(&parts, last)?)
             }
         }
     }
 
-    /// The head's logits of normed `x` against `w` (rows of the head),
-    /// soft-capped where the family does.
-    fn logits(&mut self, x: Value, w: Value) -> Result<Value, ModelError> {
-        let logits = self.g.linear(x, w)?;
+    /// `x · Wᵀ` per row chunk of `w` (one for a whole matrix): `(first
+    /// row, the chunk's columns of the product)`. A `--weights w8a8` matrix
+    /// takes `x` rounded to i8 ([`Graph::linear_w8a8`]); the others widen
+    /// to f32.
+    fn products(&mut self, x: Value, w: &Table) -> Result<Vec<(usize, Value)>, ModelError> {
+        if let Table::Int8(chunks) = w {
+            return chunks
+                .iter()
+                .map(|&(start, (q, s))| Ok((start, self.g.linear_w8a8(x, q, s)?)))
+                .collect();
+        }
+        let chunks = match self.dense(w)? {
+            Table::Whole(w) => vec![(0, w)],
+            Table::Rows(chunks) => chunks,
+            Table::Blocks(_) | Table::Int8(_) => unreachable!("dense tables are f32"),
+        };
+        chunks
+            .into_iter()
+            .map(|(start, w)| Ok((start, self.g.linear(x, w)?)))
+            .collect()
+    }
+
+    /// The head's logits (a chunk's product of the normed rows with the
+    /// head), soft-capped where the family does.
+    fn logits(&mut self, logits: Value) -> Result<Value, ModelError> {
         match self.cfg.arch.final_logit_softcapping {
             Some(c) => softcap(&mut self.g, logits, c),
             None => Ok(logits),
@@ -839,20 +915,17 @@ impl<'a> Decoder<'a> {
         } else {
             self.table("lm_head.weight", rows)?
         };
-        let chunks = match self.dense(&head)? {
-            Table::Whole(w) => {
-                let logits = self.logits(x, w)?;
-                let id = self.g.argmax_two_pass(logits, 1)?;
-                let top = self.top_k(logits, top_k, v)?;
-                return Ok((id, top));
-            }
-            Table::Rows(chunks) => chunks,
-            Table::Blocks(_) => unreachable!("dense tables have no blocks"),
-        };
+        let chunks = self.products(x, &head)?;
+        if let [(_, p)] = chunks[..] {
+            let logits = self.logits(p)?;
+            let id = self.g.argmax_two_pass(logits, 1)?;
+            let top = self.top_k(logits, top_k, v)?;
+            return Ok((id, top));
+        }
         let mut best: Option<(Value, Value)> = None;
         let mut all = Vec::with_capacity(chunks.len());
-        for (start, w) in chunks {
-            let logits = self.logits(x, w)?;
+        for (start, p) in chunks {
+            let logits = self.logits(p)?;
             all.push(logits);
             let (m, i) = self.g.max_argmax(logits, 1)?;
             let g = &mut self.g;

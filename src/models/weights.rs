@@ -14,6 +14,16 @@ pub enum Storage {
     /// Block-quantized parts (`<name>.qs`, `.qh`, `.scale`, `.min`),
     /// widened in the graph.
     Blocks(BlockForm),
+    /// i8 codes with one f32 scale per row (`<name>.q8` `[rows, cols]`,
+    /// `<name>.scale` `[rows, 1]`), multiplied by activations rounded to
+    /// i8 per row (`--weights w8a8`, lossy: [`crate::graph::Graph::linear_w8a8`]).
+    Int8Rows,
+}
+
+/// The parts of an [`Storage::Int8Rows`] matrix with `cols` columns:
+/// `(suffix, dtype, columns per row)`.
+pub fn int8_parts(cols: usize) -> [(&'static str, DType, usize); 2] {
+    [("q8", DType::I8, cols), ("scale", DType::F32, 1)]
 }
 
 /// The storage of every weight of a graph.
@@ -48,5 +58,11 @@ impl WeightPlan {
         self.overrides
             .values()
             .any(|s| matches!(s, Storage::Blocks(_)))
+    }
+
+    /// Whether some weight is an i8 matrix whose products round their
+    /// activations to i8 (`--weights w8a8`).
+    pub fn has_int8(&self) -> bool {
+        self.overrides.values().any(|s| *s == Storage::Int8Rows)
     }
 }

@@ -237,6 +237,54 @@ pub fn all() -> Vec<OpCase> {
             move |g, v| g.unary(op, v[0]).unwrap(),
         ));
     }
+    // `--weights w8a8`'s ops (Graph::linear_w8a8): abs, rounding with
+    // ties to even, f32 → i8, i8 × i8 → i32 products.
+    cases.push(case(
+        "abs",
+        vec![a.clone()],
+        map1(&a, f32::abs),
+        EXACT,
+        |g, v| g.unary(UnaryOp::Abs, v[0]).unwrap(),
+    ));
+    let ties = HostT::f(
+        &sh,
+        vec![
+            0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 126.5, -127.4, 3.7, -0.0, 1e-8,
+        ],
+    );
+    cases.push(case(
+        "round_nearest_even",
+        vec![ties.clone()],
+        map1(&ties, f32::round_ties_even),
+        EXACT,
+        |g, v| g.unary(UnaryOp::RoundNearestEven, v[0]).unwrap(),
+    ));
+    let (rows, k, n) = (3, 40, 5);
+    let xw = HostT::f(&[rows, k], vals(rows * k, 31, -2.0, 2.0));
+    let codes: Vec<i32> = vals(n * k, 32, -127.4, 127.4)
+        .iter()
+        .map(|x| x.round() as i32)
+        .collect();
+    let sw = HostT::f(&[n, 1], vals(n, 33, 0.001, 0.02));
+    let mut want = Vec::with_capacity(rows * n);
+    for r in xw.fv().chunks_exact(k) {
+        let s = (r.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0).max(f32::MIN_POSITIVE);
+        let q: Vec<i32> = r.iter().map(|x| (x / s).round_ties_even() as i32).collect();
+        for (j, c) in codes.chunks_exact(k).enumerate() {
+            let sum: i32 = q.iter().zip(c).map(|(a, b)| a * b).sum();
+            want.push(sum as f32 * s * sw.fv()[j]);
+        }
+    }
+    cases.push(case(
+        "linear_w8a8",
+        vec![xw, HostT::i(&[n, k], codes), sw],
+        HostT::f(&[rows, n], want),
+        EXACT,
+        |g, v| {
+            let q = g.convert(v[1], kiln::graph::DType::I8).unwrap();
+            g.linear_w8a8(v[0], q, v[2]).unwrap()
+        },
+    ));
     // compare + select: select(compare(a, b), a, b) also covers select.
     let mut cb = b.clone();
     if let Data::F32(v) = &mut cb.data {

@@ -38,6 +38,16 @@ fn scalar_value(c: &Cursor<'_>, s: Scalar, dtype: DType, pos: usize) -> PResult<
             Ok(u) => u as i16 as f64,
             Err(_) => return Err(bad(&format!("0x{h:X}, wider than 16 bits"))),
         },
+        (Scalar::Num(Num::Int(i)), DType::I8) => {
+            if i < i8::MIN as i128 || i > i8::MAX as i128 {
+                return Err(bad(&format!("{i}, out of i8 range")));
+            }
+            i as f64
+        }
+        (Scalar::Num(Num::Hex(h)), DType::I8) => match u8::try_from(h) {
+            Ok(u) => u as i8 as f64,
+            Err(_) => return Err(bad(&format!("0x{h:X}, wider than 8 bits"))),
+        },
         (Scalar::Num(Num::Float(x)), DType::F32) => (x as f32) as f64,
         (Scalar::Num(Num::Int(i)), DType::F32) => (i as f32) as f64,
         (Scalar::Num(Num::Hex(h)), DType::F32) => match u32::try_from(h) {
@@ -69,6 +79,7 @@ fn hex_element(bytes: &[u8], dtype: DType) -> f64 {
         DType::F32 => f32::from_le_bytes(b) as f64,
         DType::I32 => i32::from_le_bytes(b) as f64,
         DType::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
+        DType::I8 => b[0] as i8 as f64,
         DType::BF16 => half::bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64(),
         DType::F16 => half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64(),
         DType::I1 => (b[0] != 0) as u8 as f64,
