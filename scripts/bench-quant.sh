@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quantized-weights benchmark (issue 17's goal table), in one run, on the
 # host: SmolLM2-135M Q4_1 and Gemma 3 270M Q4_K_M, each exported as bf16
-# (the default) and with `--weights keep`, KV pair P 64 / N 128 and the
+# (the default), with `--weights keep` (exact) and with `--weights w8a8`
+# (lossy: i8 weights and activations), KV pair P 64 / N 128 and the
 # SEQ-64 forward, compiled with kiln's CPU preset (data tiling):
 #   - archive bytes against the GGUF file;
 #   - one decode step (N 128), the P-64 prefill and the SEQ-64 forward
@@ -21,7 +22,7 @@ ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64))
 printf '%-8s %-5s %10s %10s %10s %10s %10s %10s\n' model form "irpa MB" "decode ms" "prefill ms" "fwd64 ms" "gen RSS MB" "exp RSS MB"
 for model in smollm2 gemma3; do
   gguf=$smol; [[ $model == gemma3 ]] && gguf=$gemma
-  for form in bf16 keep; do
+  for form in bf16 keep w8a8; do
     n="${model}_${form}"
     /usr/bin/time -f %M -o "$out/rss" "$kiln" export "$gguf" --seq 64 --out "$out" --name "$n" --weights "$form" \
       --kv-cache --prompt-len 64 --max-context 128 >/dev/null 2>&1

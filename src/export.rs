@@ -9,6 +9,7 @@
 //! leaves no partial output.
 
 use crate::graph::{DType, Module};
+use crate::models::checkpoint::file_rows;
 use crate::models::decoder::{build_graph, GraphOptions};
 use crate::models::kv::{build_decode, build_prefill, KvOptions};
 use crate::models::weights::int8_parts;
@@ -247,42 +248,61 @@ fn parts_of(storage: Storage, shape: &[usize]) -> Option<Vec<(&'static str, DTyp
 }
 
 /// The stored bytes of `tensor` as `storage` says: one vector, or one per
-/// block part (in [`BlockForm::parts`] order).
+/// part (in [`parts_of`] order).
 fn tensor_bytes(ckpt: &Checkpoint, tensor: &str, storage: Storage) -> Result<Vec<Vec<u8>>> {
+    let shape = shape_of(ckpt, tensor)?;
+    tensor_rows_bytes(ckpt, tensor, &shape, storage, 0..rows_of(&shape))
+}
+
+/// Rows of `shape` for the row-chunked conversion: a matrix's rows, or 1.
+fn rows_of(shape: &[usize]) -> usize {
+    match shape {
+        [rows, _] => *rows,
+        _ => 1,
+    }
+}
+
+fn shape_of(ckpt: &Checkpoint, tensor: &str) -> Result<Vec<usize>> {
+    ckpt.tensors()
+        .iter()
+        .find(|(n, _)| n == tensor)
+        .map(|(_, s)| s.clone())
+        .ok_or_else(|| Error::Usage(format!("{}: no tensor \"{tensor}\"", ckpt.path.display())))
+}
+
+/// [`tensor_bytes`] of rows `rows` of `tensor` (`shape`) only: every part
+/// of those rows. Each row is converted on its own, so the chunks of a
+/// tensor joined are the whole tensor's bytes.
+fn tensor_rows_bytes(
+    ckpt: &Checkpoint,
+    tensor: &str,
+    shape: &[usize],
+    storage: Storage,
+    rows: std::ops::Range<usize>,
+) -> Result<Vec<Vec<u8>>> {
+    let named =
+        |e: String| Error::Usage(format!("{}: tensor \"{tensor}\": {e}", ckpt.path.display()));
+    let cols = shape.last().copied().unwrap_or(1);
     match storage {
-        Storage::Plain(d) => Ok(vec![encode_weights(&ckpt.read_f32(tensor)?, d)?]),
+        Storage::Plain(d) => Ok(vec![encode_weights(&ckpt.read_f32_rows(tensor, rows)?, d)?]),
         Storage::Blocks(form) => {
-            let named = |e: String| {
-                Error::Usage(format!("{}: tensor \"{tensor}\": {e}", ckpt.path.display()))
-            };
+            let n = rows.len();
             match ckpt.ggml_rows(tensor).filter(|r| r.ty == form.ggml) {
                 // Kept: the file's own blocks, repacked.
                 Some(r) => {
-                    blocks::repack(&form, r.bytes, r.shape[0], r.shape[1], r.order.as_deref())
-                        .map_err(named)
+                    let bytes = file_rows(r.bytes, r.shape[0], r.order.as_deref(), rows);
+                    blocks::repack(&form, &bytes, n, r.shape[1], None).map_err(named)
                 }
                 // Quantized here from the values (`--weights q8_0|q4_0`).
                 None => {
-                    let (_, s) = ckpt
-                        .tensors()
-                        .iter()
-                        .find(|(n, _)| n == tensor)
-                        .ok_or_else(|| named("not in the checkpoint".into()))?;
-                    let raw =
-                        blocks::quantize(form.ggml, &ckpt.read_f32(tensor)?).map_err(named)?;
-                    blocks::repack(&form, &raw, s[0], s[1], None).map_err(named)
+                    let values = ckpt.read_f32_rows(tensor, rows)?;
+                    let raw = blocks::quantize(form.ggml, &values).map_err(named)?;
+                    blocks::repack(&form, &raw, n, cols, None).map_err(named)
                 }
             }
         }
         Storage::Int8Rows => {
-            let (_, s) = ckpt
-                .tensors()
-                .iter()
-                .find(|(n, _)| n == tensor)
-                .ok_or_else(|| {
-                    Error::Usage(format!("{}: no tensor \"{tensor}\"", ckpt.path.display()))
-                })?;
-            let (codes, scales) = quantize_rows_i8(&ckpt.read_f32(tensor)?, s[1]);
+            let (codes, scales) = quantize_rows_i8(&ckpt.read_f32_rows(tensor, rows)?, cols);
             let scales = scales.iter().flat_map(|x| x.to_le_bytes()).collect();
             Ok(vec![codes.iter().map(|&q| q as u8).collect(), scales])
         }
@@ -687,20 +707,39 @@ fn record(w: Written) -> FileRecord {
     }
 }
 
-/// One tensor's converted bytes, shared by the two writer threads.
-type Chunk = std::sync::Arc<Vec<u8>>;
+/// What the converting thread sends each writer thread: an entry begins,
+/// its next converted rows (shared by both writers), or it ends.
+enum Piece<'a> {
+    Begin(&'a str),
+    Rows(std::sync::Arc<Vec<u8>>),
+    End,
+}
 
-/// A writer thread's body: writes every tensor that arrives on `rx` (in
-/// order), then finishes the file.
-fn drain<W: TensorWriter>(
-    mut w: W,
-    rx: std::sync::mpsc::Receiver<(&String, Chunk)>,
-) -> Result<Written> {
-    for (name, bytes) in rx {
-        w.write_tensor(name, &bytes)?;
+/// A writer thread's body: writes every entry that arrives on `rx` (in
+/// order, chunk by chunk), then finishes the file.
+fn drain<W: TensorWriter>(mut w: W, rx: std::sync::mpsc::Receiver<Piece<'_>>) -> Result<Written> {
+    for piece in rx {
+        match piece {
+            Piece::Begin(name) => w.begin_tensor(name)?,
+            Piece::Rows(bytes) => w.write_chunk(&bytes)?,
+            Piece::End => w.end_tensor()?,
+        }
     }
     Ok(w.finish_written()?)
 }
+
+/// Sends `piece` to both writers; false when one has stopped (on an
+/// error, which its join reports).
+fn send_both<'a>(
+    a: &std::sync::mpsc::SyncSender<Piece<'a>>,
+    b: &std::sync::mpsc::SyncSender<Piece<'a>>,
+    piece: &dyn Fn() -> Piece<'a>,
+) -> bool {
+    a.send(piece()).is_ok() && b.send(piece()).is_ok()
+}
+
+/// Values converted per chunk: 4 MiB of f32, whatever the tensor's size.
+const CHUNK_VALUES: usize = 1 << 20;
 
 /// Exports `ckpt`: see the module docs.
 pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
@@ -790,37 +829,48 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let bar = progress_bar(opts.progress, tensors.len() as u64);
     let mut count = 0u64;
     let mut bytes_total = 0u64;
-    // This thread reads and converts tensor by tensor; two writer threads
-    // each write (and hash) one file. Rendezvous channels bound the tensors
-    // in memory to the one being converted plus the one being written.
+    // This thread reads and converts each entry in row chunks; two writer
+    // threads each write (and hash) one file. Rendezvous channels bound
+    // what is in memory to the chunk being converted plus the one being
+    // written, whatever the tensor's size. An entry that is one part of
+    // several (block forms, i8 rows) converts each chunk's rows again per
+    // part.
     let (st_written, irpa_written) = std::thread::scope(|scope| -> Result<_> {
-        let (st_tx, st_rx) = std::sync::mpsc::sync_channel::<(&String, Chunk)>(0);
-        let (irpa_tx, irpa_rx) = std::sync::mpsc::sync_channel::<(&String, Chunk)>(0);
+        let (st_tx, st_rx) = std::sync::mpsc::sync_channel::<Piece<'_>>(0);
+        let (irpa_tx, irpa_rx) = std::sync::mpsc::sync_channel::<Piece<'_>>(0);
         let st_thread = scope.spawn(move || drain(st, st_rx));
         let irpa_thread = scope.spawn(move || drain(irpa, irpa_rx));
         let mut read_result = Ok(());
-        let mut names = stored.iter().map(|e| &e.name);
+        let mut names = stored.iter().map(|e| e.name.as_str());
         'tensors: for (n, s) in tensors {
-            let parts = match tensor_bytes(ckpt, n, plan.storage(n)) {
-                Ok(b) => b,
-                Err(e) => {
-                    read_result = Err(e);
-                    break;
-                }
-            };
-            count += s.iter().product::<usize>() as u64;
-            for bytes in parts {
+            let storage = plan.storage(n);
+            let parts = parts_of(storage, s).map_or(1, |p| p.len());
+            let rows = rows_of(s);
+            let step = (CHUNK_VALUES / (s.iter().product::<usize>() / rows).max(1)).max(1);
+            for part in 0..parts {
                 let name = names.next().expect("one entry per stored part");
-                let bytes = std::sync::Arc::new(bytes);
-                bytes_total += bytes.len() as u64;
-                // A failed send means that writer stopped on an error, which
-                // its join reports.
-                if st_tx.send((name, bytes.clone())).is_err()
-                    || irpa_tx.send((name, bytes)).is_err()
-                {
+                if !send_both(&st_tx, &irpa_tx, &|| Piece::Begin(name)) {
+                    break 'tensors;
+                }
+                for start in (0..rows).step_by(step) {
+                    let chunk = start..(start + step).min(rows);
+                    let bytes = match tensor_rows_bytes(ckpt, n, s, storage, chunk) {
+                        Ok(mut b) => std::sync::Arc::new(b.swap_remove(part)),
+                        Err(e) => {
+                            read_result = Err(e);
+                            break 'tensors;
+                        }
+                    };
+                    bytes_total += bytes.len() as u64;
+                    if !send_both(&st_tx, &irpa_tx, &|| Piece::Rows(bytes.clone())) {
+                        break 'tensors;
+                    }
+                }
+                if !send_both(&st_tx, &irpa_tx, &|| Piece::End) {
                     break 'tensors;
                 }
             }
+            count += s.iter().product::<usize>() as u64;
             bar.inc(1);
         }
         drop((st_tx, irpa_tx));

@@ -129,9 +129,10 @@ fn keep_fixtures_match_transformers_on_the_host() {
 }
 
 /// Both fixtures (every block type) on arm64 under qemu and on Vulkan
-/// through lavapipe: transformers' ids. For Vulkan, `kiln compile`
-/// re-declares the f16 scales as i32 pairs widened by their bits
-/// (`Graph::f16_pairs_to_f32`); the codes are i32 words on every target.
+/// through lavapipe: transformers' ids; and they compile for arm32. For
+/// Vulkan, `kiln compile` re-declares the f16 scales as i32 pairs widened
+/// by their bits (`Graph::f16_pairs_to_f32`); the codes are i32 words on
+/// every target.
 #[test]
 fn keep_fixtures_match_transformers_on_arm64_and_vulkan() {
     let Some(tc) = toolchain() else { return };
@@ -142,10 +143,15 @@ fn keep_fixtures_match_transformers_on_arm64_and_vulkan() {
         let rs = &exp.seqs[0];
         let dir = tmpdir();
         let r = export_keep(name, rs.seq, dir.path(), kiln::models::MAX_TENSOR_BYTES);
-        let targets = [Target::Arm64, Target::parse("vulkan").unwrap()];
+        let targets = [
+            Target::Arm64,
+            Target::parse("vulkan").unwrap(),
+            Target::Arm32,
+        ];
         let outs =
             kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
                 .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
+        assert!(outs[2].exists(), "{name}: no arm32 module");
         let run = |vmfb: &Path, device, emulate, input: &[i32]| {
             module_ids(&tc, &r, vmfb, device, emulate, input)
         };
@@ -334,6 +340,26 @@ fn params_inspect_shows_block_quantized_matrices() {
         out.contains("block-quantized matrices (kiln export --weights keep"),
         "{out}"
     );
+    // The IRPA archive's entries are only bytes: the same matrices, types
+    // and sizes, by the parts' byte counts, with element counts for shapes.
+    let (code, out, err) = kiln_cli(
+        bin,
+        &["params", "inspect", r.irpa.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let irpa = v["blocks"].as_array().unwrap();
+    assert_eq!(irpa.len(), blocks.len(), "{irpa:?}");
+    for b in blocks {
+        let i = irpa.iter().find(|i| i["name"] == b["name"]).unwrap();
+        let [rows, k] = [0, 1].map(|d| b["shape"][d].as_u64().unwrap());
+        assert_eq!(
+            (&i["type"], &i["bytes"], &i["parts"], i["elements"].as_u64()),
+            (&b["type"], &b["bytes"], &b["parts"], Some(rows * k)),
+            "{}",
+            b["name"]
+        );
+    }
 }
 
 /// kiln's Q8_0 and Q4_0 quantizer (`--weights q8_0|q4_0`) writes the bytes
@@ -512,7 +538,8 @@ fn weights_for_overrides_single_tensors() {
 /// `--weights w8a8` on the tiny untied HF model: IREE's i8 × i8 → i32
 /// products, on the host and on arm64 under qemu, give the interpreter's
 /// ids at every position (both round the activations alike and the integer
-/// sums are exact). Vulkan is refused up front, naming the form.
+/// sums are exact); arm32 compiles. Vulkan is refused up front, naming the
+/// form.
 #[test]
 fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
     let Some(tc) = toolchain() else { return };
@@ -536,9 +563,10 @@ fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
         "{:?}",
         r.vulkan_issues
     );
-    let targets = [Target::Host, Target::Arm64];
+    let targets = [Target::Host, Target::Arm64, Target::Arm32];
     let outs = kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
         .unwrap();
+    assert!(outs[2].exists());
     let mut failures = Vec::new();
     for (ci, c) in rs.cases.iter().enumerate() {
         let want = kiln::interp::predict_file(&r.mlir, &r.irpa, None, &c.input).unwrap();

@@ -219,6 +219,7 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
                         "name": b.name,
                         "type": b.form.ggml.to_string(),
                         "shape": b.shape,
+                        "elements": b.elements,
                         "group": b.form.group,
                         "bytes": b.bytes,
                         "parts": b.parts,
@@ -322,7 +323,10 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
                 "  {:<name_w$}  {:<5}  {:<14}  groups of {:<2}  {:>10} bytes  ({})",
                 b.name,
                 b.form.ggml.to_string(),
-                format!("[{}, {}]", b.shape[0], b.shape[1]),
+                match b.shape {
+                    Some([r, k]) => format!("[{r}, {k}]"),
+                    None => format!("{} elements", b.elements),
+                },
                 b.form.group,
                 b.bytes,
                 b.parts.join(", ")

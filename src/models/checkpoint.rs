@@ -159,7 +159,7 @@ impl Checkpoint {
     /// 0.4, norm weights 1 + 0.2·u.
     pub fn synthetic(name: &str, config: DecoderConfig, seed: u64) -> Result<Checkpoint> {
         config.validate()?;
-        let tensors = expected_tensors(&config);
+        let tensors = expected_tensors(&config).map_err(|e| model_err(Path::new(name), e))?;
         Ok(Checkpoint {
             name: name.to_string(),
             path: PathBuf::from(format!("<synthetic {name}>")),
@@ -258,6 +258,99 @@ impl Checkpoint {
     }
 }
 
+impl Checkpoint {
+    /// The f32 values of rows `rows` of matrix `name` (HF layout; any other
+    /// tensor is one row), as [`Checkpoint::read_f32`] gives them: export
+    /// converts a tensor in row chunks, so its memory is bounded by a chunk,
+    /// not by the tensor. Only the rows' bytes are read and dequantized.
+    pub fn read_f32_rows(&self, name: &str, rows: std::ops::Range<usize>) -> Result<Vec<f32>> {
+        let shape = self
+            .tensors
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s.clone())
+            .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+        let (total, cols) = match shape[..] {
+            [r, c] => (r, c),
+            _ => (1, shape.iter().product()),
+        };
+        if rows.end > total || rows.start > rows.end {
+            return Err(model_err(
+                &self.path,
+                format!("tensor \"{name}\" has {total} rows, not {rows:?}"),
+            ));
+        }
+        match &self.source {
+            Source::Hf(st) if shape.len() == 2 => {
+                let t = st
+                    .get(name)
+                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+                if !t.dtype.is_float() {
+                    return self.read_f32(name);
+                }
+                let b = cols * t.dtype.size();
+                let mut v = Vec::new();
+                crate::params::convert::bytes_to_f32(
+                    t.dtype,
+                    &t.data[rows.start * b..rows.end * b],
+                    &mut v,
+                );
+                Ok(v)
+            }
+            Source::Gguf { file, map } if shape.len() == 2 => {
+                let (_, gname, undo) = map
+                    .iter()
+                    .find(|(hf, _, _)| hf == name)
+                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+                let info = file
+                    .tensor(gname)
+                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{gname}\"")))?;
+                let order = match undo {
+                    Undo::None => None,
+                    Undo::RopeHeads(n) => Some(unpermuted_order(total, *n)),
+                    Undo::PlusOne => {
+                        let all = self.read_f32(name)?;
+                        return Ok(all[rows.start * cols..rows.end * cols].to_vec());
+                    }
+                };
+                let src = file_rows(
+                    file.tensor_data(info),
+                    total,
+                    order.as_deref(),
+                    rows.clone(),
+                );
+                let mut out = vec![0f32; rows.len() * cols];
+                crate::params::quant::dequantize(info.ggml_type, &src, &mut out)
+                    .map_err(|m| model_err(&self.path, format!("tensor \"{gname}\": {m}")))?;
+                Ok(out)
+            }
+            _ => {
+                let all = self.read_f32(name)?;
+                Ok(all[rows.start * cols..rows.end * cols].to_vec())
+            }
+        }
+    }
+}
+
+/// The bytes of output rows `rows` of a `total`-row tensor stored as
+/// `bytes` (equal-sized rows), where output row `r` is file row
+/// `order[r]` (the identity without `order`).
+pub(crate) fn file_rows(
+    bytes: &[u8],
+    total: usize,
+    order: Option<&[usize]>,
+    rows: std::ops::Range<usize>,
+) -> Vec<u8> {
+    let rb = bytes.len() / total.max(1);
+    match order {
+        None => bytes[rows.start * rb..rows.end * rb].to_vec(),
+        Some(o) => rows
+            .flat_map(|r| &bytes[o[r] * rb..(o[r] + 1) * rb])
+            .copied()
+            .collect(),
+    }
+}
+
 /// One GGUF tensor's stored bytes, for repacking without widening
 /// ([`Checkpoint::ggml_rows`]).
 pub struct GgmlRows<'a> {
@@ -293,7 +386,7 @@ fn check_tensors(
     cfg: &DecoderConfig,
     available: &[(String, Vec<usize>)],
 ) -> Result<Vec<(String, Vec<usize>)>> {
-    let expected = expected_tensors(cfg);
+    let expected = expected_tensors(cfg).map_err(|e| model_err(path, e))?;
     for (name, shape) in &expected {
         match available.iter().find(|(n, _)| n == name) {
             None => {

@@ -16,86 +16,22 @@ use crate::graph::{BlockWeight, CompareDir, DType, DotDims, Graph, TensorType, V
 use crate::params::blocks::{part_key, BlockForm};
 
 /// Every weight a checkpoint must provide, as (HF name, shape), in the
-/// order the graph uses them. A tied model has no `lm_head.weight`.
-pub fn expected_tensors(cfg: &DecoderConfig) -> Vec<(String, Vec<usize>)> {
-    let (h, v) = (cfg.hidden_size, cfg.vocab_size);
-    let mut out = vec![("model.embed_tokens.weight".to_string(), vec![v, h])];
-    for l in 0..cfg.num_layers {
-        out.extend(LayerKeys::new(cfg, l).all());
-    }
-    out.push(("model.norm.weight".to_string(), vec![h]));
-    if !cfg.tie_word_embeddings {
-        out.push(("lm_head.weight".to_string(), vec![v, h]));
-    }
-    out
-}
-
-/// The checkpoint names and shapes of one block's tensors.
-struct LayerKeys {
-    p: String,
-    h: usize,
-    /// Head dim.
-    d: usize,
-    q: usize,
-    kv: usize,
-    i: usize,
-    arch: super::Arch,
-}
-
-impl LayerKeys {
-    fn new(cfg: &DecoderConfig, l: usize) -> LayerKeys {
-        LayerKeys {
-            p: format!("model.layers.{l}"),
-            h: cfg.hidden_size,
-            d: cfg.head_dim,
-            q: cfg.num_heads * cfg.head_dim,
-            kv: cfg.num_kv_heads * cfg.head_dim,
-            i: cfg.intermediate_size,
-            arch: cfg.arch.clone(),
-        }
-    }
-
-    fn key(&self, rest: &str) -> String {
-        format!("{}.{rest}", self.p)
-    }
-
-    /// (name, shape) of every tensor, in the order [`Decoder::layer`]
-    /// declares them.
-    fn all(&self) -> Vec<(String, Vec<usize>)> {
-        let (h, q, kv, i) = (self.h, self.q, self.kv, self.i);
-        let a = &self.arch;
-        let mut out = vec![(self.key("input_layernorm.weight"), vec![h])];
-        if a.fused_qkv {
-            out.push((self.key("self_attn.qkv_proj.weight"), vec![q + 2 * kv, h]));
-        } else {
-            out.push((self.key("self_attn.q_proj.weight"), vec![q, h]));
-            out.push((self.key("self_attn.k_proj.weight"), vec![kv, h]));
-            out.push((self.key("self_attn.v_proj.weight"), vec![kv, h]));
-        }
-        if a.qkv_bias {
-            out.push((self.key("self_attn.q_proj.bias"), vec![q]));
-            out.push((self.key("self_attn.k_proj.bias"), vec![kv]));
-            out.push((self.key("self_attn.v_proj.bias"), vec![kv]));
-        }
-        if a.qk_norm {
-            out.push((self.key("self_attn.q_norm.weight"), vec![self.d]));
-            out.push((self.key("self_attn.k_norm.weight"), vec![self.d]));
-        }
-        out.push((self.key("self_attn.o_proj.weight"), vec![h, q]));
-        out.push((self.key("post_attention_layernorm.weight"), vec![h]));
-        if a.sandwich_norms {
-            out.push((self.key("pre_feedforward_layernorm.weight"), vec![h]));
-            out.push((self.key("post_feedforward_layernorm.weight"), vec![h]));
-        }
-        if a.fused_gate_up {
-            out.push((self.key("mlp.gate_up_proj.weight"), vec![2 * i, h]));
-        } else {
-            out.push((self.key("mlp.gate_proj.weight"), vec![i, h]));
-            out.push((self.key("mlp.up_proj.weight"), vec![i, h]));
-        }
-        out.push((self.key("mlp.down_proj.weight"), vec![h, i]));
-        out
-    }
+/// order the graph uses them: the parameters of the forward graph (at SEQ
+/// 1, f32, unchunked), so each weight is named once, where
+/// [`Decoder`] declares it. A tied model has no `lm_head.weight`.
+pub fn expected_tensors(cfg: &DecoderConfig) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
+    let g = build_graph(
+        cfg,
+        &GraphOptions {
+            seq: 1,
+            weights: WeightPlan::from(DType::F32),
+            function: "expected".into(),
+            max_tensor_bytes: 0,
+        },
+    )?;
+    Ok(g.parameters()
+        .map(|p| (p.key, p.ty.shape.to_vec()))
+        .collect())
 }
 
 /// Options of the redecode forward graph.
@@ -144,16 +80,6 @@ pub(crate) enum Table {
     /// `--weights w8a8` chunks: i8 codes `[rows, cols]` and f32 row scales
     /// `[rows, 1]`.
     Int8(Vec<(usize, (Value, Value))>),
-}
-
-impl Table {
-    /// The value of a table that is never chunked (a vector).
-    fn whole(self) -> Value {
-        match self {
-            Table::Whole(v) => v,
-            _ => unreachable!("only matrices are used in row chunks or blocks"),
-        }
-    }
 }
 
 /// Row ranges of a `[v, h]` table whose stored parts have `row_bytes`
@@ -574,39 +500,57 @@ impl<'a> Decoder<'a> {
         Ok(g.mul(x, s)?)
     }
 
-    /// Declares block `l`'s weights (in [`expected_tensors`] order); a
-    /// matrix over the tensor bound in row chunks.
+    /// Declares block `l`'s weights (each matrix over the tensor bound in
+    /// row chunks); their order is the checkpoint's ([`expected_tensors`]).
     pub(crate) fn layer(&mut self, l: usize) -> Result<Layer, ModelError> {
-        let keys = LayerKeys::new(self.cfg, l);
-        let mut vals = Vec::new();
-        for (k, s) in keys.all() {
-            vals.push(match s[..] {
-                [rows, cols] => self.matrix(&k, rows, cols, 1)?,
-                _ => Table::Whole(self.w(&k, &s)?),
-            });
-        }
-        let a = &self.cfg.arch;
-        let mut it = vals.into_iter();
-        let mut next = || it.next().expect("LayerKeys::all lists every weight");
-        let norm_in = next().whole();
+        let cfg = self.cfg;
+        let a = &cfg.arch;
+        let (h, i, d) = (cfg.hidden_size, cfg.intermediate_size, cfg.head_dim);
+        let (q, kv) = (cfg.num_heads * d, cfg.num_kv_heads * d);
+        let key = |rest: &str| format!("model.layers.{l}.{rest}");
+        let norm_in = self.w(&key("input_layernorm.weight"), &[h])?;
         let qkv = if a.fused_qkv {
-            Qkv::Fused(next())
+            Qkv::Fused(self.matrix(&key("self_attn.qkv_proj.weight"), q + 2 * kv, h, 1)?)
         } else {
-            Qkv::Separate(next(), next(), next())
+            Qkv::Separate(
+                self.matrix(&key("self_attn.q_proj.weight"), q, h, 1)?,
+                self.matrix(&key("self_attn.k_proj.weight"), kv, h, 1)?,
+                self.matrix(&key("self_attn.v_proj.weight"), kv, h, 1)?,
+            )
         };
-        let bias = a
-            .qkv_bias
-            .then(|| (next().whole(), next().whole(), next().whole()));
-        let qk_norm = a.qk_norm.then(|| (next().whole(), next().whole()));
-        let o = next();
-        let norm_post = next().whole();
-        let sandwich = a.sandwich_norms.then(|| (next().whole(), next().whole()));
+        let bias = match a.qkv_bias {
+            true => Some((
+                self.w(&key("self_attn.q_proj.bias"), &[q])?,
+                self.w(&key("self_attn.k_proj.bias"), &[kv])?,
+                self.w(&key("self_attn.v_proj.bias"), &[kv])?,
+            )),
+            false => None,
+        };
+        let qk_norm = match a.qk_norm {
+            true => Some((
+                self.w(&key("self_attn.q_norm.weight"), &[d])?,
+                self.w(&key("self_attn.k_norm.weight"), &[d])?,
+            )),
+            false => None,
+        };
+        let o = self.matrix(&key("self_attn.o_proj.weight"), h, q, 1)?;
+        let norm_post = self.w(&key("post_attention_layernorm.weight"), &[h])?;
+        let sandwich = match a.sandwich_norms {
+            true => Some((
+                self.w(&key("pre_feedforward_layernorm.weight"), &[h])?,
+                self.w(&key("post_feedforward_layernorm.weight"), &[h])?,
+            )),
+            false => None,
+        };
         let gate_up = if a.fused_gate_up {
-            GateUp::Fused(next())
+            GateUp::Fused(self.matrix(&key("mlp.gate_up_proj.weight"), 2 * i, h, 1)?)
         } else {
-            GateUp::Separate(next(), next())
+            GateUp::Separate(
+                self.matrix(&key("mlp.gate_proj.weight"), i, h, 1)?,
+                self.matrix(&key("mlp.up_proj.weight"), i, h, 1)?,
+            )
         };
-        let down = next();
+        let down = self.matrix(&key("mlp.down_proj.weight"), h, i, 1)?;
         Ok(Layer {
             norm_in,
             qkv,

@@ -160,8 +160,12 @@ pub struct Recognized {
     pub name: String,
     /// Its form (the GGML type it was repacked from).
     pub form: BlockForm,
-    /// `[rows, K]`.
-    pub shape: [usize; 2],
+    /// `[rows, K]`; `None` from an IRPA archive, whose entries are only
+    /// bytes (the form and the element count still follow from the parts'
+    /// byte counts).
+    pub shape: Option<[usize; 2]>,
+    /// Elements, `rows · K`.
+    pub elements: u64,
     /// Stored bytes, all parts.
     pub bytes: u64,
     /// The parts' suffixes, in archive order.
@@ -170,8 +174,10 @@ pub struct Recognized {
 
 /// The block-quantized matrices among `tensors` (name, element type,
 /// shape): every `NAME.qs` whose sibling parts have the dtypes and shapes
-/// of exactly one form. Tensors without a known element type (an IRPA
-/// entry) are never recognized.
+/// of exactly one form. Entries without an element type (an IRPA
+/// archive's, whose shape is `[bytes]`) are recognized by their parts'
+/// byte counts, which tell the forms apart too (bytes of codes per byte
+/// of scales, and which of `.qh`/`.min` exist).
 pub fn recognize(tensors: &[(String, Option<DType>, Vec<u64>)]) -> Vec<Recognized> {
     let by_name: std::collections::HashMap<&str, (Option<DType>, &[u64])> = tensors
         .iter()
@@ -183,6 +189,10 @@ pub fn recognize(tensors: &[(String, Option<DType>, Vec<u64>)]) -> Vec<Recognize
         let Some(base) = name.strip_suffix(".qs") else {
             continue;
         };
+        if dtype.is_none() {
+            out.extend(recognize_bytes(base, shape, &by_name));
+            continue;
+        }
         let (&[rows, qs_cols], Some(DType::I32)) = (&shape[..], dtype) else {
             continue;
         };
@@ -204,7 +214,8 @@ pub fn recognize(tensors: &[(String, Option<DType>, Vec<u64>)]) -> Vec<Recognize
                 out.push(Recognized {
                     name: base.to_string(),
                     form,
-                    shape: [rows as usize, cols],
+                    shape: Some([rows as usize, cols]),
+                    elements: rows * cols as u64,
                     bytes: rows * form.row_bytes(cols) as u64,
                     parts: parts.iter().map(|p| p.suffix).collect(),
                 });
@@ -213,6 +224,40 @@ pub fn recognize(tensors: &[(String, Option<DType>, Vec<u64>)]) -> Vec<Recognize
         }
     }
     out
+}
+
+/// [`recognize`] for untyped entries: `base.qs` of `qs` (`[bytes]`) and
+/// its siblings, as the one form whose parts have these byte counts.
+fn recognize_bytes(
+    base: &str,
+    qs: &[u64],
+    by_name: &std::collections::HashMap<&str, (Option<DType>, &[u64])>,
+) -> Option<Recognized> {
+    let &[qs_bytes] = qs else { return None };
+    let bytes_of = |suffix: &str| match by_name.get(part_key(base, suffix).as_str()) {
+        Some(&(None, &[b])) => Some(b),
+        _ => None,
+    };
+    KEPT.iter().find_map(|&ty| {
+        let form = BlockForm::of(ty)?;
+        // One block's bytes per part; the blocks follow from the codes.
+        let parts = form.parts(form.block());
+        let per_block = |i: usize| (parts[i].cols * parts[i].dtype.size()) as u64;
+        let blocks = qs_bytes / per_block(0);
+        let matches = blocks > 0
+            && (0..parts.len()).all(|i| bytes_of(parts[i].suffix) == Some(blocks * per_block(i)));
+        let extra = [QH, MIN]
+            .iter()
+            .any(|s| !parts.iter().any(|p| p.suffix == *s) && bytes_of(s).is_some());
+        (matches && !extra).then(|| Recognized {
+            name: base.to_string(),
+            form,
+            shape: None,
+            elements: blocks * form.block() as u64,
+            bytes: (0..parts.len()).map(|i| blocks * per_block(i)).sum(),
+            parts: parts.iter().map(|p| p.suffix).collect(),
+        })
+    })
 }
 
 /// Quantizes f32 `values` (whole 32-element blocks, row after row) to GGML
@@ -615,8 +660,23 @@ mod tests {
                 .collect();
             let r = recognize(&tensors);
             assert_eq!(r.len(), 1, "{ty}");
-            assert_eq!((r[0].form.ggml, r[0].shape), (ty, [3, 512]), "{ty}");
+            assert_eq!((r[0].form.ggml, r[0].shape), (ty, Some([3, 512])), "{ty}");
             assert_eq!(r[0].bytes, 3 * form.row_bytes(512) as u64);
+            // The same parts as untyped entries of their byte counts (IRPA).
+            let untyped: Vec<(String, Option<DType>, Vec<u64>)> = tensors
+                .iter()
+                .map(|(n, d, s)| {
+                    let bytes = s.iter().product::<u64>() * d.unwrap().size() as u64;
+                    (n.clone(), None, vec![bytes])
+                })
+                .collect();
+            let u = recognize(&untyped);
+            assert_eq!(u.len(), 1, "{ty} untyped");
+            assert_eq!(
+                (u[0].form, u[0].shape, u[0].elements, u[0].bytes),
+                (form, None, 3 * 512, r[0].bytes),
+                "{ty} untyped"
+            );
         }
     }
 
