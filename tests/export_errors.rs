@@ -200,7 +200,7 @@ fn bad_flags_are_clear_errors() {
     expect_error(
         &ck,
         &["--weights", "int8"],
-        "invalid value 'int8' for '--weights <WEIGHTS>' [possible values: bf16, f16, f32, keep, q8_0, q4_0]",
+        "invalid value 'int8' for '--weights <WEIGHTS>' [possible values: bf16, f16, f32, keep, q8_0, q4_0, w8a8]",
     );
     expect_error(
         &ck,
@@ -359,6 +359,61 @@ fn export_again_replaces_the_files_in_place() {
         "the MLIR is the second export's"
     );
     assert_eq!(std::fs::read_to_string(&keep).unwrap(), "mine");
+}
+
+/// An export killed mid-way (SIGKILL while it writes SmolLM2's weights)
+/// leaves only its staging folder, no output file; the next export into the
+/// same folder removes that folder and writes its own files.
+#[test]
+fn an_export_killed_mid_way_leaves_nothing_after_the_next_export() {
+    let Some(gguf) = smollm2_gguf() else { return };
+    let dir = tmpdir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["export", gguf.to_str().unwrap(), "--seq", "64", "--out"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let listing = || -> Vec<String> {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    // Kill it as soon as its staging folder exists (the weights take
+    // about a second to write after it appears).
+    let t0 = std::time::Instant::now();
+    while !listing().iter().any(|n| n.starts_with(".kiln-export-")) {
+        assert!(t0.elapsed().as_secs() < 60, "no staging folder appeared");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the export ended first"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = listing();
+    assert_eq!(left.len(), 1, "only the staging folder: {left:?}");
+    assert!(left[0].starts_with(".kiln-export-"), "{left:?}");
+    let (code, err) = kiln(&[
+        "export",
+        fixture("hf/tiny-llama-untied-mha").to_str().unwrap(),
+        "--seq",
+        "8",
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--name",
+        "mha",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut names = listing();
+    names.sort();
+    assert_eq!(
+        names,
+        ["mha-gen.mlir", "mha.irpa", "mha.json", "mha.safetensors"]
+    );
 }
 
 /// The manifest reads back as the type that wrote it (`kiln package`,

@@ -287,12 +287,21 @@ fn run_argument_errors() {
         .args(["--tokens", "1", "--device", "gpu"])
         .output()
         .unwrap();
-    assert!(failed(&out).contains("unknown device 'gpu'"));
+    let err = failed(&out);
+    assert!(
+        err.contains("invalid value 'gpu' for '--device")
+            && err.contains("local-task, local-sync, vulkan"),
+        "{err}"
+    );
     let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1", "--emulate", "riscv"])
         .output()
         .unwrap();
-    assert!(failed(&out).contains("only arm64"));
+    let err = failed(&out);
+    assert!(
+        err.contains("invalid value 'riscv' for '--emulate") && err.contains("arm64"),
+        "{err}"
+    );
     // Missing params file.
     let out = kiln()
         .arg("run")

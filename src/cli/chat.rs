@@ -4,7 +4,7 @@
 //! hold yet; replies stream as they are generated. `/reset` starts over,
 //! `/exit` (or end of input) quits.
 
-use super::run::{resolve, task_groups};
+use super::run::resolve;
 use crate::generate::{Conversation, Driver, DriverOptions, Stop};
 use crate::iree::flags::Device;
 use crate::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer, CHATML_TEMPLATE};
@@ -37,11 +37,11 @@ pub struct Args {
     /// Most tokens per reply.
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub max_new_tokens: usize,
-    /// Runtime device: local-task, local-sync or vulkan.
-    #[arg(long, default_value = "local-task")]
-    pub device: String,
-    /// Fix the number of local-task worker groups (or $KILN_TASK_GROUPS).
-    #[arg(long, value_name = "N")]
+    /// Runtime device.
+    #[arg(long, value_enum, default_value_t = Device::LocalTask)]
+    pub device: Device,
+    /// Fix the number of local-task worker groups (default: IREE's detection).
+    #[arg(long, value_name = "N", env = "KILN_TASK_GROUPS")]
     pub task_groups: Option<usize>,
     /// Use the IREE venv (or tool directory) at DIR.
     #[arg(long, value_name = "DIR")]
@@ -76,9 +76,9 @@ pub fn run(a: Args) -> Result<i32> {
         function: r.function.clone(),
         seq: r.seq,
         kv: Some(kv.clone()),
-        device: Device::parse(&a.device)?,
+        device: a.device,
         emulate: None,
-        task_groups: task_groups(a.task_groups)?,
+        task_groups: a.task_groups,
         per_step: false,
         iree_dir: a.iree_dir.clone(),
     })?;

@@ -55,14 +55,15 @@ pub struct Args {
     /// KV export: max context N, prompt plus new tokens (default: 2·P).
     #[arg(long, value_name = "N", requires = "kv_cache")]
     pub max_context: Option<usize>,
-    /// KV export: cache dtype, f32 or bf16.
+    /// KV export: cache dtype.
     #[arg(
         long,
+        value_enum,
         value_name = "DTYPE",
         default_value = "f32",
         requires = "kv_cache"
     )]
-    pub kv_dtype: String,
+    pub kv_dtype: KvDtypeArg,
     /// KV export: `greedy` (the argmax only), or `topk=K` (`topk`: K = 40)
     /// to make prefill and decode also return the K largest logits and
     /// their ids, for `kiln generate --temperature/--top-k/--top-p…`.
@@ -96,6 +97,15 @@ pub fn parse_weights_for(s: &str) -> Result<(String, crate::export::Weights)> {
     let w = WeightsArg::from_str(form, false)
         .map_err(|_| bad("FORM must be bf16, f16, f32, keep, q8_0, q4_0 or w8a8"))?;
     Ok((pattern.to_string(), w.into()))
+}
+
+/// `--kv-dtype`: the element type of the KV caches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KvDtypeArg {
+    /// f32 caches (exact against the redecode forward).
+    F32,
+    /// bf16 caches (half the cache memory; CPU targets only).
+    Bf16,
 }
 
 /// `--weights`.
@@ -198,14 +208,9 @@ pub fn run(a: Args) -> Result<i32> {
     let weights = a.weights.into();
     let constants = parse_constants(&a.constants, &a.scope)?;
     let kv = if a.kv_cache {
-        let cache_dtype = match a.kv_dtype.as_str() {
-            "f32" => DType::F32,
-            "bf16" => DType::BF16,
-            other => {
-                return Err(Error::Usage(format!(
-                    "--kv-dtype {other}: expected f32 or bf16"
-                )))
-            }
+        let cache_dtype = match a.kv_dtype {
+            KvDtypeArg::F32 => DType::F32,
+            KvDtypeArg::Bf16 => DType::BF16,
         };
         Some(KvCacheOptions {
             prompt_len: a.prompt_len,

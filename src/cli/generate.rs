@@ -3,7 +3,7 @@
 //! with the prefill + decode pair, which gives the same ids. MODULE is a
 //! `.vmfb` (run by IREE) or a `.mlir` (run by kiln's interpreter).
 
-use super::run::{parse_tokens, resolve, task_groups};
+use super::run::{parse_tokens, resolve};
 use crate::generate::{Driver, DriverOptions, Sampler, SamplingParams, Stop, StopStrings};
 use crate::iree::flags::Device;
 use crate::iree::run::Emulation;
@@ -51,14 +51,14 @@ pub struct Args {
     /// Function (default: from the manifest).
     #[arg(long, value_name = "NAME")]
     pub function: Option<String>,
-    /// Runtime device: local-task, local-sync or vulkan.
-    #[arg(long, default_value = "local-task")]
-    pub device: String,
+    /// Runtime device.
+    #[arg(long, value_enum, default_value_t = Device::LocalTask)]
+    pub device: Device,
     /// Run the arm64 module under qemu (`arm64`); one runtime process per step.
-    #[arg(long, value_name = "ARCH")]
-    pub emulate: Option<String>,
-    /// Fix the number of local-task worker groups (or $KILN_TASK_GROUPS).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_enum, value_name = "ARCH")]
+    pub emulate: Option<Emulation>,
+    /// Fix the number of local-task worker groups (default: IREE's detection).
+    #[arg(long, value_name = "N", env = "KILN_TASK_GROUPS")]
     pub task_groups: Option<usize>,
     /// Use one iree-run-module process per step instead of a loaded session.
     #[arg(long)]
@@ -254,9 +254,9 @@ pub fn run(a: Args) -> Result<i32> {
         function: r.function.clone(),
         seq: r.seq,
         kv: kv.clone(),
-        device: Device::parse(&a.device)?,
-        emulate: a.emulate.as_deref().map(Emulation::parse).transpose()?,
-        task_groups: task_groups(a.task_groups)?,
+        device: a.device,
+        emulate: a.emulate,
+        task_groups: a.task_groups,
         per_step: a.per_step,
         iree_dir: a.iree_dir.clone(),
     })?;

@@ -12,11 +12,12 @@ pub struct Args {
     /// The StableHLO module (`.mlir`) to run.
     pub module: PathBuf,
     /// Parameter file (`.irpa` or `.safetensors`) holding the module's weights.
-    #[arg(long)]
+    #[arg(long, short = 'p', value_name = "FILE")]
     pub params: Option<PathBuf>,
-    /// Prompt token ids, comma-separated (padded with id 0 to SEQ).
-    #[arg(long, value_delimiter = ',', required = true)]
-    pub tokens: Vec<i64>,
+    /// Prompt token ids, comma- or space-separated (padded with id 0 to
+    /// SEQ), as `kiln run` takes them.
+    #[arg(long, value_name = "IDS")]
+    pub tokens: String,
     /// Sequence length; must match the module's input (default: the module's).
     #[arg(long)]
     pub seq: Option<usize>,
@@ -25,16 +26,14 @@ pub struct Args {
     pub function: Option<String>,
 }
 
-/// Opens a parameter file as a [`ParamSource`].
-///
-/// Reading `.irpa`/`.safetensors` belongs to the `params` module (the kiln
-/// codecs); until it is wired here this returns an error naming the file.
+/// Opens a parameter file (`.irpa`, `.safetensors` or `.gguf`) as a
+/// [`ParamSource`], with kiln's own readers.
 pub fn open_params(path: &Path) -> Result<Box<dyn ParamSource>> {
     Ok(Box::new(crate::interp::files::FileParams::open(path)?))
 }
 
 /// Pads `tokens` with id 0 to the length of `shape` (`[1, SEQ]` or `[SEQ]`).
-pub fn token_input(tokens: &[i64], shape: &[usize]) -> Result<Tensor> {
+pub fn token_input(tokens: &[i32], shape: &[usize]) -> Result<Tensor> {
     let seq: usize = shape.iter().product();
     if !(shape.len() == 1 || (shape.len() == 2 && shape[0] == 1)) {
         return Err(Error::Usage(format!(
@@ -47,11 +46,8 @@ pub fn token_input(tokens: &[i64], shape: &[usize]) -> Result<Tensor> {
             tokens.len()
         )));
     }
-    let mut data = vec![0i32; seq];
-    for (slot, &t) in data.iter_mut().zip(tokens) {
-        *slot = i32::try_from(t)
-            .map_err(|_| Error::Usage(format!("--tokens: id {t} is out of i32 range")))?;
-    }
+    let mut data = tokens.to_vec();
+    data.resize(seq, 0);
     Ok(Tensor::i32(shape, data))
 }
 
@@ -105,7 +101,7 @@ pub fn run(args: Args) -> Result<i32> {
             )));
         }
     }
-    let input = token_input(&args.tokens, &ty.shape)?;
+    let input = token_input(&super::run::parse_tokens(&args.tokens)?, &ty.shape)?;
     let empty = std::collections::HashMap::<String, Tensor>::new();
     let params: Box<dyn ParamSource> = match &args.params {
         Some(p) => open_params(p)?,

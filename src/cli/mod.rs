@@ -49,6 +49,23 @@ pub enum Command {
     Chat(chat::Args),
     /// Lay out the files an Android app ships.
     Package(package::Args),
+    /// Print a shell completion script for kiln (bash, zsh, fish, elvish,
+    /// powershell) to stdout.
+    #[command(
+        after_help = "Example:\n  kiln completions bash > ~/.local/share/bash-completion/completions/kiln"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// Writes the completion script of `shell` for the whole command line.
+fn completions(shell: clap_complete::Shell) -> crate::Result<i32> {
+    use clap::CommandFactory;
+    clap_complete::generate(shell, &mut Cli::command(), "kiln", &mut std::io::stdout());
+    Ok(0)
 }
 
 /// A clap error on one line, as kiln's own errors are: its message and
@@ -94,6 +111,7 @@ pub fn main() -> i32 {
         Command::Generate(a) => generate::run(a),
         Command::Chat(a) => chat::run(a),
         Command::Package(a) => package::run(a),
+        Command::Completions { shell } => completions(shell),
     };
     match result {
         Ok(code) => code,

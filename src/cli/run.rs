@@ -24,15 +24,15 @@ pub struct Args {
     /// Function to call (default: `function` in NAME.json).
     #[arg(long, value_name = "NAME")]
     pub function: Option<String>,
-    /// Runtime device: local-task, local-sync or vulkan.
-    #[arg(long, default_value = "local-task", value_name = "DEVICE")]
-    pub device: String,
-    /// Fix the number of local-task worker groups (default: $KILN_TASK_GROUPS, else IREE's detection).
-    #[arg(long, value_name = "N")]
+    /// Runtime device.
+    #[arg(long, value_enum, default_value_t = Device::LocalTask, value_name = "DEVICE")]
+    pub device: Device,
+    /// Fix the number of local-task worker groups (default: IREE's detection).
+    #[arg(long, value_name = "N", env = "KILN_TASK_GROUPS")]
     pub task_groups: Option<usize>,
     /// Run the aarch64 runtime under qemu (`arm64`), for arm64 modules.
-    #[arg(long, value_name = "ARCH")]
-    pub emulate: Option<String>,
+    #[arg(long, value_enum, value_name = "ARCH")]
+    pub emulate: Option<Emulation>,
     /// Parameter scope (default: `scope` in NAME.json, else `model`).
     #[arg(long, value_name = "SCOPE")]
     pub scope: Option<String>,
@@ -334,20 +334,6 @@ pub fn resolve(
 }
 
 /// The worker-group count: the flag, else `$KILN_TASK_GROUPS`, else none.
-pub fn task_groups(flag: Option<usize>) -> crate::Result<Option<usize>> {
-    match flag {
-        Some(n) => Ok(Some(n)),
-        None => match std::env::var("KILN_TASK_GROUPS") {
-            Ok(v) if !v.trim().is_empty() => {
-                Ok(Some(v.trim().parse::<usize>().map_err(|_| {
-                    Error::Usage(format!("KILN_TASK_GROUPS='{v}' is not a number"))
-                })?))
-            }
-            _ => Ok(None),
-        },
-    }
-}
-
 /// Runs `kiln run`.
 pub fn run(args: Args) -> crate::Result<i32> {
     let explicit_function = args.function.is_some();
@@ -376,13 +362,13 @@ pub fn run(args: Args) -> crate::Result<i32> {
         )));
     }
     ids.resize(seq, 0);
-    let task_groups = task_groups(args.task_groups)?;
+    let task_groups = args.task_groups;
     let opts = RunOptions {
-        device: Device::parse(&args.device)?,
+        device: args.device,
         function,
         params: vec![(scope, params)],
         task_groups,
-        emulate: args.emulate.as_deref().map(Emulation::parse).transpose()?,
+        emulate: args.emulate,
         exact_outputs: None,
     };
     let tc = Toolchain::locate(args.iree_dir.as_deref())?;

@@ -294,8 +294,9 @@ impl std::str::FromStr for Target {
     }
 }
 
-/// A runtime HAL device for `iree-run-module --device=`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// A runtime HAL device for `iree-run-module --device=` (and the
+/// `--device` value of `kiln run`, `generate` and `chat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Device {
     /// Multi-threaded CPU (the phone's default).
     #[default]
@@ -304,6 +305,12 @@ pub enum Device {
     LocalSync,
     /// Vulkan GPU (lavapipe on a machine without a GPU).
     Vulkan,
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Device {

@@ -233,10 +233,12 @@ impl HostTensor {
     }
 }
 
-/// An architecture to emulate when running (with qemu-user).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An architecture to emulate when running (with qemu-user; the
+/// `--emulate` value of `kiln run` and `generate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Emulation {
     /// Run the aarch64 iree-run-module under `qemu-aarch64-static`.
+    #[value(alias = "aarch64")]
     Arm64,
 }
 
