@@ -360,6 +360,39 @@ fn params_inspect_shows_block_quantized_matrices() {
             b["name"]
         );
     }
+    // `params diff` names the quantized matrices the parts make: the same
+    // ones in both files of an export, and a keep export's against a
+    // bf16 one's only in the first.
+    let st = r.safetensors.to_str().unwrap();
+    let (code, out, err) = kiln_cli(bin, &["params", "diff", st, r.irpa.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("block-quantized matrices: 14 in A, 14 in B") && !out.contains(" in A only"),
+        "{out}"
+    );
+    let plain = tmpdir();
+    let ckpt = Checkpoint::open(fixture(&format!("gguf/quant/{}.gguf", FIXTURES[0]))).unwrap();
+    let bf16 = export(
+        &ckpt,
+        &ExportOptions {
+            seq: 8,
+            out_dir: plain.path().into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (code, out, _) = kiln_cli(
+        bin,
+        &["params", "diff", st, bf16.safetensors.to_str().unwrap()],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("block-quantized matrices: 14 in A, 0 in B")
+            && out
+                .contains("  model.layers.0.mlp.down_proj.weight: Q6_K [256, 512], groups of 16,")
+            && out.contains(" in A only"),
+        "{out}"
+    );
 }
 
 /// kiln's Q8_0 and Q4_0 quantizer (`--weights q8_0|q4_0`) writes the bytes

@@ -163,12 +163,7 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
             }
         }
     }
-    let blocks = crate::params::blocks::recognize(
-        &tensors
-            .iter()
-            .map(|t| (t.name.clone(), graph_dtype(t.dtype), t.shape.clone()))
-            .collect::<Vec<_>>(),
-    );
+    let blocks = blocks_of(&*src);
     if json {
         let ts: Vec<serde_json::Value> = tensors
             .iter()
@@ -334,6 +329,29 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The block-quantized matrices of a parameter file (`--weights keep`,
+/// `q8_0`, `q4_0` exports), by their parts.
+fn blocks_of(src: &dyn ParamSource) -> Vec<crate::params::blocks::Recognized> {
+    crate::params::blocks::recognize(
+        &src.tensors()
+            .iter()
+            .map(|t| (t.name.clone(), graph_dtype(t.dtype), t.shape.clone()))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// One block-quantized matrix for `diff`: type, shape, group and bytes.
+fn describe_block(b: &crate::params::blocks::Recognized) -> String {
+    let shape = match b.shape {
+        Some([r, k]) => format!("[{r}, {k}]"),
+        None => format!("{} elements", b.elements),
+    };
+    format!(
+        "{} {shape}, groups of {}, {} bytes",
+        b.form.ggml, b.form.group, b.bytes
+    )
 }
 
 /// The graph dtype of a stored element type, where there is one.
@@ -696,6 +714,30 @@ fn diff(pa: &Path, pb: &Path, tolerance: f64) -> Result<i32> {
         if a.meta(&tb.name).is_none() {
             println!("{}: only in B", tb.name);
             differ += 1;
+        }
+    }
+    // The entries above are parts; name the quantized matrices they make.
+    let (qa, qb) = (blocks_of(&*a), blocks_of(&*b));
+    if !qa.is_empty() || !qb.is_empty() {
+        println!(
+            "block-quantized matrices: {} in A, {} in B",
+            qa.len(),
+            qb.len()
+        );
+        for x in &qa {
+            match qb.iter().find(|y| y.name == x.name) {
+                Some(y) if (y.form, y.elements, y.bytes) == (x.form, x.elements, x.bytes) => {}
+                Some(y) => println!(
+                    "  {}: {} in A, {} in B",
+                    x.name,
+                    describe_block(x),
+                    describe_block(y)
+                ),
+                None => println!("  {}: {} in A only", x.name, describe_block(x)),
+            }
+        }
+        for y in qb.iter().filter(|y| !qa.iter().any(|x| x.name == y.name)) {
+            println!("  {}: {} in B only", y.name, describe_block(y));
         }
     }
     println!("{same} tensors equal, {differ} differ");
