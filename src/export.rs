@@ -250,7 +250,7 @@ fn parts_of(storage: Storage, shape: &[usize]) -> Option<Vec<(&'static str, DTyp
 /// The stored bytes of `tensor` as `storage` says: one vector, or one per
 /// part (in [`parts_of`] order).
 fn tensor_bytes(ckpt: &Checkpoint, tensor: &str, storage: Storage) -> Result<Vec<Vec<u8>>> {
-    let shape = shape_of(ckpt, tensor)?;
+    let shape = ckpt.shape(tensor)?;
     tensor_rows_bytes(ckpt, tensor, &shape, storage, 0..rows_of(&shape))
 }
 
@@ -260,14 +260,6 @@ fn rows_of(shape: &[usize]) -> usize {
         [rows, _] => *rows,
         _ => 1,
     }
-}
-
-fn shape_of(ckpt: &Checkpoint, tensor: &str) -> Result<Vec<usize>> {
-    ckpt.tensors()
-        .iter()
-        .find(|(n, _)| n == tensor)
-        .map(|(_, s)| s.clone())
-        .ok_or_else(|| Error::Usage(format!("{}: no tensor \"{tensor}\"", ckpt.path.display())))
 }
 
 /// [`tensor_bytes`] of rows `rows` of `tensor` (`shape`) only: every part

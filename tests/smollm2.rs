@@ -69,6 +69,25 @@ fn exported() -> Option<&'static Exported> {
     .as_ref()
 }
 
+/// SmolLM2 at SEQ 64 with `weights` (and the KV pair `kv`) into `dir`.
+fn export_weights(
+    gguf: &Path,
+    dir: &Path,
+    weights: kiln::export::Weights,
+    kv: Option<KvCacheOptions>,
+) -> ExportReport {
+    let ckpt = Checkpoint::open(gguf).unwrap();
+    let opts = ExportOptions {
+        seq: 64,
+        out_dir: dir.into(),
+        name: Some("smollm2".into()),
+        weights,
+        kv,
+        ..Default::default()
+    };
+    export(&ckpt, &opts).unwrap()
+}
+
 /// The host module (compiled once).
 fn host_vmfb(e: &Exported) -> Option<PathBuf> {
     static H: OnceLock<Option<PathBuf>> = OnceLock::new();
@@ -558,25 +577,14 @@ fn vulkan_compiles_and_runs_on_lavapipe_like_the_host() {
 #[test]
 fn keep_weights_match_transformers_redecode_and_kv() {
     let Some(gguf) = smollm2_gguf() else { return };
-    let ckpt = Checkpoint::open(&gguf).unwrap();
     let dir = tmpdir();
-    let r = export(
-        &ckpt,
-        &ExportOptions {
-            seq: 64,
-            out_dir: dir.path().into(),
-            name: Some("smollm2".into()),
-            weights: kiln::export::Weights::Keep,
-            kv: Some(KvCacheOptions {
-                prompt_len: Some(16),
-                max_context: Some(128),
-                cache_dtype: kiln::graph::DType::F32,
-                top_k: None,
-            }),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let kv = KvCacheOptions {
+        prompt_len: Some(16),
+        max_context: Some(128),
+        cache_dtype: kiln::graph::DType::F32,
+        top_k: None,
+    };
+    let r = export_weights(&gguf, dir.path(), kiln::export::Weights::Keep, Some(kv));
     let gguf_bytes = std::fs::metadata(&gguf).unwrap().len();
     let irpa_bytes = std::fs::metadata(&r.irpa).unwrap().len();
     assert!(
@@ -608,19 +616,8 @@ fn keep_weights_match_transformers_redecode_and_kv() {
 #[test]
 fn w8a8_weights_agree_with_transformers_and_the_host_equals_the_interpreter() {
     let Some(gguf) = smollm2_gguf() else { return };
-    let ckpt = Checkpoint::open(&gguf).unwrap();
     let dir = tmpdir();
-    let r = export(
-        &ckpt,
-        &ExportOptions {
-            seq: 64,
-            out_dir: dir.path().into(),
-            name: Some("smollm2".into()),
-            weights: kiln::export::Weights::W8A8,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let r = export_weights(&gguf, dir.path(), kiln::export::Weights::W8A8, None);
     let irpa_bytes = std::fs::metadata(&r.irpa).unwrap().len();
     assert!(irpa_bytes < 140_000_000, "w8a8 archive {irpa_bytes} bytes");
     let exp = smol_expected();

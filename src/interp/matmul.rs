@@ -14,20 +14,25 @@ use std::borrow::Cow;
 /// ~150 KB, which stays in L2 while every lhs row streams past.
 const NB: usize = 64;
 
-/// Arranges `t` as `[batch…, free…, contract…]`, returning (data, free size).
-fn arrange<'t>(
-    t: &'t Tensor,
-    batch: &[usize],
-    contract: &[usize],
-) -> Result<(Cow<'t, [f32]>, usize), InterpError> {
-    let shape = t.shape();
+/// The permutation of `shape`'s dims to `[batch…, free…, contract…]`, and
+/// the product of the free dims.
+fn contract_last(shape: &[usize], batch: &[usize], contract: &[usize]) -> (Vec<usize>, usize) {
     let free: Vec<usize> = (0..shape.len())
         .filter(|d| !batch.contains(d) && !contract.contains(d))
         .collect();
     let mut perm: Vec<usize> = batch.to_vec();
     perm.extend(&free);
     perm.extend(contract);
-    let fsize: usize = free.iter().map(|&d| shape[d]).product();
+    (perm, free.iter().map(|&d| shape[d]).product())
+}
+
+/// Arranges `t` as `[batch…, free…, contract…]`, returning (data, free size).
+fn arrange<'t>(
+    t: &'t Tensor,
+    batch: &[usize],
+    contract: &[usize],
+) -> Result<(Cow<'t, [f32]>, usize), InterpError> {
+    let (perm, fsize) = contract_last(t.shape(), batch, contract);
     let identity = perm.iter().enumerate().all(|(i, &p)| i == p);
     let data = if identity {
         Cow::Borrowed(
@@ -211,14 +216,7 @@ fn arrange_i32(
     batch: &[usize],
     contract: &[usize],
 ) -> Result<(Vec<i32>, usize), InterpError> {
-    let shape = t.shape();
-    let free: Vec<usize> = (0..shape.len())
-        .filter(|d| !batch.contains(d) && !contract.contains(d))
-        .collect();
-    let mut perm: Vec<usize> = batch.to_vec();
-    perm.extend(&free);
-    perm.extend(contract);
-    let fsize: usize = free.iter().map(|&d| shape[d]).product();
+    let (perm, fsize) = contract_last(t.shape(), batch, contract);
     match transpose(t, &perm) {
         Tensor::I32 { data, .. } => Ok((data, fsize)),
         other => Err(InterpError(format!("dot_general of {}", other.describe()))),

@@ -227,13 +227,7 @@ impl Checkpoint {
                 Ok(t.to_f32())
             }
             Source::Gguf { file, map } => {
-                let (_, gname, heads) = map
-                    .iter()
-                    .find(|(hf, _, _)| hf == name)
-                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
-                let info = file
-                    .tensor(gname)
-                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{gname}\"")))?;
+                let (info, heads) = self.gguf_tensor(file, map, name)?;
                 let v = file.dequantize(info)?;
                 Ok(match heads {
                     Undo::RopeHeads(n) => {
@@ -245,15 +239,7 @@ impl Checkpoint {
                     Undo::None => v,
                 })
             }
-            Source::Synthetic { seed } => {
-                let shape = self
-                    .tensors
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, s)| s.clone())
-                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
-                Ok(synthetic_values(*seed, name, &shape))
-            }
+            Source::Synthetic { seed } => Ok(synthetic_values(*seed, name, &self.shape(name)?)),
         }
     }
 }
@@ -264,12 +250,7 @@ impl Checkpoint {
     /// converts a tensor in row chunks, so its memory is bounded by a chunk,
     /// not by the tensor. Only the rows' bytes are read and dequantized.
     pub fn read_f32_rows(&self, name: &str, rows: std::ops::Range<usize>) -> Result<Vec<f32>> {
-        let shape = self
-            .tensors
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, s)| s.clone())
-            .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+        let shape = self.shape(name)?;
         let (total, cols) = match shape[..] {
             [r, c] => (r, c),
             _ => (1, shape.iter().product()),
@@ -298,13 +279,8 @@ impl Checkpoint {
                 Ok(v)
             }
             Source::Gguf { file, map } if shape.len() == 2 => {
-                let (_, gname, undo) = map
-                    .iter()
-                    .find(|(hf, _, _)| hf == name)
-                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
-                let info = file
-                    .tensor(gname)
-                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{gname}\"")))?;
+                let (info, undo) = self.gguf_tensor(file, map, name)?;
+                let gname = &info.name;
                 let order = match undo {
                     Undo::None => None,
                     Undo::RopeHeads(n) => Some(unpermuted_order(total, *n)),
@@ -329,6 +305,34 @@ impl Checkpoint {
                 Ok(all[rows.start * cols..rows.end * cols].to_vec())
             }
         }
+    }
+}
+
+impl Checkpoint {
+    /// The shape (HF layout) of tensor `name`, or an error naming the file.
+    pub fn shape(&self, name: &str) -> Result<Vec<usize>> {
+        self.tensors
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s.clone())
+            .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))
+    }
+
+    /// The GGUF tensor behind HF tensor `name`, and what to undo on it.
+    fn gguf_tensor<'f>(
+        &self,
+        file: &'f GgufFile,
+        map: &'f [(String, String, Undo)],
+        name: &str,
+    ) -> Result<(&'f crate::params::gguf::GgufTensorInfo, &'f Undo)> {
+        let (_, gname, undo) = map
+            .iter()
+            .find(|(hf, _, _)| hf == name)
+            .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+        let info = file
+            .tensor(gname)
+            .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{gname}\"")))?;
+        Ok((info, undo))
     }
 }
 
