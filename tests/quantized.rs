@@ -596,6 +596,24 @@ fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
         "{:?}",
         r.vulkan_issues
     );
+    // `params inspect` lists the i8 matrices, from either file (the IRPA
+    // by its entries' byte counts): all 16 of the model's, with shapes.
+    for file in [&r.safetensors, &r.irpa] {
+        let (code, out, err) = kiln_cli(
+            env!("CARGO_BIN_EXE_kiln"),
+            &["params", "inspect", file.to_str().unwrap(), "--json"],
+        );
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let rows = v["int8_rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 16, "{}: {rows:?}", file.display());
+        let down = rows
+            .iter()
+            .find(|m| m["name"] == "model.layers.0.mlp.down_proj.weight")
+            .unwrap();
+        assert_eq!(down["shape"], serde_json::json!([32, 64]));
+        assert_eq!(down["bytes"], 32 * 64 + 32 * 4);
+    }
     let targets = [Target::Host, Target::Arm64, Target::Arm32];
     let outs = kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
         .unwrap();

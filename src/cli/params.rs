@@ -164,6 +164,7 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
         }
     }
     let blocks = blocks_of(&*src);
+    let int8 = int8_rows_of(tensors);
     if json {
         let ts: Vec<serde_json::Value> = tensors
             .iter()
@@ -205,6 +206,15 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
                     .collect::<Vec<_>>(),
                 "note": family_note(f),
             });
+        }
+        if !int8.is_empty() {
+            out["int8_rows"] = int8
+                .iter()
+                .map(|(name, shape, bytes)| {
+                    serde_json::json!({ "name": name, "shape": shape, "bytes": bytes })
+                })
+                .collect::<Vec<_>>()
+                .into();
         }
         if !blocks.is_empty() {
             out["blocks"] = blocks
@@ -308,6 +318,15 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
         let k: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
         println!("entries: {}", k.join(", "));
     }
+    if !int8.is_empty() {
+        println!(
+            "i8 matrices, one f32 scale per row (kiln export --weights w8a8): {}",
+            int8.len()
+        );
+        for (name, [r, k], bytes) in &int8 {
+            println!("  {name:<name_w$}  [{r}, {k}]  {bytes:>10} bytes  (q8, scale)");
+        }
+    }
     if !blocks.is_empty() {
         println!(
             "block-quantized matrices (kiln export --weights keep, spec/quantized-weights.md): {}",
@@ -340,6 +359,38 @@ fn blocks_of(src: &dyn ParamSource) -> Vec<crate::params::blocks::Recognized> {
             .map(|t| (t.name.clone(), graph_dtype(t.dtype), t.shape.clone()))
             .collect::<Vec<_>>(),
     )
+}
+
+/// The `--weights w8a8` matrices among `tensors`: every `NAME.q8` (i8
+/// `[rows, K]`, or an IRPA entry of rows·K bytes) with a `NAME.scale` of
+/// one f32 per row; `(NAME, [rows, K], bytes of both parts)`.
+fn int8_rows_of(tensors: &[crate::params::TensorMeta]) -> Vec<(String, [u64; 2], u64)> {
+    let find = |n: &str| tensors.iter().find(|t| t.name == n);
+    tensors
+        .iter()
+        .filter_map(|q| {
+            let base = q.name.strip_suffix(".q8")?;
+            let s = find(&format!("{base}.scale"))?;
+            let rows = s.nbytes / 4;
+            let ok = rows > 0
+                && q.nbytes % rows == 0
+                && match (q.dtype.plain(), s.dtype.plain()) {
+                    // An IRPA entry is only bytes.
+                    (None, None) => true,
+                    (Some(DType::I8), Some(DType::F32)) => {
+                        q.shape.len() == 2 && s.shape == [rows, 1]
+                    }
+                    _ => false,
+                };
+            ok.then(|| {
+                (
+                    base.to_string(),
+                    [rows, q.nbytes / rows],
+                    q.nbytes + s.nbytes,
+                )
+            })
+        })
+        .collect()
 }
 
 /// One block-quantized matrix for `diff`: type, shape, group and bytes.
