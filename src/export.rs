@@ -12,7 +12,6 @@ use crate::graph::{DType, Module};
 use crate::models::checkpoint::file_rows;
 use crate::models::decoder::{build_graph, GraphOptions};
 use crate::models::kv::{build_decode, build_prefill, KvOptions};
-use crate::models::weights::int8_parts;
 use crate::models::{Checkpoint, DecoderConfig, Storage, WeightPlan};
 use crate::params::blocks::{self, part_key, BlockForm};
 use crate::params::convert::{f32_to_bf16_bits, f32_to_f16_bits};
@@ -211,7 +210,7 @@ fn entries(ckpt: &Checkpoint, plan: &WeightPlan) -> Vec<Entry> {
     let mut out = Vec::new();
     for (n, s) in ckpt.tensors() {
         let storage = plan.storage(n);
-        match (storage, parts_of(storage, s)) {
+        match (storage, storage.parts(cols_of(s))) {
             (_, Some(parts)) => {
                 for (suffix, dtype, cols) in parts {
                     out.push(Entry {
@@ -232,23 +231,13 @@ fn entries(ckpt: &Checkpoint, plan: &WeightPlan) -> Vec<Entry> {
     out
 }
 
-/// The stored parts `(suffix, dtype, columns)` of a `shape` matrix stored
-/// as `storage`, in [`tensor_bytes`] order; `None` for one plain tensor.
-fn parts_of(storage: Storage, shape: &[usize]) -> Option<Vec<(&'static str, DType, usize)>> {
-    match storage {
-        Storage::Plain(_) => None,
-        Storage::Blocks(form) => Some(
-            form.parts(shape[1])
-                .iter()
-                .map(|p| (p.suffix, p.dtype, p.cols))
-                .collect(),
-        ),
-        Storage::Int8Rows => Some(int8_parts(shape[1]).to_vec()),
-    }
+/// The last dim of `shape` (a matrix's columns), 1 for a scalar.
+fn cols_of(shape: &[usize]) -> usize {
+    shape.last().copied().unwrap_or(1)
 }
 
 /// The stored bytes of `tensor` as `storage` says: one vector, or one per
-/// part (in [`parts_of`] order).
+/// part (in [`Storage::parts`] order).
 fn tensor_bytes(ckpt: &Checkpoint, tensor: &str, storage: Storage) -> Result<Vec<Vec<u8>>> {
     let shape = ckpt.shape(tensor)?;
     tensor_rows_bytes(ckpt, tensor, &shape, storage, 0..rows_of(&shape))
@@ -274,7 +263,7 @@ fn tensor_rows_bytes(
 ) -> Result<Vec<Vec<u8>>> {
     let named =
         |e: String| Error::Usage(format!("{}: tensor \"{tensor}\": {e}", ckpt.path.display()));
-    let cols = shape.last().copied().unwrap_or(1);
+    let cols = cols_of(shape);
     match storage {
         Storage::Plain(d) => Ok(vec![encode_weights(&ckpt.read_f32_rows(tensor, rows)?, d)?]),
         Storage::Blocks(form) => {
@@ -584,7 +573,7 @@ impl WeightSource for CheckpointWeights<'_> {
         if let Some((tensor, suffix)) = key.rsplit_once('.') {
             let shape = self.0.tensors().iter().find(|(n, _)| n == tensor);
             let storage = self.1.storage(tensor);
-            if let Some(parts) = shape.and_then(|(_, s)| parts_of(storage, s)) {
+            if let Some(parts) = shape.and_then(|(_, s)| storage.parts(cols_of(s))) {
                 // A part of a block-quantized or i8 weight.
                 if let Some(i) = parts.iter().position(|p| p.0 == suffix) {
                     let bytes = tensor_bytes(self.0, tensor, storage)?.swap_remove(i);
@@ -836,7 +825,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         let mut names = stored.iter().map(|e| e.name.as_str());
         'tensors: for (n, s) in tensors {
             let storage = plan.storage(n);
-            let parts = parts_of(storage, s).map_or(1, |p| p.len());
+            let parts = storage.parts(cols_of(s)).map_or(1, |p| p.len());
             let rows = rows_of(s);
             let step = (CHUNK_VALUES / (s.iter().product::<usize>() / rows).max(1)).max(1);
             for part in 0..parts {

@@ -89,6 +89,26 @@ fn interp_kv(r: &ExportReport) -> KvInterpreted {
     .unwrap()
 }
 
+/// The KV pair of `r` in the interpreter and, with a toolchain, compiled
+/// for the host (into `dir`) as a session.
+fn interp_and_host(
+    r: &ExportReport,
+    tc: Option<&Toolchain>,
+    dir: &Path,
+) -> Vec<(&'static str, Box<dyn KvStep>)> {
+    let mut models: Vec<(&str, Box<dyn KvStep>)> = vec![("interp", Box::new(interp_kv(r)))];
+    if let Some(tc) = tc {
+        let vmfb = dir.join("tiny-kv-host.vmfb");
+        let kv = r.kv_mlir.as_ref().unwrap();
+        kiln::iree::compile::compile(tc, kv, &Target::Host, &vmfb, &[]).unwrap();
+        models.push((
+            "host",
+            Box::new(kv_session(tc, r, &vmfb, Device::LocalTask)),
+        ));
+    }
+    models
+}
+
 /// Teacher forcing with chunked prefill: the first `k` input ids (k = 10
 /// at SEQ 33: chunks of P = 4 at 0, 4 and 8, the last one 2 real ids; k = 6
 /// at SEQ 8) through prefill calls at their offsets, then each following
@@ -206,16 +226,7 @@ fn keep_weights_kv_matches_transformers_in_the_interpreter_and_on_the_host() {
         let rs = exp.seqs.last().unwrap();
         let dir = tmpdir();
         let r = export_kv_of(&ckpt, Weights::Keep, rs.seq, dir.path(), DType::F32);
-        let mut models: Vec<(&str, Box<dyn KvStep>)> = vec![("interp", Box::new(interp_kv(&r)))];
-        if let Some(tc) = &tc {
-            let vmfb = dir.path().join("tiny-kv-host.vmfb");
-            let kv = r.kv_mlir.as_ref().unwrap();
-            kiln::iree::compile::compile(tc, kv, &Target::Host, &vmfb, &[]).unwrap();
-            models.push((
-                "host",
-                Box::new(kv_session(tc, &r, &vmfb, Device::LocalTask)),
-            ));
-        }
+        let mut models = interp_and_host(&r, tc.as_ref(), dir.path());
         for (what, m) in &mut models {
             for (ci, c) in rs.cases.iter().enumerate() {
                 let bad = teacher_forced(m.as_mut(), &c.input, &c.argmax, &c.margin);
@@ -243,16 +254,7 @@ fn w8a8_kv_matches_its_redecode_forward() {
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
     let dir = tmpdir();
     let r = export_kv_of(&ckpt, Weights::W8A8, rs.seq, dir.path(), DType::F32);
-    let mut models: Vec<(&str, Box<dyn KvStep>)> = vec![("interp", Box::new(interp_kv(&r)))];
-    if let Some(tc) = &tc {
-        let vmfb = dir.path().join("tiny-kv-host.vmfb");
-        let kv = r.kv_mlir.as_ref().unwrap();
-        kiln::iree::compile::compile(tc, kv, &Target::Host, &vmfb, &[]).unwrap();
-        models.push((
-            "host",
-            Box::new(kv_session(tc, &r, &vmfb, Device::LocalTask)),
-        ));
-    }
+    let mut models = interp_and_host(&r, tc.as_ref(), dir.path());
     let mut failures = Vec::new();
     for (ci, c) in rs.cases.iter().enumerate() {
         let redecode = kiln::interp::predict_file(&r.mlir, &r.irpa, None, &c.input).unwrap();

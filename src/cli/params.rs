@@ -365,12 +365,13 @@ fn blocks_of(src: &dyn ParamSource) -> Vec<crate::params::blocks::Recognized> {
 /// `[rows, K]`, or an IRPA entry of rows·K bytes) with a `NAME.scale` of
 /// one f32 per row; `(NAME, [rows, K], bytes of both parts)`.
 fn int8_rows_of(tensors: &[crate::params::TensorMeta]) -> Vec<(String, [u64; 2], u64)> {
+    let [(codes, ..), (scale, ..)] = crate::models::weights::int8_parts(0);
     let find = |n: &str| tensors.iter().find(|t| t.name == n);
     tensors
         .iter()
         .filter_map(|q| {
-            let base = q.name.strip_suffix(".q8")?;
-            let s = find(&format!("{base}.scale"))?;
+            let base = q.name.strip_suffix(codes)?.strip_suffix('.')?;
+            let s = find(&crate::params::blocks::part_key(base, scale))?;
             let rows = s.nbytes / 4;
             let ok = rows > 0
                 && q.nbytes % rows == 0

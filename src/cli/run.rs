@@ -333,7 +333,6 @@ pub fn resolve(
     })
 }
 
-/// The worker-group count: the flag, else `$KILN_TASK_GROUPS`, else none.
 /// Runs `kiln run`.
 pub fn run(args: Args) -> crate::Result<i32> {
     let explicit_function = args.function.is_some();

@@ -145,7 +145,6 @@ impl Graph {
         scale: Value,
     ) -> Result<Value, GraphError> {
         let (tx, tq, ts) = (self.ty(x).clone(), self.ty(codes), self.ty(scale));
-        let (s, n) = (tx.shape.first().copied(), tq.shape.first().copied());
         if tx.rank() != 2
             || tx.dtype != DType::F32
             || tq.rank() != 2
@@ -159,7 +158,7 @@ impl Graph {
                 msg: format!("needs f32 x [S, in], i8 codes [out, in] and f32 scale [out, 1], got {tx}, {tq} and {ts}"),
             });
         }
-        let (s, n) = (s.unwrap_or(0), n.unwrap_or(0));
+        let (s, n) = (tx.shape[0], tq.shape[0]);
         let a = self.unary(super::UnaryOp::Abs, x)?;
         let amax = self.reduce(a, super::ReduceKind::Max, &[1])?;
         let inv127 = self.splat_like(amax, 127.0)?;

@@ -10,7 +10,7 @@
 
 use super::config::{Activation, DecoderConfig};
 use super::rope::rope_tables;
-use super::weights::{int8_parts, Storage, WeightPlan};
+use super::weights::{Storage, WeightPlan};
 use super::ModelError;
 use crate::graph::{BlockWeight, CompareDir, DType, DotDims, Graph, TensorType, Value};
 use crate::params::blocks::{part_key, BlockForm};
@@ -275,92 +275,75 @@ impl<'a> Decoder<'a> {
     /// Matrix `key` (`[v, h]`), whole or in row chunks ([`row_chunks`]) for
     /// products with `m` rows.
     fn matrix(&mut self, key: &str, v: usize, h: usize, m: usize) -> Result<Table, ModelError> {
-        let form = match self.weights.storage(key) {
-            Storage::Plain(d) => {
-                return match row_chunks(v, h, m, &[(d.size() * h) as u64], self.limit)? {
-                    None => Ok(Table::Whole(self.g.weight(key, d, &[v, h])?)),
-                    Some(ranges) => {
-                        let mut rows = Vec::with_capacity(ranges.len());
-                        for r in ranges {
-                            let start = r.start;
-                            rows.push((start, self.g.weight_rows(key, d, &[h], r)?));
-                        }
-                        Ok(Table::Rows(rows))
+        let storage = self.weights.storage(key);
+        let Some(parts) = storage.parts(h) else {
+            let d = match storage {
+                Storage::Plain(d) => d,
+                _ => unreachable!("only plain storage has no parts"),
+            };
+            return match row_chunks(v, h, m, &[(d.size() * h) as u64], self.limit)? {
+                None => Ok(Table::Whole(self.g.weight(key, d, &[v, h])?)),
+                Some(ranges) => {
+                    let mut rows = Vec::with_capacity(ranges.len());
+                    for r in ranges {
+                        let start = r.start;
+                        rows.push((start, self.g.weight_rows(key, d, &[h], r)?));
                     }
-                };
-            }
-            Storage::Blocks(form) => form,
-            Storage::Int8Rows => return self.int8_matrix(key, v, h, m),
+                    Ok(Table::Rows(rows))
+                }
+            };
         };
-        let row_bytes: Vec<u64> = form
-            .parts(h)
-            .iter()
-            .map(|p| (p.cols * p.dtype.size()) as u64)
-            .collect();
+        let row_bytes: Vec<u64> = parts.iter().map(|p| (p.2 * p.1.size()) as u64).collect();
         let ranges = row_chunks(v, h, m, &row_bytes, self.limit)?
             .unwrap_or_else(|| std::iter::once(0..v).collect());
         let whole = ranges.len() == 1;
-        let mut chunks = Vec::with_capacity(ranges.len());
+        let (mut blocks, mut int8) = (Vec::new(), Vec::new());
         for r in ranges {
             let start = r.start;
-            chunks.push((start, self.block_rows(key, &form, h, r, whole)?));
-        }
-        Ok(Table::Blocks(chunks))
-    }
-
-    /// `--weights w8a8` matrix `key` (`[v, h]`): its i8 codes and row
-    /// scales, whole or in row chunks.
-    fn int8_matrix(
-        &mut self,
-        key: &str,
-        v: usize,
-        h: usize,
-        m: usize,
-    ) -> Result<Table, ModelError> {
-        let parts = int8_parts(h);
-        let row_bytes: Vec<u64> = parts.iter().map(|p| (p.2 * p.1.size()) as u64).collect();
-        let ranges = row_chunks(v, h, m, &row_bytes, self.limit)?;
-        let whole = ranges.is_none();
-        let mut chunks = Vec::new();
-        for r in ranges.unwrap_or_else(|| std::iter::once(0..v).collect()) {
-            let mut vals = Vec::with_capacity(2);
-            for &(suffix, dtype, cols) in &parts {
-                let k = part_key(key, suffix);
-                let ty = TensorType::new(dtype, &[r.len(), cols]);
-                vals.push(if whole {
-                    self.g.parameter(&k, ty)?
-                } else {
-                    let offset = (r.start * cols * dtype.size()) as u64;
-                    self.g.parameter_part(&k, ty, offset)?
-                });
+            let vals = self.declare_parts(key, &parts, r, whole)?;
+            match storage {
+                Storage::Blocks(form) => blocks.push((start, self.block_weight(&form, vals)?)),
+                Storage::Int8Rows => int8.push((start, (vals[0], vals[1]))),
+                Storage::Plain(_) => unreachable!("plain storage has no parts"),
             }
-            chunks.push((r.start, (vals[0], vals[1])));
         }
-        Ok(Table::Int8(chunks))
+        Ok(match storage {
+            Storage::Blocks(_) => Table::Blocks(blocks),
+            _ => Table::Int8(int8),
+        })
     }
 
-    /// Rows `rows` of block-quantized matrix `key` (`[_, h]`) as graph
-    /// values: each part whole (`whole`) or the part of its entry that
-    /// holds the rows.
-    fn block_rows(
+    /// Rows `rows` of every part `(suffix, dtype, columns)` of stored
+    /// matrix `key` as graph values: each part whole (`whole`) or the slice
+    /// of its entry that holds the rows.
+    fn declare_parts(
         &mut self,
         key: &str,
-        form: &BlockForm,
-        h: usize,
+        parts: &[(&str, DType, usize)],
         rows: std::ops::Range<usize>,
         whole: bool,
-    ) -> Result<BlockWeight, ModelError> {
-        let mut vals = Vec::new();
-        for p in form.parts(h) {
-            let k = part_key(key, p.suffix);
-            let ty = TensorType::new(p.dtype, &[rows.len(), p.cols]);
+    ) -> Result<Vec<Value>, ModelError> {
+        let mut vals = Vec::with_capacity(parts.len());
+        for &(suffix, dtype, cols) in parts {
+            let k = part_key(key, suffix);
+            let ty = TensorType::new(dtype, &[rows.len(), cols]);
             vals.push(if whole {
                 self.g.parameter(&k, ty)?
             } else {
-                let offset = (rows.start * p.cols * p.dtype.size()) as u64;
+                let offset = (rows.start * cols * dtype.size()) as u64;
                 self.g.parameter_part(&k, ty, offset)?
             });
         }
+        Ok(vals)
+    }
+
+    /// The parts of a `form` matrix (in [`BlockForm::parts`] order) as a
+    /// [`BlockWeight`].
+    fn block_weight(
+        &mut self,
+        form: &BlockForm,
+        vals: Vec<Value>,
+    ) -> Result<BlockWeight, ModelError> {
         let mut it = vals.into_iter();
         let qs = it.next().expect("every form has codes");
         let qh = (form.high_bits > 0).then(|| (it.next().expect("a .qh part"), form.high_bits));
@@ -408,24 +391,16 @@ impl<'a> Decoder<'a> {
         })
     }
 
-    /// Weight `key` of `shape` as f32: a matrix stored in blocks widened
-    /// whole.
+    /// Vector (or other non-matrix) weight `key` of `shape` as f32;
+    /// matrices are declared by [`Decoder::matrix`].
     fn w(&mut self, key: &str, shape: &[usize]) -> Result<Value, ModelError> {
-        match (self.weights.storage(key), shape) {
-            (Storage::Plain(d), _) => Ok(self.g.weight(key, d, shape)?),
-            (Storage::Blocks(form), &[rows, h]) => {
-                let bw = self.block_rows(key, &form, h, 0..rows, true)?;
-                Ok(self.g.dequantize_blocks(&bw)?)
-            }
-            (Storage::Int8Rows, &[rows, h]) => match self.int8_matrix(key, rows, h, 1)? {
-                Table::Int8(c) if c.len() == 1 => Ok(self.g.widen_i8_rows(c[0].1 .0, c[0].1 .1)?),
-                _ => unreachable!("an unbounded i8 matrix is one chunk"),
-            },
-            (Storage::Blocks(f), _) => Err(ModelError(format!(
+        match self.weights.storage(key) {
+            Storage::Plain(d) => Ok(self.g.weight(key, d, shape)?),
+            Storage::Blocks(f) => Err(ModelError(format!(
                 "\"{key}\" {shape:?} cannot be stored in {} blocks: only matrices are",
                 f.ggml
             ))),
-            (Storage::Int8Rows, _) => Err(ModelError(format!(
+            Storage::Int8Rows => Err(ModelError(format!(
                 "\"{key}\" {shape:?} cannot be stored as i8 rows: only matrices are"
             ))),
         }

@@ -26,6 +26,25 @@ pub fn int8_parts(cols: usize) -> [(&'static str, DType, usize); 2] {
     [("q8", DType::I8, cols), ("scale", DType::F32, 1)]
 }
 
+impl Storage {
+    /// The archive entries of a matrix with `cols` columns stored this way,
+    /// `(suffix, dtype, columns per row)` in archive order (each entry is
+    /// `<name>.<suffix>`); `None` for a plain tensor, which is one entry
+    /// under its own name.
+    pub fn parts(self, cols: usize) -> Option<Vec<(&'static str, DType, usize)>> {
+        match self {
+            Storage::Plain(_) => None,
+            Storage::Blocks(form) => Some(
+                form.parts(cols)
+                    .iter()
+                    .map(|p| (p.suffix, p.dtype, p.cols))
+                    .collect(),
+            ),
+            Storage::Int8Rows => Some(int8_parts(cols).to_vec()),
+        }
+    }
+}
+
 /// The storage of every weight of a graph.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WeightPlan {
