@@ -40,12 +40,33 @@ pub enum Error {
     /// A command-line argument or option value is invalid.
     #[error("{0}")]
     Usage(String),
+    /// An input to a library call is out of the range it accepts (an empty
+    /// prompt, a token id outside the vocabulary, a weight form the
+    /// checkpoint cannot take).
+    #[error("{0}")]
+    Input(String),
+    /// A compiled or exported module does not match what it is used as: its
+    /// manifest, kiln's function contract, or the other module of a pair.
+    #[error("{0}")]
+    Module(String),
 }
 
 /// `Result` with kiln's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The process exit code `kiln` uses for this error: 3 when an external
+    /// tool (iree-compile, iree-run-module, qemu, the Vulkan driver) failed
+    /// or is missing, 2 for everything else, which is bad input: a flag, a
+    /// file, a checkpoint, a module. (1 is a failed check, such as `kiln
+    /// demo` printing FAIL; that is a result, not an error.)
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Iree(e) if e.is_tool_failure() => 3,
+            _ => 2,
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {

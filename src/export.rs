@@ -117,7 +117,7 @@ pub fn weight_plan(
             .iter()
             .any(|(n, _)| n.contains(pattern.as_str()))
         {
-            return Err(Error::Usage(format!(
+            return Err(Error::Input(format!(
                 "--weights-for {pattern}=…: no tensor of {} has \"{pattern}\" in its name",
                 ckpt.path.display()
             )));
@@ -141,7 +141,7 @@ pub fn weight_plan(
 fn storage_for(ckpt: &Checkpoint, name: &str, shape: &[usize], w: Weights) -> Result<Storage> {
     let whole_blocks = |form: &BlockForm, what: &str| -> Result<Storage> {
         if shape[1] % form.block() != 0 {
-            return Err(Error::Usage(format!(
+            return Err(Error::Input(format!(
                 "{}: tensor \"{name}\" {shape:?}: rows of {} are not whole {}-element blocks, \
                  so {what} cannot store it (use bf16)",
                 ckpt.path.display(),
@@ -153,7 +153,7 @@ fn storage_for(ckpt: &Checkpoint, name: &str, shape: &[usize], w: Weights) -> Re
     };
     match w {
         Weights::Dtype(d @ (DType::BF16 | DType::F16 | DType::F32)) => Ok(Storage::Plain(d)),
-        Weights::Dtype(d) => Err(Error::Usage(format!(
+        Weights::Dtype(d) => Err(Error::Input(format!(
             "--weights must be bf16, f16, f32, keep, q8_0, q4_0 or w8a8, not {d}"
         ))),
         Weights::W8A8 if shape.len() == 2 => Ok(Storage::Int8Rows),
@@ -162,7 +162,7 @@ fn storage_for(ckpt: &Checkpoint, name: &str, shape: &[usize], w: Weights) -> Re
             let form = BlockForm::of(ty)
                 .filter(|_| matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0))
                 .ok_or_else(|| {
-                    Error::Usage(format!("--weights quantizes to q8_0 or q4_0, not {ty}"))
+                    Error::Input(format!("--weights quantizes to q8_0 or q4_0, not {ty}"))
                 })?;
             if shape.len() != 2 {
                 return Ok(Storage::Plain(DType::BF16));
@@ -171,7 +171,7 @@ fn storage_for(ckpt: &Checkpoint, name: &str, shape: &[usize], w: Weights) -> Re
         }
         Weights::Keep => {
             let Some(ty) = ckpt.ggml_type(name) else {
-                return Err(Error::Usage(format!(
+                return Err(Error::Input(format!(
                     "--weights keep keeps a GGUF file's quantization; {} is not a GGUF file \
                      (use --weights bf16, f16, f32, q8_0 or q4_0)",
                     ckpt.path.display()
@@ -189,7 +189,7 @@ fn storage_for(ckpt: &Checkpoint, name: &str, shape: &[usize], w: Weights) -> Re
 }
 
 fn unkeepable(ckpt: &Checkpoint, name: &str, ty: GgmlType) -> Error {
-    Error::Usage(format!(
+    Error::Input(format!(
         "{}: tensor \"{name}\" is {ty}, which --weights keep cannot store \
          (it keeps F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrices); \
          use --weights bf16",
@@ -262,7 +262,7 @@ fn tensor_rows_bytes(
     rows: std::ops::Range<usize>,
 ) -> Result<Vec<Vec<u8>>> {
     let named =
-        |e: String| Error::Usage(format!("{}: tensor \"{tensor}\": {e}", ckpt.path.display()));
+        |e: String| Error::Input(format!("{}: tensor \"{tensor}\": {e}", ckpt.path.display()));
     let cols = cols_of(shape);
     match storage {
         Storage::Plain(d) => Ok(vec![encode_weights(&ckpt.read_f32_rows(tensor, rows)?, d)?]),
@@ -377,7 +377,7 @@ impl KvPair {
             "f32" => DType::F32,
             "bf16" => DType::BF16,
             other => {
-                return Err(Error::Usage(format!(
+                return Err(Error::Module(format!(
                     "the manifest's KV cache dtype \"{other}\" is neither f32 nor bf16 (re-export)"
                 )))
             }
@@ -532,7 +532,7 @@ pub fn encode_weights(values: &[f32], dtype: DType) -> Result<Vec<u8>> {
                 });
             Ok(out)
         }
-        other => Err(Error::Usage(format!("weights cannot be stored as {other}"))),
+        other => Err(Error::Input(format!("weights cannot be stored as {other}"))),
     }
 }
 
@@ -727,7 +727,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let plan = weight_plan(ckpt, opts.weights, &opts.weights_for)?;
     let name = opts.name.clone().unwrap_or_else(|| ckpt.name.clone());
     if name.is_empty() || name.contains(['/', '\\']) {
-        return Err(Error::Usage(format!(
+        return Err(Error::Input(format!(
             "--name \"{name}\" must be a plain file name"
         )));
     }
@@ -857,7 +857,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         drop((st_tx, irpa_tx));
         let join = |h: std::thread::ScopedJoinHandle<'_, Result<Written>>| {
             h.join()
-                .unwrap_or_else(|_| Err(Error::Usage("weight writer thread panicked".into())))
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         };
         let (st_w, irpa_w) = (join(st_thread), join(irpa_thread));
         read_result?;
@@ -926,8 +926,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         kv: kv_manifest,
     };
     let manifest_staged = staging.path().join(format!("{name}.json"));
-    let json =
-        serde_json::to_string_pretty(&manifest).map_err(|e| Error::Usage(e.to_string()))? + "\n";
+    let json = serde_json::to_string_pretty(&manifest).expect("a manifest serializes") + "\n";
     crate::util::write_atomic(&manifest_staged, json.as_bytes())?;
     // Everything is complete: move it into place.
     let mut done = vec![&mlir_path, &st_path, &irpa_path, &manifest_staged];

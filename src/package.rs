@@ -231,7 +231,7 @@ pub struct PackageReport {
 pub use crate::tokenizer::TokenizerFiles;
 
 fn usage(msg: impl Into<String>) -> Error {
-    Error::Usage(msg.into())
+    Error::Input(msg.into())
 }
 
 fn not_found(path: &Path, what: &str) -> Error {

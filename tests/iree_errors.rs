@@ -21,12 +21,15 @@ fn kiln_run(vmfb: &Path, params: &Path) -> Command {
     c
 }
 
-fn failed(out: &std::process::Output) -> String {
+/// The stderr of a run that failed with exit code `code` (2 bad input,
+/// 3 a failing or missing external tool).
+fn failed(out: &std::process::Output, code: i32) -> String {
     assert_eq!(
         out.status.code(),
-        Some(2),
-        "expected exit 2; stdout: {}",
-        String::from_utf8_lossy(&out.stdout)
+        Some(code),
+        "expected exit {code}; stdout: {}; stderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -88,7 +91,7 @@ fn unknown_target_is_rejected() {
         .args(["--target", "host,x86"])
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 2);
     assert!(err.contains("unknown target 'x86'"), "{err}");
     assert!(vmfbs(dir.path()).is_empty());
 }
@@ -126,7 +129,7 @@ fn unknown_vulkan_name_is_rejected_before_iree_compile_runs() {
         .env("KILN_IREE_RUN_MODULE", &tc.run_module)
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 2);
     assert!(err.contains("unknown Vulkan target 'mali-g52'"), "{err}");
     assert!(!marker.exists(), "iree-compile was called");
     assert!(vmfbs(dir.path()).is_empty());
@@ -190,7 +193,7 @@ fn failing_compile_leaves_no_vmfb_and_carries_stderr() {
         .args(["--target", "host,arm64"])
         .output()
         .unwrap();
-    let err = failed(&o);
+    let err = failed(&o, 3);
     assert!(err.contains("iree-compile failed for target"), "{err}");
     assert!(vmfbs(dir.path()).is_empty(), "{:?}", vmfbs(dir.path()));
 }
@@ -206,7 +209,7 @@ fn extra_flags_reach_iree_compile() {
         .args(["--target", "host", "--", "--no-such-iree-flag"])
         .output()
         .unwrap();
-    let err = failed(&o);
+    let err = failed(&o, 3);
     assert!(err.contains("no-such-iree-flag"), "{err}");
     assert!(vmfbs(dir.path()).is_empty());
 }
@@ -223,7 +226,7 @@ fn missing_toolchain_says_what_to_run() {
         .env_remove("KILN_IREE_RUN_MODULE")
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 3);
     assert!(err.contains("kiln toolchain install"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     // A bad KILN_IREE_DIR is named.
@@ -232,7 +235,7 @@ fn missing_toolchain_says_what_to_run() {
         .env("KILN_IREE_DIR", empty.path().join("nope"))
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 3);
     assert!(
         err.contains("KILN_IREE_DIR") && err.contains("nope"),
         "{err}"
@@ -250,21 +253,21 @@ fn run_argument_errors() {
         .args(["--tokens", "1,2,3,4,5,6,7,8,9"])
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 2);
     assert!(err.contains("9 ids") && err.contains("SEQ = 8"), "{err}");
     // Bad token text.
     let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1,x"])
         .output()
         .unwrap();
-    assert!(failed(&out).contains("'x'"));
+    assert!(failed(&out, 2).contains("'x'"));
     // No manifest and no --seq.
     std::fs::remove_file(dir.path().join("tiny.json")).unwrap();
     let out = kiln_run(&vmfb, &st)
         .args(["--tokens", "1"])
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 2);
     assert!(err.contains("tiny.json") && err.contains("--seq"), "{err}");
     // Manifest with a bad seq.
     std::fs::write(
@@ -276,7 +279,7 @@ fn run_argument_errors() {
         .args(["--tokens", "1"])
         .output()
         .unwrap();
-    assert!(failed(&out).contains("\"seq\""));
+    assert!(failed(&out, 2).contains("\"seq\""));
     // Unknown device / emulation.
     std::fs::write(
         dir.path().join("tiny.json"),
@@ -287,7 +290,7 @@ fn run_argument_errors() {
         .args(["--tokens", "1", "--device", "gpu"])
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 2);
     assert!(
         err.contains("invalid value 'gpu' for '--device")
             && err.contains("local-task, local-sync, vulkan"),
@@ -297,7 +300,7 @@ fn run_argument_errors() {
         .args(["--tokens", "1", "--emulate", "riscv"])
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 2);
     assert!(
         err.contains("invalid value 'riscv' for '--emulate") && err.contains("arm64"),
         "{err}"
@@ -309,7 +312,7 @@ fn run_argument_errors() {
         .args(["--tokens", "1"])
         .output()
         .unwrap();
-    assert!(failed(&out).contains("--params"));
+    assert!(failed(&out, 2).contains("--params"));
     // A truncated archive: kiln's reader names the file and the problem
     // before the runtime sees it.
     let bytes = std::fs::read(&st).unwrap();
@@ -319,7 +322,7 @@ fn run_argument_errors() {
         .args(["--tokens", "1"])
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 2);
     assert!(err.contains("cut.safetensors"), "{err}");
     let archive = dir.path().join("bad.irpa");
     let spec = kiln::params::irpa::EntrySpec::data("w", 100_000);
@@ -332,7 +335,7 @@ fn run_argument_errors() {
         .args(["--tokens", "1"])
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 2);
     assert!(
         err.contains("bad.irpa") && !err.contains("irpa_parser.c"),
         "{err}"
@@ -351,7 +354,7 @@ fn missing_emulator_says_what_to_run() {
         .env("KILN_QEMU_AARCH64", dir.path().join("no-qemu"))
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 3);
     assert!(err.contains("scripts/install-deps.sh"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     let out = kiln_run(&vmfb, &st)
@@ -359,7 +362,7 @@ fn missing_emulator_says_what_to_run() {
         .env("KILN_IREE_AARCH64_DIR", dir.path().join("nothing"))
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 3);
     assert!(
         err.contains("aarch64 iree-run-module") && err.contains("install"),
         "{err}"
@@ -379,7 +382,7 @@ fn missing_vulkan_driver_names_the_fix() {
         .env("VK_DRIVER_FILES", dir.path().join("none.json"))
         .output()
         .unwrap();
-    let err = failed(&out);
+    let err = failed(&out, 3);
     assert!(err.contains("mesa-vulkan-drivers"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

@@ -56,7 +56,7 @@ pub fn run(a: Args) -> Result<i32> {
     let sampler = a.sampling.sampler()?;
     let r = resolve(&a.module, None, None, None, a.params.clone())?;
     let kv = r.manifest.kv_pair().ok_or_else(|| {
-        Error::Usage(format!(
+        Error::Module(format!(
             "{}: kiln chat needs a KV-cache module (export with `kiln export … --kv-cache`)",
             a.module.display()
         ))

@@ -228,7 +228,7 @@ pub fn run(a: Args) -> Result<i32> {
     };
     let kv = if a.kv_cache {
         Some(r.manifest.kv_pair().ok_or_else(|| {
-            Error::Usage(format!(
+            Error::Module(format!(
                 "--kv-cache: the manifest beside {} records no KV-cache export (re-export with `kiln export … --kv-cache`)",
                 a.module.display()
             ))

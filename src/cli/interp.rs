@@ -36,7 +36,7 @@ pub fn open_params(path: &Path) -> Result<Box<dyn ParamSource>> {
 pub fn token_input(tokens: &[i32], shape: &[usize]) -> Result<Tensor> {
     let seq: usize = shape.iter().product();
     if !(shape.len() == 1 || (shape.len() == 2 && shape[0] == 1)) {
-        return Err(Error::Usage(format!(
+        return Err(Error::Module(format!(
             "the module's first argument has shape {shape:?}; expected [1, SEQ] or [SEQ] token ids"
         )));
     }
@@ -54,7 +54,7 @@ pub fn token_input(tokens: &[i32], shape: &[usize]) -> Result<Tensor> {
 /// Formats predicted ids the way `kiln run` prints them: one line, spaces.
 pub fn format_ids(t: &Tensor) -> Result<String> {
     let ids = t.as_i32().ok_or_else(|| {
-        Error::Usage(format!(
+        Error::Module(format!(
             "the function returns {}, not i32 token ids",
             t.describe()
         ))
@@ -80,14 +80,14 @@ pub fn run(args: Args) -> Result<i32> {
     }
     let g = interp::find_function(&module, args.function.as_deref())?;
     let Some(&arg0) = g.inputs.first() else {
-        return Err(Error::Usage(format!(
+        return Err(Error::Module(format!(
             "function @{} takes no token ids",
             g.name
         )));
     };
     let ty = g.ty(arg0).clone();
     if ty.dtype != DType::I32 || g.inputs.len() != 1 {
-        return Err(Error::Usage(format!(
+        return Err(Error::Module(format!(
             "function @{} must take one i32 token tensor, it takes {} argument(s) starting with {ty}",
             g.name,
             g.inputs.len()
@@ -118,7 +118,7 @@ pub fn run(args: Args) -> Result<i32> {
     let out = interp::run(g, &[input], params.as_ref())?;
     let first = out
         .first()
-        .ok_or_else(|| Error::Usage(format!("function @{} returns nothing", g.name)))?;
+        .ok_or_else(|| Error::Module(format!("function @{} returns nothing", g.name)))?;
     println!("{}", format_ids(first)?);
     Ok(0)
 }

@@ -1,8 +1,10 @@
 //! The `kiln` command line: one file per verb, each with a clap `Args`
 //! struct and a `run` function returning the process exit code.
 //!
-//! Exit codes: 0 success, 1 a check failed (e.g. `demo` printed FAIL),
-//! 2 bad input or a failed tool (the error is printed on one line).
+//! Exit codes: 0 success, 1 a check failed (e.g. `demo` printed FAIL,
+//! `params diff` found differences), 2 bad input (a flag, a file, a
+//! checkpoint, a module; the error is printed on one line), 3 an external
+//! tool failed or is missing ([`crate::Error::exit_code`]).
 
 pub mod chat;
 pub mod compile;
@@ -117,7 +119,7 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(e) => {
             eprintln!("kiln: error: {e}");
-            2
+            e.exit_code()
         }
     }
 }

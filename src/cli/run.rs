@@ -151,13 +151,13 @@ pub fn read_manifest(path: &Path) -> crate::Result<Option<Manifest>> {
         Err(e) => return Err(Error::io(path, e)),
     };
     let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::Usage(format!("{}: not valid JSON: {e}", path.display())))?;
+        .map_err(|e| Error::Module(format!("{}: not valid JSON: {e}", path.display())))?;
     let bad = |k: &str, want: &str| {
-        Error::Usage(format!("{}: key \"{k}\" must be {want}", path.display()))
+        Error::Module(format!("{}: key \"{k}\" must be {want}", path.display()))
     };
     if v.get("kiln_version").is_some() {
         let m: export::Manifest = serde_json::from_value(v).map_err(|e| {
-            Error::Usage(format!(
+            Error::Module(format!(
                 "{}: not a kiln export manifest (NAME.json written by `kiln export`): {e}",
                 path.display()
             ))
@@ -242,7 +242,7 @@ pub struct Resolved {
 
 /// The error for calling a KV-cache module as a redecode forward.
 pub fn kv_module_error(module: &Path, verb: &str) -> Error {
-    Error::Usage(format!(
+    Error::Module(format!(
         "{} is a KV-cache module (a prefill and a decode function, not the SEQ-token forward `kiln {verb}` calls): generate with `kiln generate {} --kv-cache`, or {verb} the redecode module",
         module.display(),
         module.display()
@@ -378,7 +378,7 @@ pub fn run(args: Args) -> crate::Result<i32> {
     let out = match outs.as_slice() {
         [one] => one,
         _ => {
-            return Err(Error::Usage(format!(
+            return Err(Error::Module(format!(
                 "{} returned {} results; kiln run expects one tensor<{seq}xi32>",
                 args.module.display(),
                 outs.len()
@@ -388,7 +388,7 @@ pub fn run(args: Args) -> crate::Result<i32> {
     let ids = match (out.as_i32(), out.shape.as_slice()) {
         (Some(v), [n]) if *n == seq => v,
         _ => {
-            return Err(Error::Usage(format!(
+            return Err(Error::Module(format!(
                 "{} returned tensor<{}>, expected tensor<{seq}xi32>",
                 args.module.display(),
                 out.type_string()

@@ -77,10 +77,10 @@ pub fn generate(
 ) -> Result<Generation> {
     let seq = model.seq();
     if prompt.is_empty() {
-        return Err(Error::Usage("the prompt is empty".into()));
+        return Err(Error::Input("the prompt is empty".into()));
     }
     if prompt.len() >= seq {
-        return Err(Error::Usage(format!(
+        return Err(Error::Input(format!(
             "the prompt has {} tokens but SEQ is {seq}: it must be at most SEQ - 1 = {} (export with a larger --seq)",
             prompt.len(),
             seq - 1
@@ -140,7 +140,7 @@ impl<B: Backend> Forward for Redecode<B> {
             .filter(|v| v.len() == self.seq)
             .map(<[i32]>::to_vec)
             .ok_or_else(|| {
-                Error::Usage(format!(
+                Error::Module(format!(
                     "@{} did not return tensor<{}xi32>",
                     self.function, self.seq
                 ))
@@ -165,7 +165,7 @@ impl Redecode<Interpreter> {
             .inputs
             .first()
             .and_then(|&v| g.ty(v).shape.last().copied())
-            .ok_or_else(|| Error::Usage(format!("function @{function} takes no token ids")))?;
+            .ok_or_else(|| Error::Module(format!("function @{function} takes no token ids")))?;
         Ok(Redecode::new(backend, function, seq))
     }
 }
@@ -252,10 +252,10 @@ impl<'m> Conversation<'m> {
     pub fn append(&mut self, tokens: &[i32]) -> Result<Prediction> {
         let (p, n) = (self.model.prompt_len(), self.model.max_context());
         if tokens.is_empty() {
-            return Err(Error::Usage("nothing to append: no tokens".into()));
+            return Err(Error::Input("nothing to append: no tokens".into()));
         }
         if self.tokens.len() + tokens.len() > n {
-            return Err(Error::Usage(format!(
+            return Err(Error::Input(format!(
                 "the conversation holds {} tokens and this adds {}: more than the max context N = {n} \
                  (start a new conversation from a shorter history, or export with a larger --max-context)",
                 self.tokens.len(),
@@ -356,10 +356,10 @@ pub fn generate_kv_with(
 ) -> Result<Generation> {
     let n = model.max_context();
     if prompt.is_empty() {
-        return Err(Error::Usage("the prompt is empty".into()));
+        return Err(Error::Input("the prompt is empty".into()));
     }
     if prompt.len() >= n {
-        return Err(Error::Usage(format!(
+        return Err(Error::Input(format!(
             "the prompt has {} tokens but the max context N is {n}: no room for a new token (export with a larger --max-context)",
             prompt.len()
         )));
@@ -377,7 +377,7 @@ pub fn generate_kv_with(
 /// is an error, never a silent wrap-around.
 pub(crate) fn check_position(position: usize, max_context: usize) -> Result<()> {
     if position >= max_context {
-        return Err(Error::Usage(format!(
+        return Err(Error::Input(format!(
             "decode position {position} is past the max context N = {max_context} (export with a larger --max-context)"
         )));
     }
@@ -392,7 +392,7 @@ fn check_caches<'a>(
 ) -> Result<()> {
     for s in shapes {
         if s != want {
-            return Err(Error::Usage(format!(
+            return Err(Error::Module(format!(
                 "@{function} returned a cache of shape {s:?}, expected {want:?}: the module does not match its manifest (re-export)"
             )));
         }
@@ -446,7 +446,7 @@ impl<B: Backend> KvDriver<B> {
         cache: crate::graph::TensorType,
     ) -> Result<KvDriver<B>> {
         if cache.rank() != 4 || prompt_len == 0 || prompt_len > cache.shape[2] {
-            return Err(Error::Usage(format!(
+            return Err(Error::Input(format!(
                 "a KV pair needs caches [L, KV, N, D] and 1 ≤ P ≤ N, not {cache} and P = {prompt_len}"
             )));
         }
@@ -473,10 +473,10 @@ impl<B: Backend> KvDriver<B> {
         let caches = self
             .caches
             .take()
-            .ok_or_else(|| Error::Usage(format!("@{function} called before a reset")))?;
+            .ok_or_else(|| Error::Input(format!("@{function} called before a reset")))?;
         inputs.extend(caches);
         let mut out = self.backend.run(function, inputs)?;
-        let bad = || Error::Usage(format!("@{function} must return (id, K, V[, values, ids])"));
+        let bad = || Error::Module(format!("@{function} must return (id, K, V[, values, ids])"));
         let n = 2 * self.count;
         if out.len() < 1 + n {
             return Err(bad());
@@ -493,7 +493,7 @@ impl<B: Backend> KvDriver<B> {
         let id = b
             .i32s(&next)
             .and_then(|x| x.first().copied())
-            .ok_or_else(|| Error::Usage(format!("@{function} does not return an i32 id")))?;
+            .ok_or_else(|| Error::Module(format!("@{function} does not return an i32 id")))?;
         let top = match top.as_slice() {
             [] => Vec::new(),
             [values, ids] => {
@@ -572,7 +572,7 @@ pub(crate) fn check_chunk(
     n: usize,
 ) -> Result<()> {
     if ids != p || length == 0 || length > p || start + p > n {
-        return Err(Error::Usage(format!(
+        return Err(Error::Input(format!(
             "a prefill chunk is P = {p} ids at start + P ≤ N = {n} with 1..=P real; got {ids} ids at {start}, {length} real"
         )));
     }
@@ -647,7 +647,7 @@ impl Backend for RunModule {
     }
     fn zeros(&self, ty: &crate::graph::TensorType) -> Result<Self::Tensor> {
         if ty.dtype != crate::graph::DType::F32 {
-            return Err(Error::Usage(format!(
+            return Err(Error::Input(format!(
                 "{ty} caches cannot go through iree-run-module's files (emulated or per-step runs): export with --kv-dtype f32"
             )));
         }
@@ -687,7 +687,7 @@ impl KvDriver<Interpreter> {
         let pf = crate::interp::find_function(module, Some(prefill))?;
         let df = crate::interp::find_function(module, Some(decode))?;
         let bad = |f: &str| {
-            Error::Usage(format!(
+            Error::Module(format!(
                 "function @{f} does not have the KV-cache signature (see spec/kv-cache.md)"
             ))
         };
@@ -836,7 +836,7 @@ impl Driver {
         on_token: impl FnMut(i32) -> bool,
     ) -> Result<Generation> {
         match self {
-            Driver::Redecode(_) if !sampler.params().is_greedy() => Err(Error::Usage(
+            Driver::Redecode(_) if !sampler.params().is_greedy() => Err(Error::Input(
                 "sampling needs the KV-cache pair: export with --kv-cache --sampling topk=K and generate with --kv-cache".into(),
             )),
             Driver::Redecode(m) => generate(m.as_mut(), prompt, max_new_tokens, eos, on_token),

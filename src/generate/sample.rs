@@ -90,7 +90,7 @@ impl SamplingParams {
     /// Checks every value's range; the error names the flag.
     pub fn validate(&self) -> Result<()> {
         let bad = |flag: &str, v: f32, range: &str| {
-            Err(Error::Usage(format!("{flag} {v}: must be {range}")))
+            Err(Error::Input(format!("{flag} {v}: must be {range}")))
         };
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
             return bad("--temperature", self.temperature, "≥ 0 (0 is greedy)");
@@ -141,14 +141,14 @@ impl Sampler {
             return Ok(());
         }
         let Some(k) = k else {
-            return Err(Error::Usage(
+            return Err(Error::Input(
                 "sampling (--temperature > 0 or --repeat-penalty) needs the top-K candidates: \
                  export with --kv-cache --sampling topk=K and generate with --kv-cache"
                     .into(),
             ));
         };
         if o.top_k > k {
-            return Err(Error::Usage(format!(
+            return Err(Error::Input(format!(
                 "--top-k {}: the module returns only K = {k} candidates (export with --sampling topk={})",
                 o.top_k, o.top_k
             )));

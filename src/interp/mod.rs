@@ -31,7 +31,7 @@ use std::collections::HashMap;
 /// A graph the interpreter cannot evaluate.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct InterpError(pub String);
+pub struct InterpError(pub(crate) String);
 
 /// Result of the interpreter.
 pub type Result<T, E = InterpError> = std::result::Result<T, E>;

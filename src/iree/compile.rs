@@ -120,7 +120,7 @@ fn lower_for_vulkan(
         .find(|l| l.starts_with("func.func") && l.contains("xbf16>"))
     {
         let name = f.split(['@', '(']).nth(1).unwrap_or("?");
-        return Err(Error::Usage(format!(
+        return Err(Error::Input(format!(
             "{}: function @{name} takes or returns bf16 tensors, which the pinned IREE's Vulkan backend cannot store (the Android baseline profile has no 16-bit storage; lavapipe returns wrong values): re-export with --kv-dtype f32 for Vulkan",
             mlir.display()
         )));
@@ -140,7 +140,7 @@ fn lower_for_vulkan(
         }
     };
     let lowered = crate::graph::lower::lower_for_vulkan(&parsed.module)
-        .map_err(|e| Error::Usage(format!("{}: {e}", mlir.display())))?;
+        .map_err(|e| Error::Input(format!("{}: {e}", mlir.display())))?;
     let out = crate::stablehlo::print_module(&lowered, &parsed.print_options(), None)?;
     let mut f = tempfile::Builder::new()
         .prefix(".kiln-vulkan-")
@@ -175,7 +175,7 @@ pub fn compile_many(
     let mut seen = std::collections::BTreeSet::new();
     for t in targets {
         if !seen.insert(t.suffix()) {
-            return Err(Error::Usage(format!(
+            return Err(Error::Input(format!(
                 "two targets would both write {}: name each target once",
                 output_path(out_dir, name, t).display()
             )));
@@ -203,15 +203,13 @@ pub fn compile_many(
             });
         }
     });
+    // A panicking worker re-panics out of the scope above, so every slot
+    // is filled here and the lock cannot be poisoned.
     let results = results
         .into_inner()
-        .map_err(|_| Error::Usage("a compile thread panicked".into()))?;
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for r in results {
-        match r {
-            Some(Ok(())) => {}
-            Some(Err(e)) => return Err(e),
-            None => return Err(Error::Usage("a compile thread panicked".into())),
-        }
+        r.expect("every target was compiled")?;
     }
     Ok(outs)
 }

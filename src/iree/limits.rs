@@ -216,7 +216,7 @@ pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<()> {
     let over = tensors_over(text, limit);
     let wide = products_wider_than(text, VULKAN_MAX_WORKGROUP_COUNT);
     if let (None, Some(w)) = (over.first(), wide.first()) {
-        return Err(Error::Usage(format!(
+        return Err(Error::Input(format!(
             "{}:{}: {}, more than the {VULKAN_MAX_WORKGROUP_COUNT} workgroups per dimension \
              of Vulkan target {target} (maxComputeWorkGroupCount, the minimum every Vulkan device guarantees): IREE \
              launches about one per column and a GPU would silently leave the rest uncomputed{}\n\
@@ -250,7 +250,7 @@ pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<()> {
          remains (attention scores at a long --seq or --prompt-len) export with a shorter --seq or a smaller \
          --prompt-len, or use the KV pair",
     );
-    Err(Error::Usage(msg))
+    Err(Error::Input(msg))
 }
 
 #[cfg(test)]

@@ -112,6 +112,22 @@ pub enum IreeError {
     BadInput(String),
 }
 
+impl IreeError {
+    /// Whether an external tool failed or is missing (rather than kiln
+    /// being given a bad target, device or input tensor).
+    pub fn is_tool_failure(&self) -> bool {
+        !matches!(
+            self,
+            IreeError::UnknownTarget(_)
+                | IreeError::BadToolPath { .. }
+                | IreeError::UnknownVulkanTarget(_)
+                | IreeError::UnknownDevice(_)
+                | IreeError::UnknownEmulation(_)
+                | IreeError::BadInput(_)
+        )
+    }
+}
+
 /// Turns an exit status into short text (`exit status 1`, `signal 11`).
 pub(crate) fn status_text(status: &std::process::ExitStatus) -> String {
     if let Some(code) = status.code() {

@@ -38,7 +38,16 @@ pub struct Checkpoint {
 }
 
 fn model_err(path: &Path, msg: impl std::fmt::Display) -> Error {
-    Error::Model(ModelError(format!("{}: {msg}", path.display())))
+    Error::Model(ModelError::Invalid(msg.to_string()).in_file(path))
+}
+
+/// A missing tensor of the checkpoint at `path`.
+fn missing_tensor(path: &Path, name: &str) -> Error {
+    let e = ModelError::MissingTensor {
+        name: name.to_string(),
+        expected: None,
+    };
+    Error::Model(e.in_file(path))
 }
 
 /// Names a checkpoint may carry that the graph does not use and that are
@@ -159,7 +168,7 @@ impl Checkpoint {
     /// 0.4, norm weights 1 + 0.2·u.
     pub fn synthetic(name: &str, config: DecoderConfig, seed: u64) -> Result<Checkpoint> {
         config.validate()?;
-        let tensors = expected_tensors(&config).map_err(|e| model_err(Path::new(name), e))?;
+        let tensors = expected_tensors(&config).map_err(|e| e.in_file(name))?;
         Ok(Checkpoint {
             name: name.to_string(),
             path: PathBuf::from(format!("<synthetic {name}>")),
@@ -217,7 +226,7 @@ impl Checkpoint {
             Source::Hf(st) => {
                 let t = st
                     .get(name)
-                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+                    .ok_or_else(|| missing_tensor(&self.path, name))?;
                 if !t.dtype.is_float() {
                     return Err(model_err(
                         &self.path,
@@ -265,7 +274,7 @@ impl Checkpoint {
             Source::Hf(st) if shape.len() == 2 => {
                 let t = st
                     .get(name)
-                    .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+                    .ok_or_else(|| missing_tensor(&self.path, name))?;
                 if !t.dtype.is_float() {
                     return self.read_f32(name);
                 }
@@ -315,7 +324,7 @@ impl Checkpoint {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, s)| s.clone())
-            .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))
+            .ok_or_else(|| missing_tensor(&self.path, name))
     }
 
     /// The GGUF tensor behind HF tensor `name`, and what to undo on it.
@@ -328,10 +337,10 @@ impl Checkpoint {
         let (_, gname, undo) = map
             .iter()
             .find(|(hf, _, _)| hf == name)
-            .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{name}\"")))?;
+            .ok_or_else(|| missing_tensor(&self.path, name))?;
         let info = file
             .tensor(gname)
-            .ok_or_else(|| model_err(&self.path, format!("missing tensor \"{gname}\"")))?;
+            .ok_or_else(|| missing_tensor(&self.path, gname))?;
         Ok((info, undo))
     }
 }
@@ -390,22 +399,23 @@ fn check_tensors(
     cfg: &DecoderConfig,
     available: &[(String, Vec<usize>)],
 ) -> Result<Vec<(String, Vec<usize>)>> {
-    let expected = expected_tensors(cfg).map_err(|e| model_err(path, e))?;
+    let expected = expected_tensors(cfg).map_err(|e| e.in_file(path))?;
     for (name, shape) in &expected {
         match available.iter().find(|(n, _)| n == name) {
             None => {
-                return Err(model_err(
-                    path,
-                    format!("missing tensor \"{name}\" (expected shape {shape:?} from the config)"),
-                ))
+                let e = ModelError::MissingTensor {
+                    name: name.clone(),
+                    expected: Some(shape.clone()),
+                };
+                return Err(Error::Model(e.in_file(path)));
             }
             Some((_, found)) if found != shape => {
-                return Err(model_err(
-                    path,
-                    format!(
-                    "tensor \"{name}\": expected shape {shape:?} from the config, found {found:?}"
-                ),
-                ))
+                let e = ModelError::Shape {
+                    name: name.clone(),
+                    expected: shape.clone(),
+                    found: found.clone(),
+                };
+                return Err(Error::Model(e.in_file(path)));
             }
             Some(_) => {}
         }
@@ -465,10 +475,11 @@ fn meta_u(file: &GgufFile, path: &Path, key: &str) -> Result<usize> {
         .and_then(GgufValue::as_u64)
         .map(|x| x as usize)
         .ok_or_else(|| {
-            model_err(
-                path,
-                format!("missing or non-integer GGUF metadata \"{key}\""),
-            )
+            let e = ModelError::MissingKey {
+                file: "GGUF metadata",
+                key: key.to_string(),
+            };
+            Error::Model(e.in_file(path))
         })
 }
 
@@ -482,10 +493,15 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<DecoderConfig> {
     let arch = file
         .get_metadata("general.architecture")
         .and_then(GgufValue::as_str)
-        .ok_or_else(|| model_err(path, "missing GGUF metadata \"general.architecture\""))?
+        .ok_or_else(|| {
+            let e = ModelError::MissingKey {
+                file: "GGUF metadata",
+                key: "general.architecture".into(),
+            };
+            Error::Model(e.in_file(path))
+        })?
         .to_string();
-    let family = Family::parse(&arch)
-        .map_err(|e| model_err(path, format!("general.architecture: {}", e.0)))?;
+    let family = Family::parse(&arch).map_err(|e| Error::Model(e.in_file(path)))?;
     let a = arch.as_str();
     let hidden = meta_u(file, path, &format!("{a}.embedding_length"))?;
     let heads = meta_u(file, path, &format!("{a}.attention.head_count"))?;
@@ -507,10 +523,11 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<DecoderConfig> {
             factor: meta_f(file, &format!("{a}.rope.scaling.factor")).unwrap_or(1.0),
         },
         Some(other) => {
-            return Err(model_err(
-                path,
-                format!("unsupported GGUF rope scaling \"{other}\" (supported: none, linear)"),
-            ))
+            let e = ModelError::unsupported(
+                format!("GGUF metadata {a}.rope.scaling.type \"{other}\""),
+                "none, linear",
+            );
+            return Err(Error::Model(e.in_file(path)));
         }
     };
     // Llama 3.x scaling: llama.cpp's converter writes the per-frequency
@@ -561,8 +578,8 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<DecoderConfig> {
     };
     let config = family
         .gguf_config(config, file)
-        .map_err(|e| model_err(path, e.0))?;
-    config.validate().map_err(|e| model_err(path, e.0))?;
+        .map_err(|e| e.in_file(path))?;
+    config.validate().map_err(|e| e.in_file(path))?;
     Ok(config)
 }
 

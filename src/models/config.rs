@@ -210,7 +210,7 @@ impl DecoderConfig {
 
     /// Checks the hyperparameters agree with each other.
     pub fn validate(&self) -> Result<(), ModelError> {
-        let bad = |m: String| Err(ModelError(m));
+        let bad = |m: String| Err(ModelError::Invalid(m));
         for (name, v) in [
             ("hidden_size", self.hidden_size),
             ("intermediate_size", self.intermediate_size),
@@ -292,14 +292,14 @@ impl DecoderConfig {
     /// Reads an HF `config.json`.
     pub fn from_hf_json_file(path: &Path) -> Result<DecoderConfig, ModelError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ModelError(format!("{}: {e}", path.display())))?;
-        Self::from_hf_json(&text).map_err(|e| ModelError(format!("{}: {}", path.display(), e.0)))
+            .map_err(|e| ModelError::Invalid(e.to_string()).in_file(path))?;
+        Self::from_hf_json(&text).map_err(|e| e.in_file(path))
     }
 
     /// Parses the text of an HF `config.json`.
     pub fn from_hf_json(text: &str) -> Result<DecoderConfig, ModelError> {
         let raw: RawConfig = serde_json::from_str(text)
-            .map_err(|e| ModelError(format!("invalid config.json: {e}")))?;
+            .map_err(|e| ModelError::Invalid(format!("invalid config.json: {e}")))?;
         let family = Family::parse(&required(raw.model_type.clone(), "model_type")?)?;
         let cfg = family.hf_config(&raw)?;
         cfg.validate()?;
@@ -338,12 +338,15 @@ pub(crate) struct RawConfig {
 }
 
 pub(crate) fn required<T>(v: Option<T>, key: &str) -> Result<T, ModelError> {
-    v.ok_or_else(|| ModelError(format!("config.json: missing required key \"{key}\"")))
+    v.ok_or_else(|| ModelError::MissingKey {
+        file: "config.json",
+        key: key.to_string(),
+    })
 }
 
 pub(crate) fn ids(v: &Option<Json>, key: &str) -> Result<Vec<u32>, ModelError> {
     let bad = || {
-        ModelError(format!(
+        ModelError::Invalid(format!(
             "config.json: \"{key}\" must be an id or a list of ids"
         ))
     };
@@ -368,7 +371,7 @@ pub(crate) fn ids(v: &Option<Json>, key: &str) -> Result<Vec<u32>, ModelError> {
 fn num(obj: &serde_json::Map<String, Json>, key: &str, ctx: &str) -> Result<f64, ModelError> {
     obj.get(key)
         .and_then(Json::as_f64)
-        .ok_or_else(|| ModelError(format!("config.json: {ctx} needs a number \"{key}\"")))
+        .ok_or_else(|| ModelError::Invalid(format!("config.json: {ctx} needs a number \"{key}\"")))
 }
 
 /// Reads RoPE scaling from a `rope_scaling` or `rope_parameters` object.
@@ -409,9 +412,10 @@ pub(crate) fn parse_rope(
             factor: obj.get("factor").and_then(Json::as_f64),
             attention_factor: obj.get("attention_factor").and_then(Json::as_f64),
         }),
-        other => Err(ModelError(format!(
-            "config.json: unsupported rope_type \"{other}\" in {ctx} (supported: default, linear, llama3, longrope)"
-        ))),
+        other => Err(ModelError::unsupported(
+            format!("rope_type \"{other}\" in {ctx}"),
+            "default, linear, llama3, longrope",
+        )),
     }
 }
 
@@ -424,7 +428,7 @@ fn factors(
         .and_then(Json::as_array)
         .and_then(|a| a.iter().map(Json::as_f64).collect::<Option<Vec<f64>>>())
         .ok_or_else(|| {
-            ModelError(format!(
+            ModelError::Invalid(format!(
                 "config.json: {ctx} needs a list of numbers \"{key}\""
             ))
         })
@@ -445,10 +449,13 @@ impl RawConfig {
     pub(crate) fn expect_activation(&self, want: &str) -> Result<(), ModelError> {
         if let Some(act) = &self.hidden_act {
             if act != want {
-                return Err(ModelError(format!(
-                    "config.json: hidden_act \"{act}\" is not supported for {} (supported: {want})",
-                    self.model_type.as_deref().unwrap_or("this model")
-                )));
+                return Err(ModelError::unsupported(
+                    format!(
+                        "hidden_act \"{act}\" for {}",
+                        self.model_type.as_deref().unwrap_or("this model")
+                    ),
+                    want,
+                ));
             }
         }
         Ok(())
@@ -459,14 +466,16 @@ impl RawConfig {
     pub(crate) fn reject_biases(&self) -> Result<(), ModelError> {
         let ty = self.model_type.as_deref().unwrap_or("this model");
         if self.attention_bias == Some(true) {
-            return Err(ModelError(format!(
-                "config.json: attention_bias = true is not supported for {ty} (supported: attention without biases; qwen2 has q/k/v biases)"
-            )));
+            return Err(ModelError::unsupported(
+                format!("attention_bias = true for {ty}"),
+                "attention without biases; qwen2 has q/k/v biases",
+            ));
         }
         if self.mlp_bias == Some(true) {
-            return Err(ModelError(format!(
-                "config.json: mlp_bias = true is not supported for {ty} (supported: MLP without biases)"
-            )));
+            return Err(ModelError::unsupported(
+                format!("mlp_bias = true for {ty}"),
+                "MLP without biases",
+            ));
         }
         Ok(())
     }
@@ -480,7 +489,7 @@ impl RawConfig {
             Some(d) => d,
             None if heads > 0 && hidden % heads == 0 => hidden / heads,
             None => {
-                return Err(ModelError(format!(
+                return Err(ModelError::Invalid(format!(
                     "config.json: hidden_size {hidden} is not divisible by num_attention_heads {heads} and head_dim is absent"
                 )))
             }

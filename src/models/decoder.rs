@@ -115,7 +115,7 @@ pub(crate) fn row_chunks(
     };
     let max_rows = fit / align * align;
     if max_rows == 0 {
-        return Err(ModelError(format!(
+        return Err(ModelError::Invalid(format!(
             "a table row of {h} values against {m} rows takes {f32_row} bytes (×{align} rows to align a chunk), \
              more than the {limit}-byte tensor bound"
         )));
@@ -396,11 +396,11 @@ impl<'a> Decoder<'a> {
     fn w(&mut self, key: &str, shape: &[usize]) -> Result<Value, ModelError> {
         match self.weights.storage(key) {
             Storage::Plain(d) => Ok(self.g.weight(key, d, shape)?),
-            Storage::Blocks(f) => Err(ModelError(format!(
+            Storage::Blocks(f) => Err(ModelError::Invalid(format!(
                 "\"{key}\" {shape:?} cannot be stored in {} blocks: only matrices are",
                 f.ggml
             ))),
-            Storage::Int8Rows => Err(ModelError(format!(
+            Storage::Int8Rows => Err(ModelError::Invalid(format!(
                 "\"{key}\" {shape:?} cannot be stored as i8 rows: only matrices are"
             ))),
         }
@@ -823,7 +823,7 @@ impl<'a> Decoder<'a> {
         let (h, v) = (self.cfg.hidden_size, self.cfg.vocab_size);
         let rows = self.g.ty(x).shape[0];
         if top_k.is_some() && rows != 1 {
-            return Err(ModelError(format!(
+            return Err(ModelError::Invalid(format!(
                 "top-K logits are taken of one row, not {rows}"
             )));
         }
@@ -881,7 +881,7 @@ impl<'a> Decoder<'a> {
     ) -> Result<Option<(Value, Value)>, ModelError> {
         let Some(k) = k else { return Ok(None) };
         if k == 0 || k > v {
-            return Err(ModelError(format!(
+            return Err(ModelError::Invalid(format!(
                 "top-K sampling needs 1 ≤ K ≤ the vocabulary ({v}), not K = {k}"
             )));
         }
@@ -903,10 +903,10 @@ fn softcap(g: &mut Graph, x: Value, c: f64) -> Result<Value, ModelError> {
 /// `max_position_embeddings`.
 pub(crate) fn check_positions(cfg: &DecoderConfig, what: &str, n: usize) -> Result<(), ModelError> {
     if n == 0 {
-        return Err(ModelError(format!("{what} must be at least 1")));
+        return Err(ModelError::Invalid(format!("{what} must be at least 1")));
     }
     if n > cfg.max_position_embeddings {
-        return Err(ModelError(format!(
+        return Err(ModelError::Invalid(format!(
             "{what} {n} exceeds the model's max_position_embeddings ({})",
             cfg.max_position_embeddings
         )));
@@ -1064,6 +1064,6 @@ mod tests {
         assert!(c.iter().all(|r| r.len() * 2048 * 4 <= 1 << 27));
         // A row that alone passes the bound is an error naming it.
         let e = row_chunks(96, 48, 8, &[2 * 48], 100).unwrap_err();
-        assert!(e.0.contains("100-byte tensor bound"), "{}", e.0);
+        assert!(e.to_string().contains("100-byte tensor bound"), "{e}");
     }
 }

@@ -96,20 +96,20 @@ impl KvOptions {
         check_positions(cfg, "the prompt length P", self.prompt_len)?;
         check_positions(cfg, "the max context N", self.max_context)?;
         if self.max_context <= self.prompt_len {
-            return Err(ModelError(format!(
+            return Err(ModelError::Invalid(format!(
                 "the max context N ({}) must exceed the prompt length P ({}) to leave room for new tokens",
                 self.max_context, self.prompt_len
             )));
         }
         if !matches!(self.cache_dtype, DType::F32 | DType::BF16) {
-            return Err(ModelError(format!(
+            return Err(ModelError::Invalid(format!(
                 "KV caches must be f32 or bf16, not {}",
                 self.cache_dtype
             )));
         }
         let layer = (cfg.num_kv_heads * self.max_context * cfg.head_dim * 4) as u64;
         if self.max_tensor_bytes != 0 && layer > self.max_tensor_bytes {
-            return Err(ModelError(format!(
+            return Err(ModelError::Invalid(format!(
                 "one layer's KV cache at the max context N = {} takes {layer} bytes as f32 \
                  ({} KV heads × N × head dim {} × 4), more than the {}-byte tensor bound \
                  (Vulkan's storage-buffer range): export with a smaller --max-context",

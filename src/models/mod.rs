@@ -20,12 +20,74 @@ pub use weights::{Storage, WeightPlan};
 /// A checkpoint that cannot be turned into a graph: names what is wrong
 /// (file, key, tensor, expected vs found) and what is supported.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ModelError(pub String);
+#[non_exhaustive]
+pub enum ModelError {
+    /// A required key is absent from `config.json` or the GGUF metadata.
+    #[error("{file}: missing required key \"{key}\"")]
+    MissingKey {
+        /// Where the key was looked up: `config.json` or `GGUF metadata`.
+        file: &'static str,
+        /// The key.
+        key: String,
+    },
+    /// A value kiln has no graph for.
+    #[error("unsupported {what} (supported: {supported})")]
+    Unsupported {
+        /// The setting and its value, e.g. `hidden_act "relu" for llama`.
+        what: String,
+        /// What kiln does support in its place.
+        supported: String,
+    },
+    /// A tensor the graph needs is absent.
+    #[error("missing tensor \"{name}\"{}", expected.as_ref().map(|s| format!(" (expected shape {s:?} from the config)")).unwrap_or_default())]
+    MissingTensor {
+        /// The tensor's HF name.
+        name: String,
+        /// The shape the config implies, when known.
+        expected: Option<Vec<usize>>,
+    },
+    /// A tensor's shape disagrees with the config.
+    #[error("tensor \"{name}\": expected shape {expected:?} from the config, found {found:?}")]
+    Shape {
+        /// The tensor's HF name.
+        name: String,
+        /// The shape the config implies.
+        expected: Vec<usize>,
+        /// The shape in the file.
+        found: Vec<usize>,
+    },
+    /// Any other inconsistency (hyperparameters that disagree, an option
+    /// out of range, a tensor the graph does not use).
+    #[error("{0}")]
+    Invalid(String),
+    /// One of the above, in the named file.
+    #[error("{}: {source}", path.display())]
+    InFile {
+        /// The checkpoint file or folder.
+        path: std::path::PathBuf,
+        /// What is wrong in it.
+        source: Box<ModelError>,
+    },
+    /// kiln built a graph its own builder rejected: a bug in a model file.
+    #[error("internal graph build error: {0}")]
+    Graph(#[from] crate::graph::GraphError),
+}
 
-impl From<crate::graph::GraphError> for ModelError {
-    fn from(e: crate::graph::GraphError) -> Self {
-        ModelError(format!("internal graph build error: {e}"))
+impl ModelError {
+    /// The same error, naming the file it was found in.
+    pub fn in_file(self, path: impl Into<std::path::PathBuf>) -> ModelError {
+        ModelError::InFile {
+            path: path.into(),
+            source: Box::new(self),
+        }
+    }
+
+    /// A setting kiln does not support, and what it supports instead.
+    pub(crate) fn unsupported(what: impl Into<String>, supported: impl Into<String>) -> Self {
+        ModelError::Unsupported {
+            what: what.into(),
+            supported: supported.into(),
+        }
     }
 }
 

@@ -30,10 +30,9 @@ fn opt_f64(raw: &RawConfig, key: &str, default: Option<f64>) -> Result<Option<f6
     match raw.extra.get(key) {
         None => Ok(default),
         Some(Json::Null) => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| ModelError(format!("config.json: \"{key}\" must be a number or null"))),
+        Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+            ModelError::Invalid(format!("config.json: \"{key}\" must be a number or null"))
+        }),
     }
 }
 
@@ -41,12 +40,13 @@ pub(super) fn hf_config(family: Family, raw: &RawConfig) -> Result<DecoderConfig
     let ty = family.name();
     raw.reject_biases()?;
     if raw.extra.get("use_bidirectional_attention") == Some(&Json::Bool(true)) {
-        return Err(ModelError(format!(
-            "config.json: use_bidirectional_attention = true is not supported for {ty} (supported: causal attention)"
-        )));
+        return Err(ModelError::unsupported(
+            format!("use_bidirectional_attention = true for {ty}"),
+            "causal attention",
+        ));
     }
     if raw.extra.contains_key("text_config") {
-        return Err(ModelError(format!(
+        return Err(ModelError::Invalid(format!(
             "config.json: a multimodal {ty} checkpoint (text_config); export its text model (model_type gemma3_text)"
         )));
     }
@@ -62,10 +62,14 @@ pub(super) fn hf_config(family: Family, raw: &RawConfig) -> Result<DecoderConfig
     let act = act.unwrap_or("gelu_pytorch_tanh");
     let tanh_gelu = act == "gelu_pytorch_tanh" || (family == Family::Gemma && act == "gelu");
     if !tanh_gelu {
-        return Err(ModelError(format!(
-            "config.json: {key} \"{act}\" is not supported for {ty} (supported: gelu_pytorch_tanh{})",
-            if family == Family::Gemma { ", gelu" } else { "" }
-        )));
+        return Err(ModelError::unsupported(
+            format!("{key} \"{act}\" for {ty}"),
+            if family == Family::Gemma {
+                "gelu_pytorch_tanh, gelu"
+            } else {
+                "gelu_pytorch_tanh"
+            },
+        ));
     }
     let mut cfg = raw.common(family)?;
     // transformers' Gemma defaults differ from Llama's: head_dim 256 (not
@@ -142,7 +146,7 @@ fn gemma3_config(raw: &RawConfig, cfg: &mut DecoderConfig) -> Result<(), ModelEr
             });
         }
         _ => {
-            return Err(ModelError(
+            return Err(ModelError::Invalid(
                 "config.json: rope_parameters must give both full_attention and sliding_attention for gemma3"
                     .into(),
             ))
@@ -169,7 +173,7 @@ pub(super) fn gguf_config(
             .and_then(GgufValue::as_f64)
     };
     if !cfg.tie_word_embeddings {
-        return Err(ModelError(format!(
+        return Err(ModelError::Invalid(format!(
             "tensor \"output.weight\" in a {a} GGUF: llama.cpp's {a} ties the head to token_embd and ignores it, so kiln cannot tell which one the file means"
         )));
     }

@@ -85,10 +85,7 @@ impl Family {
             .copied()
             .find(|f| f.name() == s)
             .ok_or_else(|| {
-                ModelError(format!(
-                    "unsupported model_type \"{s}\" (supported: {})",
-                    Family::supported()
-                ))
+                ModelError::unsupported(format!("model_type \"{s}\""), Family::supported())
             })
     }
 
@@ -161,7 +158,7 @@ pub(crate) fn sliding_layers(
         return Ok((0..num_layers).map(default).collect());
     };
     let bad = || {
-        ModelError(
+        ModelError::Invalid(
             "config.json: \"layer_types\" must be a list of \"sliding_attention\" / \"full_attention\""
                 .into(),
         )

@@ -35,7 +35,7 @@ pub(super) fn hf_config(raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
     }
     .unwrap_or(1.0);
     if !(factor > 0.0 && factor <= 1.0) {
-        return Err(ModelError(format!(
+        return Err(ModelError::Invalid(format!(
             "config.json: partial_rotary_factor must be in (0, 1], found {factor}"
         )));
     }
@@ -71,7 +71,7 @@ pub(super) fn gguf_config(
         };
         let v = file
             .dequantize(t)
-            .map_err(|e| ModelError(format!("tensor \"{name}\": {e}")))?;
+            .map_err(|e| ModelError::Invalid(format!("tensor \"{name}\": {e}")))?;
         Ok(Some(v.into_iter().map(f64::from).collect()))
     };
     match (factors(ROPE_FACTORS_SHORT)?, factors(ROPE_FACTORS_LONG)?) {
@@ -80,7 +80,7 @@ pub(super) fn gguf_config(
             let original = meta("rope.scaling.original_context_length")
                 .and_then(GgufValue::as_u64)
                 .ok_or_else(|| {
-                    ModelError(
+                    ModelError::Invalid(
                         "LongRoPE factors without GGUF metadata \"phi3.rope.scaling.original_context_length\""
                             .into(),
                     )
@@ -94,7 +94,7 @@ pub(super) fn gguf_config(
             };
         }
         _ => {
-            return Err(ModelError(format!(
+            return Err(ModelError::Invalid(format!(
                 "LongRoPE needs both {ROPE_FACTORS_SHORT} and {ROPE_FACTORS_LONG}; the file has one"
             )))
         }

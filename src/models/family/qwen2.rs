@@ -14,9 +14,9 @@ use serde_json::Value as Json;
 pub(super) fn hf_config(raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
     raw.expect_activation("silu")?;
     if raw.mlp_bias == Some(true) {
-        return Err(ModelError(
-            "config.json: mlp_bias = true is not supported for qwen2 (supported: MLP without biases)"
-                .into(),
+        return Err(ModelError::unsupported(
+            "mlp_bias = true for qwen2",
+            "MLP without biases",
         ));
     }
     let mut cfg = raw.common(Family::Qwen2)?;
