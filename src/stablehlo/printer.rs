@@ -6,7 +6,7 @@
 //! meaning does not depend on custom assembly formats.
 
 use crate::graph::{DType, Graph, Literal, Module, Op, TensorType, Value};
-use crate::{Error, Result};
+use crate::Result;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -57,6 +57,70 @@ impl ConstantPolicy {
     }
 }
 
+/// A module StableHLO text cannot express, or parameter values the printer
+/// cannot inline exactly.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PrintError {
+    /// A module or function name that is not a bare MLIR identifier.
+    #[error("{what} name \"{name}\" is not a valid MLIR identifier (letters, digits, _ $ .; not starting with a digit)")]
+    InvalidName {
+        /// What is named: `module` or `function`.
+        what: &'static str,
+        /// The name as given.
+        name: String,
+    },
+    /// A function that returns no value.
+    #[error("function @{function} returns nothing")]
+    NoResults {
+        /// The function's name.
+        function: String,
+    },
+    /// An output storage naming a missing argument or result, or pairing
+    /// ones of different types.
+    #[error("function @{function}: result {result} cannot be stored in argument {argument} (missing, or of another type)")]
+    OutputStorage {
+        /// The function's name.
+        function: String,
+        /// The result's index.
+        result: usize,
+        /// The argument's position.
+        argument: usize,
+    },
+    /// A parameter the policy inlines, printed without a weight source.
+    #[error("parameter \"{key}\" is to be inlined but no weights were given")]
+    NoWeights {
+        /// The parameter's key.
+        key: String,
+    },
+    /// A weight source without values for a parameter.
+    #[error("no values for parameter \"{key}\"")]
+    MissingValues {
+        /// The parameter's key.
+        key: String,
+    },
+    /// A weight source with another number of values than the parameter
+    /// has elements.
+    #[error("parameter \"{key}\": {count} values for {ty}")]
+    ValueCount {
+        /// The parameter's key.
+        key: String,
+        /// How many values the source gave.
+        count: usize,
+        /// The parameter's type.
+        ty: TensorType,
+    },
+    /// A parameter value its dtype cannot hold exactly.
+    #[error("parameter \"{key}\": value {value} is not exact in {ty}")]
+    InexactValue {
+        /// The parameter's key.
+        key: String,
+        /// The first value that is not exact.
+        value: f64,
+        /// The parameter's type.
+        ty: TensorType,
+    },
+}
+
 /// Printer options.
 #[derive(Debug, Clone, Default)]
 pub struct PrintOptions {
@@ -73,14 +137,16 @@ pub trait WeightSource {
 
 impl WeightSource for HashMap<String, Vec<f64>> {
     fn values(&self, key: &str, ty: &TensorType) -> Result<Vec<f64>> {
-        let v = self
-            .get(key)
-            .ok_or_else(|| Error::Usage(format!("no values for parameter \"{key}\"")))?;
+        let v = self.get(key).ok_or_else(|| PrintError::MissingValues {
+            key: key.to_string(),
+        })?;
         if v.len() != ty.numel() {
-            return Err(Error::Usage(format!(
-                "parameter \"{key}\": {} values for {ty}",
-                v.len()
-            )));
+            return Err(PrintError::ValueCount {
+                key: key.to_string(),
+                count: v.len(),
+                ty: ty.clone(),
+            }
+            .into());
         }
         Ok(v.clone())
     }
@@ -214,7 +280,7 @@ fn compare_type(dtype: DType) -> &'static str {
     }
 }
 
-fn check_identifier(what: &str, name: &str) -> Result<()> {
+fn check_identifier(what: &'static str, name: &str) -> Result<(), PrintError> {
     let ok = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name
             .chars()
@@ -222,9 +288,10 @@ fn check_identifier(what: &str, name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Usage(format!(
-            "{what} name \"{name}\" is not a valid MLIR identifier (letters, digits, _ $ .; not starting with a digit)"
-        )))
+        Err(PrintError::InvalidName {
+            what,
+            name: name.to_string(),
+        })
     }
 }
 
@@ -307,10 +374,10 @@ fn print_function(
 ) -> Result<()> {
     check_identifier("function", &g.name)?;
     if g.outputs.is_empty() {
-        return Err(Error::Usage(format!(
-            "function @{} returns nothing",
-            g.name
-        )));
+        return Err(PrintError::NoResults {
+            function: g.name.clone(),
+        }
+        .into());
     }
     for &(pos, r) in &g.output_storage {
         let ok = match (g.inputs.get(pos), g.outputs.get(r)) {
@@ -318,10 +385,12 @@ fn print_function(
             _ => false,
         };
         if !ok {
-            return Err(Error::Usage(format!(
-                "function @{}: result {r} cannot be stored in argument {pos} (missing, or of another type)",
-                g.name
-            )));
+            return Err(PrintError::OutputStorage {
+                function: g.name.clone(),
+                result: r,
+                argument: pos,
+            }
+            .into());
         }
     }
     // SSA names: arguments are %argN, every other node %N in order.
@@ -394,16 +463,15 @@ fn print_function(
             Op::Parameter { key, offset } => match plan.symbols.get(&(key.clone(), *offset)) {
                 Some(sym) => format!("{res} = util.global.load @{sym} : {t}"),
                 None => {
-                    let w = weights.ok_or_else(|| {
-                        Error::Usage(format!(
-                            "parameter \"{key}\" is to be inlined but no weights were given"
-                        ))
-                    })?;
+                    let w = weights.ok_or_else(|| PrintError::NoWeights { key: key.clone() })?;
                     let vals = w.values(key, t)?;
-                    if let Some(bad) = vals.iter().find(|&&x| Graph::check_literal(t.dtype, x).is_err()) {
-                        return Err(Error::Usage(format!(
-                            "parameter \"{key}\": value {bad} is not exact in {t}"
-                        )));
+                    if let Some(&bad) = vals.iter().find(|&&x| Graph::check_literal(t.dtype, x).is_err()) {
+                        return Err(PrintError::InexactValue {
+                            key: key.clone(),
+                            value: bad,
+                            ty: t.clone(),
+                        }
+                        .into());
                     }
                     format!("{res} = stablehlo.constant dense<{}> : {t}", dense_text(&vals, t))
                 }
