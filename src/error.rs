@@ -22,6 +22,9 @@ pub enum Error {
     /// StableHLO text could not be parsed.
     #[error(transparent)]
     Parse(#[from] crate::stablehlo::ParseError),
+    /// A module could not be printed as StableHLO text.
+    #[error(transparent)]
+    Print(#[from] crate::stablehlo::PrintError),
     /// The interpreter could not evaluate a module.
     #[error(transparent)]
     Interp(#[from] crate::interp::InterpError),

@@ -6,7 +6,7 @@ mod printer;
 pub use parser::{parse_module, parse_module_full, ParsedModule};
 pub use printer::{
     escape_string, format_float, format_literal_value, print_module, sanitize_identifier,
-    sanitize_symbol, ConstantPolicy, PrintOptions, WeightSource,
+    sanitize_symbol, ConstantPolicy, PrintError, PrintOptions, WeightSource,
 };
 
 use std::fmt;

@@ -5,8 +5,8 @@
 //! (and the variadic reduce behind `argmax`) use the generic form, whose
 //! meaning does not depend on custom assembly formats.
 
-use crate::graph::{DType, Graph, Literal, Module, Op, TensorType, Value};
-use crate::{Error, Result};
+use crate::graph::{DType, DotDims, Graph, Literal, Module, Node, Op, ReduceKind, TensorType};
+use crate::Result;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -57,6 +57,70 @@ impl ConstantPolicy {
     }
 }
 
+/// A module StableHLO text cannot express, or parameter values the printer
+/// cannot inline exactly.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PrintError {
+    /// A module or function name that is not a bare MLIR identifier.
+    #[error("{what} name \"{name}\" is not a valid MLIR identifier (letters, digits, _ $ .; not starting with a digit)")]
+    InvalidName {
+        /// What is named: `module` or `function`.
+        what: &'static str,
+        /// The name as given.
+        name: String,
+    },
+    /// A function that returns no value.
+    #[error("function @{function} returns nothing")]
+    NoResults {
+        /// The function's name.
+        function: String,
+    },
+    /// An output storage naming a missing argument or result, or pairing
+    /// ones of different types.
+    #[error("function @{function}: result {result} cannot be stored in argument {argument} (missing, or of another type)")]
+    OutputStorage {
+        /// The function's name.
+        function: String,
+        /// The result's index.
+        result: usize,
+        /// The argument's position.
+        argument: usize,
+    },
+    /// A parameter the policy inlines, printed without a weight source.
+    #[error("parameter \"{key}\" is to be inlined but no weights were given")]
+    NoWeights {
+        /// The parameter's key.
+        key: String,
+    },
+    /// A weight source without values for a parameter.
+    #[error("no values for parameter \"{key}\"")]
+    MissingValues {
+        /// The parameter's key.
+        key: String,
+    },
+    /// A weight source with another number of values than the parameter
+    /// has elements.
+    #[error("parameter \"{key}\": {count} values for {ty}")]
+    ValueCount {
+        /// The parameter's key.
+        key: String,
+        /// How many values the source gave.
+        count: usize,
+        /// The parameter's type.
+        ty: TensorType,
+    },
+    /// A parameter value its dtype cannot hold exactly.
+    #[error("parameter \"{key}\": value {value} is not exact in {ty}")]
+    InexactValue {
+        /// The parameter's key.
+        key: String,
+        /// The first value that is not exact.
+        value: f64,
+        /// The parameter's type.
+        ty: TensorType,
+    },
+}
+
 /// Printer options.
 #[derive(Debug, Clone, Default)]
 pub struct PrintOptions {
@@ -73,14 +137,16 @@ pub trait WeightSource {
 
 impl WeightSource for HashMap<String, Vec<f64>> {
     fn values(&self, key: &str, ty: &TensorType) -> Result<Vec<f64>> {
-        let v = self
-            .get(key)
-            .ok_or_else(|| Error::Usage(format!("no values for parameter \"{key}\"")))?;
+        let v = self.get(key).ok_or_else(|| PrintError::MissingValues {
+            key: key.to_string(),
+        })?;
         if v.len() != ty.numel() {
-            return Err(Error::Usage(format!(
-                "parameter \"{key}\": {} values for {ty}",
-                v.len()
-            )));
+            return Err(PrintError::ValueCount {
+                key: key.to_string(),
+                count: v.len(),
+                ty: ty.clone(),
+            }
+            .into());
         }
         Ok(v.clone())
     }
@@ -214,7 +280,7 @@ fn compare_type(dtype: DType) -> &'static str {
     }
 }
 
-fn check_identifier(what: &str, name: &str) -> Result<()> {
+fn check_identifier(what: &'static str, name: &str) -> Result<(), PrintError> {
     let ok = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name
             .chars()
@@ -222,9 +288,10 @@ fn check_identifier(what: &str, name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Usage(format!(
-            "{what} name \"{name}\" is not a valid MLIR identifier (letters, digits, _ $ .; not starting with a digit)"
-        )))
+        Err(PrintError::InvalidName {
+            what,
+            name: name.to_string(),
+        })
     }
 }
 
@@ -305,12 +372,39 @@ fn print_function(
     plan: &ParamPlan,
     weights: Option<&dyn WeightSource>,
 ) -> Result<()> {
+    check_function(g)?;
+    let names = ssa_names(g);
+    let rets: Vec<String> = g.outputs.iter().map(|&v| g.ty(v).to_string()).collect();
+    print_signature(out, g, &names, &rets);
+    for (n, res) in g.nodes.iter().zip(&names) {
+        let node = NodeText {
+            g,
+            names: &names,
+            n,
+            res,
+        };
+        if let Some(line) = node.line(plan, weights)? {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    let outs: Vec<&str> = g
+        .outputs
+        .iter()
+        .map(|&v| names[v.index()].as_str())
+        .collect();
+    let _ = writeln!(out, "    return {} : {}", outs.join(", "), rets.join(", "));
+    out.push_str("  }\n");
+    Ok(())
+}
+
+/// Rejects a function StableHLO text cannot express: a bad name, no
+/// results, or an output storage that does not fit.
+fn check_function(g: &Graph) -> Result<(), PrintError> {
     check_identifier("function", &g.name)?;
     if g.outputs.is_empty() {
-        return Err(Error::Usage(format!(
-            "function @{} returns nothing",
-            g.name
-        )));
+        return Err(PrintError::NoResults {
+            function: g.name.clone(),
+        });
     }
     for &(pos, r) in &g.output_storage {
         let ok = match (g.inputs.get(pos), g.outputs.get(r)) {
@@ -318,13 +412,19 @@ fn print_function(
             _ => false,
         };
         if !ok {
-            return Err(Error::Usage(format!(
-                "function @{}: result {r} cannot be stored in argument {pos} (missing, or of another type)",
-                g.name
-            )));
+            return Err(PrintError::OutputStorage {
+                function: g.name.clone(),
+                result: r,
+                argument: pos,
+            });
         }
     }
-    // SSA names: arguments are %argN, every other node %N in order.
+    Ok(())
+}
+
+/// SSA names: arguments are %argN, every other node %N in order (an
+/// argmax's indices `%N#1`).
+fn ssa_names(g: &Graph) -> Vec<String> {
     let mut names: Vec<String> = Vec::with_capacity(g.nodes.len());
     let mut counter = 0usize;
     for n in &g.nodes {
@@ -340,6 +440,12 @@ fn print_function(
             }
         });
     }
+    names
+}
+
+/// `  func.func @name(args) -> results {`, each argument with the result
+/// stored in it, if any.
+fn print_signature(out: &mut String, g: &Graph, names: &[String], rets: &[String]) {
     let args: Vec<String> = g
         .inputs
         .iter()
@@ -353,7 +459,6 @@ fn print_function(
             None => format!("{}: {}", names[v.index()], g.ty(v)),
         })
         .collect();
-    let rets: Vec<String> = g.outputs.iter().map(|&v| g.ty(v).to_string()).collect();
     let ret_sig = if rets.len() == 1 {
         rets[0].clone()
     } else {
@@ -366,54 +471,61 @@ fn print_function(
         args.join(", "),
         ret_sig
     );
+}
 
-    let name = |v: Value| names[v.index()].as_str();
-    let ty = |v: Value| g.ty(v);
-    for (i, n) in g.nodes.iter().enumerate() {
-        let res = &names[i];
-        let a = |k: usize| name(n.args[k]);
-        let ta = |k: usize| ty(n.args[k]);
-        let t = &n.ty;
-        // Every operand's name, and every operand's type, comma-separated.
-        let all_names = || {
-            n.args
-                .iter()
-                .map(|&v| name(v))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let all_types = || {
-            n.args
-                .iter()
-                .map(|&v| ty(v).to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let line = match &n.op {
-            Op::Input { .. } => continue,
-            Op::Parameter { key, offset } => match plan.symbols.get(&(key.clone(), *offset)) {
-                Some(sym) => format!("{res} = util.global.load @{sym} : {t}"),
-                None => {
-                    let w = weights.ok_or_else(|| {
-                        Error::Usage(format!(
-                            "parameter \"{key}\" is to be inlined but no weights were given"
-                        ))
-                    })?;
-                    let vals = w.values(key, t)?;
-                    if let Some(bad) = vals.iter().find(|&&x| Graph::check_literal(t.dtype, x).is_err()) {
-                        return Err(Error::Usage(format!(
-                            "parameter \"{key}\": value {bad} is not exact in {t}"
-                        )));
-                    }
-                    format!("{res} = stablehlo.constant dense<{}> : {t}", dense_text(&vals, t))
-                }
-            },
+/// One node of a function being printed, with the function's SSA names.
+struct NodeText<'g> {
+    g: &'g Graph,
+    names: &'g [String],
+    n: &'g Node,
+    /// The node's own SSA name.
+    res: &'g str,
+}
+
+impl NodeText<'_> {
+    /// Operand `k`'s name.
+    fn a(&self, k: usize) -> &str {
+        self.names[self.n.args[k].index()].as_str()
+    }
+
+    /// Operand `k`'s type.
+    fn ta(&self, k: usize) -> &TensorType {
+        self.g.ty(self.n.args[k])
+    }
+
+    /// Every operand's name, comma-separated.
+    fn all_names(&self) -> String {
+        (0..self.n.args.len())
+            .map(|k| self.a(k))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Every operand's type, comma-separated.
+    fn all_types(&self) -> String {
+        (0..self.n.args.len())
+            .map(|k| self.ta(k).to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The node's line (without indent), or `None` for an argument.
+    fn line(&self, plan: &ParamPlan, weights: Option<&dyn WeightSource>) -> Result<Option<String>> {
+        let (res, t) = (self.res, &self.n.ty);
+        let a = |k: usize| self.a(k);
+        let ta = |k: usize| self.ta(k);
+        let line = match &self.n.op {
+            Op::Input { .. } => return Ok(None),
+            Op::Parameter { key, offset } => self.parameter(key, *offset, plan, weights)?,
             Op::Constant(Literal::Splat(x)) => format!(
                 "{res} = stablehlo.constant dense<{}> : {t}",
                 format_literal_value(*x, t.dtype)
             ),
             Op::Constant(Literal::Dense(vals)) => {
-                format!("{res} = stablehlo.constant dense<{}> : {t}", dense_text(vals, t))
+                format!(
+                    "{res} = stablehlo.constant dense<{}> : {t}",
+                    dense_text(vals, t)
+                )
             }
             Op::Convert => format!("{res} = stablehlo.convert {} : ({}) -> {t}", a(0), ta(0)),
             Op::BitcastConvert => format!(
@@ -442,7 +554,13 @@ fn print_function(
                 ta(0),
                 ta(1)
             ),
-            Op::Select => format!("{res} = stablehlo.select {}, {}, {} : {}, {t}", a(0), a(1), a(2), ta(0)),
+            Op::Select => format!(
+                "{res} = stablehlo.select {}, {}, {} : {}, {t}",
+                a(0),
+                a(1),
+                a(2),
+                ta(0)
+            ),
             Op::BroadcastInDim { dims } => format!(
                 "{res} = stablehlo.broadcast_in_dim {}, dims = [{}] : ({}) -> {t}",
                 a(0),
@@ -460,93 +578,147 @@ fn print_function(
                 start,
                 limit,
                 strides,
-            } => format!(
-                "{res} = \"stablehlo.slice\"({}) {{start_indices = {}, limit_indices = {}, strides = {}}} : ({}) -> {t}",
-                a(0),
-                i64_array(start),
-                i64_array(limit),
-                i64_array(strides),
-                ta(0)
-            ),
+            } => self.slice(start, limit, strides),
             Op::DynamicUpdateSlice => format!(
                 "{res} = stablehlo.dynamic_update_slice {} : ({}) -> {t}",
-                all_names(),
-                all_types()
+                self.all_names(),
+                self.all_types()
             ),
             Op::Concatenate { dim } => format!(
                 "{res} = stablehlo.concatenate {}, dim = {dim} : ({}) -> {t}",
-                all_names(),
-                all_types()
+                self.all_names(),
+                self.all_types()
             ),
             Op::Iota { dim } => format!("{res} = stablehlo.iota dim = {dim} : {t}"),
-            Op::DotGeneral(d) => {
-                let batching = if d.lhs_batch.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        ", batching_dims = [{}] x [{}]",
-                        list(&d.lhs_batch),
-                        list(&d.rhs_batch)
-                    )
-                };
-                format!(
-                    "{res} = stablehlo.dot_general {}, {}{batching}, contracting_dims = [{}] x [{}] : ({}, {}) -> {t}",
-                    a(0),
-                    a(1),
-                    list(&d.lhs_contract),
-                    list(&d.rhs_contract),
-                    ta(0),
-                    ta(1)
-                )
-            }
-            Op::Reduce { kind, dims } => {
-                let s = TensorType::scalar(t.dtype);
-                let r = format!("%r{}", &res[1..]);
-                format!(
-                    "{res} = \"stablehlo.reduce\"({}, {}) ({{\n    ^bb0({r}_a: {s}, {r}_b: {s}):\n      {r}_c = stablehlo.{} {r}_a, {r}_b : {s}\n      stablehlo.return {r}_c : {s}\n    }}) {{dimensions = {}}} : ({}, {}) -> {t}",
-                    a(0),
-                    a(1),
-                    kind.body_op(),
-                    i64_array(dims),
-                    ta(0),
-                    ta(1)
-                )
-            }
-            Op::GatherRows => {
-                let k = ta(1).rank();
-                let d = ta(0).shape[1];
-                format!(
-                    "{res} = \"stablehlo.gather\"({}, {}) {{dimension_numbers = #stablehlo.gather<offset_dims = [{k}], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = {k}>, slice_sizes = array<i64: 1, {d}>, indices_are_sorted = false}} : ({}, {}) -> {t}",
-                    a(0),
-                    a(1),
-                    ta(0),
-                    ta(1)
-                )
-            }
-            Op::Argmax { dim } => {
-                let base = res.trim_end_matches("#1");
-                let r = format!("%r{}", &base[1..]);
-                let vs = TensorType::scalar(ta(0).dtype);
-                let is = TensorType::scalar(DType::I32);
-                let b = TensorType::scalar(DType::I1);
-                let vt = t.with_dtype(ta(0).dtype);
-                format!(
-                    "{base}:2 = \"stablehlo.reduce\"({}, {}, {}, {}) ({{\n    ^bb0({r}_av: {vs}, {r}_ai: {is}, {r}_bv: {vs}, {r}_bi: {is}):\n      {r}_gt = stablehlo.compare GT, {r}_av, {r}_bv, FLOAT : ({vs}, {vs}) -> {b}\n      {r}_eq = stablehlo.compare EQ, {r}_av, {r}_bv, FLOAT : ({vs}, {vs}) -> {b}\n      {r}_lt = stablehlo.compare LT, {r}_ai, {r}_bi, SIGNED : ({is}, {is}) -> {b}\n      {r}_tie = stablehlo.and {r}_eq, {r}_lt : {b}\n      {r}_pick = stablehlo.or {r}_gt, {r}_tie : {b}\n      {r}_v = stablehlo.select {r}_pick, {r}_av, {r}_bv : {b}, {vs}\n      {r}_i = stablehlo.select {r}_pick, {r}_ai, {r}_bi : {b}, {is}\n      stablehlo.return {r}_v, {r}_i : {vs}, {is}\n    }}) {{dimensions = array<i64: {dim}>}} : ({}, {}, {}, {}) -> ({vt}, {t})",
-                    a(0),
-                    a(1),
-                    a(2),
-                    a(3),
-                    ta(0),
-                    ta(1),
-                    ta(2),
-                    ta(3)
-                )
-            }
+            Op::DotGeneral(d) => self.dot_general(d),
+            Op::Reduce { kind, dims } => self.reduce(*kind, dims),
+            Op::GatherRows => self.gather_rows(),
+            Op::Argmax { dim } => self.argmax(*dim),
         };
-        let _ = writeln!(out, "    {line}");
+        Ok(Some(line))
     }
-    let outs: Vec<&str> = g.outputs.iter().map(|&v| name(v)).collect();
-    let _ = writeln!(out, "    return {} : {}", outs.join(", "), rets.join(", "));
-    out.push_str("  }\n");
-    Ok(())
+
+    /// A parameter: a load of its global, or its values inlined.
+    fn parameter(
+        &self,
+        key: &str,
+        offset: Option<u64>,
+        plan: &ParamPlan,
+        weights: Option<&dyn WeightSource>,
+    ) -> Result<String> {
+        let (res, t) = (self.res, &self.n.ty);
+        if let Some(sym) = plan.symbols.get(&(key.to_string(), offset)) {
+            return Ok(format!("{res} = util.global.load @{sym} : {t}"));
+        }
+        let w = weights.ok_or_else(|| PrintError::NoWeights {
+            key: key.to_string(),
+        })?;
+        let vals = w.values(key, t)?;
+        if let Some(&bad) = vals
+            .iter()
+            .find(|&&x| Graph::check_literal(t.dtype, x).is_err())
+        {
+            return Err(PrintError::InexactValue {
+                key: key.to_string(),
+                value: bad,
+                ty: t.clone(),
+            }
+            .into());
+        }
+        Ok(format!(
+            "{res} = stablehlo.constant dense<{}> : {t}",
+            dense_text(&vals, t)
+        ))
+    }
+
+    /// `slice` in the generic form.
+    fn slice(&self, start: &[usize], limit: &[usize], strides: &[usize]) -> String {
+        let (res, t) = (self.res, &self.n.ty);
+        format!(
+            "{res} = \"stablehlo.slice\"({}) {{start_indices = {}, limit_indices = {}, strides = {}}} : ({}) -> {t}",
+            self.a(0),
+            i64_array(start),
+            i64_array(limit),
+            i64_array(strides),
+            self.ta(0)
+        )
+    }
+
+    /// `dot_general`, its batching dims only when there are some.
+    fn dot_general(&self, d: &DotDims) -> String {
+        let batching = if d.lhs_batch.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", batching_dims = [{}] x [{}]",
+                list(&d.lhs_batch),
+                list(&d.rhs_batch)
+            )
+        };
+        let (res, t) = (self.res, &self.n.ty);
+        format!(
+            "{res} = stablehlo.dot_general {}, {}{batching}, contracting_dims = [{}] x [{}] : ({}, {}) -> {t}",
+            self.a(0),
+            self.a(1),
+            list(&d.lhs_contract),
+            list(&d.rhs_contract),
+            self.ta(0),
+            self.ta(1)
+        )
+    }
+
+    /// A one-operand `reduce` in the generic form, its body one op.
+    fn reduce(&self, kind: ReduceKind, dims: &[usize]) -> String {
+        let (res, t) = (self.res, &self.n.ty);
+        let s = TensorType::scalar(t.dtype);
+        let r = format!("%r{}", &res[1..]);
+        format!(
+            "{res} = \"stablehlo.reduce\"({}, {}) ({{\n    ^bb0({r}_a: {s}, {r}_b: {s}):\n      {r}_c = stablehlo.{} {r}_a, {r}_b : {s}\n      stablehlo.return {r}_c : {s}\n    }}) {{dimensions = {}}} : ({}, {}) -> {t}",
+            self.a(0),
+            self.a(1),
+            kind.body_op(),
+            i64_array(dims),
+            self.ta(0),
+            self.ta(1)
+        )
+    }
+
+    /// A row gather in the generic form.
+    fn gather_rows(&self) -> String {
+        let k = self.ta(1).rank();
+        let d = self.ta(0).shape[1];
+        let (res, t) = (self.res, &self.n.ty);
+        format!(
+            "{res} = \"stablehlo.gather\"({}, {}) {{dimension_numbers = #stablehlo.gather<offset_dims = [{k}], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = {k}>, slice_sizes = array<i64: 1, {d}>, indices_are_sorted = false}} : ({}, {}) -> {t}",
+            self.a(0),
+            self.a(1),
+            self.ta(0),
+            self.ta(1)
+        )
+    }
+
+    /// An argmax: the variadic reduce of (values, iota, -inf, 0) whose
+    /// comparator keeps the lowest index on ties.
+    fn argmax(&self, dim: usize) -> String {
+        let a = |k: usize| self.a(k);
+        let ta = |k: usize| self.ta(k);
+        let t = &self.n.ty;
+        let base = self.res.trim_end_matches("#1");
+        let r = format!("%r{}", &base[1..]);
+        let vs = TensorType::scalar(ta(0).dtype);
+        let is = TensorType::scalar(DType::I32);
+        let b = TensorType::scalar(DType::I1);
+        let vt = t.with_dtype(ta(0).dtype);
+        format!(
+            "{base}:2 = \"stablehlo.reduce\"({}, {}, {}, {}) ({{\n    ^bb0({r}_av: {vs}, {r}_ai: {is}, {r}_bv: {vs}, {r}_bi: {is}):\n      {r}_gt = stablehlo.compare GT, {r}_av, {r}_bv, FLOAT : ({vs}, {vs}) -> {b}\n      {r}_eq = stablehlo.compare EQ, {r}_av, {r}_bv, FLOAT : ({vs}, {vs}) -> {b}\n      {r}_lt = stablehlo.compare LT, {r}_ai, {r}_bi, SIGNED : ({is}, {is}) -> {b}\n      {r}_tie = stablehlo.and {r}_eq, {r}_lt : {b}\n      {r}_pick = stablehlo.or {r}_gt, {r}_tie : {b}\n      {r}_v = stablehlo.select {r}_pick, {r}_av, {r}_bv : {b}, {vs}\n      {r}_i = stablehlo.select {r}_pick, {r}_ai, {r}_bi : {b}, {is}\n      stablehlo.return {r}_v, {r}_i : {vs}, {is}\n    }}) {{dimensions = array<i64: {dim}>}} : ({}, {}, {}, {}) -> ({vt}, {t})",
+            a(0),
+            a(1),
+            a(2),
+            a(3),
+            ta(0),
+            ta(1),
+            ta(2),
+            ta(3)
+        )
+    }
 }

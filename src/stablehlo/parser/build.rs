@@ -281,196 +281,34 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
         }
     }
 
+    /// One statement of a function body: its op built, its result bound.
     fn stmt(&mut self, st: &Stmt<'a>) -> PResult<()> {
         let name = st.name.as_str();
         if let Some(b) = binary_op(name) {
-            let v = self.operands(st, Some(2))?;
-            let r = self.g.binary(b, v[0], v[1]);
-            return self.finish(st, r);
+            return self.two_operands(st, |g, x, y| g.binary(b, x, y));
         }
         if let Some(u) = unary_op(name) {
-            let v = self.operands(st, Some(1))?;
-            let r = self.g.unary(u, v[0]);
-            return self.finish(st, r);
+            return self.one_operand(st, |g, x| g.unary(u, x));
         }
         match name {
-            "stablehlo.constant" => {
-                self.operands(st, Some(0))?;
-                let (a, p) = self.attr(st, "value")?;
-                let Attr::Dense(lit, raw) = a else {
-                    return Err(self.c.err_found(p, "a `dense<…>` value", format!("{a:?}")));
-                };
-                let ty = self.ty_of(raw)?;
-                let lit = literal(self.c, lit, &ty, p)?;
-                let r = constant(&mut self.g, lit, &ty);
-                self.finish(st, r)
-            }
-            "util.global.load" => {
-                self.operands(st, Some(0))?;
-                let (sym, p) = st.symbol.clone().unwrap_or_default();
-                let ty = self.result_type(st)?;
-                let r = match self.globals.get(&sym) {
-                    None => {
-                        return Err(self.c.err_found(
-                            p,
-                            "a global declared before the function",
-                            format!("`@{sym}`"),
-                        ))
-                    }
-                    Some(Global::Param {
-                        key,
-                        offset,
-                        ty: gt,
-                    }) => {
-                        if *gt != ty {
-                            return Err(self.c.err_found(
-                                st.types_pos,
-                                format!("`{gt}`, the type of global @{sym}"),
-                                format!("`{ty}`"),
-                            ));
-                        }
-                        match offset {
-                            None => self.g.parameter(key, ty),
-                            Some(o) => self.g.parameter_part(key, ty, *o),
-                        }
-                    }
-                    Some(Global::Const { lit, ty: gt }) => {
-                        if *gt != ty {
-                            return Err(self.c.err_found(
-                                st.types_pos,
-                                format!("`{gt}`, the type of global @{sym}"),
-                                format!("`{ty}`"),
-                            ));
-                        }
-                        constant(&mut self.g, lit.clone(), &ty)
-                    }
-                };
-                self.finish(st, r)
-            }
-            "stablehlo.convert" => {
-                let v = self.operands(st, Some(1))?;
-                let t = self.result_type(st)?;
-                let r = self.g.convert(v[0], t.dtype);
-                self.finish(st, r)
-            }
-            "stablehlo.bitcast_convert" => {
-                let v = self.operands(st, Some(1))?;
-                let t = self.result_type(st)?;
-                let r = self.g.bitcast_convert(v[0], t.dtype);
-                self.finish(st, r)
-            }
-            "stablehlo.shift_left" => {
-                let v = self.operands(st, Some(2))?;
-                let r = self.g.shift_left(v[0], v[1]);
-                self.finish(st, r)
-            }
-            "stablehlo.shift_right_logical" => {
-                let v = self.operands(st, Some(2))?;
-                let r = self.g.shift_right_logical(v[0], v[1]);
-                self.finish(st, r)
-            }
-            "stablehlo.and" => {
-                let v = self.operands(st, Some(2))?;
-                let r = self.g.bitwise_and(v[0], v[1]);
-                self.finish(st, r)
-            }
-            "stablehlo.optimization_barrier" => {
-                let v = self.operands(st, Some(1))?;
-                let r = self.g.optimization_barrier(v[0]);
-                self.finish(st, r)
-            }
-            "stablehlo.compare" => {
-                let v = self.operands(st, Some(2))?;
-                let (a, p) = self.attr(st, "comparison_direction")?;
-                let dir = match a {
-                    Attr::Enum(w) => compare_dir(w),
-                    _ => None,
-                }
-                .ok_or_else(|| {
-                    self.c.err_found(
-                        p,
-                        "a comparison direction (`EQ`, `NE`, `LT`, `LE`, `GT`, `GE`)",
-                        format!("{a:?}"),
-                    )
-                })?;
-                let r = self.g.compare(dir, v[0], v[1]);
-                self.finish(st, r)
-            }
-            "stablehlo.select" => {
-                let v = self.operands(st, Some(3))?;
-                let r = self.g.select(v[0], v[1], v[2]);
-                self.finish(st, r)
-            }
-            "stablehlo.broadcast_in_dim" => {
-                let v = self.operands(st, Some(1))?;
-                let dims = self.dims_attr(st, "broadcast_dimensions")?;
-                let t = self.result_type(st)?;
-                let r = self.g.broadcast_in_dim(v[0], &t.shape, &dims);
-                self.finish(st, r)
-            }
-            "stablehlo.reshape" => {
-                let v = self.operands(st, Some(1))?;
-                let t = self.result_type(st)?;
-                let r = self.g.reshape(v[0], &t.shape);
-                self.finish(st, r)
-            }
-            "stablehlo.transpose" => {
-                let v = self.operands(st, Some(1))?;
-                let perm = self.dims_attr(st, "permutation")?;
-                let r = self.g.transpose(v[0], &perm);
-                self.finish(st, r)
-            }
-            "stablehlo.slice" => {
-                let v = self.operands(st, Some(1))?;
-                let s = self.dims_attr(st, "start_indices")?;
-                let l = self.dims_attr(st, "limit_indices")?;
-                let k = match st.attr("strides") {
-                    Some((a, p)) => self.dims(a, p, "strides")?,
-                    None => vec![1; s.len()],
-                };
-                let r = self.g.slice(v[0], &s, &l, &k);
-                self.finish(st, r)
-            }
-            "stablehlo.concatenate" => {
-                let v = self.operands(st, None)?;
-                let d = self.int_attr(st, "dimension")?;
-                let r = self.g.concatenate(&v, d);
-                self.finish(st, r)
-            }
-            "stablehlo.iota" => {
-                self.operands(st, Some(0))?;
-                let d = self.int_attr(st, "iota_dimension")?;
-                let t = self.result_type(st)?;
-                let r = self.g.iota(t.dtype, &t.shape, d);
-                self.finish(st, r)
-            }
-            "stablehlo.dot_general" => {
-                let v = self.operands(st, Some(2))?;
-                let (a, p) = self.attr(st, "dot_dimension_numbers")?;
-                let Attr::Struct(_, f) = a else {
-                    return Err(self.c.err_found(p, "`#stablehlo.dot<…>`", format!("{a:?}")));
-                };
-                let dims = DotDims {
-                    lhs_batch: self.struct_field(f, "lhs_batching_dimensions", p)?,
-                    rhs_batch: self.struct_field(f, "rhs_batching_dimensions", p)?,
-                    lhs_contract: self.struct_field(f, "lhs_contracting_dimensions", p)?,
-                    rhs_contract: self.struct_field(f, "rhs_contracting_dimensions", p)?,
-                };
-                let r = self.g.dot_general(v[0], v[1], dims);
-                self.finish(st, r)
-            }
-            "stablehlo.dynamic_update_slice" => {
-                let v = self.operands(st, None)?;
-                if v.len() < 2 {
-                    return Err(self.c.err_found(
-                        st.pos,
-                        "an operand, an update and one start index per dim",
-                        format!("{} operand(s)", v.len()),
-                    ));
-                }
-                let r = self.g.dynamic_update_slice(v[0], v[1], &v[2..]);
-                self.finish(st, r)
-            }
+            "stablehlo.constant" => self.constant(st),
+            "util.global.load" => self.global_load(st),
+            "stablehlo.convert" => self.convert_like(st, Graph::convert),
+            "stablehlo.bitcast_convert" => self.convert_like(st, Graph::bitcast_convert),
+            "stablehlo.shift_left" => self.two_operands(st, Graph::shift_left),
+            "stablehlo.shift_right_logical" => self.two_operands(st, Graph::shift_right_logical),
+            "stablehlo.and" => self.two_operands(st, Graph::bitwise_and),
+            "stablehlo.optimization_barrier" => self.one_operand(st, Graph::optimization_barrier),
+            "stablehlo.compare" => self.compare(st),
+            "stablehlo.select" => self.select(st),
+            "stablehlo.broadcast_in_dim" => self.broadcast_in_dim(st),
+            "stablehlo.reshape" => self.reshape(st),
+            "stablehlo.transpose" => self.transpose(st),
+            "stablehlo.slice" => self.slice(st),
+            "stablehlo.concatenate" => self.concatenate(st),
+            "stablehlo.iota" => self.iota(st),
+            "stablehlo.dot_general" => self.dot_general(st),
+            "stablehlo.dynamic_update_slice" => self.dynamic_update_slice(st),
             "stablehlo.gather" => self.gather(st),
             "stablehlo.reduce" => self.reduce(st),
             _ => Err(self.c.err_found(
@@ -479,6 +317,196 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                 format!("`{name}`"),
             )),
         }
+    }
+
+    /// An op of one operand, built by `build`.
+    fn one_operand(
+        &mut self,
+        st: &Stmt<'a>,
+        build: impl FnOnce(&mut Graph, Value) -> Result<Value, GraphError>,
+    ) -> PResult<()> {
+        let v = self.operands(st, Some(1))?;
+        let r = build(&mut self.g, v[0]);
+        self.finish(st, r)
+    }
+
+    /// An op of two operands, built by `build`.
+    fn two_operands(
+        &mut self,
+        st: &Stmt<'a>,
+        build: impl FnOnce(&mut Graph, Value, Value) -> Result<Value, GraphError>,
+    ) -> PResult<()> {
+        let v = self.operands(st, Some(2))?;
+        let r = build(&mut self.g, v[0], v[1]);
+        self.finish(st, r)
+    }
+
+    /// An op of one operand whose result dtype is the stated one
+    /// (`convert`, `bitcast_convert`), built by `build`.
+    fn convert_like(
+        &mut self,
+        st: &Stmt<'a>,
+        build: impl FnOnce(&mut Graph, Value, DType) -> Result<Value, GraphError>,
+    ) -> PResult<()> {
+        let v = self.operands(st, Some(1))?;
+        let t = self.result_type(st)?;
+        let r = build(&mut self.g, v[0], t.dtype);
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.constant dense<…>`.
+    fn constant(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        self.operands(st, Some(0))?;
+        let (a, p) = self.attr(st, "value")?;
+        let Attr::Dense(lit, raw) = a else {
+            return Err(self.c.err_found(p, "a `dense<…>` value", format!("{a:?}")));
+        };
+        let ty = self.ty_of(raw)?;
+        let lit = literal(self.c, lit, &ty, p)?;
+        let r = constant(&mut self.g, lit, &ty);
+        self.finish(st, r)
+    }
+
+    /// `util.global.load @sym`: a parameter, or a constant global's value.
+    fn global_load(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        self.operands(st, Some(0))?;
+        let (sym, p) = st.symbol.clone().unwrap_or_default();
+        let ty = self.result_type(st)?;
+        let Some(global) = self.globals.get(&sym) else {
+            return Err(self.c.err_found(
+                p,
+                "a global declared before the function",
+                format!("`@{sym}`"),
+            ));
+        };
+        let (Global::Param { ty: gt, .. } | Global::Const { ty: gt, .. }) = global;
+        if *gt != ty {
+            return Err(self.c.err_found(
+                st.types_pos,
+                format!("`{gt}`, the type of global @{sym}"),
+                format!("`{ty}`"),
+            ));
+        }
+        let r = match global {
+            Global::Param { key, offset, .. } => match offset {
+                None => self.g.parameter(key, ty),
+                Some(o) => self.g.parameter_part(key, ty, *o),
+            },
+            Global::Const { lit, .. } => constant(&mut self.g, lit.clone(), &ty),
+        };
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.compare DIR, %a, %b`.
+    fn compare(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, Some(2))?;
+        let (a, p) = self.attr(st, "comparison_direction")?;
+        let dir = match a {
+            Attr::Enum(w) => compare_dir(w),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            self.c.err_found(
+                p,
+                "a comparison direction (`EQ`, `NE`, `LT`, `LE`, `GT`, `GE`)",
+                format!("{a:?}"),
+            )
+        })?;
+        let r = self.g.compare(dir, v[0], v[1]);
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.select %pred, %on_true, %on_false`.
+    fn select(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, Some(3))?;
+        let r = self.g.select(v[0], v[1], v[2]);
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.broadcast_in_dim` to the stated result shape.
+    fn broadcast_in_dim(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, Some(1))?;
+        let dims = self.dims_attr(st, "broadcast_dimensions")?;
+        let t = self.result_type(st)?;
+        let r = self.g.broadcast_in_dim(v[0], &t.shape, &dims);
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.reshape` to the stated result shape.
+    fn reshape(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, Some(1))?;
+        let t = self.result_type(st)?;
+        let r = self.g.reshape(v[0], &t.shape);
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.transpose` by its `permutation`.
+    fn transpose(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, Some(1))?;
+        let perm = self.dims_attr(st, "permutation")?;
+        let r = self.g.transpose(v[0], &perm);
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.slice`, its strides 1 when not given.
+    fn slice(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, Some(1))?;
+        let s = self.dims_attr(st, "start_indices")?;
+        let l = self.dims_attr(st, "limit_indices")?;
+        let k = match st.attr("strides") {
+            Some((a, p)) => self.dims(a, p, "strides")?,
+            None => vec![1; s.len()],
+        };
+        let r = self.g.slice(v[0], &s, &l, &k);
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.concatenate` of any number of operands.
+    fn concatenate(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, None)?;
+        let d = self.int_attr(st, "dimension")?;
+        let r = self.g.concatenate(&v, d);
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.iota` of the stated result type.
+    fn iota(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        self.operands(st, Some(0))?;
+        let d = self.int_attr(st, "iota_dimension")?;
+        let t = self.result_type(st)?;
+        let r = self.g.iota(t.dtype, &t.shape, d);
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.dot_general` with its `#stablehlo.dot<…>` dimension numbers.
+    fn dot_general(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, Some(2))?;
+        let (a, p) = self.attr(st, "dot_dimension_numbers")?;
+        let Attr::Struct(_, f) = a else {
+            return Err(self.c.err_found(p, "`#stablehlo.dot<…>`", format!("{a:?}")));
+        };
+        let dims = DotDims {
+            lhs_batch: self.struct_field(f, "lhs_batching_dimensions", p)?,
+            rhs_batch: self.struct_field(f, "rhs_batching_dimensions", p)?,
+            lhs_contract: self.struct_field(f, "lhs_contracting_dimensions", p)?,
+            rhs_contract: self.struct_field(f, "rhs_contracting_dimensions", p)?,
+        };
+        let r = self.g.dot_general(v[0], v[1], dims);
+        self.finish(st, r)
+    }
+
+    /// `stablehlo.dynamic_update_slice %operand, %update, %starts…`.
+    fn dynamic_update_slice(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, None)?;
+        if v.len() < 2 {
+            return Err(self.c.err_found(
+                st.pos,
+                "an operand, an update and one start index per dim",
+                format!("{} operand(s)", v.len()),
+            ));
+        }
+        let r = self.g.dynamic_update_slice(v[0], v[1], &v[2..]);
+        self.finish(st, r)
     }
 
     fn gather(&mut self, st: &Stmt<'a>) -> PResult<()> {
@@ -632,6 +660,75 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
                 .err_found(st.pos, "two results (`%N:2 = …`)", "another result list")),
         }
     }
+
+    /// Binds the arguments as the function's inputs; returns the output
+    /// storages they ask for, as (result, argument, attribute position).
+    fn inputs(&mut self, args: Vec<Arg<'a>>) -> PResult<Vec<(usize, Value, usize)>> {
+        let mut storage = Vec::new();
+        for arg in args {
+            let v = self.g.input(arg.ty);
+            self.define(arg.name, arg.pos, Binding::One(v))?;
+            if let Some((r, ap)) = arg.stored {
+                storage.push((r, v, ap));
+            }
+        }
+        Ok(storage)
+    }
+
+    /// Builds a function body; returns the values of its final `return`.
+    fn body(&mut self, c: &Cursor<'a>, body: &[Stmt<'a>], rets: &[RawType]) -> PResult<Vec<Value>> {
+        let mut returned = None;
+        for st in body {
+            if returned.is_some() {
+                return Err(c.err_found(st.pos, "`}` after the return", format!("`{}`", st.name)));
+            }
+            if st.name == "return" {
+                returned = Some(self.returned(c, st, rets)?);
+                continue;
+            }
+            self.stmt(st)?;
+        }
+        returned.ok_or_else(|| {
+            c.err_found(
+                c.pos.saturating_sub(1),
+                format!("a `return` in @{}", self.g.name),
+                "`}`",
+            )
+        })
+    }
+
+    /// The values of a `return`, as many and of the types the signature says.
+    fn returned(&self, c: &Cursor<'a>, st: &Stmt<'a>, rets: &[RawType]) -> PResult<Vec<Value>> {
+        let v = self.operands(st, None)?;
+        if v.len() != rets.len() {
+            return Err(c.err_found(
+                st.pos,
+                format!("{} returned value(s), as the signature says", rets.len()),
+                format!("{}", v.len()),
+            ));
+        }
+        for (val, raw) in v.iter().zip(rets) {
+            let want = tensor_type(c, raw)?;
+            if *self.g.ty(*val) != want {
+                return Err(c.err_found(
+                    st.pos,
+                    format!("a returned `{want}` as the signature says"),
+                    format!("`{}`", self.g.ty(*val)),
+                ));
+            }
+        }
+        Ok(v)
+    }
+}
+
+/// A function argument as declared: its SSA name and position, its type,
+/// and the result stored in it (`iree.abi.output`) with that attribute's
+/// position.
+struct Arg<'a> {
+    name: &'a str,
+    pos: usize,
+    ty: TensorType,
+    stored: Option<(usize, usize)>,
 }
 
 /// `func.func @name(args) -> results { body }`.
@@ -650,100 +747,16 @@ pub(crate) fn function<'a>(
         names: HashMap::new(),
         globals,
     };
-    c.expect("(")?;
-    let mut arg_names = Vec::new();
-    if !c.eat(")") {
-        loop {
-            let (n, p) = c.ssa()?;
-            c.expect(":")?;
-            let raw = syntax::raw_type(c)?;
-            let ty = tensor_type(c, &raw)?;
-            let mut stored = None;
-            if c.peek("{") {
-                let mut attrs = Vec::new();
-                syntax::attr_dict(c, &mut attrs)?;
-                // `iree.abi.output = R : index`: result R is written into
-                // this argument's buffer. Other argument attributes do not
-                // change what the function computes and are dropped.
-                if let Some((_, a, ap)) = attrs.iter().find(|(k, _, _)| k == "iree.abi.output") {
-                    match a {
-                        Attr::Int(r) if *r >= 0 => stored = Some((*r as usize, *ap)),
-                        other => {
-                            return Err(c.err_found(
-                                *ap,
-                                "`iree.abi.output = N : index` with a result number N",
-                                format!("{other:?}"),
-                            ))
-                        }
-                    }
-                }
-            }
-            arg_names.push((n, p, ty, stored));
-            if c.eat(")") {
-                break;
-            }
-            c.expect(",")?;
-        }
-    }
-    let rets: Vec<RawType> = if c.eat("->") {
-        if c.peek("(") {
-            syntax::type_list_in_parens(c)?
-        } else {
-            vec![syntax::raw_type(c)?]
-        }
-    } else {
-        Vec::new()
-    };
+    let args = arguments(c)?;
+    let rets = signature_results(c)?;
     if c.eat_kw("attributes") {
         let mut sink = Vec::new();
         syntax::attr_dict(c, &mut sink)?;
     }
     c.expect("{")?;
     let body = syntax::block(c, 0)?;
-    let mut storage = Vec::new();
-    for (n, p, ty, stored) in arg_names {
-        let v = fb.g.input(ty);
-        fb.define(n, p, Binding::One(v))?;
-        if let Some((r, ap)) = stored {
-            storage.push((r, v, ap));
-        }
-    }
-    let mut returned = None;
-    for st in &body {
-        if returned.is_some() {
-            return Err(c.err_found(st.pos, "`}` after the return", format!("`{}`", st.name)));
-        }
-        if st.name == "return" {
-            let v = fb.operands(st, None)?;
-            if v.len() != rets.len() {
-                return Err(c.err_found(
-                    st.pos,
-                    format!("{} returned value(s), as the signature says", rets.len()),
-                    format!("{}", v.len()),
-                ));
-            }
-            for (val, raw) in v.iter().zip(&rets) {
-                let want = tensor_type(c, raw)?;
-                if *fb.g.ty(*val) != want {
-                    return Err(c.err_found(
-                        st.pos,
-                        format!("a returned `{want}` as the signature says"),
-                        format!("`{}`", fb.g.ty(*val)),
-                    ));
-                }
-            }
-            returned = Some(v);
-            continue;
-        }
-        fb.stmt(st)?;
-    }
-    let Some(outs) = returned else {
-        return Err(c.err_found(
-            c.pos.saturating_sub(1),
-            format!("a `return` in @{}", fb.g.name),
-            "`}`",
-        ));
-    };
+    let storage = fb.inputs(args)?;
+    let outs = fb.body(c, &body, &rets)?;
     fb.g.set_outputs(&outs);
     for (r, v, ap) in storage {
         fb.g.store_output_in_input(r, v).map_err(|e| {
@@ -755,4 +768,65 @@ pub(crate) fn function<'a>(
         })?;
     }
     Ok(fb.g)
+}
+
+/// `(%arg0: T {attrs}, …)` of a function signature.
+fn arguments<'a>(c: &mut Cursor<'a>) -> PResult<Vec<Arg<'a>>> {
+    c.expect("(")?;
+    let mut args = Vec::new();
+    if c.eat(")") {
+        return Ok(args);
+    }
+    loop {
+        let (name, pos) = c.ssa()?;
+        c.expect(":")?;
+        let raw = syntax::raw_type(c)?;
+        let ty = tensor_type(c, &raw)?;
+        let stored = if c.peek("{") {
+            output_storage(c)?
+        } else {
+            None
+        };
+        args.push(Arg {
+            name,
+            pos,
+            ty,
+            stored,
+        });
+        if c.eat(")") {
+            return Ok(args);
+        }
+        c.expect(",")?;
+    }
+}
+
+/// An argument's attribute dictionary: the result stored in the argument
+/// and the attribute's position, if any.
+fn output_storage(c: &mut Cursor<'_>) -> PResult<Option<(usize, usize)>> {
+    let mut attrs = Vec::new();
+    syntax::attr_dict(c, &mut attrs)?;
+    // `iree.abi.output = R : index`: result R is written into this
+    // argument's buffer. Other argument attributes do not change what the
+    // function computes and are dropped.
+    match attrs.iter().find(|(k, _, _)| k == "iree.abi.output") {
+        None => Ok(None),
+        Some((_, Attr::Int(r), ap)) if *r >= 0 => Ok(Some((*r as usize, *ap))),
+        Some((_, other, ap)) => Err(c.err_found(
+            *ap,
+            "`iree.abi.output = N : index` with a result number N",
+            format!("{other:?}"),
+        )),
+    }
+}
+
+/// The result types after `->` (none without an arrow).
+fn signature_results(c: &mut Cursor<'_>) -> PResult<Vec<RawType>> {
+    if !c.eat("->") {
+        return Ok(Vec::new());
+    }
+    if c.peek("(") {
+        syntax::type_list_in_parens(c)
+    } else {
+        Ok(vec![syntax::raw_type(c)?])
+    }
 }

@@ -313,49 +313,10 @@ fn int_list_brackets(c: &mut Cursor<'_>) -> PResult<Vec<i64>> {
 pub(crate) fn attr_value(c: &mut Cursor<'_>) -> PResult<Attr> {
     c.ws();
     if c.peek("array<") {
-        c.pos += "array<".len();
-        let elem = c.ident("an element type")?;
-        if elem != "i64" {
-            c.pos -= elem.len();
-            let pos = c.pos;
-            return Err(c.err_found(pos, "`i64` array", format!("`{elem}`")));
-        }
-        let mut v = Vec::new();
-        if c.eat(":") {
-            loop {
-                v.push(c.i64("an integer")?);
-                if !c.eat(",") {
-                    break;
-                }
-            }
-        }
-        c.expect(">")?;
-        return Ok(Attr::Ints(v));
+        return i64_array(c);
     }
     if c.peek_kw("dense") {
-        let lit = dense(c)?;
-        c.expect(":")?;
-        let ty = raw_type(c)?;
-        if ty.elem == "i64" && ty.shape.len() <= 1 {
-            let vals: Option<Vec<i64>> = match &lit {
-                DenseLit::List(_, v) => v
-                    .iter()
-                    .map(|s| match s {
-                        Scalar::Num(Num::Int(i)) => i64::try_from(*i).ok(),
-                        _ => None,
-                    })
-                    .collect(),
-                DenseLit::Splat(Scalar::Num(Num::Int(i))) => {
-                    let n = ty.shape.first().copied().unwrap_or(1);
-                    i64::try_from(*i).ok().map(|i| vec![i; n])
-                }
-                _ => None,
-            };
-            if let Some(v) = vals {
-                return Ok(Attr::Ints(v));
-            }
-        }
-        return Ok(Attr::Dense(lit, ty));
+        return dense_attr(c);
     }
     if c.peek("#stablehlo<") {
         c.pos += "#stablehlo<".len();
@@ -365,30 +326,9 @@ pub(crate) fn attr_value(c: &mut Cursor<'_>) -> PResult<Attr> {
         return Ok(Attr::Enum(word.to_string()));
     }
     if c.peek("#stablehlo.") {
-        let save = c.pos;
-        c.pos += "#stablehlo.".len();
-        let name = c.ident("an attribute name")?.to_string();
-        if c.eat("<") {
-            let mut fields = Vec::new();
-            if !c.eat(">") {
-                loop {
-                    let key = c.ident("a field name")?.to_string();
-                    c.expect("=")?;
-                    let v = if c.peek("[") {
-                        Attr::Ints(int_list_brackets(c)?)
-                    } else {
-                        Attr::Int(c.i64("an integer")?)
-                    };
-                    fields.push((key, v));
-                    if c.eat(">") {
-                        break;
-                    }
-                    c.expect(",")?;
-                }
-            }
-            return Ok(Attr::Struct(name, fields));
+        if let Some(a) = struct_attr(c)? {
+            return Ok(a);
         }
-        c.pos = save;
     }
     if c.peek("[") {
         let save = c.pos;
@@ -408,20 +348,109 @@ pub(crate) fn attr_value(c: &mut Cursor<'_>) -> PResult<Attr> {
     }
     let r = c.rest();
     if r.starts_with(|ch: char| ch.is_ascii_digit() || ch == '-') {
-        let v = c.i64("an integer")?;
-        if c.eat(":") {
-            let t = c.ident("an integer type")?;
-            if !matches!(t, "i64" | "i32" | "ui64" | "ui32" | "index") {
-                return Err(c.err("an integer type"));
-            }
-        }
-        return Ok(Attr::Int(v));
+        return int_attr(c);
     }
     if r.starts_with(|ch: char| ch.is_ascii_uppercase()) {
         let w = c.ident("an enum value")?;
         return Ok(Attr::Enum(w.to_string()));
     }
     Ok(Attr::Other(c.skip_balanced()?.to_string()))
+}
+
+/// `array<i64: …>` (at `c`).
+fn i64_array(c: &mut Cursor<'_>) -> PResult<Attr> {
+    c.pos += "array<".len();
+    let elem = c.ident("an element type")?;
+    if elem != "i64" {
+        c.pos -= elem.len();
+        let pos = c.pos;
+        return Err(c.err_found(pos, "`i64` array", format!("`{elem}`")));
+    }
+    let mut v = Vec::new();
+    if c.eat(":") {
+        loop {
+            v.push(c.i64("an integer")?);
+            if !c.eat(",") {
+                break;
+            }
+        }
+    }
+    c.expect(">")?;
+    Ok(Attr::Ints(v))
+}
+
+/// `dense<…> : type`; integers when the type is an i64 scalar or vector.
+fn dense_attr(c: &mut Cursor<'_>) -> PResult<Attr> {
+    let lit = dense(c)?;
+    c.expect(":")?;
+    let ty = raw_type(c)?;
+    if ty.elem == "i64" && ty.shape.len() <= 1 {
+        if let Some(v) = dense_i64s(&lit, &ty) {
+            return Ok(Attr::Ints(v));
+        }
+    }
+    Ok(Attr::Dense(lit, ty))
+}
+
+/// The values of an i64 `dense<…>` of type `ty` (rank at most 1), when
+/// every one is an integer in range.
+fn dense_i64s(lit: &DenseLit, ty: &RawType) -> Option<Vec<i64>> {
+    match lit {
+        DenseLit::List(_, v) => v
+            .iter()
+            .map(|s| match s {
+                Scalar::Num(Num::Int(i)) => i64::try_from(*i).ok(),
+                _ => None,
+            })
+            .collect(),
+        DenseLit::Splat(Scalar::Num(Num::Int(i))) => {
+            let n = ty.shape.first().copied().unwrap_or(1);
+            i64::try_from(*i).ok().map(|i| vec![i; n])
+        }
+        _ => None,
+    }
+}
+
+/// `#stablehlo.NAME<field = ints, …>` (at `c`), or `None` with `c`
+/// unmoved when no `<` follows the name.
+fn struct_attr(c: &mut Cursor<'_>) -> PResult<Option<Attr>> {
+    let save = c.pos;
+    c.pos += "#stablehlo.".len();
+    let name = c.ident("an attribute name")?.to_string();
+    if !c.eat("<") {
+        c.pos = save;
+        return Ok(None);
+    }
+    let mut fields = Vec::new();
+    if !c.eat(">") {
+        loop {
+            let key = c.ident("a field name")?.to_string();
+            c.expect("=")?;
+            let v = if c.peek("[") {
+                Attr::Ints(int_list_brackets(c)?)
+            } else {
+                Attr::Int(c.i64("an integer")?)
+            };
+            fields.push((key, v));
+            if c.eat(">") {
+                break;
+            }
+            c.expect(",")?;
+        }
+    }
+    Ok(Some(Attr::Struct(name, fields)))
+}
+
+/// `N` or `N : T` for an integer type `T`.
+fn int_attr(c: &mut Cursor<'_>) -> PResult<Attr> {
+    let v = c.i64("an integer")?;
+    if c.eat(":") {
+        let t = c.ident("an integer type")?;
+        if !matches!(t, "i64" | "i32" | "ui64" | "ui32" | "index") {
+            return Err(c.err("an integer type"));
+        }
+    }
+    Ok(Attr::Int(v))
 }
 
 /// `{name = value, …}` into `out`.
@@ -642,8 +671,9 @@ fn pretty_reduce<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>, depth: usize) -> PRe
     Ok(())
 }
 
-/// `[0:4, 2:8:2]` of the pretty slice.
+/// `%x [0:4, 2:8:2] : types` of the pretty slice.
 fn pretty_slice<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
+    operand(c, st)?;
     c.ws();
     let pos = c.pos;
     c.expect("[")?;
@@ -663,10 +693,15 @@ fn pretty_slice<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
     st.attrs.push(("start_indices".into(), Attr::Ints(s), pos));
     st.attrs.push(("limit_indices".into(), Attr::Ints(l), pos));
     st.attrs.push(("strides".into(), Attr::Ints(k), pos));
-    Ok(())
+    type_section(c, st)
 }
 
+/// `%a, %b, batching_dims = [..] x [..], contracting_dims = [..] x [..] : types`
+/// of the pretty `dot_general` (`precision` and `algorithm` skipped).
 fn pretty_dot<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
+    operand(c, st)?;
+    c.expect(",")?;
+    operand(c, st)?;
     let mut fields = Vec::new();
     let mut pos = c.pos;
     while c.eat(",") {
@@ -704,7 +739,7 @@ fn pretty_dot<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
         Attr::Struct("dot".into(), fields),
         pos,
     ));
-    Ok(())
+    type_section(c, st)
 }
 
 /// One statement: `results = op …` or a return.
@@ -713,55 +748,86 @@ pub(crate) fn stmt<'a>(c: &mut Cursor<'a>, depth: usize) -> PResult<Stmt<'a>> {
         return Err(c.err("regions nested at most 16 deep"));
     }
     c.ws();
-    let mut results = Vec::new();
-    if c.peek("%") {
-        loop {
-            let (n, p) = c.ssa()?;
-            if n.contains('#') {
-                return Err(c.err_at(p, "a result name without `#`"));
-            }
-            let count = if c.peek(":") {
-                c.pos += 1;
-                c.usize("a result count")?
-            } else {
-                1
-            };
-            results.push((n, count, p));
-            if !c.eat(",") {
-                break;
-            }
-        }
-        c.expect("=")?;
-    }
+    let results = result_names(c)?;
     c.ws();
     let pos = c.pos;
     if c.peek("\"") {
-        let name = c.string()?;
-        let mut st = stmt_base(pos, &name);
-        st.results = results;
-        c.expect("(")?;
-        operands(c, &mut st)?;
-        c.expect(")")?;
-        if c.peek("<{") {
-            c.pos += 1;
-            attr_dict(c, &mut st.attrs)?;
-            c.expect(">")?;
-        }
-        if c.eat("(") {
-            st.region = Some(generic_region(c, depth)?);
-        }
-        if c.peek("{") {
-            attr_dict(c, &mut st.attrs)?;
-        }
-        c.expect(":")?;
-        let (t, p) = types(c)?;
-        st.types = t;
-        st.types_pos = p;
-        if st.name == "func.return" || st.name == "stablehlo.return" {
-            st.name = "return".into();
-        }
-        return Ok(st);
+        generic_stmt(c, pos, results, depth)
+    } else {
+        pretty_stmt(c, pos, results, depth)
     }
+}
+
+/// The results before `=`, if any: each name (without `#`), its result
+/// count (`%N:2`) and its position.
+fn result_names<'a>(c: &mut Cursor<'a>) -> PResult<Vec<(&'a str, usize, usize)>> {
+    let mut results = Vec::new();
+    if !c.peek("%") {
+        return Ok(results);
+    }
+    loop {
+        let (n, p) = c.ssa()?;
+        if n.contains('#') {
+            return Err(c.err_at(p, "a result name without `#`"));
+        }
+        let count = if c.peek(":") {
+            c.pos += 1;
+            c.usize("a result count")?
+        } else {
+            1
+        };
+        results.push((n, count, p));
+        if !c.eat(",") {
+            break;
+        }
+    }
+    c.expect("=")?;
+    Ok(results)
+}
+
+/// The generic form `"op"(operands) <{properties}> ({region}) {attrs} : types`,
+/// its op name at `pos`.
+fn generic_stmt<'a>(
+    c: &mut Cursor<'a>,
+    pos: usize,
+    results: Vec<(&'a str, usize, usize)>,
+    depth: usize,
+) -> PResult<Stmt<'a>> {
+    let name = c.string()?;
+    let mut st = stmt_base(pos, &name);
+    st.results = results;
+    c.expect("(")?;
+    operands(c, &mut st)?;
+    c.expect(")")?;
+    if c.peek("<{") {
+        c.pos += 1;
+        attr_dict(c, &mut st.attrs)?;
+        c.expect(">")?;
+    }
+    if c.eat("(") {
+        st.region = Some(generic_region(c, depth)?);
+    }
+    if c.peek("{") {
+        attr_dict(c, &mut st.attrs)?;
+    }
+    c.expect(":")?;
+    let (t, p) = types(c)?;
+    st.types = t;
+    st.types_pos = p;
+    if st.name == "func.return" || st.name == "stablehlo.return" {
+        st.name = "return".into();
+    }
+    Ok(st)
+}
+
+/// A pretty form, its op name at `pos`: each op with its own syntax, any
+/// other as `op operands : types`.
+fn pretty_stmt<'a>(
+    c: &mut Cursor<'a>,
+    pos: usize,
+    results: Vec<(&'a str, usize, usize)>,
+    depth: usize,
+) -> PResult<Stmt<'a>> {
     let name = c.ident("an operation name")?;
     let name = match name {
         "func.return" | "stablehlo.return" => "return",
@@ -770,97 +836,108 @@ pub(crate) fn stmt<'a>(c: &mut Cursor<'a>, depth: usize) -> PResult<Stmt<'a>> {
     let mut st = stmt_base(pos, name);
     st.results = results;
     match name {
-        "return" => {
-            operands(c, &mut st)?;
-            if c.eat(":") {
-                let (t, p) = types(c)?;
-                st.types = t;
-                st.types_pos = p;
-            }
-        }
-        "stablehlo.constant" => {
-            if c.peek("{") {
-                attr_dict(c, &mut st.attrs)?;
-            }
-            c.ws();
-            let p = c.pos;
-            let lit = dense(c)?;
-            c.expect(":")?;
-            let (t, tp) = types(c)?;
-            let ty = match &t {
-                Types::Short(v) if v.len() == 1 => v[0].clone(),
-                Types::Fn(i, o) if i.is_empty() && o.len() == 1 => o[0].clone(),
-                _ => return Err(c.err_at(tp, "one tensor type")),
-            };
-            st.attrs.push(("value".into(), Attr::Dense(lit, ty), p));
-            st.types = t;
-            st.types_pos = tp;
-        }
-        "util.global.load" => {
-            c.eat_kw("immutable");
-            st.symbol = Some(c.symbol()?);
-            type_section(c, &mut st)?;
-        }
-        "stablehlo.compare" => {
-            c.ws();
-            let p = c.pos;
-            let dir = c.ident("a comparison direction (`EQ`, `NE`, `LT`, `LE`, `GT`, `GE`)")?;
-            st.attrs
-                .push(("comparison_direction".into(), Attr::Enum(dir.into()), p));
-            c.expect(",")?;
-            operand(c, &mut st)?;
-            c.expect(",")?;
-            operand(c, &mut st)?;
-            if c.eat(",") {
-                c.ws();
-                let p = c.pos;
-                let t =
-                    c.ident("a comparison type (`FLOAT`, `SIGNED`, `UNSIGNED`, `TOTALORDER`)")?;
-                st.attrs
-                    .push(("compare_type".into(), Attr::Enum(t.into()), p));
-            }
-            type_section(c, &mut st)?;
-        }
-        "stablehlo.broadcast_in_dim" | "stablehlo.transpose" => {
-            operand(c, &mut st)?;
-            c.expect(",")?;
-            let attr = if name == "stablehlo.transpose" {
-                "permutation"
-            } else {
-                "broadcast_dimensions"
-            };
-            kw_list(c, &mut st, "dims", attr)?;
-            type_section(c, &mut st)?;
-        }
-        "stablehlo.concatenate" => {
-            operands(c, &mut st)?;
-            c.expect(",")?;
-            kw_int(c, &mut st, "dim", "dimension")?;
-            type_section(c, &mut st)?;
-        }
-        "stablehlo.iota" => {
-            kw_int(c, &mut st, "dim", "iota_dimension")?;
-            type_section(c, &mut st)?;
-        }
-        "stablehlo.slice" => {
-            operand(c, &mut st)?;
-            pretty_slice(c, &mut st)?;
-            type_section(c, &mut st)?;
-        }
-        "stablehlo.dot_general" => {
-            operand(c, &mut st)?;
-            c.expect(",")?;
-            operand(c, &mut st)?;
-            pretty_dot(c, &mut st)?;
-            type_section(c, &mut st)?;
-        }
-        "stablehlo.reduce" => {
-            pretty_reduce(c, &mut st, depth)?;
-        }
-        _ => {
-            operands(c, &mut st)?;
-            type_section(c, &mut st)?;
-        }
+        "return" => pretty_return(c, &mut st)?,
+        "stablehlo.constant" => pretty_constant(c, &mut st)?,
+        "util.global.load" => global_load(c, &mut st)?,
+        "stablehlo.compare" => pretty_compare(c, &mut st)?,
+        "stablehlo.broadcast_in_dim" => pretty_dims(c, &mut st, "broadcast_dimensions")?,
+        "stablehlo.transpose" => pretty_dims(c, &mut st, "permutation")?,
+        "stablehlo.concatenate" => pretty_concatenate(c, &mut st)?,
+        "stablehlo.iota" => pretty_iota(c, &mut st)?,
+        "stablehlo.slice" => pretty_slice(c, &mut st)?,
+        "stablehlo.dot_general" => pretty_dot(c, &mut st)?,
+        "stablehlo.reduce" => pretty_reduce(c, &mut st, depth)?,
+        _ => plain_form(c, &mut st)?,
     }
     Ok(st)
+}
+
+/// `op operands : types`, the form of every op without its own syntax.
+fn plain_form<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
+    operands(c, st)?;
+    type_section(c, st)
+}
+
+/// `return operands` with an optional `: types`.
+fn pretty_return<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
+    operands(c, st)?;
+    if c.eat(":") {
+        let (t, p) = types(c)?;
+        st.types = t;
+        st.types_pos = p;
+    }
+    Ok(())
+}
+
+/// `stablehlo.constant {attrs} dense<…> : type`, the literal kept as the
+/// `value` attribute.
+fn pretty_constant<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
+    if c.peek("{") {
+        attr_dict(c, &mut st.attrs)?;
+    }
+    c.ws();
+    let p = c.pos;
+    let lit = dense(c)?;
+    c.expect(":")?;
+    let (t, tp) = types(c)?;
+    let ty = match &t {
+        Types::Short(v) if v.len() == 1 => v[0].clone(),
+        Types::Fn(i, o) if i.is_empty() && o.len() == 1 => o[0].clone(),
+        _ => return Err(c.err_at(tp, "one tensor type")),
+    };
+    st.attrs.push(("value".into(), Attr::Dense(lit, ty), p));
+    st.types = t;
+    st.types_pos = tp;
+    Ok(())
+}
+
+/// `util.global.load [immutable] @sym : type`.
+fn global_load<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
+    c.eat_kw("immutable");
+    st.symbol = Some(c.symbol()?);
+    type_section(c, st)
+}
+
+/// `stablehlo.compare DIR, %a, %b[, TYPE] : types`.
+fn pretty_compare<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
+    c.ws();
+    let p = c.pos;
+    let dir = c.ident("a comparison direction (`EQ`, `NE`, `LT`, `LE`, `GT`, `GE`)")?;
+    st.attrs
+        .push(("comparison_direction".into(), Attr::Enum(dir.into()), p));
+    c.expect(",")?;
+    operand(c, st)?;
+    c.expect(",")?;
+    operand(c, st)?;
+    if c.eat(",") {
+        c.ws();
+        let p = c.pos;
+        let t = c.ident("a comparison type (`FLOAT`, `SIGNED`, `UNSIGNED`, `TOTALORDER`)")?;
+        st.attrs
+            .push(("compare_type".into(), Attr::Enum(t.into()), p));
+    }
+    type_section(c, st)
+}
+
+/// `%x, dims = [..] : types` of `broadcast_in_dim` and `transpose`, the
+/// dims kept as attribute `attr`.
+fn pretty_dims<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>, attr: &str) -> PResult<()> {
+    operand(c, st)?;
+    c.expect(",")?;
+    kw_list(c, st, "dims", attr)?;
+    type_section(c, st)
+}
+
+/// `operands, dim = N : types` of `concatenate`.
+fn pretty_concatenate<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
+    operands(c, st)?;
+    c.expect(",")?;
+    kw_int(c, st, "dim", "dimension")?;
+    type_section(c, st)
+}
+
+/// `dim = N : type` of `iota`.
+fn pretty_iota<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
+    kw_int(c, st, "dim", "iota_dimension")?;
+    type_section(c, st)
 }
