@@ -235,7 +235,7 @@ fn missing_toolchain_says_what_to_run() {
         .env("KILN_IREE_DIR", empty.path().join("nope"))
         .output()
         .unwrap();
-    let err = failed(&out, 3);
+    let err = failed(&out, 2);
     assert!(
         err.contains("KILN_IREE_DIR") && err.contains("nope"),
         "{err}"
