@@ -19,7 +19,7 @@ use std::time::Instant;
 fn iree_tool(rel: &str) -> Option<PathBuf> {
     let venv = std::env::var_os("KILN_IREE_VENV")
         .map(PathBuf::from)
-        .unwrap_or_else(|| kiln::util::cache_dir().join("iree-3.13.0"));
+        .unwrap_or_else(|| kiln::cache_dir().join("iree-3.13.0"));
     let p = venv.join("lib/python3.11/site-packages/iree").join(rel);
     p.exists().then_some(p)
 }

@@ -9,7 +9,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use kiln::tokenizer::Tokenizer;
 
 fn bench_load(c: &mut Criterion) {
-    let gguf = kiln::util::cache_dir().join("gemma3/gemma-3-270m-q4_k_m.gguf");
+    let gguf = kiln::cache_dir().join("gemma3/gemma-3-270m-q4_k_m.gguf");
     if !gguf.is_file() {
         eprintln!(
             "tokenizer_load: {} is missing (scripts/fetch-gemma3.sh); skipped",

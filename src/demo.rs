@@ -3,14 +3,14 @@
 //! `iree-compile`, run by `iree-run-module`, and checked against committed
 //! expected ids and against kiln's own interpreter reading the same files.
 
-use crate::export::{export, ExportOptions, ExportReport};
-use crate::graph::DType;
-use crate::iree::flags::Target;
-use crate::iree::run::{run_module, HostTensor, RunOptions};
-use crate::iree::Toolchain;
-use crate::models::{Checkpoint, DecoderConfig, Family, RopeScaling};
-use crate::Result;
-use std::path::{Path, PathBuf};
+use kiln::export::{export, ExportOptions, ExportReport};
+use kiln::graph::DType;
+use kiln::iree::flags::Target;
+use kiln::iree::run::{run_module, HostTensor, RunOptions};
+use kiln::iree::Toolchain;
+use kiln::models::{Checkpoint, DecoderConfig, Family, RopeScaling};
+use kiln::Result;
+use std::path::Path;
 use std::time::Instant;
 
 /// The demo model's name (file stem and function name).
@@ -58,27 +58,13 @@ pub fn checkpoint() -> Result<Checkpoint> {
     Checkpoint::synthetic(NAME, config(), SEED)
 }
 
-/// What a demo run found.
-#[derive(Debug, Clone)]
-pub struct DemoResult {
-    /// The export's files.
-    pub export: ExportReport,
-    /// The compiled host module.
-    pub vmfb: PathBuf,
-    /// Ids from IREE.
-    pub iree_ids: Vec<i32>,
-    /// Ids from kiln's interpreter.
-    pub interp_ids: Vec<i32>,
-    /// True when both equal [`EXPECTED`].
-    pub pass: bool,
-}
-
 fn secs(t: Instant) -> String {
     format!("{:.2}s", t.elapsed().as_secs_f64())
 }
 
-/// Runs the demo into `out`, printing progress to stderr.
-pub fn run(out: &Path) -> Result<DemoResult> {
+/// Runs the demo into `out`, printing progress to stderr; true when IREE
+/// and the interpreter both give [`EXPECTED`].
+pub fn run(out: &Path) -> Result<bool> {
     let t = Instant::now();
     let ckpt = checkpoint()?;
     let report = export(
@@ -110,8 +96,8 @@ pub fn run(out: &Path) -> Result<DemoResult> {
     let t = Instant::now();
     let tc = Toolchain::find_or_install(true)?;
     eprintln!("toolchain: {} ({})", tc.compile.display(), tc.source);
-    let vmfb = crate::iree::compile::output_path(out, NAME, &Target::Host);
-    crate::iree::compile::compile(&tc, &report.mlir, &Target::Host, &vmfb, &[])?;
+    let vmfb = kiln::iree::compile::output_path(out, NAME, &Target::Host);
+    kiln::iree::compile::compile(&tc, &report.mlir, &Target::Host, &vmfb, &[])?;
     let size = std::fs::metadata(&vmfb).map(|m| m.len()).unwrap_or(0);
     eprintln!(
         "compiled for host in {}\n  {:>9} B  {}",
@@ -149,19 +135,12 @@ pub fn run(out: &Path) -> Result<DemoResult> {
     eprintln!("expected  {}", fmt(&EXPECTED));
     eprintln!("IREE      {}", fmt(&iree_ids));
     eprintln!("interp    {}", fmt(&interp_ids));
-    let pass = iree_ids == EXPECTED && interp_ids == EXPECTED;
-    Ok(DemoResult {
-        export: report,
-        vmfb,
-        iree_ids,
-        interp_ids,
-        pass,
-    })
+    Ok(iree_ids == EXPECTED && interp_ids == EXPECTED)
 }
 
 /// Runs the exported MLIR through kiln's interpreter with the written archive.
 fn interpret(report: &ExportReport) -> Result<Vec<i32>> {
-    crate::interp::predict_file(
+    kiln::interp::predict_file(
         &report.mlir,
         &report.irpa,
         Some(&report.manifest.function),

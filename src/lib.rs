@@ -15,10 +15,10 @@
 //! | pure-Rust reference interpreter | [`interp`] |
 //! | tokenizer | [`tokenizer`] |
 //! | Android asset packaging | [`package`] |
-//! | command-line interface | [`cli`] |
+//!
+//! The `kiln` binary's command line (`src/cli/`, one file per verb) is
+//! built on this API and is not part of it.
 
-pub mod cli;
-pub mod demo;
 pub mod error;
 pub mod export;
 pub mod generate;
@@ -30,7 +30,9 @@ pub mod package;
 pub mod params;
 pub mod stablehlo;
 pub mod tokenizer;
-pub mod util;
+mod util;
+
+pub use util::cache_dir;
 
 pub use error::{Error, Result};
 

@@ -1,3 +1,8 @@
+//! The `kiln` binary: the command line over the kiln library.
+
+mod cli;
+mod demo;
+
 fn main() {
-    std::process::exit(kiln::cli::main());
+    std::process::exit(cli::main());
 }

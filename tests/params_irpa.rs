@@ -14,7 +14,7 @@ use std::process::Command;
 fn iree_tool(name: &str) -> Option<PathBuf> {
     let roots: Vec<PathBuf> = match std::env::var_os("KILN_IREE_DIR") {
         Some(d) => vec![PathBuf::from(d)],
-        None => vec![kiln::util::cache_dir().join("iree-3.13.0")],
+        None => vec![kiln::cache_dir().join("iree-3.13.0")],
     };
     for root in roots {
         let mut cands = vec![root.join(name), root.join("bin").join(name)];

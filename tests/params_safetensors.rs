@@ -162,7 +162,7 @@ fn sharded_checkpoints_follow_the_index() {
 fn iree_reads_our_safetensors() {
     let tool = std::env::var_os("KILN_IREE_DIR")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| kiln::util::cache_dir().join("iree-3.13.0"))
+        .unwrap_or_else(|| kiln::cache_dir().join("iree-3.13.0"))
         .join("bin/iree-dump-parameters");
     if !tool.is_file() {
         assert!(

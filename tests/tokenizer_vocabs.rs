@@ -179,7 +179,7 @@ fn merges_from_scores_equal_transformers() {
             want["count"].as_u64().unwrap(),
             "{name}"
         );
-        let got = kiln::util::hex(&Sha256::digest(text.as_bytes()));
+        let got = format!("{:x}", Sha256::digest(text.as_bytes()));
         assert_eq!(
             got,
             want["sha256"].as_str().unwrap(),
@@ -311,7 +311,7 @@ fn bad_tokenizer_files_are_clear_errors() {
 /// step e); under `CI=true` a missing folder is fetched and its absence a
 /// failure, elsewhere the test notes it and passes.
 fn byte_level_vocab_dir() -> Option<PathBuf> {
-    let dir = kiln::util::cache_dir().join("llama.cpp-vocab");
+    let dir = kiln::cache_dir().join("llama.cpp-vocab");
     let ready = |d: &PathBuf| d.join("ggml-vocab-qwen2.gguf.out").is_file();
     if ready(&dir) {
         return Some(dir);
@@ -609,7 +609,7 @@ fn gemma3_packaged_tokenizer_json_is_transformers() {
     )
     .unwrap();
     let want = &want["tokenizer_json"];
-    let digest = |lines: Vec<String>| kiln::util::hex(&Sha256::digest(lines.join("\n").as_bytes()));
+    let digest = |lines: Vec<String>| format!("{:x}", Sha256::digest(lines.join("\n").as_bytes()));
     let merges: Vec<String> = got["model"]["merges"]
         .as_array()
         .unwrap()

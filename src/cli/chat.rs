@@ -5,10 +5,10 @@
 //! `/exit` (or end of input) quits.
 
 use super::run::resolve;
-use crate::generate::{Conversation, Driver, DriverOptions, Stop};
-use crate::iree::flags::Device;
-use crate::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer, CHATML_TEMPLATE};
-use crate::{Error, Result};
+use kiln::generate::{Conversation, Driver, DriverOptions, Stop};
+use kiln::iree::flags::Device;
+use kiln::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer, CHATML_TEMPLATE};
+use kiln::{Error, Result};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -244,7 +244,7 @@ pub(super) fn chat_template(tokenizer: &Tokenizer, file: Option<&Path>) -> Resul
 pub(super) fn template_error(
     file: Option<&Path>,
     tokenizer: Option<&Path>,
-    e: crate::tokenizer::TokenizerError,
+    e: kiln::tokenizer::TokenizerError,
 ) -> Error {
     match (file, tokenizer) {
         (Some(f), _) => Error::Usage(format!("--chat-template {}: {e}", f.display())),

@@ -1,9 +1,9 @@
 //! `kiln compile`: run iree-compile for one or more targets.
 
-use crate::iree::compile::compile_many;
-use crate::iree::flags::Target;
-use crate::iree::Toolchain;
-use crate::Error;
+use kiln::iree::compile::compile_many;
+use kiln::iree::flags::Target;
+use kiln::iree::Toolchain;
+use kiln::Error;
 use std::path::PathBuf;
 
 /// Arguments of `kiln compile`.
@@ -44,7 +44,7 @@ pub struct Args {
 }
 
 /// The module name used in output files: the file stem without `-gen`.
-pub fn module_name(module: &std::path::Path) -> crate::Result<String> {
+pub fn module_name(module: &std::path::Path) -> kiln::Result<String> {
     let stem = module
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -54,7 +54,7 @@ pub fn module_name(module: &std::path::Path) -> crate::Result<String> {
 }
 
 /// Runs `kiln compile`.
-pub fn run(args: Args) -> crate::Result<i32> {
+pub fn run(args: Args) -> kiln::Result<i32> {
     let list = args.target.join(",");
     let targets = Target::parse_list(&list, args.vulkan_target.as_deref())?;
     if args.vulkan_target.is_some() && !targets.iter().any(|t| matches!(t, Target::Vulkan { .. })) {
@@ -99,7 +99,7 @@ pub fn run(args: Args) -> crate::Result<i32> {
     // After the preset, before the user's flags (a later flag wins).
     let extra: Vec<String> = args
         .low_memory
-        .then(|| crate::iree::flags::NO_DATA_TILING_FLAG.to_string())
+        .then(|| kiln::iree::flags::NO_DATA_TILING_FLAG.to_string())
         .into_iter()
         .chain(args.extra.iter().cloned())
         .collect();

@@ -11,18 +11,18 @@ pub struct Args {
 }
 
 /// Runs `kiln demo`: exit 0 on PASS, 1 on FAIL.
-pub fn run(a: Args) -> crate::Result<i32> {
+pub fn run(a: Args) -> kiln::Result<i32> {
     let t = std::time::Instant::now();
-    let r = crate::demo::run(&a.out)?;
-    let verdict = if r.pass { "PASS" } else { "FAIL" };
+    let pass = crate::demo::run(&a.out)?;
+    let verdict = if pass { "PASS" } else { "FAIL" };
     println!(
         "{verdict} ({:.1}s): IREE and kiln's interpreter {} the expected ids",
         t.elapsed().as_secs_f64(),
-        if r.pass {
+        if pass {
             "both give"
         } else {
             "do not both give"
         }
     );
-    Ok(if r.pass { 0 } else { 1 })
+    Ok(if pass { 0 } else { 1 })
 }

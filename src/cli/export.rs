@@ -1,11 +1,11 @@
 //! `kiln export CHECKPOINT --seq N …`: checkpoint → MLIR + safetensors + irpa + manifest.
 
-use crate::export::{export, ExportOptions, KvCacheOptions};
-use crate::graph::DType;
-use crate::models::Checkpoint;
-use crate::params::gguf::GgmlType;
-use crate::stablehlo::ConstantPolicy;
-use crate::{Error, Result};
+use kiln::export::{export, ExportOptions, KvCacheOptions};
+use kiln::graph::DType;
+use kiln::models::Checkpoint;
+use kiln::params::gguf::GgmlType;
+use kiln::stablehlo::ConstantPolicy;
+use kiln::{Error, Result};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -80,12 +80,12 @@ pub struct Args {
     /// larger KV caches are split into groups of layers. The default,
     /// 134217728 (2^27), is the storage-buffer range every Vulkan device
     /// guarantees; 0 turns this off (CPU targets only).
-    #[arg(long, value_name = "BYTES", default_value_t = crate::models::MAX_TENSOR_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = kiln::models::MAX_TENSOR_BYTES)]
     pub max_tensor_bytes: u64,
 }
 
 /// Parses one `--weights-for PATTERN=FORM`.
-pub fn parse_weights_for(s: &str) -> Result<(String, crate::export::Weights)> {
+pub fn parse_weights_for(s: &str) -> Result<(String, kiln::export::Weights)> {
     use clap::ValueEnum;
     let bad = |why: &str| Error::Usage(format!("--weights-for {s}: {why}"));
     let (pattern, form) = s
@@ -130,16 +130,16 @@ pub enum WeightsArg {
     W8a8,
 }
 
-impl From<WeightsArg> for crate::export::Weights {
+impl From<WeightsArg> for kiln::export::Weights {
     fn from(w: WeightsArg) -> Self {
         match w {
             WeightsArg::Bf16 => DType::BF16.into(),
             WeightsArg::F16 => DType::F16.into(),
             WeightsArg::F32 => DType::F32.into(),
-            WeightsArg::Keep => crate::export::Weights::Keep,
-            WeightsArg::Q8_0 => crate::export::Weights::Quantize(GgmlType::Q8_0),
-            WeightsArg::Q4_0 => crate::export::Weights::Quantize(GgmlType::Q4_0),
-            WeightsArg::W8a8 => crate::export::Weights::W8A8,
+            WeightsArg::Keep => kiln::export::Weights::Keep,
+            WeightsArg::Q8_0 => kiln::export::Weights::Quantize(GgmlType::Q8_0),
+            WeightsArg::Q4_0 => kiln::export::Weights::Quantize(GgmlType::Q4_0),
+            WeightsArg::W8a8 => kiln::export::Weights::W8A8,
         }
     }
 }

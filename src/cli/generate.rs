@@ -4,11 +4,11 @@
 //! `.vmfb` (run by IREE) or a `.mlir` (run by kiln's interpreter).
 
 use super::run::{parse_tokens, resolve};
-use crate::generate::{Driver, DriverOptions, Sampler, SamplingParams, Stop, StopStrings};
-use crate::iree::flags::Device;
-use crate::iree::run::Emulation;
-use crate::tokenizer::{StreamDecoder, Tokenizer};
-use crate::{Error, Result};
+use kiln::generate::{Driver, DriverOptions, Sampler, SamplingParams, Stop, StopStrings};
+use kiln::iree::flags::Device;
+use kiln::iree::run::Emulation;
+use kiln::tokenizer::{StreamDecoder, Tokenizer};
+use kiln::{Error, Result};
 use std::io::Write;
 use std::path::PathBuf;
 

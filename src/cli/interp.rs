@@ -1,9 +1,9 @@
 //! `kiln interp`: runs an exported StableHLO module with kiln's own
 //! interpreter and prints the predicted ids exactly as `kiln run` does.
 
-use crate::graph::DType;
-use crate::interp::{self, ParamSource, Tensor};
-use crate::{Error, Result};
+use kiln::graph::DType;
+use kiln::interp::{self, ParamSource, Tensor};
+use kiln::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln interp`.
@@ -29,7 +29,7 @@ pub struct Args {
 /// Opens a parameter file (`.irpa`, `.safetensors` or `.gguf`) as a
 /// [`ParamSource`], with kiln's own readers.
 pub fn open_params(path: &Path) -> Result<Box<dyn ParamSource>> {
-    Ok(Box::new(crate::interp::files::FileParams::open(path)?))
+    Ok(Box::new(kiln::interp::files::FileParams::open(path)?))
 }
 
 /// Pads `tokens` with id 0 to the length of `shape` (`[1, SEQ]` or `[SEQ]`).
@@ -69,7 +69,7 @@ pub fn format_ids(t: &Tensor) -> Result<String> {
 /// Runs `kiln interp`.
 pub fn run(args: Args) -> Result<i32> {
     let text = std::fs::read_to_string(&args.module).map_err(|e| Error::io(&args.module, e))?;
-    let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(&args.module))?;
+    let module = kiln::stablehlo::parse_module(&text).map_err(|e| e.with_file(&args.module))?;
     // A KV-cache module holds a prefill and a decode, not the SEQ forward.
     let is_kv = args.function.is_none()
         && module.functions.len() == 2

@@ -4,7 +4,7 @@
 //! Exit codes: 0 success, 1 a check failed (e.g. `demo` printed FAIL,
 //! `params diff` found differences), 2 bad input (a flag, a file, a
 //! checkpoint, a module; the error is printed on one line), 3 an external
-//! tool failed or is missing ([`crate::Error::exit_code`]).
+//! tool failed or is missing ([`kiln::Error::exit_code`]).
 
 pub mod chat;
 pub mod compile;
@@ -64,7 +64,7 @@ pub enum Command {
 }
 
 /// Writes the completion script of `shell` for the whole command line.
-fn completions(shell: clap_complete::Shell) -> crate::Result<i32> {
+fn completions(shell: clap_complete::Shell) -> kiln::Result<i32> {
     use clap::CommandFactory;
     clap_complete::generate(shell, &mut Cli::command(), "kiln", &mut std::io::stdout());
     Ok(0)

@@ -1,7 +1,7 @@
 //! `kiln package`: lay out the files an Android app ships.
 
-use crate::package::{package, PackageOptions, TokenizerChoice};
-use crate::Error;
+use kiln::package::{package, PackageOptions, TokenizerChoice};
+use kiln::Error;
 use std::path::PathBuf;
 
 /// Arguments of `kiln package`.
@@ -26,7 +26,7 @@ pub struct Args {
 }
 
 /// Runs `kiln package`: prints every written file on stdout, notes on stderr.
-pub fn run(args: Args) -> crate::Result<i32> {
+pub fn run(args: Args) -> kiln::Result<i32> {
     let tokenizer = match (args.tokenizer, args.no_tokenizer) {
         (Some(p), false) => TokenizerChoice::Path(p),
         (None, true) => TokenizerChoice::None,

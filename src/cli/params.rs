@@ -2,13 +2,13 @@
 //! (safetensors, irpa, gguf). The format of an input is chosen by its magic
 //! bytes, never its extension; the output format by the output's extension.
 
-use crate::params::gguf::{GgufFile, GgufValue};
-use crate::params::irpa::{self, EntrySpec, IrpaWriter};
-use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
-use crate::params::source::detect;
-use crate::params::TensorWriter;
-use crate::params::{convert, open_any, DType, Format, ParamSource, ParamsError, SourceDType};
-use crate::{Error, Result};
+use kiln::params::gguf::{GgufFile, GgufValue};
+use kiln::params::irpa::{self, EntrySpec, IrpaWriter};
+use kiln::params::safetensors::{SafetensorsWriter, TensorSpec};
+use kiln::params::source::detect;
+use kiln::params::TensorWriter;
+use kiln::params::{convert, open_any, DType, Format, ParamSource, ParamsError, SourceDType};
+use kiln::{Error, Result};
 use clap::{Subcommand, ValueEnum};
 use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
@@ -134,7 +134,7 @@ fn model_family(path: &Path, gguf: Option<&GgufFile>) -> Option<String> {
 
 /// One line on whether `kiln export` builds a graph for `family`.
 fn family_note(family: &str) -> String {
-    use crate::models::Family;
+    use kiln::models::Family;
     match Family::parse(family) {
         Ok(_) => format!("model family: {family} (supported by kiln export)"),
         Err(_) => format!(
@@ -199,8 +199,8 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
         if let Some(f) = &family {
             out["model_family"] = serde_json::json!({
                 "name": f,
-                "supported": crate::models::Family::parse(f).is_ok(),
-                "supported_families": crate::models::Family::ALL
+                "supported": kiln::models::Family::parse(f).is_ok(),
+                "supported_families": kiln::models::Family::ALL
                     .iter()
                     .map(|f| f.name())
                     .collect::<Vec<_>>(),
@@ -352,8 +352,8 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
 
 /// The block-quantized matrices of a parameter file (`--weights keep`,
 /// `q8_0`, `q4_0` exports), by their parts.
-fn blocks_of(src: &dyn ParamSource) -> Vec<crate::params::blocks::Recognized> {
-    crate::params::blocks::recognize(
+fn blocks_of(src: &dyn ParamSource) -> Vec<kiln::params::blocks::Recognized> {
+    kiln::params::blocks::recognize(
         &src.tensors()
             .iter()
             .map(|t| (t.name.clone(), graph_dtype(t.dtype), t.shape.clone()))
@@ -364,14 +364,14 @@ fn blocks_of(src: &dyn ParamSource) -> Vec<crate::params::blocks::Recognized> {
 /// The `--weights w8a8` matrices among `tensors`: every `NAME.q8` (i8
 /// `[rows, K]`, or an IRPA entry of rows·K bytes) with a `NAME.scale` of
 /// one f32 per row; `(NAME, [rows, K], bytes of both parts)`.
-fn int8_rows_of(tensors: &[crate::params::TensorMeta]) -> Vec<(String, [u64; 2], u64)> {
-    let [(codes, ..), (scale, ..)] = crate::models::weights::int8_parts(0);
+fn int8_rows_of(tensors: &[kiln::params::TensorMeta]) -> Vec<(String, [u64; 2], u64)> {
+    let [(codes, ..), (scale, ..)] = kiln::models::weights::int8_parts(0);
     let find = |n: &str| tensors.iter().find(|t| t.name == n);
     tensors
         .iter()
         .filter_map(|q| {
             let base = q.name.strip_suffix(codes)?.strip_suffix('.')?;
-            let s = find(&crate::params::blocks::part_key(base, scale))?;
+            let s = find(&kiln::params::blocks::part_key(base, scale))?;
             let rows = s.nbytes / 4;
             let ok = rows > 0
                 && q.nbytes % rows == 0
@@ -395,7 +395,7 @@ fn int8_rows_of(tensors: &[crate::params::TensorMeta]) -> Vec<(String, [u64; 2],
 }
 
 /// One block-quantized matrix for `diff`: type, shape, group and bytes.
-fn describe_block(b: &crate::params::blocks::Recognized) -> String {
+fn describe_block(b: &kiln::params::blocks::Recognized) -> String {
     let shape = match b.shape {
         Some([r, k]) => format!("[{r}, {k}]"),
         None => format!("{} elements", b.elements),
@@ -407,9 +407,9 @@ fn describe_block(b: &crate::params::blocks::Recognized) -> String {
 }
 
 /// The graph dtype of a stored element type, where there is one.
-fn graph_dtype(d: crate::params::source::SourceDType) -> Option<crate::graph::DType> {
-    use crate::graph::DType as G;
-    use crate::params::DType as P;
+fn graph_dtype(d: kiln::params::source::SourceDType) -> Option<kiln::graph::DType> {
+    use kiln::graph::DType as G;
+    use kiln::params::DType as P;
     Some(match d.plain()? {
         P::F32 => G::F32,
         P::F16 => G::F16,

@@ -1,9 +1,9 @@
 //! `kiln run`: run a compiled module on token ids, print the predicted ids.
 
-use crate::iree::flags::Device;
-use crate::iree::run::{run_module, Emulation, HostTensor, RunOptions};
-use crate::iree::Toolchain;
-use crate::{export, Error};
+use kiln::iree::flags::Device;
+use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
+use kiln::iree::Toolchain;
+use kiln::{export, Error};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln run`.
@@ -93,9 +93,9 @@ impl Manifest {
     }
 
     /// The end-of-sequence ids of the manifest and of `tokenizer`, each once.
-    pub fn eos_with(&self, tokenizer: Option<&crate::tokenizer::Tokenizer>) -> Vec<i32> {
+    pub fn eos_with(&self, tokenizer: Option<&kiln::tokenizer::Tokenizer>) -> Vec<i32> {
         let mut eos = self.eos();
-        if let Some(e) = tokenizer.and_then(crate::tokenizer::Tokenizer::eos) {
+        if let Some(e) = tokenizer.and_then(kiln::tokenizer::Tokenizer::eos) {
             if !eos.contains(&(e as i32)) {
                 eos.push(e as i32);
             }
@@ -131,7 +131,7 @@ pub fn model_name(vmfb: &Path) -> String {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    for t in crate::iree::flags::TARGET_NAMES {
+    for t in kiln::iree::flags::TARGET_NAMES {
         if let Some(n) = stem.strip_suffix(&format!("-{t}")) {
             return n.to_string();
         }
@@ -144,7 +144,7 @@ pub fn model_name(vmfb: &Path) -> String {
 /// A manifest written by `kiln export` (it has `kiln_version`) is read as
 /// [`export::Manifest`]; any other JSON object as hand-written
 /// [`RunDefaults`] (see [`Manifest`]).
-pub fn read_manifest(path: &Path) -> crate::Result<Option<Manifest>> {
+pub fn read_manifest(path: &Path) -> kiln::Result<Option<Manifest>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -179,7 +179,7 @@ pub fn read_manifest(path: &Path) -> crate::Result<Option<Manifest>> {
                 .ok_or_else(|| bad("seq", "a positive integer"))?,
         ),
     };
-    let string = |k: &str| -> crate::Result<Option<String>> {
+    let string = |k: &str| -> kiln::Result<Option<String>> {
         match v.get(k) {
             None | Some(serde_json::Value::Null) => Ok(None),
             Some(s) => Ok(Some(
@@ -199,7 +199,7 @@ pub fn read_manifest(path: &Path) -> crate::Result<Option<Manifest>> {
 }
 
 /// Parses `1,2,3` (spaces allowed) into token ids.
-pub fn parse_tokens(s: &str) -> crate::Result<Vec<i32>> {
+pub fn parse_tokens(s: &str) -> kiln::Result<Vec<i32>> {
     let ids: Vec<i32> = s
         .split([',', ' '])
         .filter(|t| !t.trim().is_empty())
@@ -214,7 +214,7 @@ pub fn parse_tokens(s: &str) -> crate::Result<Vec<i32>> {
                     ))
                 })
         })
-        .collect::<crate::Result<_>>()?;
+        .collect::<kiln::Result<_>>()?;
     if ids.is_empty() {
         return Err(Error::Usage("--tokens: no token ids given".into()));
     }
@@ -257,7 +257,7 @@ pub fn resolve(
     function: Option<String>,
     scope: Option<String>,
     params: Option<PathBuf>,
-) -> crate::Result<Resolved> {
+) -> kiln::Result<Resolved> {
     if !module.is_file() {
         return Err(Error::io(
             module,
@@ -322,7 +322,7 @@ pub fn resolve(
     // Read the file's index with kiln's own reader first: a truncated or
     // corrupt archive is then kiln's error naming the file and what is
     // wrong, not the runtime's (`irpa_parser.c:298: OUT_OF_RANGE …`).
-    crate::params::open_any(&params)?;
+    kiln::params::open_any(&params)?;
     Ok(Resolved {
         seq,
         function,
@@ -334,7 +334,7 @@ pub fn resolve(
 }
 
 /// Runs `kiln run`.
-pub fn run(args: Args) -> crate::Result<i32> {
+pub fn run(args: Args) -> kiln::Result<i32> {
     let explicit_function = args.function.is_some();
     let Resolved {
         seq,

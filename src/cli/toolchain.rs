@@ -1,7 +1,7 @@
 //! `kiln toolchain`: show where the IREE tools are, or install them.
 
-use crate::iree::toolchain::{self, Toolchain};
-use crate::iree::IREE_VERSION;
+use kiln::iree::toolchain::{self, Toolchain};
+use kiln::iree::IREE_VERSION;
 use std::path::PathBuf;
 
 /// Arguments of `kiln toolchain`.
@@ -32,7 +32,7 @@ pub struct InstallArgs {
 }
 
 /// Runs `kiln toolchain`.
-pub fn run(args: Args) -> crate::Result<i32> {
+pub fn run(args: Args) -> kiln::Result<i32> {
     match args.command {
         Some(Cmd::Install(a)) => {
             let tc = Toolchain::install(true)?;
@@ -61,7 +61,7 @@ fn opt(p: &Option<PathBuf>) -> String {
         .unwrap_or_else(|| "(not found)".into())
 }
 
-fn show(tc: &Toolchain) -> crate::Result<()> {
+fn show(tc: &Toolchain) -> kiln::Result<()> {
     let v = tc.versions()?;
     let root = tc
         .root

@@ -176,7 +176,7 @@ pub fn llama_cpp_vocab(name: &str) -> Option<PathBuf> {
 /// `rel` under kiln's cache, running `script` when it is missing; `None`
 /// (with a note) when it cannot be had and is not required.
 fn cached_or_fetched(what: &str, rel: &str, script: &str) -> Option<PathBuf> {
-    let p = kiln::util::cache_dir().join(rel);
+    let p = kiln::cache_dir().join(rel);
     if p.is_file() {
         return Some(p);
     }
