@@ -8,6 +8,7 @@
 //! segment holding the DATA bytes. See `spec/irpa.md` for every rule.
 
 use super::dtype::DType;
+use super::error::FileErrors;
 use super::stream::{sealed, Slot, TensorStream, TensorWriter};
 use super::{align_up, map_file, Backing, ParamsError, Result};
 use std::borrow::Cow;
@@ -190,10 +191,7 @@ impl IrpaReader {
         let mut index = HashMap::new();
         for (i, e) in entries.iter().enumerate() {
             if e.kind != EntryKind::Skip && index.insert(e.name.clone(), i).is_some() {
-                return Err(ParamsError::DuplicateName {
-                    file: path.to_path_buf(),
-                    tensor: e.name.clone(),
-                });
+                return Err(FileErrors(path).duplicate_name(&e.name));
             }
         }
         Ok(IrpaReader {
@@ -248,285 +246,273 @@ impl IrpaReader {
     }
 }
 
+/// Validates the whole archive: its header, then every entry of the table.
+/// Returns the storage segment's file offset and the entries.
 fn parse(path: &Path, b: &[u8]) -> Result<(u64, Vec<IrpaEntry>)> {
-    let file = || path.to_path_buf();
-    let size = b.len() as u64;
-    let hdr = |msg: String| ParamsError::InvalidHeader {
-        file: file(),
-        tensor: None,
-        msg,
+    let err = FileErrors(path);
+    let h = read_header(err, b)?;
+    let table = EntryTable {
+        err,
+        bytes: segment(b, h.entries),
+        offset: h.entries.offset,
+        meta: segment(b, h.metadata),
+        storage: h.storage,
     };
+    let mut entries = Vec::with_capacity(h.count as usize);
+    let mut cursor = 0u64;
+    for index in 0..h.count {
+        let (entry, entry_size) = table.entry(index, cursor)?;
+        entries.push(entry);
+        cursor = cursor
+            .checked_add(align_up(entry_size, ENTRY_ALIGNMENT))
+            .ok_or_else(|| err.overflow(None, "entry table cursor"))?;
+    }
+    Ok((h.storage.offset, entries))
+}
+
+/// What the header declares: the entry count and the three segments.
+struct Header {
+    count: u64,
+    entries: Range,
+    metadata: Range,
+    storage: Range,
+}
+
+/// Validates the 88-byte header: magic, version, size, flags, segments
+/// inside the file and an entry count the entry segment can hold.
+fn read_header(err: FileErrors, b: &[u8]) -> Result<Header> {
+    let size = b.len() as u64;
     if size < 32 {
-        return Err(ParamsError::Truncated {
-            file: file(),
-            tensor: None,
-            what: "IRPA header prefix".into(),
-            needed: 32,
-            available: size,
-        });
+        return Err(err.truncated(None, "IRPA header prefix", 32, size));
     }
     if u32_at(b, 0) != MAGIC {
-        return Err(ParamsError::BadMagic {
-            file: file(),
-            format: "IRPA",
-        });
+        return Err(err.bad_magic("IRPA"));
     }
     let (major, minor) = (u16_at(b, 4), u16_at(b, 6));
     if major != 0 || minor != 0 {
-        return Err(ParamsError::UnsupportedVersion {
-            file: file(),
-            format: "IRPA",
-            version: format!("{major}.{minor}"),
-        });
+        return Err(err.unsupported_version("IRPA", format!("{major}.{minor}")));
     }
     let header_size = u64_at(b, 8);
     if header_size > size {
-        return Err(ParamsError::Truncated {
-            file: file(),
-            tensor: None,
-            what: "IRPA header".into(),
-            needed: header_size,
-            available: size,
-        });
+        return Err(err.truncated(None, "IRPA header", header_size, size));
     }
     if header_size != HEADER_SIZE {
-        return Err(hdr(format!(
-            "header_size is {header_size}, expected {HEADER_SIZE}"
-        )));
+        return Err(err.invalid_header(
+            None,
+            format!("header_size is {header_size}, expected {HEADER_SIZE}"),
+        ));
     }
     if u64_at(b, 16) != 0 {
-        return Err(hdr(
-            "chained headers (next_header_offset ≠ 0) are not supported".into(),
+        return Err(err.invalid_header(
+            None,
+            "chained headers (next_header_offset ≠ 0) are not supported",
         ));
     }
     if u64_at(b, 24) != 0 {
-        return Err(hdr(format!(
-            "reserved header flags are set ({:#x})",
-            u64_at(b, 24)
-        )));
+        return Err(err.invalid_header(
+            None,
+            format!("reserved header flags are set ({:#x})", u64_at(b, 24)),
+        ));
     }
-    let count = u64_at(b, 32);
-    let segs = [
-        ("entry", Range::at(b, 40)),
-        ("metadata", Range::at(b, 56)),
-        ("storage", Range::at(b, 72)),
-    ];
-    for (what, r) in segs {
-        // IREE skips empty segments; kiln also wants their offset in the file.
-        if r.offset > size || (r.length > 0 && r.within(size).is_none()) {
-            return Err(match r.offset.checked_add(r.length) {
-                None => ParamsError::Overflow {
-                    file: file(),
-                    tensor: None,
-                    what: format!("{what} segment offset + length"),
-                },
-                Some(end) => ParamsError::Truncated {
-                    file: file(),
-                    tensor: None,
-                    what: format!("{what} segment [{}, {end})", r.offset),
-                    needed: end,
-                    available: size,
-                },
-            });
-        }
+    let h = Header {
+        count: u64_at(b, 32),
+        entries: Range::at(b, 40),
+        metadata: Range::at(b, 56),
+        storage: Range::at(b, 72),
+    };
+    for (what, r) in [
+        ("entry", h.entries),
+        ("metadata", h.metadata),
+        ("storage", h.storage),
+    ] {
+        check_segment(err, what, r, size)?;
     }
-    let (eseg, mseg, sseg) = (segs[0].1, segs[1].1, segs[2].1);
-    let max = eseg.length / ENTRY_HEADER_SIZE;
-    if count > max {
-        return Err(ParamsError::TooMany {
-            file: file(),
-            what: "entry".into(),
-            count,
-            max,
+    let max = h.entries.length / ENTRY_HEADER_SIZE;
+    if h.count > max {
+        return Err(err.too_many("entry", h.count, max));
+    }
+    Ok(h)
+}
+
+/// Checks that the `what` segment `r` lies in a file of `size` bytes.
+fn check_segment(err: FileErrors, what: &str, r: Range, size: u64) -> Result<()> {
+    // IREE skips empty segments; kiln also wants their offset in the file.
+    if r.offset > size || (r.length > 0 && r.within(size).is_none()) {
+        return Err(match r.offset.checked_add(r.length) {
+            None => err.overflow(None, format!("{what} segment offset + length")),
+            Some(end) => err.truncated(
+                None,
+                format!("{what} segment [{}, {end})", r.offset),
+                end,
+                size,
+            ),
         });
     }
-    let meta = if mseg.length > 0 {
-        &b[mseg.offset as usize..][..mseg.length as usize]
-    } else {
-        &[][..]
-    };
-    let table = if eseg.length > 0 {
-        &b[eseg.offset as usize..][..eseg.length as usize]
-    } else {
-        &[][..]
-    };
-    let storage_offset = sseg.offset;
+    Ok(())
+}
 
-    let mut entries = Vec::with_capacity(count as usize);
-    let mut cursor = 0u64;
-    for index in 0..count {
-        let ent = |tensor: Option<&str>, msg: String| ParamsError::InvalidEntry {
-            file: file(),
-            tensor: tensor.map(str::to_string),
-            index,
-            msg,
-        };
-        let remaining = eseg.length.saturating_sub(cursor);
+/// The bytes of a segment already checked to lie in `b` (none when empty).
+fn segment(b: &[u8], r: Range) -> &[u8] {
+    if r.length > 0 {
+        &b[r.offset as usize..][..r.length as usize]
+    } else {
+        &[][..]
+    }
+}
+
+/// The entry table and the segments its entries point into.
+struct EntryTable<'a> {
+    err: FileErrors<'a>,
+    /// The entry segment's bytes.
+    bytes: &'a [u8],
+    /// The entry segment's file offset.
+    offset: u64,
+    /// The metadata segment's bytes.
+    meta: &'a [u8],
+    /// The storage segment.
+    storage: Range,
+}
+
+impl EntryTable<'_> {
+    /// Validates entry `index`, whose header starts `cursor` bytes into the
+    /// table; returns it and its `entry_size`.
+    fn entry(&self, index: u64, cursor: u64) -> Result<(IrpaEntry, u64)> {
+        let remaining = (self.bytes.len() as u64).saturating_sub(cursor);
         if remaining < ENTRY_HEADER_SIZE {
-            return Err(ParamsError::Truncated {
-                file: file(),
-                tensor: None,
-                what: format!("entry {index} header"),
-                needed: ENTRY_HEADER_SIZE,
-                available: remaining,
-            });
+            let what = format!("entry {index} header");
+            return Err(self.err.truncated(None, what, ENTRY_HEADER_SIZE, remaining));
         }
-        let e = &table[cursor as usize..][..remaining as usize];
+        let e = &self.bytes[cursor as usize..][..remaining as usize];
         let entry_size = u64_at(e, 0);
         if entry_size < ENTRY_HEADER_SIZE || entry_size > remaining {
-            return Err(ent(
+            return Err(self.err.invalid_entry(
+                index,
                 None,
                 format!("entry_size {entry_size} outside [{ENTRY_HEADER_SIZE}, {remaining}]"),
             ));
         }
         let e = &e[..entry_size as usize];
-        let ty = u32_at(e, 8);
+        let name = self.name(index, e)?;
         let flags = u64_at(e, 12);
-        let name_r = Range::at(e, 20);
-        let meta_r = Range::at(e, 36);
-        let min_alignment = u64_at(e, 52);
-        let name_end = name_r
-            .within(mseg.length)
-            .ok_or_else(|| ent(None, "name range is outside the metadata segment".into()))?;
-        let name_bytes = &meta[name_r.offset as usize..name_end as usize];
-        let name = std::str::from_utf8(name_bytes)
-            .map_err(|_| ParamsError::InvalidUtf8 {
-                file: file(),
-                tensor: None,
-                what: format!("entry {index} name"),
-            })?
-            .to_string();
         if flags != 0 {
-            return Err(ent(
-                Some(&name),
-                format!("reserved entry flags are set ({flags:#x})"),
-            ));
+            let msg = format!("reserved entry flags are set ({flags:#x})");
+            return Err(self.err.invalid_entry(index, Some(&name), msg));
         }
-        let metadata = if meta_r.length == 0 {
-            Vec::new()
-        } else {
-            let end = meta_r.within(mseg.length).ok_or_else(|| {
-                ent(
-                    Some(&name),
-                    "metadata range is outside the metadata segment".into(),
-                )
-            })?;
-            meta[meta_r.offset as usize..end as usize].to_vec()
-        };
-        let entry_offset = eseg.offset + cursor;
-        let kind = match ty {
+        let metadata = self.metadata(index, &name, e)?;
+        let min_alignment = u64_at(e, 52);
+        let kind = match u32_at(e, 8) {
             0 => EntryKind::Skip,
-            1 => {
-                if entry_size < SPLAT_ENTRY_SIZE {
-                    return Err(ent(
-                        Some(&name),
-                        format!("SPLAT entry_size {entry_size} < {SPLAT_ENTRY_SIZE}"),
-                    ));
-                }
-                let length = u64_at(e, 60);
-                let plen = e[84];
-                let splat = |msg: String| ParamsError::InvalidSplat {
-                    file: file(),
-                    tensor: name.clone(),
-                    msg,
-                };
-                if ![1u8, 2, 4, 8, 16].contains(&plen) {
-                    return Err(splat(format!(
-                        "pattern length {plen} is not 1, 2, 4, 8 or 16"
-                    )));
-                }
-                if length % plen as u64 != 0 {
-                    return Err(splat(format!(
-                        "length {length} is not a multiple of the {plen}-byte pattern"
-                    )));
-                }
-                EntryKind::Splat {
-                    length,
-                    pattern: e[68..68 + plen as usize].to_vec(),
-                }
-            }
-            2 => {
-                if entry_size < DATA_ENTRY_SIZE {
-                    return Err(ent(
-                        Some(&name),
-                        format!("DATA entry_size {entry_size} < {DATA_ENTRY_SIZE}"),
-                    ));
-                }
-                let r = Range::at(e, 60);
-                if r.within(sseg.length).is_none() {
-                    return Err(ParamsError::InvalidOffsets {
-                        file: file(),
-                        tensor: Some(name),
-                        msg: format!(
-                            "storage range [{}, +{}) is outside the storage segment ({} bytes)",
-                            r.offset, r.length, sseg.length
-                        ),
-                    });
-                }
-                if min_alignment != 0 && !min_alignment.is_power_of_two() {
-                    return Err(ent(
-                        Some(&name),
-                        format!("minimum alignment {min_alignment} is not a power of two"),
-                    ));
-                }
-                // Both terms are ≤ the file size (checked above).
-                let abs = storage_offset + r.offset;
-                if min_alignment > 1 && abs % min_alignment != 0 {
-                    return Err(ParamsError::Misaligned {
-                        file: file(),
-                        tensor: name,
-                        offset: abs,
-                        alignment: min_alignment,
-                    });
-                }
-                EntryKind::Data {
-                    offset: r.offset,
-                    length: r.length,
-                }
-            }
-            3 => {
-                let target = if entry_size >= EXTERNAL_ENTRY_SIZE {
-                    let p = Range::at(e, 60);
-                    match p.within(mseg.length) {
-                        Some(end) => {
-                            String::from_utf8_lossy(&meta[p.offset as usize..end as usize])
-                                .into_owned()
-                        }
-                        None => "<path outside the metadata segment>".into(),
-                    }
-                } else {
-                    "<truncated entry>".into()
-                };
-                return Err(ParamsError::ExternalEntry {
-                    file: file(),
-                    tensor: name,
-                    target,
-                });
-            }
-            other => {
-                return Err(ParamsError::UnknownEntryType {
-                    file: file(),
-                    index,
-                    entry_type: other,
-                })
-            }
+            1 => self.splat(index, &name, e)?,
+            2 => self.data(index, &name, e, min_alignment)?,
+            3 => return Err(self.external(&name, e)),
+            other => return Err(self.err.unknown_entry_type(index, other)),
         };
-        entries.push(IrpaEntry {
+        let entry = IrpaEntry {
             name,
             kind,
             metadata,
             min_alignment,
-            entry_offset,
-        });
-        cursor = cursor
-            .checked_add(align_up(entry_size, ENTRY_ALIGNMENT))
-            .ok_or_else(|| ParamsError::Overflow {
-                file: file(),
-                tensor: None,
-                what: "entry table cursor".into(),
-            })?;
+            entry_offset: self.offset + cursor,
+        };
+        Ok((entry, entry_size))
     }
-    Ok((storage_offset, entries))
+
+    /// The name of entry `index` (header `e`), from the metadata segment.
+    fn name(&self, index: u64, e: &[u8]) -> Result<String> {
+        let r = Range::at(e, 20);
+        let end = r.within(self.meta.len() as u64).ok_or_else(|| {
+            let msg = "name range is outside the metadata segment";
+            self.err.invalid_entry(index, None, msg)
+        })?;
+        std::str::from_utf8(&self.meta[r.offset as usize..end as usize])
+            .map(str::to_string)
+            .map_err(|_| self.err.invalid_utf8(None, format!("entry {index} name")))
+    }
+
+    /// The per-entry metadata bytes of entry `index` (empty when none).
+    fn metadata(&self, index: u64, name: &str, e: &[u8]) -> Result<Vec<u8>> {
+        let r = Range::at(e, 36);
+        if r.length == 0 {
+            return Ok(Vec::new());
+        }
+        let end = r.within(self.meta.len() as u64).ok_or_else(|| {
+            let msg = "metadata range is outside the metadata segment";
+            self.err.invalid_entry(index, Some(name), msg)
+        })?;
+        Ok(self.meta[r.offset as usize..end as usize].to_vec())
+    }
+
+    /// A SPLAT entry: its length and a 1, 2, 4, 8 or 16-byte pattern that
+    /// divides it.
+    fn splat(&self, index: u64, name: &str, e: &[u8]) -> Result<EntryKind> {
+        let entry_size = e.len() as u64;
+        if entry_size < SPLAT_ENTRY_SIZE {
+            let msg = format!("SPLAT entry_size {entry_size} < {SPLAT_ENTRY_SIZE}");
+            return Err(self.err.invalid_entry(index, Some(name), msg));
+        }
+        let length = u64_at(e, 60);
+        let plen = e[84];
+        if ![1u8, 2, 4, 8, 16].contains(&plen) {
+            let msg = format!("pattern length {plen} is not 1, 2, 4, 8 or 16");
+            return Err(self.err.invalid_splat(name, msg));
+        }
+        if length % plen as u64 != 0 {
+            let msg = format!("length {length} is not a multiple of the {plen}-byte pattern");
+            return Err(self.err.invalid_splat(name, msg));
+        }
+        Ok(EntryKind::Splat {
+            length,
+            pattern: e[68..68 + plen as usize].to_vec(),
+        })
+    }
+
+    /// A DATA entry: a range inside the storage segment whose file offset
+    /// meets the entry's minimum alignment.
+    fn data(&self, index: u64, name: &str, e: &[u8], min_alignment: u64) -> Result<EntryKind> {
+        let entry_size = e.len() as u64;
+        if entry_size < DATA_ENTRY_SIZE {
+            let msg = format!("DATA entry_size {entry_size} < {DATA_ENTRY_SIZE}");
+            return Err(self.err.invalid_entry(index, Some(name), msg));
+        }
+        let r = Range::at(e, 60);
+        let storage = self.storage;
+        if r.within(storage.length).is_none() {
+            let msg = format!(
+                "storage range [{}, +{}) is outside the storage segment ({} bytes)",
+                r.offset, r.length, storage.length
+            );
+            return Err(self.err.invalid_offsets(Some(name), msg));
+        }
+        if min_alignment != 0 && !min_alignment.is_power_of_two() {
+            let msg = format!("minimum alignment {min_alignment} is not a power of two");
+            return Err(self.err.invalid_entry(index, Some(name), msg));
+        }
+        // Both terms are ≤ the file size (checked above).
+        let abs = storage.offset + r.offset;
+        if min_alignment > 1 && abs % min_alignment != 0 {
+            return Err(self.err.misaligned(name, abs, min_alignment));
+        }
+        Ok(EntryKind::Data {
+            offset: r.offset,
+            length: r.length,
+        })
+    }
+
+    /// The refusal of an EXTERNAL entry, naming its target file when the
+    /// entry holds a readable path.
+    fn external(&self, name: &str, e: &[u8]) -> ParamsError {
+        let target = if e.len() as u64 >= EXTERNAL_ENTRY_SIZE {
+            let p = Range::at(e, 60);
+            match p.within(self.meta.len() as u64) {
+                Some(end) => String::from_utf8_lossy(&self.meta[p.offset as usize..end as usize])
+                    .into_owned(),
+                None => "<path outside the metadata segment>".into(),
+            }
+        } else {
+            "<truncated entry>".into()
+        };
+        self.err.external_entry(name, target)
+    }
 }
 
 /// kiln's self-description of an entry: `{"dtype":"BF16","shape":[…]}`.
