@@ -620,40 +620,71 @@ impl IrpaWriter {
         Self::create(path.as_ref(), specs, true)
     }
 
+    /// Checks the specs, lays the archive out and writes everything before
+    /// the storage segment.
     fn create(path: &Path, specs: Vec<EntrySpec>, hash: bool) -> Result<Self> {
-        let path = path.to_path_buf();
-        let ovf = |what: &str| ParamsError::Overflow {
-            file: path.clone(),
-            tensor: None,
-            what: what.into(),
-        };
-        let mut seen = HashSet::new();
-        for s in &specs {
-            if !seen.insert(s.name.as_str()) {
-                return Err(ParamsError::DuplicateName {
-                    file: path.clone(),
-                    tensor: s.name.clone(),
-                });
-            }
-            if let Some(p) = &s.splat {
-                if ![1, 2, 4, 8, 16].contains(&p.len()) || s.length % p.len() as u64 != 0 {
-                    return Err(ParamsError::InvalidSplat {
-                        file: path.clone(),
-                        tensor: s.name.clone(),
-                        msg: format!(
-                            "pattern of {} bytes cannot cover {} bytes",
-                            p.len(),
-                            s.length
-                        ),
-                    });
-                }
+        let err = FileErrors(path);
+        check_specs(err, &specs)?;
+        let layout = Layout::plan(err, &specs)?;
+        let head = layout.head(&specs);
+        let slots = layout.slots(&specs);
+        Ok(IrpaWriter {
+            stream: TensorStream::create(path, &head, slots, hash)?,
+            file_size: layout.file_size,
+        })
+    }
+}
+
+/// Refuses a repeated name and a splat pattern that cannot cover its entry.
+fn check_specs(err: FileErrors, specs: &[EntrySpec]) -> Result<()> {
+    let mut seen = HashSet::new();
+    for s in specs {
+        if !seen.insert(s.name.as_str()) {
+            return Err(err.duplicate_name(&s.name));
+        }
+        if let Some(p) = &s.splat {
+            if ![1, 2, 4, 8, 16].contains(&p.len()) || s.length % p.len() as u64 != 0 {
+                let msg = format!(
+                    "pattern of {} bytes cannot cover {} bytes",
+                    p.len(),
+                    s.length
+                );
+                return Err(err.invalid_splat(&s.name, msg));
             }
         }
-        // Entry table.
+    }
+    Ok(())
+}
+
+/// Where each part of an archive goes, as IREE's builder places it.
+struct Layout {
+    /// File offset of the entry table.
+    table_start: u64,
+    /// File offset of each entry.
+    entry_at: Vec<u64>,
+    /// File offset of the metadata segment (the end of the entry table).
+    meta_start: u64,
+    /// Length of the metadata segment.
+    meta_len: u64,
+    /// File offset of the storage segment.
+    storage_start: u64,
+    /// Each DATA entry's offset in the storage segment (`None` for SPLAT).
+    data_rel: Vec<Option<u64>>,
+    /// Length of the storage segment.
+    storage_len: u64,
+    /// The file's size, padded to [`FILE_ALIGNMENT`].
+    file_size: u64,
+}
+
+impl Layout {
+    /// Places the entry table after the header, the metadata segment (name
+    /// then metadata, per entry, unaligned) after the table, and the storage
+    /// segment after that, aligned for the first DATA entry.
+    fn plan(err: FileErrors, specs: &[EntrySpec]) -> Result<Layout> {
         let table_start = align_up(HEADER_SIZE, ENTRY_ALIGNMENT);
         let mut cursor = table_start;
         let mut entry_at = Vec::with_capacity(specs.len());
-        for s in &specs {
+        for s in specs {
             let at = align_up(cursor, ENTRY_ALIGNMENT);
             entry_at.push(at);
             cursor = at
@@ -663,39 +694,53 @@ impl IrpaWriter {
                     DATA_ENTRY_SIZE
                 };
         }
-        let table_end = cursor;
-        // Metadata segment: name then metadata, per entry, unaligned.
-        let meta_start = table_end;
+        let meta_start = cursor;
         let mut meta_len = 0u64;
-        for s in &specs {
+        for s in specs {
             meta_len = meta_len
                 .checked_add(s.name.len() as u64 + s.metadata.len() as u64)
-                .ok_or_else(|| ovf("metadata segment"))?;
+                .ok_or_else(|| err.overflow(None, "metadata segment"))?;
         }
         let meta_end = meta_start + meta_len;
-        // Storage segment, aligned to the first DATA entry's alignment.
         let has_data = specs.iter().any(|s| s.splat.is_none());
         let storage_start = align_up(meta_end, if has_data { DATA_ALIGNMENT } else { 1 });
-        let mut scur = 0u64;
-        let mut data_rel = Vec::with_capacity(specs.len());
-        for s in &specs {
-            if s.splat.is_some() {
-                data_rel.push(None);
-            } else {
-                let at = align_up(scur, DATA_ALIGNMENT);
-                data_rel.push(Some(at));
-                scur = at
-                    .checked_add(s.length)
-                    .ok_or_else(|| ovf("storage segment"))?;
-            }
-        }
-        let storage_len = scur;
+        let (data_rel, storage_len) = storage_offsets(err, specs)?;
         let end = storage_start
             .checked_add(storage_len)
-            .ok_or_else(|| ovf("file size"))?;
-        let file_size = align_up(end, FILE_ALIGNMENT);
+            .ok_or_else(|| err.overflow(None, "file size"))?;
+        Ok(Layout {
+            table_start,
+            entry_at,
+            meta_start,
+            meta_len,
+            storage_start,
+            data_rel,
+            storage_len,
+            file_size: align_up(end, FILE_ALIGNMENT),
+        })
+    }
 
-        let mut head = Vec::with_capacity((storage_start) as usize);
+    /// Every byte before the storage segment: header, entry table (padded
+    /// between entries) and metadata segment (padded after the table).
+    fn head(&self, specs: &[EntrySpec]) -> Vec<u8> {
+        let mut head = Vec::with_capacity(self.storage_start as usize);
+        self.write_header(&mut head, specs.len() as u64);
+        let mut name_off = 0u64;
+        for (i, s) in specs.iter().enumerate() {
+            head.resize(self.entry_at[i] as usize, 0);
+            name_off = write_entry(&mut head, s, name_off, self.data_rel[i]);
+        }
+        head.resize(self.meta_start as usize, 0);
+        for s in specs {
+            head.extend_from_slice(s.name.as_bytes());
+            head.extend_from_slice(&s.metadata);
+        }
+        head
+    }
+
+    /// The 88-byte header: magic, version 0.0, header size, no chained
+    /// header, no flags, the entry count and the three segments.
+    fn write_header(&self, head: &mut Vec<u8>, count: u64) {
         head.extend_from_slice(&MAGIC.to_le_bytes());
         head.extend_from_slice(&0u16.to_le_bytes());
         head.extend_from_slice(&0u16.to_le_bytes());
@@ -703,73 +748,90 @@ impl IrpaWriter {
             HEADER_SIZE,
             0,
             0,
-            specs.len() as u64,
-            table_start,
-            table_end - table_start,
-            meta_start,
-            meta_len,
-            storage_start,
-            storage_len,
+            count,
+            self.table_start,
+            self.meta_start - self.table_start,
+            self.meta_start,
+            self.meta_len,
+            self.storage_start,
+            self.storage_len,
         ] {
             head.extend_from_slice(&v.to_le_bytes());
         }
-        let mut mcur = 0u64;
-        for (i, s) in specs.iter().enumerate() {
-            head.resize(entry_at[i] as usize, 0);
-            let name_off = mcur;
-            mcur += s.name.len() as u64;
-            let (meta_off, meta_n) = if s.metadata.is_empty() {
-                (0, 0)
-            } else {
-                let o = mcur;
-                mcur += s.metadata.len() as u64;
-                (o, s.metadata.len() as u64)
-            };
-            let (size, ty, align) = match s.splat {
-                Some(_) => (SPLAT_ENTRY_SIZE, 1u32, 0u64),
-                None => (DATA_ENTRY_SIZE, 2u32, DATA_ALIGNMENT),
-            };
-            head.extend_from_slice(&size.to_le_bytes());
-            head.extend_from_slice(&ty.to_le_bytes());
-            head.extend_from_slice(&0u64.to_le_bytes());
-            for v in [name_off, s.name.len() as u64, meta_off, meta_n, align] {
-                head.extend_from_slice(&v.to_le_bytes());
-            }
-            match &s.splat {
-                Some(p) => {
-                    head.extend_from_slice(&s.length.to_le_bytes());
-                    let mut pat = [0u8; 16];
-                    pat[..p.len()].copy_from_slice(p);
-                    head.extend_from_slice(&pat);
-                    head.push(p.len() as u8);
-                }
-                None => {
-                    head.extend_from_slice(&data_rel[i].unwrap_or(0).to_le_bytes());
-                    head.extend_from_slice(&s.length.to_le_bytes());
-                }
-            }
-        }
-        head.resize(meta_start as usize, 0);
-        for s in &specs {
-            head.extend_from_slice(s.name.as_bytes());
-            head.extend_from_slice(&s.metadata);
-        }
-        let slots = specs
+    }
+
+    /// Where the writer streams each DATA entry's bytes, in order.
+    fn slots(&self, specs: &[EntrySpec]) -> Vec<Slot> {
+        specs
             .iter()
-            .zip(&data_rel)
+            .zip(&self.data_rel)
             .filter_map(|(s, r)| {
                 r.map(|o| Slot {
                     name: s.name.clone(),
-                    start: storage_start + o,
+                    start: self.storage_start + o,
                     len: s.length,
                 })
             })
-            .collect();
-        Ok(IrpaWriter {
-            stream: TensorStream::create(&path, &head, slots, hash)?,
-            file_size,
-        })
+            .collect()
     }
+}
+
+/// Each DATA entry's offset in the storage segment (`None` for a SPLAT
+/// entry), each aligned to [`DATA_ALIGNMENT`], and the segment's length.
+fn storage_offsets(err: FileErrors, specs: &[EntrySpec]) -> Result<(Vec<Option<u64>>, u64)> {
+    let mut scur = 0u64;
+    let mut data_rel = Vec::with_capacity(specs.len());
+    for s in specs {
+        if s.splat.is_some() {
+            data_rel.push(None);
+        } else {
+            let at = align_up(scur, DATA_ALIGNMENT);
+            data_rel.push(Some(at));
+            scur = at
+                .checked_add(s.length)
+                .ok_or_else(|| err.overflow(None, "storage segment"))?;
+        }
+    }
+    Ok((data_rel, scur))
+}
+
+/// Appends the entry of `s` whose name starts `name_off` bytes into the
+/// metadata segment (its metadata, if any, right after the name) and whose
+/// data, for a DATA entry, starts `data_rel` bytes into the storage segment.
+/// Returns where the next entry's name starts.
+fn write_entry(head: &mut Vec<u8>, s: &EntrySpec, name_off: u64, data_rel: Option<u64>) -> u64 {
+    let mut mcur = name_off + s.name.len() as u64;
+    let (meta_off, meta_n) = if s.metadata.is_empty() {
+        (0, 0)
+    } else {
+        let o = mcur;
+        mcur += s.metadata.len() as u64;
+        (o, s.metadata.len() as u64)
+    };
+    let (size, ty, align) = match s.splat {
+        Some(_) => (SPLAT_ENTRY_SIZE, 1u32, 0u64),
+        None => (DATA_ENTRY_SIZE, 2u32, DATA_ALIGNMENT),
+    };
+    head.extend_from_slice(&size.to_le_bytes());
+    head.extend_from_slice(&ty.to_le_bytes());
+    head.extend_from_slice(&0u64.to_le_bytes());
+    for v in [name_off, s.name.len() as u64, meta_off, meta_n, align] {
+        head.extend_from_slice(&v.to_le_bytes());
+    }
+    match &s.splat {
+        Some(p) => {
+            head.extend_from_slice(&s.length.to_le_bytes());
+            let mut pat = [0u8; 16];
+            pat[..p.len()].copy_from_slice(p);
+            head.extend_from_slice(&pat);
+            head.push(p.len() as u8);
+        }
+        None => {
+            head.extend_from_slice(&data_rel.unwrap_or(0).to_le_bytes());
+            head.extend_from_slice(&s.length.to_le_bytes());
+        }
+    }
+    mcur
 }
 
 impl sealed::Streamed for IrpaWriter {
