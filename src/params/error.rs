@@ -332,6 +332,15 @@ impl FileErrors<'_> {
         }
     }
 
+    /// [`ParamsError::UnknownDType`].
+    pub(crate) fn unknown_dtype(self, tensor: &str, dtype: impl Into<String>) -> ParamsError {
+        ParamsError::UnknownDType {
+            file: self.file(),
+            tensor: tensor.to_string(),
+            dtype: dtype.into(),
+        }
+    }
+
     /// [`ParamsError::Overflow`].
     pub(crate) fn overflow(self, tensor: Option<&str>, what: impl Into<String>) -> ParamsError {
         ParamsError::Overflow {
@@ -421,6 +430,15 @@ impl FileErrors<'_> {
             tensor: tensor.to_string(),
             offset,
             alignment,
+        }
+    }
+
+    /// [`ParamsError::InvalidMetadata`].
+    pub(crate) fn invalid_metadata(self, key: &str, msg: impl Into<String>) -> ParamsError {
+        ParamsError::InvalidMetadata {
+            file: self.file(),
+            key: key.to_string(),
+            msg: msg.into(),
         }
     }
 }
