@@ -310,12 +310,29 @@ impl FileErrors<'_> {
         }
     }
 
+    /// [`ParamsError::HeaderTooLarge`].
+    pub(crate) fn header_too_large(self, len: u64, max: u64) -> ParamsError {
+        ParamsError::HeaderTooLarge {
+            file: self.file(),
+            len,
+            max,
+        }
+    }
+
     /// [`ParamsError::InvalidUtf8`].
     pub(crate) fn invalid_utf8(self, tensor: Option<&str>, what: impl Into<String>) -> ParamsError {
         ParamsError::InvalidUtf8 {
             file: self.file(),
             tensor: tensor.map(str::to_string),
             what: what.into(),
+        }
+    }
+
+    /// [`ParamsError::InvalidJson`].
+    pub(crate) fn invalid_json(self, msg: impl Into<String>) -> ParamsError {
+        ParamsError::InvalidJson {
+            file: self.file(),
+            msg: msg.into(),
         }
     }
 
@@ -350,6 +367,16 @@ impl FileErrors<'_> {
         }
     }
 
+    /// [`ParamsError::SizeMismatch`].
+    pub(crate) fn size_mismatch(self, tensor: &str, expected: u64, actual: u64) -> ParamsError {
+        ParamsError::SizeMismatch {
+            file: self.file(),
+            tensor: tensor.to_string(),
+            expected,
+            actual,
+        }
+    }
+
     /// [`ParamsError::InvalidOffsets`].
     pub(crate) fn invalid_offsets(
         self,
@@ -360,6 +387,15 @@ impl FileErrors<'_> {
             file: self.file(),
             tensor: tensor.map(str::to_string),
             msg: msg.into(),
+        }
+    }
+
+    /// [`ParamsError::TrailingData`].
+    pub(crate) fn trailing_data(self, data_end: u64, file_size: u64) -> ParamsError {
+        ParamsError::TrailingData {
+            file: self.file(),
+            data_end,
+            file_size,
         }
     }
 
@@ -439,6 +475,14 @@ impl FileErrors<'_> {
             file: self.file(),
             key: key.to_string(),
             msg: msg.into(),
+        }
+    }
+
+    /// [`ParamsError::NotFound`].
+    pub(crate) fn not_found(self, tensor: &str) -> ParamsError {
+        ParamsError::NotFound {
+            file: self.file(),
+            tensor: tensor.to_string(),
         }
     }
 }
