@@ -265,6 +265,228 @@ pub enum ParamsError {
     },
 }
 
+/// Builds the errors of one file: every constructor fills in the path, so
+/// a parser's error sites say only what went wrong (and with which tensor).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FileErrors<'a>(pub(crate) &'a Path);
+
+impl FileErrors<'_> {
+    /// The file, owned.
+    fn file(self) -> PathBuf {
+        self.0.to_path_buf()
+    }
+
+    /// [`ParamsError::Truncated`].
+    pub(crate) fn truncated(
+        self,
+        tensor: Option<&str>,
+        what: impl Into<String>,
+        needed: u64,
+        available: u64,
+    ) -> ParamsError {
+        ParamsError::Truncated {
+            file: self.file(),
+            tensor: tensor.map(str::to_string),
+            what: what.into(),
+            needed,
+            available,
+        }
+    }
+
+    /// [`ParamsError::BadMagic`].
+    pub(crate) fn bad_magic(self, format: &'static str) -> ParamsError {
+        ParamsError::BadMagic {
+            file: self.file(),
+            format,
+        }
+    }
+
+    /// [`ParamsError::UnsupportedVersion`].
+    pub(crate) fn unsupported_version(self, format: &'static str, version: String) -> ParamsError {
+        ParamsError::UnsupportedVersion {
+            file: self.file(),
+            format,
+            version,
+        }
+    }
+
+    /// [`ParamsError::HeaderTooLarge`].
+    pub(crate) fn header_too_large(self, len: u64, max: u64) -> ParamsError {
+        ParamsError::HeaderTooLarge {
+            file: self.file(),
+            len,
+            max,
+        }
+    }
+
+    /// [`ParamsError::InvalidUtf8`].
+    pub(crate) fn invalid_utf8(self, tensor: Option<&str>, what: impl Into<String>) -> ParamsError {
+        ParamsError::InvalidUtf8 {
+            file: self.file(),
+            tensor: tensor.map(str::to_string),
+            what: what.into(),
+        }
+    }
+
+    /// [`ParamsError::InvalidJson`].
+    pub(crate) fn invalid_json(self, msg: impl Into<String>) -> ParamsError {
+        ParamsError::InvalidJson {
+            file: self.file(),
+            msg: msg.into(),
+        }
+    }
+
+    /// [`ParamsError::InvalidHeader`].
+    pub(crate) fn invalid_header(
+        self,
+        tensor: Option<&str>,
+        msg: impl Into<String>,
+    ) -> ParamsError {
+        ParamsError::InvalidHeader {
+            file: self.file(),
+            tensor: tensor.map(str::to_string),
+            msg: msg.into(),
+        }
+    }
+
+    /// [`ParamsError::UnknownDType`].
+    pub(crate) fn unknown_dtype(self, tensor: &str, dtype: impl Into<String>) -> ParamsError {
+        ParamsError::UnknownDType {
+            file: self.file(),
+            tensor: tensor.to_string(),
+            dtype: dtype.into(),
+        }
+    }
+
+    /// [`ParamsError::Overflow`].
+    pub(crate) fn overflow(self, tensor: Option<&str>, what: impl Into<String>) -> ParamsError {
+        ParamsError::Overflow {
+            file: self.file(),
+            tensor: tensor.map(str::to_string),
+            what: what.into(),
+        }
+    }
+
+    /// [`ParamsError::SizeMismatch`].
+    pub(crate) fn size_mismatch(self, tensor: &str, expected: u64, actual: u64) -> ParamsError {
+        ParamsError::SizeMismatch {
+            file: self.file(),
+            tensor: tensor.to_string(),
+            expected,
+            actual,
+        }
+    }
+
+    /// [`ParamsError::InvalidOffsets`].
+    pub(crate) fn invalid_offsets(
+        self,
+        tensor: Option<&str>,
+        msg: impl Into<String>,
+    ) -> ParamsError {
+        ParamsError::InvalidOffsets {
+            file: self.file(),
+            tensor: tensor.map(str::to_string),
+            msg: msg.into(),
+        }
+    }
+
+    /// [`ParamsError::TrailingData`].
+    pub(crate) fn trailing_data(self, data_end: u64, file_size: u64) -> ParamsError {
+        ParamsError::TrailingData {
+            file: self.file(),
+            data_end,
+            file_size,
+        }
+    }
+
+    /// [`ParamsError::DuplicateName`].
+    pub(crate) fn duplicate_name(self, tensor: &str) -> ParamsError {
+        ParamsError::DuplicateName {
+            file: self.file(),
+            tensor: tensor.to_string(),
+        }
+    }
+
+    /// [`ParamsError::TooMany`].
+    pub(crate) fn too_many(self, what: impl Into<String>, count: u64, max: u64) -> ParamsError {
+        ParamsError::TooMany {
+            file: self.file(),
+            what: what.into(),
+            count,
+            max,
+        }
+    }
+
+    /// [`ParamsError::InvalidEntry`].
+    pub(crate) fn invalid_entry(
+        self,
+        index: u64,
+        tensor: Option<&str>,
+        msg: impl Into<String>,
+    ) -> ParamsError {
+        ParamsError::InvalidEntry {
+            file: self.file(),
+            tensor: tensor.map(str::to_string),
+            index,
+            msg: msg.into(),
+        }
+    }
+
+    /// [`ParamsError::UnknownEntryType`].
+    pub(crate) fn unknown_entry_type(self, index: u64, entry_type: u32) -> ParamsError {
+        ParamsError::UnknownEntryType {
+            file: self.file(),
+            index,
+            entry_type,
+        }
+    }
+
+    /// [`ParamsError::ExternalEntry`].
+    pub(crate) fn external_entry(self, tensor: &str, target: String) -> ParamsError {
+        ParamsError::ExternalEntry {
+            file: self.file(),
+            tensor: tensor.to_string(),
+            target,
+        }
+    }
+
+    /// [`ParamsError::InvalidSplat`].
+    pub(crate) fn invalid_splat(self, tensor: &str, msg: impl Into<String>) -> ParamsError {
+        ParamsError::InvalidSplat {
+            file: self.file(),
+            tensor: tensor.to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    /// [`ParamsError::Misaligned`].
+    pub(crate) fn misaligned(self, tensor: &str, offset: u64, alignment: u64) -> ParamsError {
+        ParamsError::Misaligned {
+            file: self.file(),
+            tensor: tensor.to_string(),
+            offset,
+            alignment,
+        }
+    }
+
+    /// [`ParamsError::InvalidMetadata`].
+    pub(crate) fn invalid_metadata(self, key: &str, msg: impl Into<String>) -> ParamsError {
+        ParamsError::InvalidMetadata {
+            file: self.file(),
+            key: key.to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    /// [`ParamsError::NotFound`].
+    pub(crate) fn not_found(self, tensor: &str) -> ParamsError {
+        ParamsError::NotFound {
+            file: self.file(),
+            tensor: tensor.to_string(),
+        }
+    }
+}
+
 impl ParamsError {
     /// Wraps an I/O error with its path.
     pub fn io(file: impl AsRef<Path>, source: std::io::Error) -> Self {

@@ -6,6 +6,7 @@
 //! innermost first, type u32, offset u64), padding to `general.alignment`
 //! (default 32) and the data section. See `spec/gguf.md` for every rule.
 
+use super::error::FileErrors;
 use super::{align_up, map_file, quant, Backing, ParamsError, Result};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -371,18 +372,16 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    /// The error builder of the file being read.
+    fn err(&self) -> FileErrors<'a> {
+        FileErrors(self.path)
+    }
     fn remaining(&self) -> u64 {
         (self.b.len() - self.pos) as u64
     }
     fn take(&mut self, n: u64, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
         if n > self.remaining() {
-            return Err(ParamsError::Truncated {
-                file: self.path.to_path_buf(),
-                tensor: None,
-                what: what(),
-                needed: n,
-                available: self.remaining(),
-            });
+            return Err(self.err().truncated(None, what(), n, self.remaining()));
         }
         let s = &self.b[self.pos..self.pos + n as usize];
         self.pos += n as usize;
@@ -403,11 +402,7 @@ impl<'a> Cursor<'a> {
         let s = self.take(n, what)?;
         std::str::from_utf8(s)
             .map(str::to_string)
-            .map_err(|_| ParamsError::InvalidUtf8 {
-                file: self.path.to_path_buf(),
-                tensor: None,
-                what: what(),
-            })
+            .map_err(|_| self.err().invalid_utf8(None, what()))
     }
 }
 
@@ -425,11 +420,8 @@ fn min_value_size(t: u32) -> u64 {
 
 fn read_value(c: &mut Cursor, key: &str, t: u32, depth: u32) -> Result<GgufValue> {
     let what = || format!("metadata `{key}`");
-    let bad = |msg: String| ParamsError::InvalidMetadata {
-        file: c.path.to_path_buf(),
-        key: key.to_string(),
-        msg,
-    };
+    let err = c.err();
+    let bad = |msg: String| err.invalid_metadata(key, msg);
     Ok(match t {
         0 => GgufValue::U8(c.take(1, &what)?[0]),
         1 => GgufValue::I8(c.take(1, &what)?[0] as i8),
@@ -461,12 +453,8 @@ fn read_value(c: &mut Cursor, key: &str, t: u32, depth: u32) -> Result<GgufValue
             let n = c.u64(&what)?;
             let max = c.remaining() / min_value_size(et);
             if n > max {
-                return Err(ParamsError::TooMany {
-                    file: c.path.to_path_buf(),
-                    what: format!("array element (metadata `{key}`)"),
-                    count: n,
-                    max,
-                });
+                let what = format!("array element (metadata `{key}`)");
+                return Err(err.too_many(what, n, max));
             }
             let mut v = Vec::with_capacity(n as usize);
             for _ in 0..n {
@@ -479,6 +467,185 @@ fn read_value(c: &mut Cursor, key: &str, t: u32, depth: u32) -> Result<GgufValue
         12 => GgufValue::F64(f64::from_bits(c.u64(&what)?)),
         other => return Err(bad(format!("unknown value type {other}"))),
     })
+}
+
+/// Reads the magic and the version (2 or 3; a big-endian file is named as
+/// such) and returns the version, the tensor count and the metadata count.
+fn read_preamble(c: &mut Cursor) -> Result<(u32, u64, u64)> {
+    let magic = c.take(4, &|| "GGUF magic".into())?;
+    if magic != b"GGUF" {
+        return Err(c.err().bad_magic("GGUF"));
+    }
+    let version = c.u32(&|| "GGUF version".into())?;
+    if version != 2 && version != 3 {
+        let swapped = version.swap_bytes();
+        let version = if swapped == 2 || swapped == 3 {
+            format!("{swapped} (big-endian)")
+        } else {
+            version.to_string()
+        };
+        return Err(c.err().unsupported_version("GGUF", version));
+    }
+    let n_tensors = c.u64(&|| "tensor count".into())?;
+    let n_kv = c.u64(&|| "metadata count".into())?;
+    Ok((version, n_tensors, n_kv))
+}
+
+/// Metadata key/value pairs in file order and each key's position.
+type Metadata = (Vec<(String, GgufValue)>, HashMap<String, usize>);
+
+/// Reads `n_kv` metadata key/value pairs, refusing a repeated key.
+fn read_metadata(c: &mut Cursor, n_kv: u64) -> Result<Metadata> {
+    // A KV needs ≥ 13 bytes (key length, type, 1-byte value).
+    let max_kv = c.remaining() / 13;
+    if n_kv > max_kv {
+        return Err(c.err().too_many("metadata key/value", n_kv, max_kv));
+    }
+    let mut metadata = Vec::with_capacity(n_kv as usize);
+    let mut meta_index = HashMap::new();
+    for i in 0..n_kv {
+        let key = c.string(&|| format!("metadata key {i}"))?;
+        let t = c.u32(&|| format!("type of metadata `{key}`"))?;
+        let v = read_value(c, &key, t, 0)?;
+        if meta_index.insert(key.clone(), metadata.len()).is_some() {
+            return Err(c.err().invalid_metadata(&key, "duplicate key"));
+        }
+        metadata.push((key, v));
+    }
+    Ok((metadata, meta_index))
+}
+
+/// `general.alignment`: a non-zero power-of-two u32, or
+/// [`DEFAULT_ALIGNMENT`] when absent.
+fn alignment(
+    err: FileErrors,
+    metadata: &[(String, GgufValue)],
+    meta_index: &HashMap<String, usize>,
+) -> Result<u64> {
+    match meta_index.get("general.alignment").map(|&i| &metadata[i].1) {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some(GgufValue::U32(a)) if *a > 0 && a.is_power_of_two() => Ok(*a as u64),
+        Some(v) => Err(err.invalid_metadata(
+            "general.alignment",
+            format!(
+                "must be a non-zero power of two u32, found {} {v}",
+                v.type_name()
+            ),
+        )),
+    }
+}
+
+/// Reads `n_tensors` tensor infos whose data offsets are multiples of
+/// `alignment`.
+fn read_tensor_infos(
+    c: &mut Cursor,
+    n_tensors: u64,
+    alignment: u64,
+) -> Result<Vec<GgufTensorInfo>> {
+    // A tensor info needs ≥ 24 bytes (name length, n_dims, type, offset).
+    let max_t = c.remaining() / 24;
+    if n_tensors > max_t {
+        return Err(c.err().too_many("tensor", n_tensors, max_t));
+    }
+    let mut tensors = Vec::with_capacity(n_tensors as usize);
+    for i in 0..n_tensors {
+        tensors.push(read_tensor_info(c, i, alignment)?);
+    }
+    Ok(tensors)
+}
+
+/// Reads tensor info `i`: name, at most [`MAX_DIMS`] dimensions, a known
+/// GGML type that blocks the innermost dimension, and an aligned offset;
+/// computes the stored byte count.
+fn read_tensor_info(c: &mut Cursor, i: u64, alignment: u64) -> Result<GgufTensorInfo> {
+    let err = c.err();
+    let name = c.string(&|| format!("tensor {i} name"))?;
+    let what = || format!("info of tensor `{name}`");
+    let header = |msg: String| err.invalid_header(Some(&name), msg);
+    let n_dims = c.u32(&what)?;
+    if n_dims > MAX_DIMS {
+        return Err(header(format!("{n_dims} dimensions (at most {MAX_DIMS})")));
+    }
+    let mut dims = Vec::with_capacity(n_dims as usize);
+    for _ in 0..n_dims {
+        let d = c.u64(&what)?;
+        if d > i64::MAX as u64 {
+            return Err(header(format!("dimension {d} exceeds i64")));
+        }
+        dims.push(d);
+    }
+    let ty_id = c.u32(&what)?;
+    let ggml_type = GgmlType::from_id(ty_id)
+        .ok_or_else(|| err.unknown_dtype(&name, format!("ggml type {ty_id}")))?;
+    let offset = c.u64(&what)?;
+    let numel = dims
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= i64::MAX as u64)
+        .ok_or_else(|| err.overflow(Some(&name), "element count"))?;
+    let bs = ggml_type.block_size();
+    let inner = dims.first().copied().unwrap_or(1);
+    if inner % bs != 0 {
+        return Err(header(format!(
+            "innermost dimension {inner} is not a multiple of the {ggml_type} block size {bs}"
+        )));
+    }
+    let nbytes = (numel / bs)
+        .checked_mul(ggml_type.type_size())
+        .ok_or_else(|| err.overflow(Some(&name), "byte size"))?;
+    if offset % alignment != 0 {
+        return Err(err.misaligned(&name, offset, alignment));
+    }
+    Ok(GgufTensorInfo {
+        name,
+        ggml_type,
+        dims,
+        offset,
+        nbytes,
+    })
+}
+
+/// Each tensor's position by name, refusing a repeated name.
+fn name_index(err: FileErrors, tensors: &[GgufTensorInfo]) -> Result<HashMap<String, usize>> {
+    let mut index = HashMap::new();
+    let mut seen = HashSet::new();
+    for (i, t) in tensors.iter().enumerate() {
+        if !seen.insert(t.name.as_str()) {
+            return Err(err.duplicate_name(&t.name));
+        }
+        index.insert(t.name.clone(), i);
+    }
+    Ok(index)
+}
+
+/// Checks that every tensor lies inside a data section of `data_len` bytes
+/// and that no two overlap.
+fn check_data_offsets(err: FileErrors, tensors: &[GgufTensorInfo], data_len: u64) -> Result<()> {
+    let mut order: Vec<usize> = (0..tensors.len()).collect();
+    order.sort_by_key(|&i| (tensors[i].offset, tensors[i].nbytes));
+    let mut prev_end = 0u64;
+    let mut prev_name = "";
+    for &i in &order {
+        let t = &tensors[i];
+        let end = t
+            .offset
+            .checked_add(t.nbytes)
+            .ok_or_else(|| err.overflow(Some(&t.name), "offset + size"))?;
+        if end > data_len {
+            let msg = format!(
+                "[{}, {end}) is past the end of the data section ({data_len} bytes)",
+                t.offset
+            );
+            return Err(err.invalid_offsets(Some(&t.name), msg));
+        }
+        if t.offset < prev_end {
+            let msg = format!("overlaps tensor `{prev_name}`, which ends at {prev_end}");
+            return Err(err.invalid_offsets(Some(&t.name), msg));
+        }
+        prev_end = end;
+        prev_name = &t.name;
+    }
+    Ok(())
 }
 
 impl GgufFile {
@@ -494,208 +661,26 @@ impl GgufFile {
         Self::from_backing(path.as_ref(), Backing::Vec(bytes))
     }
 
+    /// Validates the whole file: preamble, metadata, tensor infos and the
+    /// tensors' places in the data section.
     fn from_backing(path: &Path, bytes: Backing) -> Result<Self> {
-        let file = || path.to_path_buf();
+        let err = FileErrors(path);
         let mut c = Cursor {
             path,
             b: &bytes,
             pos: 0,
         };
-        let magic = c.take(4, &|| "GGUF magic".into())?;
-        if magic != b"GGUF" {
-            return Err(ParamsError::BadMagic {
-                file: file(),
-                format: "GGUF",
-            });
-        }
-        let version = c.u32(&|| "GGUF version".into())?;
-        if version != 2 && version != 3 {
-            return Err(ParamsError::UnsupportedVersion {
-                file: file(),
-                format: "GGUF",
-                version: if version.swap_bytes() == 2 || version.swap_bytes() == 3 {
-                    format!("{} (big-endian)", version.swap_bytes())
-                } else {
-                    version.to_string()
-                },
-            });
-        }
-        let n_tensors = c.u64(&|| "tensor count".into())?;
-        let n_kv = c.u64(&|| "metadata count".into())?;
-        // A KV needs ≥ 13 bytes (key length, type, 1-byte value); a tensor
-        // info ≥ 24 (name length, n_dims, type, offset).
-        let max_kv = c.remaining() / 13;
-        if n_kv > max_kv {
-            return Err(ParamsError::TooMany {
-                file: file(),
-                what: "metadata key/value".into(),
-                count: n_kv,
-                max: max_kv,
-            });
-        }
-        let mut metadata = Vec::with_capacity(n_kv as usize);
-        let mut meta_index = HashMap::new();
-        for i in 0..n_kv {
-            let key = c.string(&|| format!("metadata key {i}"))?;
-            let t = c.u32(&|| format!("type of metadata `{key}`"))?;
-            let v = read_value(&mut c, &key, t, 0)?;
-            if meta_index.insert(key.clone(), metadata.len()).is_some() {
-                return Err(ParamsError::InvalidMetadata {
-                    file: file(),
-                    key,
-                    msg: "duplicate key".into(),
-                });
-            }
-            metadata.push((key, v));
-        }
-        let alignment = match meta_index.get("general.alignment").map(|&i| &metadata[i].1) {
-            None => DEFAULT_ALIGNMENT,
-            Some(GgufValue::U32(a)) if *a > 0 && a.is_power_of_two() => *a as u64,
-            Some(v) => {
-                return Err(ParamsError::InvalidMetadata {
-                    file: file(),
-                    key: "general.alignment".into(),
-                    msg: format!(
-                        "must be a non-zero power of two u32, found {} {v}",
-                        v.type_name()
-                    ),
-                })
-            }
-        };
-        let max_t = c.remaining() / 24;
-        if n_tensors > max_t {
-            return Err(ParamsError::TooMany {
-                file: file(),
-                what: "tensor".into(),
-                count: n_tensors,
-                max: max_t,
-            });
-        }
-        let mut tensors = Vec::with_capacity(n_tensors as usize);
-        for i in 0..n_tensors {
-            let name = c.string(&|| format!("tensor {i} name"))?;
-            let tn = name.clone();
-            let what = move || format!("info of tensor `{tn}`");
-            let n_dims = c.u32(&what)?;
-            let t_err = |msg: String| ParamsError::InvalidHeader {
-                file: file(),
-                tensor: Some(name.clone()),
-                msg,
-            };
-            if n_dims > MAX_DIMS {
-                return Err(t_err(format!("{n_dims} dimensions (at most {MAX_DIMS})")));
-            }
-            let mut dims = Vec::with_capacity(n_dims as usize);
-            for _ in 0..n_dims {
-                let d = c.u64(&what)?;
-                if d > i64::MAX as u64 {
-                    return Err(t_err(format!("dimension {d} exceeds i64")));
-                }
-                dims.push(d);
-            }
-            let ty_id = c.u32(&what)?;
-            let ggml_type = GgmlType::from_id(ty_id).ok_or_else(|| ParamsError::UnknownDType {
-                file: file(),
-                tensor: name.clone(),
-                dtype: format!("ggml type {ty_id}"),
-            })?;
-            let offset = c.u64(&what)?;
-            let numel = dims
-                .iter()
-                .try_fold(1u64, |a, &d| a.checked_mul(d))
-                .filter(|&n| n <= i64::MAX as u64)
-                .ok_or_else(|| ParamsError::Overflow {
-                    file: file(),
-                    tensor: Some(name.clone()),
-                    what: "element count".into(),
-                })?;
-            let bs = ggml_type.block_size();
-            if dims.first().copied().unwrap_or(1) % bs != 0 {
-                return Err(t_err(format!(
-                    "innermost dimension {} is not a multiple of the {ggml_type} block size {bs}",
-                    dims.first().copied().unwrap_or(1)
-                )));
-            }
-            let nbytes = (numel / bs)
-                .checked_mul(ggml_type.type_size())
-                .ok_or_else(|| ParamsError::Overflow {
-                    file: file(),
-                    tensor: Some(name.clone()),
-                    what: "byte size".into(),
-                })?;
-            if offset % alignment != 0 {
-                return Err(ParamsError::Misaligned {
-                    file: file(),
-                    tensor: name,
-                    offset,
-                    alignment,
-                });
-            }
-            tensors.push(GgufTensorInfo {
-                name,
-                ggml_type,
-                dims,
-                offset,
-                nbytes,
-            });
-        }
+        let (version, n_tensors, n_kv) = read_preamble(&mut c)?;
+        let (metadata, meta_index) = read_metadata(&mut c, n_kv)?;
+        let alignment = alignment(err, &metadata, &meta_index)?;
+        let tensors = read_tensor_infos(&mut c, n_tensors, alignment)?;
         let size = bytes.len() as u64;
         let data_start = align_up(c.pos as u64, alignment);
         if data_start > size && !tensors.is_empty() {
-            return Err(ParamsError::Truncated {
-                file: file(),
-                tensor: None,
-                what: "data section".into(),
-                needed: data_start,
-                available: size,
-            });
+            return Err(err.truncated(None, "data section", data_start, size));
         }
-        let data_len = size.saturating_sub(data_start);
-        let mut index = HashMap::new();
-        let mut seen = HashSet::new();
-        for (i, t) in tensors.iter().enumerate() {
-            if !seen.insert(t.name.as_str()) {
-                return Err(ParamsError::DuplicateName {
-                    file: file(),
-                    tensor: t.name.clone(),
-                });
-            }
-            index.insert(t.name.clone(), i);
-        }
-        let mut order: Vec<usize> = (0..tensors.len()).collect();
-        order.sort_by_key(|&i| (tensors[i].offset, tensors[i].nbytes));
-        let mut prev_end = 0u64;
-        let mut prev_name = "";
-        for &i in &order {
-            let t = &tensors[i];
-            let end = t
-                .offset
-                .checked_add(t.nbytes)
-                .ok_or_else(|| ParamsError::Overflow {
-                    file: file(),
-                    tensor: Some(t.name.clone()),
-                    what: "offset + size".into(),
-                })?;
-            if end > data_len {
-                return Err(ParamsError::InvalidOffsets {
-                    file: file(),
-                    tensor: Some(t.name.clone()),
-                    msg: format!(
-                        "[{}, {end}) is past the end of the data section ({data_len} bytes)",
-                        t.offset
-                    ),
-                });
-            }
-            if t.offset < prev_end {
-                return Err(ParamsError::InvalidOffsets {
-                    file: file(),
-                    tensor: Some(t.name.clone()),
-                    msg: format!("overlaps tensor `{prev_name}`, which ends at {prev_end}"),
-                });
-            }
-            prev_end = end;
-            prev_name = &t.name;
-        }
+        let index = name_index(err, &tensors)?;
+        check_data_offsets(err, &tensors, size.saturating_sub(data_start))?;
         Ok(GgufFile {
             path: path.to_path_buf(),
             bytes,

@@ -8,6 +8,7 @@
 //! segment holding the DATA bytes. See `spec/irpa.md` for every rule.
 
 use super::dtype::DType;
+use super::error::FileErrors;
 use super::stream::{sealed, Slot, TensorStream, TensorWriter};
 use super::{align_up, map_file, Backing, ParamsError, Result};
 use std::borrow::Cow;
@@ -190,10 +191,7 @@ impl IrpaReader {
         let mut index = HashMap::new();
         for (i, e) in entries.iter().enumerate() {
             if e.kind != EntryKind::Skip && index.insert(e.name.clone(), i).is_some() {
-                return Err(ParamsError::DuplicateName {
-                    file: path.to_path_buf(),
-                    tensor: e.name.clone(),
-                });
+                return Err(FileErrors(path).duplicate_name(&e.name));
             }
         }
         Ok(IrpaReader {
@@ -248,285 +246,273 @@ impl IrpaReader {
     }
 }
 
+/// Validates the whole archive: its header, then every entry of the table.
+/// Returns the storage segment's file offset and the entries.
 fn parse(path: &Path, b: &[u8]) -> Result<(u64, Vec<IrpaEntry>)> {
-    let file = || path.to_path_buf();
-    let size = b.len() as u64;
-    let hdr = |msg: String| ParamsError::InvalidHeader {
-        file: file(),
-        tensor: None,
-        msg,
+    let err = FileErrors(path);
+    let h = read_header(err, b)?;
+    let table = EntryTable {
+        err,
+        bytes: segment(b, h.entries),
+        offset: h.entries.offset,
+        meta: segment(b, h.metadata),
+        storage: h.storage,
     };
+    let mut entries = Vec::with_capacity(h.count as usize);
+    let mut cursor = 0u64;
+    for index in 0..h.count {
+        let (entry, entry_size) = table.entry(index, cursor)?;
+        entries.push(entry);
+        cursor = cursor
+            .checked_add(align_up(entry_size, ENTRY_ALIGNMENT))
+            .ok_or_else(|| err.overflow(None, "entry table cursor"))?;
+    }
+    Ok((h.storage.offset, entries))
+}
+
+/// What the header declares: the entry count and the three segments.
+struct Header {
+    count: u64,
+    entries: Range,
+    metadata: Range,
+    storage: Range,
+}
+
+/// Validates the 88-byte header: magic, version, size, flags, segments
+/// inside the file and an entry count the entry segment can hold.
+fn read_header(err: FileErrors, b: &[u8]) -> Result<Header> {
+    let size = b.len() as u64;
     if size < 32 {
-        return Err(ParamsError::Truncated {
-            file: file(),
-            tensor: None,
-            what: "IRPA header prefix".into(),
-            needed: 32,
-            available: size,
-        });
+        return Err(err.truncated(None, "IRPA header prefix", 32, size));
     }
     if u32_at(b, 0) != MAGIC {
-        return Err(ParamsError::BadMagic {
-            file: file(),
-            format: "IRPA",
-        });
+        return Err(err.bad_magic("IRPA"));
     }
     let (major, minor) = (u16_at(b, 4), u16_at(b, 6));
     if major != 0 || minor != 0 {
-        return Err(ParamsError::UnsupportedVersion {
-            file: file(),
-            format: "IRPA",
-            version: format!("{major}.{minor}"),
-        });
+        return Err(err.unsupported_version("IRPA", format!("{major}.{minor}")));
     }
     let header_size = u64_at(b, 8);
     if header_size > size {
-        return Err(ParamsError::Truncated {
-            file: file(),
-            tensor: None,
-            what: "IRPA header".into(),
-            needed: header_size,
-            available: size,
-        });
+        return Err(err.truncated(None, "IRPA header", header_size, size));
     }
     if header_size != HEADER_SIZE {
-        return Err(hdr(format!(
-            "header_size is {header_size}, expected {HEADER_SIZE}"
-        )));
+        return Err(err.invalid_header(
+            None,
+            format!("header_size is {header_size}, expected {HEADER_SIZE}"),
+        ));
     }
     if u64_at(b, 16) != 0 {
-        return Err(hdr(
-            "chained headers (next_header_offset ≠ 0) are not supported".into(),
+        return Err(err.invalid_header(
+            None,
+            "chained headers (next_header_offset ≠ 0) are not supported",
         ));
     }
     if u64_at(b, 24) != 0 {
-        return Err(hdr(format!(
-            "reserved header flags are set ({:#x})",
-            u64_at(b, 24)
-        )));
+        return Err(err.invalid_header(
+            None,
+            format!("reserved header flags are set ({:#x})", u64_at(b, 24)),
+        ));
     }
-    let count = u64_at(b, 32);
-    let segs = [
-        ("entry", Range::at(b, 40)),
-        ("metadata", Range::at(b, 56)),
-        ("storage", Range::at(b, 72)),
-    ];
-    for (what, r) in segs {
-        // IREE skips empty segments; kiln also wants their offset in the file.
-        if r.offset > size || (r.length > 0 && r.within(size).is_none()) {
-            return Err(match r.offset.checked_add(r.length) {
-                None => ParamsError::Overflow {
-                    file: file(),
-                    tensor: None,
-                    what: format!("{what} segment offset + length"),
-                },
-                Some(end) => ParamsError::Truncated {
-                    file: file(),
-                    tensor: None,
-                    what: format!("{what} segment [{}, {end})", r.offset),
-                    needed: end,
-                    available: size,
-                },
-            });
-        }
+    let h = Header {
+        count: u64_at(b, 32),
+        entries: Range::at(b, 40),
+        metadata: Range::at(b, 56),
+        storage: Range::at(b, 72),
+    };
+    for (what, r) in [
+        ("entry", h.entries),
+        ("metadata", h.metadata),
+        ("storage", h.storage),
+    ] {
+        check_segment(err, what, r, size)?;
     }
-    let (eseg, mseg, sseg) = (segs[0].1, segs[1].1, segs[2].1);
-    let max = eseg.length / ENTRY_HEADER_SIZE;
-    if count > max {
-        return Err(ParamsError::TooMany {
-            file: file(),
-            what: "entry".into(),
-            count,
-            max,
+    let max = h.entries.length / ENTRY_HEADER_SIZE;
+    if h.count > max {
+        return Err(err.too_many("entry", h.count, max));
+    }
+    Ok(h)
+}
+
+/// Checks that the `what` segment `r` lies in a file of `size` bytes.
+fn check_segment(err: FileErrors, what: &str, r: Range, size: u64) -> Result<()> {
+    // IREE skips empty segments; kiln also wants their offset in the file.
+    if r.offset > size || (r.length > 0 && r.within(size).is_none()) {
+        return Err(match r.offset.checked_add(r.length) {
+            None => err.overflow(None, format!("{what} segment offset + length")),
+            Some(end) => err.truncated(
+                None,
+                format!("{what} segment [{}, {end})", r.offset),
+                end,
+                size,
+            ),
         });
     }
-    let meta = if mseg.length > 0 {
-        &b[mseg.offset as usize..][..mseg.length as usize]
-    } else {
-        &[][..]
-    };
-    let table = if eseg.length > 0 {
-        &b[eseg.offset as usize..][..eseg.length as usize]
-    } else {
-        &[][..]
-    };
-    let storage_offset = sseg.offset;
+    Ok(())
+}
 
-    let mut entries = Vec::with_capacity(count as usize);
-    let mut cursor = 0u64;
-    for index in 0..count {
-        let ent = |tensor: Option<&str>, msg: String| ParamsError::InvalidEntry {
-            file: file(),
-            tensor: tensor.map(str::to_string),
-            index,
-            msg,
-        };
-        let remaining = eseg.length.saturating_sub(cursor);
+/// The bytes of a segment already checked to lie in `b` (none when empty).
+fn segment(b: &[u8], r: Range) -> &[u8] {
+    if r.length > 0 {
+        &b[r.offset as usize..][..r.length as usize]
+    } else {
+        &[][..]
+    }
+}
+
+/// The entry table and the segments its entries point into.
+struct EntryTable<'a> {
+    err: FileErrors<'a>,
+    /// The entry segment's bytes.
+    bytes: &'a [u8],
+    /// The entry segment's file offset.
+    offset: u64,
+    /// The metadata segment's bytes.
+    meta: &'a [u8],
+    /// The storage segment.
+    storage: Range,
+}
+
+impl EntryTable<'_> {
+    /// Validates entry `index`, whose header starts `cursor` bytes into the
+    /// table; returns it and its `entry_size`.
+    fn entry(&self, index: u64, cursor: u64) -> Result<(IrpaEntry, u64)> {
+        let remaining = (self.bytes.len() as u64).saturating_sub(cursor);
         if remaining < ENTRY_HEADER_SIZE {
-            return Err(ParamsError::Truncated {
-                file: file(),
-                tensor: None,
-                what: format!("entry {index} header"),
-                needed: ENTRY_HEADER_SIZE,
-                available: remaining,
-            });
+            let what = format!("entry {index} header");
+            return Err(self.err.truncated(None, what, ENTRY_HEADER_SIZE, remaining));
         }
-        let e = &table[cursor as usize..][..remaining as usize];
+        let e = &self.bytes[cursor as usize..][..remaining as usize];
         let entry_size = u64_at(e, 0);
         if entry_size < ENTRY_HEADER_SIZE || entry_size > remaining {
-            return Err(ent(
+            return Err(self.err.invalid_entry(
+                index,
                 None,
                 format!("entry_size {entry_size} outside [{ENTRY_HEADER_SIZE}, {remaining}]"),
             ));
         }
         let e = &e[..entry_size as usize];
-        let ty = u32_at(e, 8);
+        let name = self.name(index, e)?;
         let flags = u64_at(e, 12);
-        let name_r = Range::at(e, 20);
-        let meta_r = Range::at(e, 36);
-        let min_alignment = u64_at(e, 52);
-        let name_end = name_r
-            .within(mseg.length)
-            .ok_or_else(|| ent(None, "name range is outside the metadata segment".into()))?;
-        let name_bytes = &meta[name_r.offset as usize..name_end as usize];
-        let name = std::str::from_utf8(name_bytes)
-            .map_err(|_| ParamsError::InvalidUtf8 {
-                file: file(),
-                tensor: None,
-                what: format!("entry {index} name"),
-            })?
-            .to_string();
         if flags != 0 {
-            return Err(ent(
-                Some(&name),
-                format!("reserved entry flags are set ({flags:#x})"),
-            ));
+            let msg = format!("reserved entry flags are set ({flags:#x})");
+            return Err(self.err.invalid_entry(index, Some(&name), msg));
         }
-        let metadata = if meta_r.length == 0 {
-            Vec::new()
-        } else {
-            let end = meta_r.within(mseg.length).ok_or_else(|| {
-                ent(
-                    Some(&name),
-                    "metadata range is outside the metadata segment".into(),
-                )
-            })?;
-            meta[meta_r.offset as usize..end as usize].to_vec()
-        };
-        let entry_offset = eseg.offset + cursor;
-        let kind = match ty {
+        let metadata = self.metadata(index, &name, e)?;
+        let min_alignment = u64_at(e, 52);
+        let kind = match u32_at(e, 8) {
             0 => EntryKind::Skip,
-            1 => {
-                if entry_size < SPLAT_ENTRY_SIZE {
-                    return Err(ent(
-                        Some(&name),
-                        format!("SPLAT entry_size {entry_size} < {SPLAT_ENTRY_SIZE}"),
-                    ));
-                }
-                let length = u64_at(e, 60);
-                let plen = e[84];
-                let splat = |msg: String| ParamsError::InvalidSplat {
-                    file: file(),
-                    tensor: name.clone(),
-                    msg,
-                };
-                if ![1u8, 2, 4, 8, 16].contains(&plen) {
-                    return Err(splat(format!(
-                        "pattern length {plen} is not 1, 2, 4, 8 or 16"
-                    )));
-                }
-                if length % plen as u64 != 0 {
-                    return Err(splat(format!(
-                        "length {length} is not a multiple of the {plen}-byte pattern"
-                    )));
-                }
-                EntryKind::Splat {
-                    length,
-                    pattern: e[68..68 + plen as usize].to_vec(),
-                }
-            }
-            2 => {
-                if entry_size < DATA_ENTRY_SIZE {
-                    return Err(ent(
-                        Some(&name),
-                        format!("DATA entry_size {entry_size} < {DATA_ENTRY_SIZE}"),
-                    ));
-                }
-                let r = Range::at(e, 60);
-                if r.within(sseg.length).is_none() {
-                    return Err(ParamsError::InvalidOffsets {
-                        file: file(),
-                        tensor: Some(name),
-                        msg: format!(
-                            "storage range [{}, +{}) is outside the storage segment ({} bytes)",
-                            r.offset, r.length, sseg.length
-                        ),
-                    });
-                }
-                if min_alignment != 0 && !min_alignment.is_power_of_two() {
-                    return Err(ent(
-                        Some(&name),
-                        format!("minimum alignment {min_alignment} is not a power of two"),
-                    ));
-                }
-                // Both terms are ≤ the file size (checked above).
-                let abs = storage_offset + r.offset;
-                if min_alignment > 1 && abs % min_alignment != 0 {
-                    return Err(ParamsError::Misaligned {
-                        file: file(),
-                        tensor: name,
-                        offset: abs,
-                        alignment: min_alignment,
-                    });
-                }
-                EntryKind::Data {
-                    offset: r.offset,
-                    length: r.length,
-                }
-            }
-            3 => {
-                let target = if entry_size >= EXTERNAL_ENTRY_SIZE {
-                    let p = Range::at(e, 60);
-                    match p.within(mseg.length) {
-                        Some(end) => {
-                            String::from_utf8_lossy(&meta[p.offset as usize..end as usize])
-                                .into_owned()
-                        }
-                        None => "<path outside the metadata segment>".into(),
-                    }
-                } else {
-                    "<truncated entry>".into()
-                };
-                return Err(ParamsError::ExternalEntry {
-                    file: file(),
-                    tensor: name,
-                    target,
-                });
-            }
-            other => {
-                return Err(ParamsError::UnknownEntryType {
-                    file: file(),
-                    index,
-                    entry_type: other,
-                })
-            }
+            1 => self.splat(index, &name, e)?,
+            2 => self.data(index, &name, e, min_alignment)?,
+            3 => return Err(self.external(&name, e)),
+            other => return Err(self.err.unknown_entry_type(index, other)),
         };
-        entries.push(IrpaEntry {
+        let entry = IrpaEntry {
             name,
             kind,
             metadata,
             min_alignment,
-            entry_offset,
-        });
-        cursor = cursor
-            .checked_add(align_up(entry_size, ENTRY_ALIGNMENT))
-            .ok_or_else(|| ParamsError::Overflow {
-                file: file(),
-                tensor: None,
-                what: "entry table cursor".into(),
-            })?;
+            entry_offset: self.offset + cursor,
+        };
+        Ok((entry, entry_size))
     }
-    Ok((storage_offset, entries))
+
+    /// The name of entry `index` (header `e`), from the metadata segment.
+    fn name(&self, index: u64, e: &[u8]) -> Result<String> {
+        let r = Range::at(e, 20);
+        let end = r.within(self.meta.len() as u64).ok_or_else(|| {
+            let msg = "name range is outside the metadata segment";
+            self.err.invalid_entry(index, None, msg)
+        })?;
+        std::str::from_utf8(&self.meta[r.offset as usize..end as usize])
+            .map(str::to_string)
+            .map_err(|_| self.err.invalid_utf8(None, format!("entry {index} name")))
+    }
+
+    /// The per-entry metadata bytes of entry `index` (empty when none).
+    fn metadata(&self, index: u64, name: &str, e: &[u8]) -> Result<Vec<u8>> {
+        let r = Range::at(e, 36);
+        if r.length == 0 {
+            return Ok(Vec::new());
+        }
+        let end = r.within(self.meta.len() as u64).ok_or_else(|| {
+            let msg = "metadata range is outside the metadata segment";
+            self.err.invalid_entry(index, Some(name), msg)
+        })?;
+        Ok(self.meta[r.offset as usize..end as usize].to_vec())
+    }
+
+    /// A SPLAT entry: its length and a 1, 2, 4, 8 or 16-byte pattern that
+    /// divides it.
+    fn splat(&self, index: u64, name: &str, e: &[u8]) -> Result<EntryKind> {
+        let entry_size = e.len() as u64;
+        if entry_size < SPLAT_ENTRY_SIZE {
+            let msg = format!("SPLAT entry_size {entry_size} < {SPLAT_ENTRY_SIZE}");
+            return Err(self.err.invalid_entry(index, Some(name), msg));
+        }
+        let length = u64_at(e, 60);
+        let plen = e[84];
+        if ![1u8, 2, 4, 8, 16].contains(&plen) {
+            let msg = format!("pattern length {plen} is not 1, 2, 4, 8 or 16");
+            return Err(self.err.invalid_splat(name, msg));
+        }
+        if length % plen as u64 != 0 {
+            let msg = format!("length {length} is not a multiple of the {plen}-byte pattern");
+            return Err(self.err.invalid_splat(name, msg));
+        }
+        Ok(EntryKind::Splat {
+            length,
+            pattern: e[68..68 + plen as usize].to_vec(),
+        })
+    }
+
+    /// A DATA entry: a range inside the storage segment whose file offset
+    /// meets the entry's minimum alignment.
+    fn data(&self, index: u64, name: &str, e: &[u8], min_alignment: u64) -> Result<EntryKind> {
+        let entry_size = e.len() as u64;
+        if entry_size < DATA_ENTRY_SIZE {
+            let msg = format!("DATA entry_size {entry_size} < {DATA_ENTRY_SIZE}");
+            return Err(self.err.invalid_entry(index, Some(name), msg));
+        }
+        let r = Range::at(e, 60);
+        let storage = self.storage;
+        if r.within(storage.length).is_none() {
+            let msg = format!(
+                "storage range [{}, +{}) is outside the storage segment ({} bytes)",
+                r.offset, r.length, storage.length
+            );
+            return Err(self.err.invalid_offsets(Some(name), msg));
+        }
+        if min_alignment != 0 && !min_alignment.is_power_of_two() {
+            let msg = format!("minimum alignment {min_alignment} is not a power of two");
+            return Err(self.err.invalid_entry(index, Some(name), msg));
+        }
+        // Both terms are ≤ the file size (checked above).
+        let abs = storage.offset + r.offset;
+        if min_alignment > 1 && abs % min_alignment != 0 {
+            return Err(self.err.misaligned(name, abs, min_alignment));
+        }
+        Ok(EntryKind::Data {
+            offset: r.offset,
+            length: r.length,
+        })
+    }
+
+    /// The refusal of an EXTERNAL entry, naming its target file when the
+    /// entry holds a readable path.
+    fn external(&self, name: &str, e: &[u8]) -> ParamsError {
+        let target = if e.len() as u64 >= EXTERNAL_ENTRY_SIZE {
+            let p = Range::at(e, 60);
+            match p.within(self.meta.len() as u64) {
+                Some(end) => String::from_utf8_lossy(&self.meta[p.offset as usize..end as usize])
+                    .into_owned(),
+                None => "<path outside the metadata segment>".into(),
+            }
+        } else {
+            "<truncated entry>".into()
+        };
+        self.err.external_entry(name, target)
+    }
 }
 
 /// kiln's self-description of an entry: `{"dtype":"BF16","shape":[…]}`.
@@ -634,40 +620,71 @@ impl IrpaWriter {
         Self::create(path.as_ref(), specs, true)
     }
 
+    /// Checks the specs, lays the archive out and writes everything before
+    /// the storage segment.
     fn create(path: &Path, specs: Vec<EntrySpec>, hash: bool) -> Result<Self> {
-        let path = path.to_path_buf();
-        let ovf = |what: &str| ParamsError::Overflow {
-            file: path.clone(),
-            tensor: None,
-            what: what.into(),
-        };
-        let mut seen = HashSet::new();
-        for s in &specs {
-            if !seen.insert(s.name.as_str()) {
-                return Err(ParamsError::DuplicateName {
-                    file: path.clone(),
-                    tensor: s.name.clone(),
-                });
-            }
-            if let Some(p) = &s.splat {
-                if ![1, 2, 4, 8, 16].contains(&p.len()) || s.length % p.len() as u64 != 0 {
-                    return Err(ParamsError::InvalidSplat {
-                        file: path.clone(),
-                        tensor: s.name.clone(),
-                        msg: format!(
-                            "pattern of {} bytes cannot cover {} bytes",
-                            p.len(),
-                            s.length
-                        ),
-                    });
-                }
+        let err = FileErrors(path);
+        check_specs(err, &specs)?;
+        let layout = Layout::plan(err, &specs)?;
+        let head = layout.head(&specs);
+        let slots = layout.slots(&specs);
+        Ok(IrpaWriter {
+            stream: TensorStream::create(path, &head, slots, hash)?,
+            file_size: layout.file_size,
+        })
+    }
+}
+
+/// Refuses a repeated name and a splat pattern that cannot cover its entry.
+fn check_specs(err: FileErrors, specs: &[EntrySpec]) -> Result<()> {
+    let mut seen = HashSet::new();
+    for s in specs {
+        if !seen.insert(s.name.as_str()) {
+            return Err(err.duplicate_name(&s.name));
+        }
+        if let Some(p) = &s.splat {
+            if ![1, 2, 4, 8, 16].contains(&p.len()) || s.length % p.len() as u64 != 0 {
+                let msg = format!(
+                    "pattern of {} bytes cannot cover {} bytes",
+                    p.len(),
+                    s.length
+                );
+                return Err(err.invalid_splat(&s.name, msg));
             }
         }
-        // Entry table.
+    }
+    Ok(())
+}
+
+/// Where each part of an archive goes, as IREE's builder places it.
+struct Layout {
+    /// File offset of the entry table.
+    table_start: u64,
+    /// File offset of each entry.
+    entry_at: Vec<u64>,
+    /// File offset of the metadata segment (the end of the entry table).
+    meta_start: u64,
+    /// Length of the metadata segment.
+    meta_len: u64,
+    /// File offset of the storage segment.
+    storage_start: u64,
+    /// Each DATA entry's offset in the storage segment (`None` for SPLAT).
+    data_rel: Vec<Option<u64>>,
+    /// Length of the storage segment.
+    storage_len: u64,
+    /// The file's size, padded to [`FILE_ALIGNMENT`].
+    file_size: u64,
+}
+
+impl Layout {
+    /// Places the entry table after the header, the metadata segment (name
+    /// then metadata, per entry, unaligned) after the table, and the storage
+    /// segment after that, aligned for the first DATA entry.
+    fn plan(err: FileErrors, specs: &[EntrySpec]) -> Result<Layout> {
         let table_start = align_up(HEADER_SIZE, ENTRY_ALIGNMENT);
         let mut cursor = table_start;
         let mut entry_at = Vec::with_capacity(specs.len());
-        for s in &specs {
+        for s in specs {
             let at = align_up(cursor, ENTRY_ALIGNMENT);
             entry_at.push(at);
             cursor = at
@@ -677,39 +694,53 @@ impl IrpaWriter {
                     DATA_ENTRY_SIZE
                 };
         }
-        let table_end = cursor;
-        // Metadata segment: name then metadata, per entry, unaligned.
-        let meta_start = table_end;
+        let meta_start = cursor;
         let mut meta_len = 0u64;
-        for s in &specs {
+        for s in specs {
             meta_len = meta_len
                 .checked_add(s.name.len() as u64 + s.metadata.len() as u64)
-                .ok_or_else(|| ovf("metadata segment"))?;
+                .ok_or_else(|| err.overflow(None, "metadata segment"))?;
         }
         let meta_end = meta_start + meta_len;
-        // Storage segment, aligned to the first DATA entry's alignment.
         let has_data = specs.iter().any(|s| s.splat.is_none());
         let storage_start = align_up(meta_end, if has_data { DATA_ALIGNMENT } else { 1 });
-        let mut scur = 0u64;
-        let mut data_rel = Vec::with_capacity(specs.len());
-        for s in &specs {
-            if s.splat.is_some() {
-                data_rel.push(None);
-            } else {
-                let at = align_up(scur, DATA_ALIGNMENT);
-                data_rel.push(Some(at));
-                scur = at
-                    .checked_add(s.length)
-                    .ok_or_else(|| ovf("storage segment"))?;
-            }
-        }
-        let storage_len = scur;
+        let (data_rel, storage_len) = storage_offsets(err, specs)?;
         let end = storage_start
             .checked_add(storage_len)
-            .ok_or_else(|| ovf("file size"))?;
-        let file_size = align_up(end, FILE_ALIGNMENT);
+            .ok_or_else(|| err.overflow(None, "file size"))?;
+        Ok(Layout {
+            table_start,
+            entry_at,
+            meta_start,
+            meta_len,
+            storage_start,
+            data_rel,
+            storage_len,
+            file_size: align_up(end, FILE_ALIGNMENT),
+        })
+    }
 
-        let mut head = Vec::with_capacity((storage_start) as usize);
+    /// Every byte before the storage segment: header, entry table (padded
+    /// between entries) and metadata segment (padded after the table).
+    fn head(&self, specs: &[EntrySpec]) -> Vec<u8> {
+        let mut head = Vec::with_capacity(self.storage_start as usize);
+        self.write_header(&mut head, specs.len() as u64);
+        let mut name_off = 0u64;
+        for (i, s) in specs.iter().enumerate() {
+            head.resize(self.entry_at[i] as usize, 0);
+            name_off = write_entry(&mut head, s, name_off, self.data_rel[i]);
+        }
+        head.resize(self.meta_start as usize, 0);
+        for s in specs {
+            head.extend_from_slice(s.name.as_bytes());
+            head.extend_from_slice(&s.metadata);
+        }
+        head
+    }
+
+    /// The 88-byte header: magic, version 0.0, header size, no chained
+    /// header, no flags, the entry count and the three segments.
+    fn write_header(&self, head: &mut Vec<u8>, count: u64) {
         head.extend_from_slice(&MAGIC.to_le_bytes());
         head.extend_from_slice(&0u16.to_le_bytes());
         head.extend_from_slice(&0u16.to_le_bytes());
@@ -717,73 +748,90 @@ impl IrpaWriter {
             HEADER_SIZE,
             0,
             0,
-            specs.len() as u64,
-            table_start,
-            table_end - table_start,
-            meta_start,
-            meta_len,
-            storage_start,
-            storage_len,
+            count,
+            self.table_start,
+            self.meta_start - self.table_start,
+            self.meta_start,
+            self.meta_len,
+            self.storage_start,
+            self.storage_len,
         ] {
             head.extend_from_slice(&v.to_le_bytes());
         }
-        let mut mcur = 0u64;
-        for (i, s) in specs.iter().enumerate() {
-            head.resize(entry_at[i] as usize, 0);
-            let name_off = mcur;
-            mcur += s.name.len() as u64;
-            let (meta_off, meta_n) = if s.metadata.is_empty() {
-                (0, 0)
-            } else {
-                let o = mcur;
-                mcur += s.metadata.len() as u64;
-                (o, s.metadata.len() as u64)
-            };
-            let (size, ty, align) = match s.splat {
-                Some(_) => (SPLAT_ENTRY_SIZE, 1u32, 0u64),
-                None => (DATA_ENTRY_SIZE, 2u32, DATA_ALIGNMENT),
-            };
-            head.extend_from_slice(&size.to_le_bytes());
-            head.extend_from_slice(&ty.to_le_bytes());
-            head.extend_from_slice(&0u64.to_le_bytes());
-            for v in [name_off, s.name.len() as u64, meta_off, meta_n, align] {
-                head.extend_from_slice(&v.to_le_bytes());
-            }
-            match &s.splat {
-                Some(p) => {
-                    head.extend_from_slice(&s.length.to_le_bytes());
-                    let mut pat = [0u8; 16];
-                    pat[..p.len()].copy_from_slice(p);
-                    head.extend_from_slice(&pat);
-                    head.push(p.len() as u8);
-                }
-                None => {
-                    head.extend_from_slice(&data_rel[i].unwrap_or(0).to_le_bytes());
-                    head.extend_from_slice(&s.length.to_le_bytes());
-                }
-            }
-        }
-        head.resize(meta_start as usize, 0);
-        for s in &specs {
-            head.extend_from_slice(s.name.as_bytes());
-            head.extend_from_slice(&s.metadata);
-        }
-        let slots = specs
+    }
+
+    /// Where the writer streams each DATA entry's bytes, in order.
+    fn slots(&self, specs: &[EntrySpec]) -> Vec<Slot> {
+        specs
             .iter()
-            .zip(&data_rel)
+            .zip(&self.data_rel)
             .filter_map(|(s, r)| {
                 r.map(|o| Slot {
                     name: s.name.clone(),
-                    start: storage_start + o,
+                    start: self.storage_start + o,
                     len: s.length,
                 })
             })
-            .collect();
-        Ok(IrpaWriter {
-            stream: TensorStream::create(&path, &head, slots, hash)?,
-            file_size,
-        })
+            .collect()
     }
+}
+
+/// Each DATA entry's offset in the storage segment (`None` for a SPLAT
+/// entry), each aligned to [`DATA_ALIGNMENT`], and the segment's length.
+fn storage_offsets(err: FileErrors, specs: &[EntrySpec]) -> Result<(Vec<Option<u64>>, u64)> {
+    let mut scur = 0u64;
+    let mut data_rel = Vec::with_capacity(specs.len());
+    for s in specs {
+        if s.splat.is_some() {
+            data_rel.push(None);
+        } else {
+            let at = align_up(scur, DATA_ALIGNMENT);
+            data_rel.push(Some(at));
+            scur = at
+                .checked_add(s.length)
+                .ok_or_else(|| err.overflow(None, "storage segment"))?;
+        }
+    }
+    Ok((data_rel, scur))
+}
+
+/// Appends the entry of `s` whose name starts `name_off` bytes into the
+/// metadata segment (its metadata, if any, right after the name) and whose
+/// data, for a DATA entry, starts `data_rel` bytes into the storage segment.
+/// Returns where the next entry's name starts.
+fn write_entry(head: &mut Vec<u8>, s: &EntrySpec, name_off: u64, data_rel: Option<u64>) -> u64 {
+    let mut mcur = name_off + s.name.len() as u64;
+    let (meta_off, meta_n) = if s.metadata.is_empty() {
+        (0, 0)
+    } else {
+        let o = mcur;
+        mcur += s.metadata.len() as u64;
+        (o, s.metadata.len() as u64)
+    };
+    let (size, ty, align) = match s.splat {
+        Some(_) => (SPLAT_ENTRY_SIZE, 1u32, 0u64),
+        None => (DATA_ENTRY_SIZE, 2u32, DATA_ALIGNMENT),
+    };
+    head.extend_from_slice(&size.to_le_bytes());
+    head.extend_from_slice(&ty.to_le_bytes());
+    head.extend_from_slice(&0u64.to_le_bytes());
+    for v in [name_off, s.name.len() as u64, meta_off, meta_n, align] {
+        head.extend_from_slice(&v.to_le_bytes());
+    }
+    match &s.splat {
+        Some(p) => {
+            head.extend_from_slice(&s.length.to_le_bytes());
+            let mut pat = [0u8; 16];
+            pat[..p.len()].copy_from_slice(p);
+            head.extend_from_slice(&pat);
+            head.push(p.len() as u8);
+        }
+        None => {
+            head.extend_from_slice(&data_rel.unwrap_or(0).to_le_bytes());
+            head.extend_from_slice(&s.length.to_le_bytes());
+        }
+    }
+    mcur
 }
 
 impl sealed::Streamed for IrpaWriter {

@@ -7,6 +7,7 @@
 //! to the start of the data. See `spec/safetensors.md` for every rule.
 
 use super::dtype::{checked_nbytes, DType};
+use super::error::FileErrors;
 use super::stream::{sealed, Slot, TensorStream, TensorWriter};
 use super::{map_file, Backing, ParamsError, Result};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
@@ -183,64 +184,51 @@ type Parsed = (usize, Vec<TensorInfo>, Vec<(String, String)>);
 
 /// Validates the whole file; on success every offset is in bounds.
 fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed> {
-    let file = || path.to_path_buf();
+    let err = FileErrors(path);
+    let (data_start, text) = read_header(err, bytes)?;
+    let pairs: Pairs = serde_json::from_str(text).map_err(|e| err.invalid_json(e.to_string()))?;
+    let (tensors, metadata) = split_header(path, pairs)?;
+    check_offsets(err, &tensors, data_start as u64, bytes.len() as u64)?;
+    Ok((data_start, tensors, metadata))
+}
+
+/// The header's length prefix and UTF-8 JSON text (which must start with
+/// `{`); returns where the data starts and the text.
+fn read_header<'b>(err: FileErrors, bytes: &'b [u8]) -> Result<(usize, &'b str)> {
     let size = bytes.len() as u64;
     if size < 8 {
-        return Err(ParamsError::Truncated {
-            file: file(),
-            tensor: None,
-            what: "header length".into(),
-            needed: 8,
-            available: size,
-        });
+        return Err(err.truncated(None, "header length", 8, size));
     }
     let mut len8 = [0u8; 8];
     len8.copy_from_slice(&bytes[..8]);
     let n = u64::from_le_bytes(len8);
     if n > MAX_HEADER_LEN {
-        return Err(ParamsError::HeaderTooLarge {
-            file: file(),
-            len: n,
-            max: MAX_HEADER_LEN,
-        });
+        return Err(err.header_too_large(n, MAX_HEADER_LEN));
     }
     if n > size - 8 {
-        return Err(ParamsError::Truncated {
-            file: file(),
-            tensor: None,
-            what: "JSON header".into(),
-            needed: n,
-            available: size - 8,
-        });
+        return Err(err.truncated(None, "JSON header", n, size - 8));
     }
     let data_start = 8 + n as usize;
-    let header = &bytes[8..data_start];
-    let text = std::str::from_utf8(header).map_err(|_| ParamsError::InvalidUtf8 {
-        file: file(),
-        tensor: None,
-        what: "JSON header".into(),
-    })?;
+    let text = std::str::from_utf8(&bytes[8..data_start])
+        .map_err(|_| err.invalid_utf8(None, "JSON header"))?;
     if !text.starts_with('{') {
-        return Err(ParamsError::InvalidHeader {
-            file: file(),
-            tensor: None,
-            msg: "header does not start with `{`".into(),
-        });
+        return Err(err.invalid_header(None, "header does not start with `{`"));
     }
-    let pairs: Pairs = serde_json::from_str(text).map_err(|e| ParamsError::InvalidJson {
-        file: file(),
-        msg: e.to_string(),
-    })?;
+    Ok((data_start, text))
+}
 
+/// A header's tensor records and its `__metadata__` pairs.
+type Header = (Vec<TensorInfo>, Vec<(String, String)>);
+
+/// The header's tensor records and its `__metadata__` (empty when absent),
+/// refusing a repeated key.
+fn split_header(path: &Path, pairs: Pairs) -> Result<Header> {
     let mut tensors = Vec::with_capacity(pairs.0.len());
     let mut metadata = None;
     let mut seen = HashSet::new();
     for (name, value) in pairs.0 {
         if !seen.insert(name.clone()) {
-            return Err(ParamsError::DuplicateName {
-                file: file(),
-                tensor: name,
-            });
+            return Err(FileErrors(path).duplicate_name(&name));
         }
         if name == "__metadata__" {
             metadata = Some(parse_metadata(path, value)?);
@@ -248,20 +236,26 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed> {
         }
         tensors.push(parse_info(path, name, value)?);
     }
+    Ok((tensors, metadata.unwrap_or_default()))
+}
 
-    // Offsets must tile the data section exactly, starting at 0.
-    let data_len = size - data_start as u64;
+/// Checks that the tensors' offsets tile the data section (from
+/// `data_start` to the end of a file of `size` bytes) exactly, starting
+/// at 0, each span as long as its shape and dtype need.
+fn check_offsets(
+    err: FileErrors,
+    tensors: &[TensorInfo],
+    data_start: u64,
+    size: u64,
+) -> Result<()> {
+    let data_len = size - data_start;
     let mut order: Vec<usize> = (0..tensors.len()).collect();
     order.sort_by_key(|&i| tensors[i].data_offsets);
     let mut cursor = 0u64;
     for &i in &order {
         let t = &tensors[i];
         let (b, e) = t.data_offsets;
-        let bad = |msg: String| ParamsError::InvalidOffsets {
-            file: file(),
-            tensor: Some(t.name.clone()),
-            msg,
-        };
+        let bad = |msg: String| err.invalid_offsets(Some(&t.name), msg);
         if e < b {
             return Err(bad(format!("end {e} is before begin {b}")));
         }
@@ -277,37 +271,22 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed> {
                 "[{b}, {e}) is past the end of the data section ({data_len} bytes)"
             )));
         }
-        let expected = checked_nbytes(t.dtype, &t.shape).ok_or_else(|| ParamsError::Overflow {
-            file: file(),
-            tensor: Some(t.name.clone()),
-            what: "shape × dtype size".into(),
-        })?;
+        let expected = checked_nbytes(t.dtype, &t.shape)
+            .ok_or_else(|| err.overflow(Some(&t.name), "shape × dtype size"))?;
         if expected != e - b {
-            return Err(ParamsError::SizeMismatch {
-                file: file(),
-                tensor: t.name.clone(),
-                expected,
-                actual: e - b,
-            });
+            return Err(err.size_mismatch(&t.name, expected, e - b));
         }
         cursor = e;
     }
     if cursor != data_len {
-        return Err(ParamsError::TrailingData {
-            file: file(),
-            data_end: data_start as u64 + cursor,
-            file_size: size,
-        });
+        return Err(err.trailing_data(data_start + cursor, size));
     }
-    Ok((data_start, tensors, metadata.unwrap_or_default()))
+    Ok(())
 }
 
 fn parse_metadata(path: &Path, value: serde_json::Value) -> Result<Vec<(String, String)>> {
-    let bad = |msg: &str| ParamsError::InvalidMetadata {
-        file: path.to_path_buf(),
-        key: "__metadata__".into(),
-        msg: msg.into(),
-    };
+    let err = FileErrors(path);
+    let bad = |msg: &str| err.invalid_metadata("__metadata__", msg);
     let obj = match value {
         serde_json::Value::Object(o) => o,
         _ => return Err(bad("must be an object of strings")),
@@ -315,21 +294,14 @@ fn parse_metadata(path: &Path, value: serde_json::Value) -> Result<Vec<(String, 
     obj.into_iter()
         .map(|(k, v)| match v {
             serde_json::Value::String(s) => Ok((k, s)),
-            _ => Err(ParamsError::InvalidMetadata {
-                file: path.to_path_buf(),
-                key: k,
-                msg: "value must be a string".into(),
-            }),
+            _ => Err(err.invalid_metadata(&k, "value must be a string")),
         })
         .collect()
 }
 
 fn parse_info(path: &Path, name: String, value: serde_json::Value) -> Result<TensorInfo> {
-    let bad = |msg: String| ParamsError::InvalidHeader {
-        file: path.to_path_buf(),
-        tensor: Some(name.clone()),
-        msg,
-    };
+    let err = FileErrors(path);
+    let bad = |msg: String| err.invalid_header(Some(&name), msg);
     let obj = match value {
         serde_json::Value::Object(o) => o,
         _ => return Err(bad("entry is not an object".into())),
@@ -341,13 +313,9 @@ fn parse_info(path: &Path, name: String, value: serde_json::Value) -> Result<Ten
                 let s = v
                     .as_str()
                     .ok_or_else(|| bad("`dtype` is not a string".into()))?;
-                dtype = Some(DType::from_safetensors_name(s).ok_or_else(|| {
-                    ParamsError::UnknownDType {
-                        file: path.to_path_buf(),
-                        tensor: name.clone(),
-                        dtype: s.to_string(),
-                    }
-                })?);
+                dtype = Some(
+                    DType::from_safetensors_name(s).ok_or_else(|| err.unknown_dtype(&name, s))?,
+                );
             }
             "shape" => {
                 let arr = v
@@ -453,10 +421,8 @@ pub fn open_checkpoint(path: impl AsRef<Path>) -> Result<Checkpoint> {
         } else {
             let single = path.join("model.safetensors");
             if !single.is_file() {
-                return Err(ParamsError::NotFound {
-                    file: path.to_path_buf(),
-                    tensor: format!("(no {INDEX_NAME} or model.safetensors in this directory)"),
-                });
+                let what = format!("(no {INDEX_NAME} or model.safetensors in this directory)");
+                return Err(FileErrors(path).not_found(&what));
             }
             return single_checkpoint(SafeTensors::open(single)?);
         }
@@ -465,84 +431,84 @@ pub fn open_checkpoint(path: impl AsRef<Path>) -> Result<Checkpoint> {
     } else {
         return single_checkpoint(SafeTensors::open(path)?);
     };
-    let text = std::fs::read(&index_path).map_err(|e| ParamsError::io(&index_path, e))?;
-    let json: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| ParamsError::InvalidJson {
-            file: index_path.clone(),
-            msg: e.to_string(),
-        })?;
-    let bad = |msg: String| ParamsError::InvalidHeader {
-        file: index_path.clone(),
-        tensor: None,
-        msg,
-    };
-    let map = json
-        .get("weight_map")
-        .and_then(|m| m.as_object())
-        .ok_or_else(|| bad("missing `weight_map` object".into()))?;
+    sharded_checkpoint(&index_path)
+}
+
+/// Opens the shards a `*.index.json` lists (each once, in sorted name
+/// order) and checks that the index places every tensor where it is.
+fn sharded_checkpoint(index_path: &Path) -> Result<Checkpoint> {
+    let map = read_weight_map(index_path)?;
     let dir = index_path.parent().unwrap_or(Path::new("."));
-    let mut shard_names: Vec<&str> = Vec::new();
-    for (name, shard) in map {
-        let s = shard.as_str().ok_or_else(|| ParamsError::InvalidHeader {
-            file: index_path.clone(),
-            tensor: Some(name.clone()),
-            msg: "shard file name is not a string".into(),
-        })?;
-        if s.is_empty() || s.contains('/') || s.contains('\\') || s == "." || s == ".." {
-            return Err(ParamsError::InvalidHeader {
-                file: index_path.clone(),
-                tensor: Some(name.clone()),
-                msg: format!("shard name `{s}` must be a plain file name"),
-            });
-        }
-        shard_names.push(s);
-    }
-    shard_names.sort_unstable();
-    shard_names.dedup();
     let mut files = Vec::new();
     let mut order = Vec::new();
     let mut index = HashMap::new();
-    for (fi, s) in shard_names.iter().enumerate() {
+    for (fi, s) in shard_names(index_path, &map)?.into_iter().enumerate() {
         let st = SafeTensors::open(dir.join(s))?;
+        let err = FileErrors(&st.path);
         for (ti, t) in st.tensors.iter().enumerate() {
+            let header = |msg: String| err.invalid_header(Some(&t.name), msg);
             match map.get(&t.name).and_then(|v| v.as_str()) {
-                Some(listed) if listed == *s => {}
+                Some(listed) if listed == s => {}
                 Some(listed) => {
-                    return Err(ParamsError::InvalidHeader {
-                        file: st.path.clone(),
-                        tensor: Some(t.name.clone()),
-                        msg: format!("the index places this tensor in `{listed}`"),
-                    })
+                    return Err(header(format!(
+                        "the index places this tensor in `{listed}`"
+                    )))
                 }
                 None => {
-                    return Err(ParamsError::InvalidHeader {
-                        file: st.path.clone(),
-                        tensor: Some(t.name.clone()),
-                        msg: format!("tensor is missing from {}", index_path.display()),
-                    })
+                    let index_name = index_path.display();
+                    return Err(header(format!("tensor is missing from {index_name}")));
                 }
             }
             if index.insert(t.name.clone(), order.len()).is_some() {
-                return Err(ParamsError::DuplicateName {
-                    file: st.path.clone(),
-                    tensor: t.name.clone(),
-                });
+                return Err(err.duplicate_name(&t.name));
             }
             order.push((fi, ti));
         }
         files.push(st);
     }
     if let Some(missing) = map.keys().find(|k| !index.contains_key(*k)) {
-        return Err(ParamsError::NotFound {
-            file: index_path.clone(),
-            tensor: missing.clone(),
-        });
+        return Err(FileErrors(index_path).not_found(missing));
     }
     Ok(Checkpoint {
         files,
         order,
         index,
     })
+}
+
+/// The `weight_map` object of a shard index: tensor name → shard file.
+fn read_weight_map(index_path: &Path) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let err = FileErrors(index_path);
+    let text = std::fs::read(index_path).map_err(|e| ParamsError::io(index_path, e))?;
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| err.invalid_json(e.to_string()))?;
+    json.get_mut("weight_map")
+        .and_then(serde_json::Value::as_object_mut)
+        .map(std::mem::take)
+        .ok_or_else(|| err.invalid_header(None, "missing `weight_map` object"))
+}
+
+/// The shard file names a weight map lists, sorted, each once; each must be
+/// a plain file name (no directory part).
+fn shard_names<'m>(
+    index_path: &Path,
+    map: &'m serde_json::Map<String, serde_json::Value>,
+) -> Result<Vec<&'m str>> {
+    let err = FileErrors(index_path);
+    let mut names: Vec<&str> = Vec::new();
+    for (name, shard) in map {
+        let s = shard
+            .as_str()
+            .ok_or_else(|| err.invalid_header(Some(name), "shard file name is not a string"))?;
+        if s.is_empty() || s.contains('/') || s.contains('\\') || s == "." || s == ".." {
+            let msg = format!("shard name `{s}` must be a plain file name");
+            return Err(err.invalid_header(Some(name), msg));
+        }
+        names.push(s);
+    }
+    names.sort_unstable();
+    names.dedup();
+    Ok(names)
 }
 
 fn single_checkpoint(st: SafeTensors) -> Result<Checkpoint> {

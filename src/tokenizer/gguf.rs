@@ -258,21 +258,59 @@ impl GgufVocab {
     /// What [`GgufVocab::tokenizer_files`] and [`GgufVocab::build`] write.
     fn parts(&self) -> Result<Parts, TokenizerError> {
         let kind = self.kind()?;
-        let tokens = &self.tokens;
-        let n = tokens.len();
+        let n = self.tokens.len();
         if u32::try_from(n).is_err() {
             return Err(malformed("too many tokens"));
         }
-        let types: Vec<i32> = match &self.token_types {
-            None => vec![1; n],
-            Some(t) if t.len() == n => t.clone(),
-            Some(t) => {
-                return Err(malformed(format!(
-                    "tokenizer.ggml.token_type has {} entries for {n} tokens",
-                    t.len()
-                )))
-            }
+        let types = self.token_types(n)?;
+        self.check_special_ids(n)?;
+        let spelled = spellings(kind, &self.tokens);
+        let added = added_tokens(kind, &self.tokens, &types, &spelled);
+        let merges = self.merge_pairs(kind, &spelled)?;
+        let c = self.components(kind)?;
+        let names = Names::new(&added, &spelled);
+        let spm = kind != Kind::ByteLevel;
+        // llama.cpp adds bos to a SentencePiece vocabulary that does not say otherwise.
+        let add_bos = self.add_bos.unwrap_or(spm);
+        let post_processor = match (add_bos, self.bos) {
+            (true, Some(b)) => bos_template(b, &names.of(b)),
+            _ => Value::Null,
         };
+        let config = self.config(add_bos, spm, &names);
+        let unk = if spm {
+            self.unk.map(|u| names.of(u))
+        } else {
+            None
+        };
+        Ok(Parts {
+            unk,
+            spelled,
+            merges,
+            added,
+            spm,
+            ignore_merges: c.ignore_merges,
+            normalizer: c.normalizer,
+            pre_tokenizer: c.pre_tokenizer,
+            decoder: c.decoder,
+            post_processor,
+            config,
+        })
+    }
+
+    /// Each token's type (all 1, normal, when the file gives none).
+    fn token_types(&self, n: usize) -> Result<Vec<i32>, TokenizerError> {
+        match &self.token_types {
+            None => Ok(vec![1; n]),
+            Some(t) if t.len() == n => Ok(t.clone()),
+            Some(t) => Err(malformed(format!(
+                "tokenizer.ggml.token_type has {} entries for {n} tokens",
+                t.len()
+            ))),
+        }
+    }
+
+    /// Checks that the bos, eos, unknown and padding ids name tokens.
+    fn check_special_ids(&self, n: usize) -> Result<(), TokenizerError> {
         for (key, id) in [
             ("bos_token_id", self.bos),
             ("eos_token_id", self.eos),
@@ -286,46 +324,18 @@ impl GgufVocab {
                 )));
             }
         }
-        // The vocabulary's spelling of each token.
-        let spelled: Vec<String> = match kind {
-            Kind::ByteLevel => tokens.iter().map(|t| byte_level_spelling(t)).collect(),
-            Kind::SentencePiece => tokens.clone(),
-            // A token of spaces is stored as spaces but looked up as `▁`s.
-            Kind::Gemma => tokens
-                .iter()
-                .map(|t| {
-                    if t.contains(' ') && t.chars().all(py_isspace) {
-                        SPACE.repeat(t.chars().count())
-                    } else {
-                        t.clone()
-                    }
-                })
-                .collect(),
-        };
-        let in_vocab: HashSet<&str> = spelled.iter().map(String::as_str).collect();
-        let mut added = Vec::new();
-        let mut added_names: HashMap<u32, &str> = HashMap::new();
-        for (i, (t, &ty)) in tokens.iter().zip(&types).enumerate() {
-            // A byte-level control token outside the byte alphabet is a
-            // llama.cpp mislabel: transformers skips it. A user-defined one
-            // is added only under its vocabulary spelling.
-            let special =
-                ty == CONTROL && (kind != Kind::ByteLevel || t.chars().all(is_byte_level_char));
-            let user = ty == USER_DEFINED && in_vocab.contains(t.as_str());
-            if special || user {
-                added_names.insert(i as u32, t);
-                added.push((i as u32, t.clone(), special));
-            }
-        }
-        // The text a config names a token by: an added token's content, else
-        // its vocabulary spelling.
-        let name_of = |i: u32| -> String {
-            added_names
-                .get(&i)
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| spelled[i as usize].clone())
-        };
-        let pairs: Vec<(String, String)> = match (&self.merges, kind) {
+        Ok(())
+    }
+
+    /// The BPE merges: the file's, else none for byte-level, else derived
+    /// from the scores (SentencePiece) or the token positions (Gemma).
+    fn merge_pairs(
+        &self,
+        kind: Kind,
+        spelled: &[String],
+    ) -> Result<Vec<(String, String)>, TokenizerError> {
+        let n = self.tokens.len();
+        Ok(match (&self.merges, kind) {
             (Some(m), _) => parse_merges(m)?,
             (None, Kind::ByteLevel) => Vec::new(),
             (None, Kind::SentencePiece) => {
@@ -338,14 +348,19 @@ impl GgufVocab {
                         scores.len()
                     )));
                 }
-                merges_from_scores(tokens, scores)
+                merges_from_scores(&self.tokens, scores)
             }
             // Gemma's scores do not follow its merge order; token positions do.
             (None, Kind::Gemma) => {
                 let positions: Vec<f32> = (0..n).map(|i| -(i as f32)).collect();
-                merges_from_scores(&spelled, &positions)
+                merges_from_scores(spelled, &positions)
             }
-        };
+        })
+    }
+
+    /// The normalizer, pre-tokenizer and decoder of `kind`, and whether a
+    /// word that is a token whole skips the merges.
+    fn components(&self, kind: Kind) -> Result<Components, TokenizerError> {
         let sp = SPACE;
         let replace_space = json!({"type": "Replace", "pattern": {"String": " "}, "content": sp});
         let mut decoders = vec![
@@ -353,7 +368,7 @@ impl GgufVocab {
             json!({"type": "ByteFallback"}),
             json!({"type": "Fuse"}),
         ];
-        let (normalizer, pre_tokenizer, decoder, ignore_merges) = match kind {
+        Ok(match kind {
             Kind::ByteLevel => {
                 let pre = self.pre.as_deref().unwrap_or("gpt2");
                 let pre_tokenizer = byte_level_pre_tokenizer(pre).ok_or_else(|| {
@@ -361,13 +376,13 @@ impl GgufVocab {
                         "tokenizer.ggml.pre = {pre:?} (supported: {SUPPORTED_PRE})"
                     ))
                 })?;
-                (
-                    Value::Null,
+                Components {
+                    normalizer: Value::Null,
                     pre_tokenizer,
-                    json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
+                    decoder: json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
                     // llama.cpp takes a word that is a token whole for Llama 3.
-                    matches!(pre, "llama-bpe" | "llama3" | "llama-v3"),
-                )
+                    ignore_merges: matches!(pre, "llama-bpe" | "llama3" | "llama-v3"),
+                }
             }
             Kind::SentencePiece => {
                 let prefix = self.add_space_prefix.unwrap_or(true);
@@ -379,73 +394,137 @@ impl GgufVocab {
                 if prefix {
                     decoders.push(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0}));
                 }
-                (
+                Components {
                     normalizer,
-                    Value::Null,
-                    json!({"type": "Sequence", "decoders": decoders}),
-                    false,
-                )
+                    pre_tokenizer: Value::Null,
+                    decoder: json!({"type": "Sequence", "decoders": decoders}),
+                    ignore_merges: false,
+                }
             }
-            Kind::Gemma => (
-                replace_space,
-                json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false}),
-                json!({"type": "Sequence", "decoders": decoders}),
-                false,
-            ),
-        };
-        let spm = kind != Kind::ByteLevel;
-        // llama.cpp adds bos to a SentencePiece vocabulary that does not say otherwise.
-        let add_bos = self.add_bos.unwrap_or(spm);
-        let post_processor = match (add_bos, self.bos) {
-            (true, Some(b)) => {
-                let bt = name_of(b);
-                json!({
-                    "type": "TemplateProcessing",
-                    "single": [
-                        {"SpecialToken": {"id": bt, "type_id": 0}},
-                        {"Sequence": {"id": "A", "type_id": 0}}
-                    ],
-                    "pair": [
-                        {"SpecialToken": {"id": bt, "type_id": 0}},
-                        {"Sequence": {"id": "A", "type_id": 0}},
-                        {"SpecialToken": {"id": bt, "type_id": 1}},
-                        {"Sequence": {"id": "B", "type_id": 1}}
-                    ],
-                    "special_tokens": {bt.clone(): {"id": bt, "ids": [b], "tokens": [bt]}}
-                })
-            }
-            _ => Value::Null,
-        };
+            Kind::Gemma => Components {
+                normalizer: replace_space,
+                pre_tokenizer: json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false}),
+                decoder: json!({"type": "Sequence", "decoders": decoders}),
+                ignore_merges: false,
+            },
+        })
+    }
+
+    /// `tokenizer_config.json`: the tokenizer class, bos/eos (and unknown,
+    /// padding) tokens by name, and the chat template.
+    fn config(&self, add_bos: bool, spm: bool, names: &Names) -> Map<String, Value> {
         let mut config = Map::new();
         config.insert("tokenizer_class".into(), json!("PreTrainedTokenizerFast"));
         config.insert("add_bos_token".into(), json!(add_bos));
         config.insert("add_eos_token".into(), json!(false));
-        config.insert("bos_token".into(), json!(self.bos.map(name_of)));
-        config.insert("eos_token".into(), json!(self.eos.map(name_of)));
+        config.insert("bos_token".into(), json!(self.bos.map(|b| names.of(b))));
+        config.insert("eos_token".into(), json!(self.eos.map(|e| names.of(e))));
         if let Some(u) = self.unk.filter(|_| spm) {
-            config.insert("unk_token".into(), json!(name_of(u)));
+            config.insert("unk_token".into(), json!(names.of(u)));
         }
         if let Some(p) = self.pad {
-            config.insert("pad_token".into(), json!(name_of(p)));
+            config.insert("pad_token".into(), json!(names.of(p)));
         }
         config.insert("clean_up_tokenization_spaces".into(), json!(false));
         if let Some(t) = &self.chat_template {
             config.insert("chat_template".into(), json!(t));
         }
-        Ok(Parts {
-            unk: if spm { self.unk.map(name_of) } else { None },
-            spelled,
-            merges: pairs,
-            added,
-            spm,
-            ignore_merges,
-            normalizer,
-            pre_tokenizer,
-            decoder,
-            post_processor,
-            config,
-        })
+        config
     }
+}
+
+/// The vocabulary's spelling of each token.
+fn spellings(kind: Kind, tokens: &[String]) -> Vec<String> {
+    match kind {
+        Kind::ByteLevel => tokens.iter().map(|t| byte_level_spelling(t)).collect(),
+        Kind::SentencePiece => tokens.to_vec(),
+        // A token of spaces is stored as spaces but looked up as `▁`s.
+        Kind::Gemma => tokens
+            .iter()
+            .map(|t| {
+                if t.contains(' ') && t.chars().all(py_isspace) {
+                    SPACE.repeat(t.chars().count())
+                } else {
+                    t.clone()
+                }
+            })
+            .collect(),
+    }
+}
+
+/// `(id, content, special)` of the added tokens: control tokens (special)
+/// and user-defined ones, in id order.
+fn added_tokens(
+    kind: Kind,
+    tokens: &[String],
+    types: &[i32],
+    spelled: &[String],
+) -> Vec<(u32, String, bool)> {
+    let in_vocab: HashSet<&str> = spelled.iter().map(String::as_str).collect();
+    let mut added = Vec::new();
+    for (i, (t, &ty)) in tokens.iter().zip(types).enumerate() {
+        // A byte-level control token outside the byte alphabet is a
+        // llama.cpp mislabel: transformers skips it. A user-defined one
+        // is added only under its vocabulary spelling.
+        let special =
+            ty == CONTROL && (kind != Kind::ByteLevel || t.chars().all(is_byte_level_char));
+        let user = ty == USER_DEFINED && in_vocab.contains(t.as_str());
+        if special || user {
+            added.push((i as u32, t.clone(), special));
+        }
+    }
+    added
+}
+
+/// The post-processor that prepends bos (id `b`, named `bt`) to each
+/// sequence.
+fn bos_template(b: u32, bt: &str) -> Value {
+    json!({
+        "type": "TemplateProcessing",
+        "single": [
+            {"SpecialToken": {"id": bt, "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}}
+        ],
+        "pair": [
+            {"SpecialToken": {"id": bt, "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}},
+            {"SpecialToken": {"id": bt, "type_id": 1}},
+            {"Sequence": {"id": "B", "type_id": 1}}
+        ],
+        "special_tokens": {bt: {"id": bt, "ids": [b], "tokens": [bt]}}
+    })
+}
+
+/// The text a config names a token by: an added token's content, else its
+/// vocabulary spelling.
+struct Names<'a> {
+    added: HashMap<u32, &'a str>,
+    spelled: &'a [String],
+}
+
+impl<'a> Names<'a> {
+    /// The names of a vocabulary's `added` tokens and `spelled` tokens.
+    fn new(added: &'a [(u32, String, bool)], spelled: &'a [String]) -> Self {
+        let added = added.iter().map(|(i, t, _)| (*i, t.as_str())).collect();
+        Names { added, spelled }
+    }
+
+    /// The name of token `i`.
+    fn of(&self, i: u32) -> String {
+        self.added
+            .get(&i)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| self.spelled[i as usize].clone())
+    }
+}
+
+/// A tokenizer's normalizer, pre-tokenizer and decoder (`null`: none) and
+/// its BPE model's `ignore_merges`.
+struct Components {
+    normalizer: Value,
+    pre_tokenizer: Value,
+    decoder: Value,
+    ignore_merges: bool,
 }
 
 /// One tokenizer component from its `tokenizer.json` value (`null`: none).
