@@ -9,6 +9,7 @@
 //! leaves no partial output.
 
 use crate::graph::{DType, Module};
+use crate::manifest::{ExportManifest, FileRecord, KvManifest, KvPair, EXPORT_FORMAT};
 use crate::models::checkpoint::file_rows;
 use crate::models::decoder::{build_graph, GraphOptions};
 use crate::models::kv::{build_decode, build_prefill, KvOptions};
@@ -22,7 +23,7 @@ use crate::params::TensorWriter;
 use crate::params::{DType as StDType, Written};
 use crate::stablehlo::{print_module, ConstantPolicy, PrintOptions, WeightSource};
 use crate::{Error, Result};
-use serde::{Deserialize, Serialize};
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -325,77 +326,6 @@ pub struct KvCacheOptions {
     pub top_k: Option<usize>,
 }
 
-/// The KV-cache pair's functions and shapes: what a driver needs to call
-/// them. Recorded in the export manifest ([`KvManifest`]) and in a
-/// package's assets (`package::AssetsKv`), flattened into each.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KvPair {
-    /// Prefill function: `(tokens: tensor<1xPxi32>, start: tensor<i32>,
-    /// length: tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
-    pub prefill: String,
-    /// Decode function: `(tensor<1xi32>, tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
-    pub decode: String,
-    /// Prompt bucket P.
-    pub prompt_len: usize,
-    /// Max context N.
-    pub max_context: usize,
-    /// Cache element type (`f32` or `bf16`).
-    pub cache_dtype: String,
-    /// Shape of each cache tensor, `[layers, kv_heads, N, head_dim]`.
-    pub cache_shape: Vec<usize>,
-    /// How many tensors each of K and V is split into (consecutive groups
-    /// of `cache_shape[0]` layers; 1, the whole stack, unless one tensor
-    /// would pass the tensor bound). The functions take and return `K_0 …
-    /// K_{count-1}, V_0 … V_{count-1}` where a single pair has K and V.
-    #[serde(default = "one", skip_serializing_if = "is_one")]
-    pub cache_count: usize,
-    /// `Some(K)`: both functions also return `(values: [K] f32, ids: [K]
-    /// i32)`, the K largest logits of the predicted position, for sampling
-    /// (`kiln export --sampling topk=K`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_k: Option<usize>,
-}
-
-fn one() -> usize {
-    1
-}
-
-fn is_one(n: &usize) -> bool {
-    *n == 1
-}
-
-impl KvPair {
-    /// How many results each function returns: the id, every cache
-    /// tensor, and the top-K values and ids when sampling.
-    pub fn outputs(&self) -> usize {
-        1 + 2 * self.cache_count + if self.top_k.is_some() { 2 } else { 0 }
-    }
-
-    /// The type of each cache (`cache_dtype` over `cache_shape`).
-    pub fn cache_type(&self) -> Result<crate::graph::TensorType> {
-        let dtype = match self.cache_dtype.as_str() {
-            "f32" => DType::F32,
-            "bf16" => DType::BF16,
-            other => {
-                return Err(Error::Module(format!(
-                    "the manifest's KV cache dtype \"{other}\" is neither f32 nor bf16 (re-export)"
-                )))
-            }
-        };
-        Ok(crate::graph::TensorType::new(dtype, &self.cache_shape))
-    }
-}
-
-/// The KV-cache module's record in the manifest.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KvManifest {
-    /// The module file (`<name>-kv-gen.mlir`).
-    pub mlir: String,
-    /// Its functions and shapes (flattened: the JSON keys sit beside `mlir`).
-    #[serde(flatten)]
-    pub pair: KvPair,
-}
-
 impl Default for ExportOptions {
     fn default() -> Self {
         ExportOptions {
@@ -413,73 +343,11 @@ impl Default for ExportOptions {
     }
 }
 
-/// Size and hash of one written file.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct FileRecord {
-    /// File name, relative to the manifest's directory.
-    pub path: String,
-    /// Size in bytes.
-    pub bytes: u64,
-    /// Lower-case hex sha256 of the contents.
-    pub sha256: String,
-}
-
-/// The export manifest, written as `<name>.json`.
-///
-/// The one declaration of its fields: `kiln package`
-/// ([`crate::package::read_export_manifest`]) and `kiln run` / `kiln
-/// generate` ([`crate::cli::run::read_manifest`]) read it back with the
-/// same type.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
-    /// kiln's version.
-    pub kiln_version: String,
-    /// Base name of the files.
-    pub name: String,
-    /// Exported function.
-    pub function: String,
-    /// Fixed sequence length.
-    pub seq: usize,
-    /// Parameter scope the runtime must open the archive under.
-    pub scope: String,
-    /// Function signature, input.
-    pub input: String,
-    /// Function signature, output.
-    pub output: String,
-    /// Model family.
-    pub architecture: String,
-    /// Hyperparameters.
-    pub config: DecoderConfig,
-    /// Vocabulary size.
-    pub vocab_size: usize,
-    /// BOS id, when known.
-    pub bos_token_id: Option<u32>,
-    /// EOS ids.
-    pub eos_token_ids: Vec<u32>,
-    /// Stored dtype of the weights.
-    pub weights_dtype: String,
-    /// Constant policy used for the MLIR.
-    pub constants: String,
-    /// Number of parameter tensors.
-    pub parameter_tensors: usize,
-    /// Number of scalar parameters.
-    pub parameter_count: u64,
-    /// Bytes of parameter data as stored.
-    pub parameter_bytes: u64,
-    /// Where the checkpoint came from.
-    pub source: String,
-    /// The written files: `mlir`, `safetensors`, `irpa` (and `kv_mlir`).
-    pub files: std::collections::BTreeMap<String, FileRecord>,
-    /// The KV-cache pair, when exported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv: Option<KvManifest>,
-}
-
 /// What [`export`] wrote, with timings.
 #[derive(Debug, Clone)]
 pub struct ExportReport {
     /// The manifest (also written to disk).
-    pub manifest: Manifest,
+    pub manifest: ExportManifest,
     /// Path of the manifest.
     pub manifest_path: PathBuf,
     /// Paths of the MLIR, safetensors and irpa files.
@@ -903,7 +771,8 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         }
     });
     let seq = opts.seq;
-    let manifest = Manifest {
+    let manifest = ExportManifest {
+        format: EXPORT_FORMAT.to_string(),
         kiln_version: crate::VERSION.to_string(),
         name: name.clone(),
         function: function.clone(),

@@ -15,6 +15,7 @@
 //! | pure-Rust reference interpreter | [`interp`] |
 //! | tokenizer | [`tokenizer`] |
 //! | Android asset packaging | [`package`] |
+//! | the manifests export and package write | [`manifest`] |
 //!
 //! The `kiln` binary's command line (`src/cli/`, one file per verb) is
 //! built on this API and is not part of it.
@@ -25,6 +26,7 @@ pub mod generate;
 pub mod graph;
 pub mod interp;
 pub mod iree;
+pub mod manifest;
 pub mod models;
 pub mod package;
 pub mod params;

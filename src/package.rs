@@ -25,19 +25,18 @@
 //! output. Files an earlier package of the same model listed in its
 //! manifest and this one does not have are then removed.
 
-use crate::export::{FileRecord, Manifest as ExportManifest};
+use crate::manifest::{
+    AssetsChat, AssetsKv, AssetsManifest, ExportManifest, FileRecord, ModuleEntry, ASSETS_FORMAT,
+};
 use crate::params::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-
-/// The `format` of `NAME.manifest.json`.
-pub const FORMAT: &str = "kiln-android-assets/1";
 
 /// One module an app may ship: its key in the assets manifest (an Android
 /// ABI, or `vulkan`/`host`), the `kiln compile` target suffix it comes
@@ -79,78 +78,6 @@ pub const HOST_MODULE: ModuleKind = ModuleKind {
     device: "local-task",
 };
 
-/// One packaged module.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ModuleEntry {
-    /// File name in the assets directory.
-    pub path: String,
-    /// The `kiln compile` target it was compiled for.
-    pub target: String,
-    /// The IREE runtime device that runs it.
-    pub device: String,
-}
-
-/// `NAME.manifest.json`: everything an app needs to drive the assets and
-/// to tell a changed model from a cached copy.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AssetsManifest {
-    /// [`FORMAT`].
-    pub format: String,
-    /// kiln's version.
-    pub kiln_version: String,
-    /// The IREE version the modules were compiled for (the runtime must match).
-    pub iree_version: String,
-    /// Model name (the prefix of every file).
-    pub name: String,
-    /// Function the runtime calls: `module.<function>`.
-    pub function: String,
-    /// Fixed sequence length SEQ.
-    pub seq: usize,
-    /// Scope the `.irpa` must be opened under.
-    pub scope: String,
-    /// Input type: `tensor<1xSEQxi32>`.
-    pub input: String,
-    /// Output type: `tensor<SEQxi32>`, one predicted id per position.
-    pub output: String,
-    /// Vocabulary size.
-    pub vocab_size: usize,
-    /// BOS id, when known.
-    pub bos_token_id: Option<u32>,
-    /// EOS ids: generation stops at any of them.
-    pub eos_token_ids: Vec<u32>,
-    /// Stored dtype of the weights.
-    pub weights_dtype: Option<String>,
-    /// The parameter archive's file name.
-    pub parameters: String,
-    /// Modules by key (`arm64-v8a`, `armeabi-v7a`, `vulkan`, `host`).
-    pub modules: BTreeMap<String, ModuleEntry>,
-    /// The KV-cache pair, when the export has one and a KV module was
-    /// compiled (`kiln export --kv-cache`; `spec/kv-cache.md`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv: Option<AssetsKv>,
-    /// The HF `tokenizer.json`, when packaged.
-    pub tokenizer: Option<String>,
-    /// Its `tokenizer_config.json` (bos/eos tokens, chat template), when packaged.
-    pub tokenizer_config: Option<String>,
-    /// The model's chat template, when the tokenizer has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chat: Option<AssetsChat>,
-    /// Size and sha256 of every other file, sorted by path.
-    pub files: Vec<FileRecord>,
-}
-
-/// The chat template in the assets: the Jinja source (as in the
-/// tokenizer config) and, for apps without a Jinja engine, the text it
-/// writes around each message.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AssetsChat {
-    /// The Jinja `chat_template`.
-    pub template: String,
-    /// The template pre-rendered.
-    #[serde(flatten)]
-    pub affixes: crate::tokenizer::ChatAffixes,
-}
-
 /// The chat template of the packaged tokenizer at `tokenizer_json`, or
 /// `None` (with a warning when kiln cannot read the tokenizer).
 fn packaged_chat(tokenizer_json: &Path, warnings: &mut Vec<String>) -> Option<AssetsChat> {
@@ -177,18 +104,6 @@ fn packaged_chat(tokenizer_json: &Path, warnings: &mut Vec<String>) -> Option<As
             })
         }
     }
-}
-
-/// The KV-cache pair in the assets: the functions, their shapes, and the
-/// packaged `NAME-kv-<key>.vmfb` modules (same keys as `modules`), over the
-/// same `.irpa`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AssetsKv {
-    /// The functions and shapes, as in the export manifest (flattened).
-    #[serde(flatten)]
-    pub pair: crate::export::KvPair,
-    /// KV modules by key.
-    pub modules: BTreeMap<String, ModuleEntry>,
 }
 
 /// Where the tokenizer comes from.
@@ -241,7 +156,7 @@ fn not_found(path: &Path, what: &str) -> Error {
     )
 }
 
-/// Reads an export manifest ([`crate::export::Manifest`], `NAME.json`)
+/// Reads an export manifest ([`crate::manifest::ExportManifest`], `NAME.json`)
 /// and checks that its name is a plain file name and its function and seq
 /// are set.
 pub fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
@@ -701,7 +616,7 @@ fn stage_and_commit(
 
     let seq = m.seq;
     let manifest = AssetsManifest {
-        format: FORMAT.to_string(),
+        format: ASSETS_FORMAT.to_string(),
         kiln_version: crate::VERSION.to_string(),
         iree_version: crate::iree::flags::IREE_VERSION.to_string(),
         name: name.clone(),

@@ -270,7 +270,10 @@ fn export_writes_the_four_files_and_a_complete_manifest() {
         );
         assert_eq!(
             f["sha256"].as_str().unwrap(),
-            format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(std::fs::read(&p).unwrap()))
+            format!(
+                "{:x}",
+                <sha2::Sha256 as sha2::Digest>::digest(std::fs::read(&p).unwrap())
+            )
         );
     }
     // Determinism: the same export twice gives byte-identical files.
@@ -417,12 +420,13 @@ fn an_export_killed_mid_way_leaves_nothing_after_the_next_export() {
 }
 
 /// The manifest reads back as the type that wrote it (`kiln package`,
-/// `kiln run` and `kiln generate` all read `export::Manifest`): every HF
+/// `kiln run` and `kiln generate` all read `manifest::ExportManifest`): every HF
 /// fixture (llama and mistral, default and llama3 RoPE), through the file
 /// on disk, byte for byte; linear RoPE scaling, which no fixture has, too.
 #[test]
 fn manifest_round_trips_through_its_reader() {
-    use kiln::export::{export, ExportOptions, Manifest};
+    use kiln::export::{export, ExportOptions};
+    use kiln::manifest::ExportManifest as Manifest;
     use kiln::models::{Checkpoint, RopeScaling};
     let mut last = None;
     for name in HF_FIXTURES {
@@ -450,7 +454,7 @@ fn manifest_round_trips_through_its_reader() {
             r.manifest,
             "{name}"
         );
-        let run = kiln::cli::run::read_manifest(&r.manifest_path)
+        let run = kiln::manifest::RunManifest::read(&r.manifest_path)
             .unwrap()
             .unwrap();
         assert_eq!(run.export.as_ref(), Some(&r.manifest), "{name}");
@@ -471,7 +475,7 @@ fn manifest_round_trips_through_its_reader() {
 /// hand-written run defaults.
 #[test]
 fn run_reads_export_manifests_strictly_and_hand_written_defaults() {
-    use kiln::cli::run::{read_manifest, RunDefaults};
+    use kiln::manifest::{RunDefaults, RunManifest};
     let dir = tmpdir();
     let (code, err) = kiln(&[
         "export",
@@ -485,7 +489,7 @@ fn run_reads_export_manifests_strictly_and_hand_written_defaults() {
     ]);
     assert_eq!(code, 0, "{err}");
     let path = dir.path().join("gqa.json");
-    let m = read_manifest(&path).unwrap().unwrap();
+    let m = RunManifest::read(&path).unwrap().unwrap();
     let e = m.export.as_ref().unwrap();
     assert_eq!(m.eos(), vec![2]);
     assert_eq!(m.source(), Some(e.source.as_str()));
@@ -495,14 +499,14 @@ fn run_reads_export_manifests_strictly_and_hand_written_defaults() {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     v.as_object_mut().unwrap().remove("config");
     std::fs::write(&path, v.to_string()).unwrap();
-    let err = read_manifest(&path).unwrap_err().to_string();
+    let err = RunManifest::read(&path).unwrap_err().to_string();
     assert!(
         err.contains("not a kiln export manifest") && err.contains("config"),
         "{err}"
     );
 
     std::fs::write(&path, r#"{"seq": 8, "function": "f", "irpa": "w.irpa"}"#).unwrap();
-    let m = read_manifest(&path).unwrap().unwrap();
+    let m = RunManifest::read(&path).unwrap().unwrap();
     assert_eq!(m.export, None);
     assert!(m.eos().is_empty() && m.source().is_none());
     assert_eq!(
@@ -514,7 +518,7 @@ fn run_reads_export_manifests_strictly_and_hand_written_defaults() {
             irpa: Some("w.irpa".into()),
         }
     );
-    assert!(read_manifest(&dir.path().join("none.json"))
+    assert!(RunManifest::read(&dir.path().join("none.json"))
         .unwrap()
         .is_none());
 }

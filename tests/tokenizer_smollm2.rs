@@ -433,9 +433,7 @@ fn gguf_tokenizer_matches_fixtures_branch_cases() {
 /// fixture scripts left one in the cache (`tokenizer_json_in_cache`).
 #[test]
 fn transformers_saved_tokenizer_json_matches() {
-    let path = kiln::cache_dir()
-        .join("smollm2")
-        .join("tokenizer.json");
+    let path = kiln::cache_dir().join("smollm2").join("tokenizer.json");
     if !path.is_file() {
         eprintln!(
             "note: {} is missing (written by scripts/make_smollm2_fixtures.py); skipped",

@@ -2,6 +2,7 @@
 //! (safetensors, irpa, gguf). The format of an input is chosen by its magic
 //! bytes, never its extension; the output format by the output's extension.
 
+use clap::{Subcommand, ValueEnum};
 use kiln::params::gguf::{GgufFile, GgufValue};
 use kiln::params::irpa::{self, EntrySpec, IrpaWriter};
 use kiln::params::safetensors::{SafetensorsWriter, TensorSpec};
@@ -9,7 +10,6 @@ use kiln::params::source::detect;
 use kiln::params::TensorWriter;
 use kiln::params::{convert, open_any, DType, Format, ParamSource, ParamsError, SourceDType};
 use kiln::{Error, Result};
-use clap::{Subcommand, ValueEnum};
 use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

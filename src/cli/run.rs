@@ -3,7 +3,8 @@
 use kiln::iree::flags::Device;
 use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
 use kiln::iree::Toolchain;
-use kiln::{export, Error};
+use kiln::manifest::RunManifest;
+use kiln::Error;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln run`.
@@ -41,90 +42,6 @@ pub struct Args {
     pub iree_dir: Option<PathBuf>,
 }
 
-/// `NAME.json` beside a module, as `kiln run` and `kiln generate` read it.
-///
-/// Normally it is the manifest `kiln export` wrote, read as
-/// [`export::Manifest`] (the one declaration of its fields). `kiln run`
-/// also runs modules compiled from MLIR that `kiln export` did not write
-/// (spec/iree.md; the hand-written tiny module of the IREE tests); their
-/// `NAME.json` only supplies run defaults: `seq`, `function`, `scope` and
-/// `irpa` ([`RunDefaults`]). A file with a `kiln_version` key is taken as
-/// an export manifest and must read as one, so a damaged export manifest
-/// is an error rather than a silent loss of its EOS ids and source.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Manifest {
-    /// SEQ, function, scope and parameter archive (from either form).
-    pub defaults: RunDefaults,
-    /// The export manifest, when `NAME.json` is one.
-    pub export: Option<export::Manifest>,
-}
-
-/// The keys `kiln run` takes its defaults from.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct RunDefaults {
-    /// Sequence length.
-    pub seq: Option<usize>,
-    /// Exported function name.
-    pub function: Option<String>,
-    /// Parameter scope.
-    pub scope: Option<String>,
-    /// Parameter archive, relative to the manifest's directory.
-    pub irpa: Option<String>,
-}
-
-impl From<&export::Manifest> for RunDefaults {
-    fn from(m: &export::Manifest) -> Self {
-        RunDefaults {
-            seq: Some(m.seq),
-            function: Some(m.function.clone()),
-            scope: Some(m.scope.clone()),
-            irpa: m.files.get("irpa").map(|f| f.path.clone()),
-        }
-    }
-}
-
-impl Manifest {
-    /// The end-of-sequence ids of an export manifest (none otherwise).
-    pub fn eos(&self) -> Vec<i32> {
-        self.export
-            .as_ref()
-            .map(|m| m.eos_token_ids.iter().map(|&x| x as i32).collect())
-            .unwrap_or_default()
-    }
-
-    /// The end-of-sequence ids of the manifest and of `tokenizer`, each once.
-    pub fn eos_with(&self, tokenizer: Option<&kiln::tokenizer::Tokenizer>) -> Vec<i32> {
-        let mut eos = self.eos();
-        if let Some(e) = tokenizer.and_then(kiln::tokenizer::Tokenizer::eos) {
-            if !eos.contains(&(e as i32)) {
-                eos.push(e as i32);
-            }
-        }
-        eos
-    }
-
-    /// The checkpoint an export manifest came from (`source`).
-    pub fn source(&self) -> Option<&str> {
-        self.export.as_ref().map(|m| m.source.as_str())
-    }
-
-    /// The tokenizer beside the source checkpoint: the GGUF file itself,
-    /// or an HF folder's tokenizer.json.
-    pub fn source_tokenizer(&self) -> Option<PathBuf> {
-        let src = Path::new(self.source()?);
-        if src.is_dir() {
-            let t = src.join("tokenizer.json");
-            return t.is_file().then_some(t);
-        }
-        src.is_file().then(|| src.to_path_buf())
-    }
-
-    /// The KV-cache pair an export manifest records, if any.
-    pub fn kv_pair(&self) -> Option<export::KvPair> {
-        self.export.as_ref()?.kv.as_ref().map(|k| k.pair.clone())
-    }
-}
-
 /// Strips a `-host`/`-arm64`/`-arm32`/`-vulkan` suffix from a vmfb stem.
 pub fn model_name(vmfb: &Path) -> String {
     let stem = vmfb
@@ -137,65 +54,6 @@ pub fn model_name(vmfb: &Path) -> String {
         }
     }
     stem
-}
-
-/// Reads `NAME.json` beside the module; `Ok(None)` when there is none.
-///
-/// A manifest written by `kiln export` (it has `kiln_version`) is read as
-/// [`export::Manifest`]; any other JSON object as hand-written
-/// [`RunDefaults`] (see [`Manifest`]).
-pub fn read_manifest(path: &Path) -> kiln::Result<Option<Manifest>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path, e)),
-    };
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::Module(format!("{}: not valid JSON: {e}", path.display())))?;
-    let bad = |k: &str, want: &str| {
-        Error::Module(format!("{}: key \"{k}\" must be {want}", path.display()))
-    };
-    if v.get("kiln_version").is_some() {
-        let m: export::Manifest = serde_json::from_value(v).map_err(|e| {
-            Error::Module(format!(
-                "{}: not a kiln export manifest (NAME.json written by `kiln export`): {e}",
-                path.display()
-            ))
-        })?;
-        if m.seq == 0 {
-            return Err(bad("seq", "a positive integer"));
-        }
-        return Ok(Some(Manifest {
-            defaults: RunDefaults::from(&m),
-            export: Some(m),
-        }));
-    }
-    let seq = match v.get("seq") {
-        None => None,
-        Some(s) => Some(
-            s.as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .filter(|&n| n > 0)
-                .ok_or_else(|| bad("seq", "a positive integer"))?,
-        ),
-    };
-    let string = |k: &str| -> kiln::Result<Option<String>> {
-        match v.get(k) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(s) => Ok(Some(
-                s.as_str().ok_or_else(|| bad(k, "a string"))?.to_string(),
-            )),
-        }
-    };
-    Ok(Some(Manifest {
-        defaults: RunDefaults {
-            seq,
-            function: string("function")?,
-            scope: string("scope")?,
-            irpa: string("irpa")?,
-        },
-        export: None,
-    }))
 }
 
 /// Parses `1,2,3` (spaces allowed) into token ids.
@@ -234,7 +92,7 @@ pub struct Resolved {
     /// Parameter file.
     pub params: PathBuf,
     /// The manifest, when there is one.
-    pub manifest: Manifest,
+    pub manifest: RunManifest,
     /// The module is an export's KV-cache pair (`NAME-kv-<target>.vmfb`,
     /// `NAME-kv-gen.mlir`), not its redecode forward.
     pub kv_module: bool,
@@ -282,7 +140,7 @@ pub fn resolve(
         }
     }
     let manifest_path = dir.join(format!("{name}.json"));
-    let manifest = read_manifest(&manifest_path)?;
+    let manifest = RunManifest::read(&manifest_path)?;
     let m = manifest.clone().unwrap_or_default();
     let missing = |what: &str, flag: &str| {
         Error::Usage(if manifest.is_some() {

@@ -731,7 +731,7 @@ pub struct DriverOptions {
     /// SEQ of the redecode function.
     pub seq: usize,
     /// The KV-cache pair to drive instead of the redecode function.
-    pub kv: Option<crate::export::KvPair>,
+    pub kv: Option<crate::manifest::KvPair>,
     /// Runtime device.
     pub device: crate::iree::flags::Device,
     /// Run under an emulator (one `iree-run-module` per call).

@@ -173,7 +173,7 @@ impl KvSession {
         vmfb: &Path,
         params: &Path,
         scope: &str,
-        kv: &crate::export::KvPair,
+        kv: &crate::manifest::KvPair,
         device: Device,
         task_groups: Option<usize>,
     ) -> Result<KvSession> {

@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 use std::path::Path;
 
 /// RoPE frequency scaling.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "rope_type", rename_all = "lowercase")]
 pub enum RopeScaling {
     /// Plain RoPE.
@@ -63,7 +63,9 @@ pub enum RopeScaling {
 }
 
 /// Activation of the gated MLP (`down(act(gate(x)) · up(x))`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Activation {
     /// SiLU (SwiGLU): Llama, Mistral, Qwen2, Phi-3.
@@ -75,7 +77,7 @@ pub enum Activation {
 
 /// How a family's decoder block differs from Llama's: the knobs the shared
 /// decoder (`models/decoder.rs`) reads. `Arch::default()` is Llama.
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Arch {
     /// q/k/v projections carry biases `self_attn.{q,k,v}_proj.bias` (Qwen2).
@@ -121,7 +123,7 @@ pub struct Arch {
 }
 
 /// RoPE settings of the sliding-window layers ([`Arch::sliding_rope`]).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SlidingRope {
     /// RoPE base.
     pub theta: f64,
@@ -130,7 +132,7 @@ pub struct SlidingRope {
 }
 
 /// Hyperparameters of a decoder-only transformer of any supported family.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DecoderConfig {
     /// Model family.
     pub family: Family,

@@ -18,7 +18,7 @@ use crate::params::gguf::GgufFile;
 use serde::{Deserialize, Serialize};
 
 /// Model families kiln builds a graph for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
     /// Llama 1/2/3 and SmolLM.

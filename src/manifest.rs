@@ -1,0 +1,407 @@
+//! The manifests kiln writes and reads back, one declaration each:
+//!
+//! | file | written by | type | `format` |
+//! |---|---|---|---|
+//! | `NAME.json` beside the MLIR | `kiln export` | [`ExportManifest`] | [`EXPORT_FORMAT`] |
+//! | `NAME.manifest.json` in the assets | `kiln package` | [`AssetsManifest`] | [`ASSETS_FORMAT`] |
+//!
+//! `kiln run`, `generate` and `chat` read `NAME.json` as a
+//! [`RunManifest`], which also accepts a hand-written file of run defaults.
+//! The JSON Schemas of both written forms are in `docs/schema/`
+//! (`kiln_export.schema.json`, `kiln_assets.schema.json`), generated from
+//! these types by [`export_schema`] and [`assets_schema`]; a test keeps
+//! them current. A change of layout bumps the `/N` of the format.
+
+use crate::graph::DType;
+use crate::models::DecoderConfig;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The `format` of `kiln export`'s `NAME.json`.
+pub const EXPORT_FORMAT: &str = "kiln-export/1";
+
+fn export_format() -> String {
+    EXPORT_FORMAT.to_string()
+}
+
+/// The `format` of `kiln package`'s `NAME.manifest.json`.
+pub const ASSETS_FORMAT: &str = "kiln-android-assets/1";
+
+/// The export manifest, written as `<name>.json`.
+///
+/// The one declaration of its fields: `kiln package`
+/// ([`crate::package::read_export_manifest`]) and `kiln run` / `kiln
+/// generate` ([`RunManifest::read`]) read it back with the same type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ExportManifest {
+    /// [`EXPORT_FORMAT`]: the layout of this file (absent in manifests of
+    /// kiln 0.1 before the field existed, which have the same layout).
+    #[serde(default = "export_format")]
+    pub format: String,
+    /// kiln's version.
+    pub kiln_version: String,
+    /// Base name of the files.
+    pub name: String,
+    /// Exported function.
+    pub function: String,
+    /// Fixed sequence length.
+    pub seq: usize,
+    /// Parameter scope the runtime must open the archive under.
+    pub scope: String,
+    /// Function signature, input.
+    pub input: String,
+    /// Function signature, output.
+    pub output: String,
+    /// Model family.
+    pub architecture: String,
+    /// Hyperparameters.
+    pub config: DecoderConfig,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// BOS id, when known.
+    pub bos_token_id: Option<u32>,
+    /// EOS ids.
+    pub eos_token_ids: Vec<u32>,
+    /// Stored dtype of the weights.
+    pub weights_dtype: String,
+    /// Constant policy used for the MLIR.
+    pub constants: String,
+    /// Number of parameter tensors.
+    pub parameter_tensors: usize,
+    /// Number of scalar parameters.
+    pub parameter_count: u64,
+    /// Bytes of parameter data as stored.
+    pub parameter_bytes: u64,
+    /// Where the checkpoint came from.
+    pub source: String,
+    /// The written files: `mlir`, `safetensors`, `irpa` (and `kv_mlir`).
+    pub files: std::collections::BTreeMap<String, FileRecord>,
+    /// The KV-cache pair, when exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvManifest>,
+}
+
+/// Size and hash of one written file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct FileRecord {
+    /// File name, relative to the manifest's directory.
+    pub path: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Lower-case hex sha256 of the contents.
+    pub sha256: String,
+}
+
+/// The KV-cache module's record in the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct KvManifest {
+    /// The module file (`<name>-kv-gen.mlir`).
+    pub mlir: String,
+    /// Its functions and shapes (flattened: the JSON keys sit beside `mlir`).
+    #[serde(flatten)]
+    pub pair: KvPair,
+}
+
+/// The KV-cache pair's functions and shapes: what a driver needs to call
+/// them. Recorded in the export manifest ([`KvManifest`]) and in a
+/// package's assets (`package::AssetsKv`), flattened into each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct KvPair {
+    /// Prefill function: `(tokens: tensor<1xPxi32>, start: tensor<i32>,
+    /// length: tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
+    pub prefill: String,
+    /// Decode function: `(tensor<1xi32>, tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
+    pub decode: String,
+    /// Prompt bucket P.
+    pub prompt_len: usize,
+    /// Max context N.
+    pub max_context: usize,
+    /// Cache element type (`f32` or `bf16`).
+    pub cache_dtype: String,
+    /// Shape of each cache tensor, `[layers, kv_heads, N, head_dim]`.
+    pub cache_shape: Vec<usize>,
+    /// How many tensors each of K and V is split into (consecutive groups
+    /// of `cache_shape[0]` layers; 1, the whole stack, unless one tensor
+    /// would pass the tensor bound). The functions take and return `K_0 …
+    /// K_{count-1}, V_0 … V_{count-1}` where a single pair has K and V.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub cache_count: usize,
+    /// `Some(K)`: both functions also return `(values: [K] f32, ids: [K]
+    /// i32)`, the K largest logits of the predicted position, for sampling
+    /// (`kiln export --sampling topk=K`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<usize>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
+}
+
+impl KvPair {
+    /// How many results each function returns: the id, every cache
+    /// tensor, and the top-K values and ids when sampling.
+    pub fn outputs(&self) -> usize {
+        1 + 2 * self.cache_count + if self.top_k.is_some() { 2 } else { 0 }
+    }
+
+    /// The type of each cache (`cache_dtype` over `cache_shape`).
+    pub fn cache_type(&self) -> Result<crate::graph::TensorType> {
+        let dtype = match self.cache_dtype.as_str() {
+            "f32" => DType::F32,
+            "bf16" => DType::BF16,
+            other => {
+                return Err(Error::Module(format!(
+                    "the manifest's KV cache dtype \"{other}\" is neither f32 nor bf16 (re-export)"
+                )))
+            }
+        };
+        Ok(crate::graph::TensorType::new(dtype, &self.cache_shape))
+    }
+}
+
+/// `NAME.json` beside a module, as `kiln run` and `kiln generate` read it.
+///
+/// Normally it is the manifest `kiln export` wrote, read as
+/// [`ExportManifest`] (the one declaration of its fields). `kiln run`
+/// also runs modules compiled from MLIR that `kiln export` did not write
+/// (spec/iree.md; the hand-written tiny module of the IREE tests); their
+/// `NAME.json` only supplies run defaults: `seq`, `function`, `scope` and
+/// `irpa` ([`RunDefaults`]). A file with a `kiln_version` key is taken as
+/// an export manifest and must read as one, so a damaged export manifest
+/// is an error rather than a silent loss of its EOS ids and source.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct RunManifest {
+    /// SEQ, function, scope and parameter archive (from either form).
+    pub defaults: RunDefaults,
+    /// The export manifest, when `NAME.json` is one.
+    pub export: Option<ExportManifest>,
+}
+
+/// The keys `kiln run` takes its defaults from.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RunDefaults {
+    /// Sequence length.
+    pub seq: Option<usize>,
+    /// Exported function name.
+    pub function: Option<String>,
+    /// Parameter scope.
+    pub scope: Option<String>,
+    /// Parameter archive, relative to the manifest's directory.
+    pub irpa: Option<String>,
+}
+
+impl From<&ExportManifest> for RunDefaults {
+    fn from(m: &ExportManifest) -> Self {
+        RunDefaults {
+            seq: Some(m.seq),
+            function: Some(m.function.clone()),
+            scope: Some(m.scope.clone()),
+            irpa: m.files.get("irpa").map(|f| f.path.clone()),
+        }
+    }
+}
+
+impl RunManifest {
+    /// The end-of-sequence ids of an export manifest (none otherwise).
+    pub fn eos(&self) -> Vec<i32> {
+        self.export
+            .as_ref()
+            .map(|m| m.eos_token_ids.iter().map(|&x| x as i32).collect())
+            .unwrap_or_default()
+    }
+
+    /// The end-of-sequence ids of the manifest and of `tokenizer`, each once.
+    pub fn eos_with(&self, tokenizer: Option<&crate::tokenizer::Tokenizer>) -> Vec<i32> {
+        let mut eos = self.eos();
+        if let Some(e) = tokenizer.and_then(crate::tokenizer::Tokenizer::eos) {
+            if !eos.contains(&(e as i32)) {
+                eos.push(e as i32);
+            }
+        }
+        eos
+    }
+
+    /// The checkpoint an export manifest came from (`source`).
+    pub fn source(&self) -> Option<&str> {
+        self.export.as_ref().map(|m| m.source.as_str())
+    }
+
+    /// The tokenizer beside the source checkpoint: the GGUF file itself,
+    /// or an HF folder's tokenizer.json.
+    pub fn source_tokenizer(&self) -> Option<PathBuf> {
+        let src = Path::new(self.source()?);
+        if src.is_dir() {
+            let t = src.join("tokenizer.json");
+            return t.is_file().then_some(t);
+        }
+        src.is_file().then(|| src.to_path_buf())
+    }
+
+    /// The KV-cache pair an export manifest records, if any.
+    pub fn kv_pair(&self) -> Option<KvPair> {
+        self.export.as_ref()?.kv.as_ref().map(|k| k.pair.clone())
+    }
+
+    /// Reads `NAME.json` beside the module; `Ok(None)` when there is none.
+    ///
+    /// A manifest written by `kiln export` (it has `kiln_version`) is read as
+    /// [`ExportManifest`]; any other JSON object as hand-written
+    /// [`RunDefaults`] (see [`RunManifest`]).
+    pub fn read(path: &Path) -> crate::Result<Option<RunManifest>> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Module(format!("{}: not valid JSON: {e}", path.display())))?;
+        let bad = |k: &str, want: &str| {
+            Error::Module(format!("{}: key \"{k}\" must be {want}", path.display()))
+        };
+        if v.get("kiln_version").is_some() {
+            let m: ExportManifest = serde_json::from_value(v).map_err(|e| {
+                Error::Module(format!(
+                    "{}: not a kiln export manifest (NAME.json written by `kiln export`): {e}",
+                    path.display()
+                ))
+            })?;
+            if m.seq == 0 {
+                return Err(bad("seq", "a positive integer"));
+            }
+            return Ok(Some(RunManifest {
+                defaults: RunDefaults::from(&m),
+                export: Some(m),
+            }));
+        }
+        let seq = match v.get("seq") {
+            None => None,
+            Some(s) => Some(
+                s.as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| bad("seq", "a positive integer"))?,
+            ),
+        };
+        let string = |k: &str| -> crate::Result<Option<String>> {
+            match v.get(k) {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(s) => Ok(Some(
+                    s.as_str().ok_or_else(|| bad(k, "a string"))?.to_string(),
+                )),
+            }
+        };
+        Ok(Some(RunManifest {
+            defaults: RunDefaults {
+                seq,
+                function: string("function")?,
+                scope: string("scope")?,
+                irpa: string("irpa")?,
+            },
+            export: None,
+        }))
+    }
+}
+
+/// `NAME.manifest.json`: everything an app needs to drive the assets and
+/// to tell a changed model from a cached copy.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct AssetsManifest {
+    /// [`ASSETS_FORMAT`].
+    pub format: String,
+    /// kiln's version.
+    pub kiln_version: String,
+    /// The IREE version the modules were compiled for (the runtime must match).
+    pub iree_version: String,
+    /// Model name (the prefix of every file).
+    pub name: String,
+    /// Function the runtime calls: `module.<function>`.
+    pub function: String,
+    /// Fixed sequence length SEQ.
+    pub seq: usize,
+    /// Scope the `.irpa` must be opened under.
+    pub scope: String,
+    /// Input type: `tensor<1xSEQxi32>`.
+    pub input: String,
+    /// Output type: `tensor<SEQxi32>`, one predicted id per position.
+    pub output: String,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// BOS id, when known.
+    pub bos_token_id: Option<u32>,
+    /// EOS ids: generation stops at any of them.
+    pub eos_token_ids: Vec<u32>,
+    /// Stored dtype of the weights.
+    pub weights_dtype: Option<String>,
+    /// The parameter archive's file name.
+    pub parameters: String,
+    /// Modules by key (`arm64-v8a`, `armeabi-v7a`, `vulkan`, `host`).
+    pub modules: BTreeMap<String, ModuleEntry>,
+    /// The KV-cache pair, when the export has one and a KV module was
+    /// compiled (`kiln export --kv-cache`; `spec/kv-cache.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<AssetsKv>,
+    /// The HF `tokenizer.json`, when packaged.
+    pub tokenizer: Option<String>,
+    /// Its `tokenizer_config.json` (bos/eos tokens, chat template), when packaged.
+    pub tokenizer_config: Option<String>,
+    /// The model's chat template, when the tokenizer has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<AssetsChat>,
+    /// Size and sha256 of every other file, sorted by path.
+    pub files: Vec<FileRecord>,
+}
+
+/// One packaged module.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct ModuleEntry {
+    /// File name in the assets directory.
+    pub path: String,
+    /// The `kiln compile` target it was compiled for.
+    pub target: String,
+    /// The IREE runtime device that runs it.
+    pub device: String,
+}
+
+/// The chat template in the assets: the Jinja source (as in the
+/// tokenizer config) and, for apps without a Jinja engine, the text it
+/// writes around each message.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct AssetsChat {
+    /// The Jinja `chat_template`.
+    pub template: String,
+    /// The template pre-rendered.
+    #[serde(flatten)]
+    pub affixes: crate::tokenizer::ChatAffixes,
+}
+
+/// The KV-cache pair in the assets: the functions, their shapes, and the
+/// packaged `NAME-kv-<key>.vmfb` modules (same keys as `modules`), over the
+/// same `.irpa`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct AssetsKv {
+    /// The functions and shapes, as in the export manifest (flattened).
+    #[serde(flatten)]
+    pub pair: KvPair,
+    /// KV modules by key.
+    pub modules: BTreeMap<String, ModuleEntry>,
+}
+
+/// The JSON Schema of [`ExportManifest`] (`docs/schema/kiln_export.schema.json`).
+pub fn export_schema() -> String {
+    schema_text(schemars::schema_for!(ExportManifest))
+}
+
+/// The JSON Schema of [`AssetsManifest`] (`docs/schema/kiln_assets.schema.json`).
+pub fn assets_schema() -> String {
+    schema_text(schemars::schema_for!(AssetsManifest))
+}
+
+fn schema_text(schema: schemars::Schema) -> String {
+    serde_json::to_string_pretty(&schema).expect("a schema serializes") + "\n"
+}
