@@ -78,7 +78,7 @@ pub fn run(out: &Path) -> Result<bool> {
             ..Default::default()
         },
     )?;
-    eprintln!(
+    crate::status!(
         "exported the demo model ({} parameters) in {}",
         report.manifest.parameter_count,
         secs(t)
@@ -90,16 +90,16 @@ pub fn run(out: &Path) -> Result<bool> {
         &report.manifest_path,
     ] {
         let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-        eprintln!("  {:>9} B  {}", size, p.display());
+        crate::status!("  {:>9} B  {}", size, p.display());
     }
 
     let t = Instant::now();
     let tc = Toolchain::find_or_install(true)?;
-    eprintln!("toolchain: {} ({})", tc.compile.display(), tc.source);
+    crate::status!("toolchain: {} ({})", tc.compile.display(), tc.source);
     let vmfb = kiln::iree::compile::output_path(out, NAME, &Target::Host);
     kiln::iree::compile::compile(&tc, &report.mlir, &Target::Host, &vmfb, &[])?;
     let size = std::fs::metadata(&vmfb).map(|m| m.len()).unwrap_or(0);
-    eprintln!(
+    crate::status!(
         "compiled for host in {}\n  {:>9} B  {}",
         secs(t),
         size,
@@ -119,11 +119,11 @@ pub fn run(out: &Path) -> Result<bool> {
         .and_then(|o| o.as_i32())
         .map(<[i32]>::to_vec)
         .unwrap_or_default();
-    eprintln!("ran on IREE local-task in {}", secs(t));
+    crate::status!("ran on IREE local-task in {}", secs(t));
 
     let t = Instant::now();
     let interp_ids = interpret(&report)?;
-    eprintln!("ran kiln's interpreter in {}", secs(t));
+    crate::status!("ran kiln's interpreter in {}", secs(t));
 
     let fmt = |v: &[i32]| {
         v.iter()
@@ -131,10 +131,10 @@ pub fn run(out: &Path) -> Result<bool> {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    eprintln!("input     {}", fmt(&TOKENS));
-    eprintln!("expected  {}", fmt(&EXPECTED));
-    eprintln!("IREE      {}", fmt(&iree_ids));
-    eprintln!("interp    {}", fmt(&interp_ids));
+    crate::status!("input     {}", fmt(&TOKENS));
+    crate::status!("expected  {}", fmt(&EXPECTED));
+    crate::status!("IREE      {}", fmt(&iree_ids));
+    crate::status!("interp    {}", fmt(&interp_ids));
     Ok(iree_ids == EXPECTED && interp_ids == EXPECTED)
 }
 

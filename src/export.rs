@@ -47,8 +47,9 @@ pub struct ExportOptions {
     pub weights_for: Vec<(String, Weights)>,
     /// Constant materialization policy (carries the parameter scope).
     pub constants: ConstantPolicy,
-    /// Show a progress bar on a terminal.
-    pub progress: bool,
+    /// Receives one [`Unit::Tensors`](crate::progress::Unit) step,
+    /// `writing weights` (nothing is reported when `None`).
+    pub progress: Option<crate::progress::SharedProgress>,
     /// Also write the KV-cache pair `<name>-kv-gen.mlir` (prefill +
     /// decode over the same parameters).
     pub kv: Option<KvCacheOptions>,
@@ -336,7 +337,7 @@ impl Default for ExportOptions {
             weights: Weights::Dtype(DType::BF16),
             weights_for: Vec::new(),
             constants: ConstantPolicy::default(),
-            progress: false,
+            progress: None,
             kv: None,
             max_tensor_bytes: crate::models::MAX_TENSOR_BYTES,
         }
@@ -675,7 +676,13 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let meta = vec![("format".to_string(), "pt".to_string())];
     let st = SafetensorsWriter::new_hashed(&st_path, &specs, &meta)?;
     let irpa = IrpaWriter::new_hashed(&irpa_path, entries)?;
-    let bar = progress_bar(opts.progress, tensors.len() as u64);
+    let progress = crate::progress::or_silent(&opts.progress);
+    const WRITING: &str = "writing weights";
+    progress.start(
+        WRITING,
+        tensors.len() as u64,
+        crate::progress::Unit::Tensors,
+    );
     let mut count = 0u64;
     let mut bytes_total = 0u64;
     // This thread reads and converts each entry in row chunks; two writer
@@ -684,7 +691,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     // written, whatever the tensor's size. An entry that is one part of
     // several (block forms, i8 rows) converts each chunk's rows again per
     // part.
-    let (st_written, irpa_written) = std::thread::scope(|scope| -> Result<_> {
+    let written = std::thread::scope(|scope| -> Result<_> {
         let (st_tx, st_rx) = std::sync::mpsc::sync_channel::<Piece<'_>>(0);
         let (irpa_tx, irpa_rx) = std::sync::mpsc::sync_channel::<Piece<'_>>(0);
         let st_thread = scope.spawn(move || drain(st, st_rx));
@@ -720,7 +727,7 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
                 }
             }
             count += s.iter().product::<usize>() as u64;
-            bar.inc(1);
+            progress.advance(WRITING, 1);
         }
         drop((st_tx, irpa_tx));
         let join = |h: std::thread::ScopedJoinHandle<'_, Result<Written>>| {
@@ -730,8 +737,9 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         let (st_w, irpa_w) = (join(st_thread), join(irpa_thread));
         read_result?;
         Ok((st_w?, irpa_w?))
-    })?;
-    bar.finish_and_clear();
+    });
+    progress.finish(WRITING, written.is_ok());
+    let (st_written, irpa_written) = written?;
     let weights_seconds = t1.elapsed().as_secs_f64();
 
     let out = |p: &Path| opts.out_dir.join(p.file_name().unwrap_or_default());
@@ -828,27 +836,6 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         weights_seconds,
         vulkan_issues,
     })
-}
-
-/// A tensor-count progress bar on stderr, hidden when disabled or when
-/// stderr is not a terminal.
-pub fn progress_bar(enabled: bool, len: u64) -> indicatif::ProgressBar {
-    if !enabled {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(len),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {pos}/{len} tensors {elapsed}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    bar.set_prefix("writing weights");
-    bar
 }
 
 #[cfg(test)]

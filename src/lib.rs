@@ -16,6 +16,7 @@
 //! | tokenizer | [`tokenizer`] |
 //! | Android asset packaging | [`package`] |
 //! | the manifests export and package write | [`manifest`] |
+//! | progress of long steps, for a caller to draw | [`progress`] |
 //!
 //! The `kiln` binary's command line (`src/cli/`, one file per verb) is
 //! built on this API and is not part of it.
@@ -30,6 +31,7 @@ pub mod manifest;
 pub mod models;
 pub mod package;
 pub mod params;
+pub mod progress;
 pub mod stablehlo;
 pub mod tokenizer;
 mod util;

@@ -29,6 +29,7 @@ use crate::manifest::{
     AssetsChat, AssetsKv, AssetsManifest, ExportManifest, FileRecord, ModuleEntry, ASSETS_FORMAT,
 };
 use crate::params::gguf::GgufFile;
+use crate::progress::Progress;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 use serde::Serialize;
@@ -128,6 +129,9 @@ pub struct PackageOptions {
     pub tokenizer: TokenizerChoice,
     /// Also package `NAME-host.vmfb` (as `NAME-host.vmfb`).
     pub include_host: bool,
+    /// Receives one [`Unit::Bytes`](crate::progress::Unit) step per copied
+    /// file, `copy FILE` (the copy is hashed as it goes).
+    pub progress: Option<crate::progress::SharedProgress>,
 }
 
 /// What [`package`] wrote.
@@ -206,8 +210,20 @@ fn mtime(path: &Path) -> Option<std::time::SystemTime> {
 }
 
 /// Copies `src` to `dest` (an [`AtomicFile`](crate::util::AtomicFile)),
-/// streamed, returning its size and sha256.
-fn copy_hashed(src: &Path, dest: &Path) -> Result<(u64, String)> {
+/// streamed, returning its size and sha256; reports a `copy FILE` step.
+fn copy_hashed(src: &Path, dest: &Path, progress: &dyn Progress) -> Result<(u64, String)> {
+    let label = format!(
+        "copy {}",
+        dest.file_name().unwrap_or_default().to_string_lossy()
+    );
+    let size = std::fs::metadata(src).map_or(0, |m| m.len());
+    progress.start(&label, size, crate::progress::Unit::Bytes);
+    let r = copy_hashed_quietly(src, dest, &|n| progress.advance(&label, n));
+    progress.finish(&label, r.is_ok());
+    r
+}
+
+fn copy_hashed_quietly(src: &Path, dest: &Path, done: &dyn Fn(u64)) -> Result<(u64, String)> {
     let mut r = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
     let mut out = crate::util::AtomicFile::create(dest)?;
     let mut h = Sha256::new();
@@ -221,6 +237,7 @@ fn copy_hashed(src: &Path, dest: &Path) -> Result<(u64, String)> {
         h.update(&buf[..n]);
         out.write_all(&buf[..n]).map_err(|e| Error::io(dest, e))?;
         total += n as u64;
+        done(n as u64);
     }
     out.commit()?;
     Ok((total, crate::util::hex(&h.finalize())))
@@ -498,7 +515,7 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
         irpa_rec,
         (&modules, &kv_modules),
         tokenizer,
-        out,
+        opts,
         &mut warnings,
     );
     if result.is_err() && created {
@@ -525,16 +542,18 @@ fn stage_and_commit(
     irpa_rec: &FileRecord,
     (modules, kv_modules): (&[Found], &[Found]),
     tokenizer: TokenizerPlan,
-    out: &Path,
+    opts: &PackageOptions,
     warnings: &mut Vec<String>,
 ) -> Result<Staged> {
+    let out = &opts.out_dir;
+    let progress = crate::progress::or_silent(&opts.progress);
     let name = &m.name;
     let staging = crate::util::staging_dir(out, ".kiln-package-", "assets directory")?;
     let st = staging.path();
     let mut files: Vec<FileRecord> = Vec::new();
 
     let irpa_name = format!("{name}.irpa");
-    let (bytes, sha) = copy_hashed(irpa_src, &st.join(&irpa_name))?;
+    let (bytes, sha) = copy_hashed(irpa_src, &st.join(&irpa_name), progress)?;
     if sha != irpa_rec.sha256 || bytes != irpa_rec.bytes {
         return Err(usage(format!(
             "{}: sha256 {sha} does not match the export manifest's {}: the archive changed since `kiln export`; re-export",
@@ -552,7 +571,7 @@ fn stage_and_commit(
         let mut entries = BTreeMap::new();
         for (k, src) in list {
             let file = format!("{name}{infix}-{}.vmfb", k.key);
-            let (bytes, sha256) = copy_hashed(src, &st.join(&file))?;
+            let (bytes, sha256) = copy_hashed(src, &st.join(&file), progress)?;
             files.push(FileRecord {
                 path: file.clone(),
                 bytes,
@@ -589,7 +608,7 @@ fn stage_and_commit(
             (Some(tok_name), Some(cfg_name))
         }
         TokenizerPlan::Copied { json, config } => {
-            copy_hashed(&json, &st.join(&tok_name))?;
+            copy_hashed(&json, &st.join(&tok_name), progress)?;
             let cfg = match config {
                 Some(bytes) => {
                     crate::util::write_atomic(st.join(&cfg_name), &bytes)?;

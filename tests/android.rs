@@ -38,8 +38,10 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
         &[Target::Host, Target::Arm64],
         dir.path(),
         "tiny",
-        2,
-        &[],
+        &kiln::iree::compile::CompileOptions {
+            jobs: 2,
+            ..Default::default()
+        },
     )
     .unwrap();
     let prompt = [5, 17, 3];

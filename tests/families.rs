@@ -70,9 +70,18 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
             Target::Arm64,
             Target::parse("vulkan").unwrap(),
         ];
-        let outs =
-            kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
-                .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
+        let outs = kiln::iree::compile::compile_many(
+            &tc,
+            &r.mlir,
+            &targets,
+            dir.path(),
+            name,
+            &kiln::iree::compile::CompileOptions {
+                jobs: 2,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
         for (ci, c) in rs.cases.iter().enumerate() {
             let host = module_ids(&tc, &r, &outs[0], Device::LocalTask, None, &c.input);
             let arm = module_ids(

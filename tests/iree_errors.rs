@@ -117,7 +117,18 @@ fn unknown_vulkan_name_is_rejected_before_iree_compile_runs() {
         e.to_string().contains("unknown Vulkan target 'lavapipe'"),
         "{e}"
     );
-    let e = compile_many(&tc, &mlir, &[Target::Host, bad], dir.path(), "tiny", 2, &[]).unwrap_err();
+    let e = compile_many(
+        &tc,
+        &mlir,
+        &[Target::Host, bad],
+        dir.path(),
+        "tiny",
+        &kiln::iree::compile::CompileOptions {
+            jobs: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("lavapipe"), "{e}");
     assert!(!marker.exists(), "iree-compile was called");
     // The CLI, with the fake tool forced through the environment.

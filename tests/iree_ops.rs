@@ -200,9 +200,18 @@ fn external_bf16_parameters_compile_for_every_target_and_run_on_host() {
     let irpa = dir.path().join("params.irpa");
     write_irpa(&irpa, &tensors);
     let targets = Target::parse_list("host,arm64,arm32,vulkan", None).unwrap();
-    let outs =
-        kiln::iree::compile::compile_many(&tc, &mlir, &targets, dir.path(), "params", 2, &[])
-            .unwrap();
+    let outs = kiln::iree::compile::compile_many(
+        &tc,
+        &mlir,
+        &targets,
+        dir.path(),
+        "params",
+        &kiln::iree::compile::CompileOptions {
+            jobs: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     for o in &outs {
         assert!(std::fs::metadata(o).unwrap().len() > 0, "{}", o.display());
     }

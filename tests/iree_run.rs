@@ -29,7 +29,18 @@ fn built(tc: &Toolchain) -> &'static Built {
             Target::Arm32,
             Target::parse("vulkan").unwrap(),
         ];
-        let outs = compile_many(tc, &mlir, &targets, dir.path(), "tiny", 2, &[]).unwrap();
+        let outs = compile_many(
+            tc,
+            &mlir,
+            &targets,
+            dir.path(),
+            "tiny",
+            &kiln::iree::compile::CompileOptions {
+                jobs: 2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         Built {
             _dir: dir,
             st,

@@ -287,8 +287,10 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
         &targets,
         dir.path(),
         "tiny-kv",
-        2,
-        &[],
+        &kiln::iree::compile::CompileOptions {
+            jobs: 2,
+            ..Default::default()
+        },
     )
     .unwrap();
     let session = |vmfb: &Path, device| kv_session(&tc, &r, vmfb, device);
@@ -366,8 +368,10 @@ fn caches_over_the_bound_are_split_into_layer_groups() {
         &targets,
         split_dir.path(),
         "tiny-kv",
-        2,
-        &[],
+        &kiln::iree::compile::CompileOptions {
+            jobs: 2,
+            ..Default::default()
+        },
     )
     .unwrap();
     let mut host = kv_session(&tc, &split, &outs[0], Device::LocalTask);

@@ -150,10 +150,31 @@ fn kv_pair_is_packaged_beside_the_redecode_modules() {
     )
     .unwrap();
     let arm64 = [Target::Arm64];
-    kiln::iree::compile::compile_many(&tc, &rep.mlir, &arm64, &exp, "tiny", 1, &[]).unwrap();
+    kiln::iree::compile::compile_many(
+        &tc,
+        &rep.mlir,
+        &arm64,
+        &exp,
+        "tiny",
+        &kiln::iree::compile::CompileOptions {
+            jobs: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let kv_mlir = rep.kv_mlir.clone().unwrap();
-    let outs =
-        kiln::iree::compile::compile_many(&tc, &kv_mlir, &arm64, &exp, "tiny-kv", 1, &[]).unwrap();
+    let outs = kiln::iree::compile::compile_many(
+        &tc,
+        &kv_mlir,
+        &arm64,
+        &exp,
+        "tiny-kv",
+        &kiln::iree::compile::CompileOptions {
+            jobs: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let assets = dir.path().join("assets");
     let o = kiln(&[
         "package",
@@ -204,8 +225,18 @@ fn export_compile_package_run() {
     // Vulkan is left out: the pinned IREE cannot compile bf16 graphs for
     // it yet; packaging treats it as optional.
     let targets = [Target::Host, Target::Arm64, Target::Arm32];
-    let outs =
-        kiln::iree::compile::compile_many(&tc, &rep.mlir, &targets, &exp, "tiny", 2, &[]).unwrap();
+    let outs = kiln::iree::compile::compile_many(
+        &tc,
+        &rep.mlir,
+        &targets,
+        &exp,
+        "tiny",
+        &kiln::iree::compile::CompileOptions {
+            jobs: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let tok = tiny_tokenizer_dir(dir.path());
     let assets = dir.path().join("assets");
     let manifest_path = rep.manifest_path.clone();

@@ -148,9 +148,18 @@ fn keep_fixtures_match_transformers_on_arm64_and_vulkan() {
             Target::parse("vulkan").unwrap(),
             Target::Arm32,
         ];
-        let outs =
-            kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
-                .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
+        let outs = kiln::iree::compile::compile_many(
+            &tc,
+            &r.mlir,
+            &targets,
+            dir.path(),
+            name,
+            &kiln::iree::compile::CompileOptions {
+                jobs: 2,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
         assert!(outs[2].exists(), "{name}: no arm32 module");
         let run = |vmfb: &Path, device, emulate, input: &[i32]| {
             module_ids(&tc, &r, vmfb, device, emulate, input)
@@ -615,8 +624,18 @@ fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
         assert_eq!(down["bytes"], 32 * 64 + 32 * 4);
     }
     let targets = [Target::Host, Target::Arm64, Target::Arm32];
-    let outs = kiln::iree::compile::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2, &[])
-        .unwrap();
+    let outs = kiln::iree::compile::compile_many(
+        &tc,
+        &r.mlir,
+        &targets,
+        dir.path(),
+        name,
+        &kiln::iree::compile::CompileOptions {
+            jobs: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert!(outs[2].exists());
     let mut failures = Vec::new();
     for (ci, c) in rs.cases.iter().enumerate() {

@@ -227,8 +227,10 @@ fn sampled_ids_agree_on_host_arm64_and_vulkan() {
         &targets,
         dir.path(),
         "tiny-kv",
-        2,
-        &[],
+        &kiln::iree::compile::CompileOptions {
+            jobs: 2,
+            ..Default::default()
+        },
     )
     .unwrap();
     let session =

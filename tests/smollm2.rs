@@ -510,9 +510,18 @@ fn arm_targets_compile_and_arm64_under_qemu_matches_the_host() {
     let tc = toolchain().unwrap();
     let dir = e.report.mlir.parent().unwrap();
     let targets = Target::parse_list("arm64,arm32", None).unwrap();
-    let outs =
-        kiln::iree::compile::compile_many(&tc, &e.report.mlir, &targets, dir, "smollm2", 2, &[])
-            .unwrap();
+    let outs = kiln::iree::compile::compile_many(
+        &tc,
+        &e.report.mlir,
+        &targets,
+        dir,
+        "smollm2",
+        &kiln::iree::compile::CompileOptions {
+            jobs: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     for o in &outs {
         assert!(std::fs::metadata(o).unwrap().len() > 0, "{}", o.display());
     }

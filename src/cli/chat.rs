@@ -86,7 +86,7 @@ pub fn run(a: Args) -> Result<i32> {
         unreachable!("a driver opened with a KV pair drives it")
     };
     let interactive = std::io::stdin().is_terminal();
-    eprintln!(
+    crate::status!(
         "kiln chat: {} (P {}, N {}); /reset starts over, /exit quits",
         module_name(&a.module),
         kv.prompt_len,
@@ -196,7 +196,7 @@ pub fn run(a: Args) -> Result<i32> {
         held = Some((format!("{text}{reply}"), held_ids));
         chat.reply(reply);
         let secs = t0.elapsed().as_secs_f64();
-        eprintln!(
+        crate::status!(
             "({} prompt tokens prefilled, {} generated in {secs:.2}s, {:.1} tokens/s; {}; {} of {} positions used)",
             new_len,
             g.ids.len(),

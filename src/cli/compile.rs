@@ -86,7 +86,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
     });
     let tc = Toolchain::locate(args.iree_dir.as_deref())?;
     let start = std::time::Instant::now();
-    eprintln!(
+    crate::status!(
         "kiln: compiling {} for {} ({} at a time)",
         args.module.display(),
         targets
@@ -103,11 +103,16 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         .into_iter()
         .chain(args.extra.iter().cloned())
         .collect();
-    let outs = compile_many(&tc, &args.module, &targets, &out_dir, &name, jobs, &extra)?;
+    let opts = kiln::iree::compile::CompileOptions {
+        jobs,
+        extra,
+        progress: super::progress::bars(),
+    };
+    let outs = compile_many(&tc, &args.module, &targets, &out_dir, &name, &opts)?;
     for o in &outs {
         println!("{}", o.display());
     }
-    eprintln!(
+    crate::status!(
         "kiln: compiled {} module(s) in {:.1} s",
         outs.len(),
         start.elapsed().as_secs_f64()

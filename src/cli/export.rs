@@ -6,7 +6,6 @@ use kiln::models::Checkpoint;
 use kiln::params::gguf::GgmlType;
 use kiln::stablehlo::ConstantPolicy;
 use kiln::{Error, Result};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Arguments of `kiln export`.
@@ -236,20 +235,20 @@ pub fn run(a: Args) -> Result<i32> {
         weights,
         weights_for,
         constants,
-        progress: std::io::stderr().is_terminal(),
+        progress: super::progress::bars(),
         kv,
         max_tensor_bytes: a.max_tensor_bytes,
     };
     let r = export(&ckpt, &opts)?;
     let m = &r.manifest;
     let c = &m.config;
-    eprintln!(
+    crate::status!(
         "kiln export: {} ({}) → {}",
         a.checkpoint.display(),
         m.architecture,
         a.out.display()
     );
-    eprintln!(
+    crate::status!(
         "  model     {} layers, hidden {}, heads {}/{} (head dim {}), ffn {}, vocab {}{}",
         c.num_layers,
         c.hidden_size,
@@ -264,11 +263,15 @@ pub fn run(a: Args) -> Result<i32> {
             ""
         }
     );
-    eprintln!(
+    crate::status!(
         "  function  @{}(tensor<1x{}xi32>) -> tensor<{}xi32>, scope \"{}\", constants {}",
-        m.function, m.seq, m.seq, m.scope, m.constants
+        m.function,
+        m.seq,
+        m.seq,
+        m.scope,
+        m.constants
     );
-    eprintln!(
+    crate::status!(
         "  weights   {} tensors, {} parameters, {} as {}",
         m.parameter_tensors,
         m.parameter_count,
@@ -292,7 +295,7 @@ pub fn run(a: Args) -> Result<i32> {
         let top = kv.top_k.map_or(String::new(), |k| {
             format!("; also the top {k} logits and ids")
         });
-        eprintln!(
+        crate::status!(
             "  kv-cache  @{}(tokens tensor<1x{}xi32>, start, length, K, V) and @{}(token tensor<1xi32>, position, K, V); {caches}{top}",
             kv.prefill, kv.prompt_len, kv.decode
         );
@@ -303,9 +306,9 @@ pub fn run(a: Args) -> Result<i32> {
     }
     for p in written {
         let size = std::fs::metadata(p).map(|md| md.len()).unwrap_or(0);
-        eprintln!("  wrote     {} ({})", p.display(), human(size));
+        crate::status!("  wrote     {} ({})", p.display(), human(size));
     }
-    eprintln!(
+    crate::status!(
         "  time      graph {:.2}s, weights {:.2}s, total {:.2}s",
         r.graph_seconds,
         r.weights_seconds,

@@ -151,7 +151,7 @@ impl SamplingArgs {
                     let s = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_nanos() as u64);
-                    eprintln!("sampling with --seed {s}");
+                    crate::status!("sampling with --seed {s}");
                     s
                 }
             };
@@ -262,13 +262,13 @@ pub fn run(a: Args) -> Result<i32> {
     })?;
     let load = t0.elapsed().as_secs_f64();
     match &kv {
-        Some(kv) => eprintln!(
+        Some(kv) => crate::status!(
             "prompt: {} tokens; KV cache P {} N {}; loaded in {load:.2}s",
             prompt.len(),
             kv.prompt_len,
             kv.max_context
         ),
-        None => eprintln!(
+        None => crate::status!(
             "prompt: {} tokens; SEQ {}; loaded in {load:.2}s",
             prompt.len(),
             r.seq
@@ -325,7 +325,7 @@ pub fn run(a: Args) -> Result<i32> {
         },
         other => other.to_string(),
     };
-    eprintln!(
+    crate::status!(
         "{} new tokens in {secs:.2}s: {:.2} tokens/s; stopped: {stop}",
         g.ids.len(),
         g.ids.len() as f64 / secs.max(1e-9),

@@ -14,15 +14,39 @@ pub mod generate;
 pub mod interp;
 pub mod package;
 pub mod params;
+pub mod progress;
 pub mod run;
 pub mod toolchain;
 
 use clap::{Parser, Subcommand};
 
+/// Set by `--quiet`.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `--quiet` was given: no status lines and no progress bars on
+/// stderr (errors, warnings and notes still print).
+pub fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `eprintln!` for status lines, silent under `--quiet`.
+#[macro_export]
+macro_rules! status {
+    ($($arg:tt)*) => {
+        if !$crate::cli::quiet() {
+            eprintln!($($arg)*);
+        }
+    };
+}
+
 /// kiln: LLM checkpoint → StableHLO + parameter archive → IREE modules for Android.
 #[derive(Debug, Parser)]
 #[command(name = "kiln", version, about, propagate_version = true)]
 pub struct Cli {
+    /// Print no status lines or progress bars on stderr (results still go
+    /// to stdout; errors, warnings and notes still print).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
     /// The verb to run.
     #[command(subcommand)]
     pub command: Command,
@@ -102,6 +126,7 @@ pub fn main() -> i32 {
             return 2;
         }
     };
+    QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Toolchain(a) => toolchain::run(a),

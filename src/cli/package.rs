@@ -43,6 +43,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
             out_dir: args.out,
             tokenizer,
             include_host: args.include_host,
+            progress: super::progress::bars(),
         },
     )?;
     for w in &report.warnings {
@@ -53,7 +54,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
     }
     let m = &report.manifest;
     let total: u64 = m.files.iter().map(|f| f.bytes).sum();
-    eprintln!(
+    crate::status!(
         "kiln: packaged {} ({}) into {}: {} files, {:.1} MB",
         m.name,
         m.modules.keys().cloned().collect::<Vec<_>>().join(", "),

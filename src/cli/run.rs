@@ -255,7 +255,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
     };
     let line: Vec<String> = ids.iter().map(|v| v.to_string()).collect();
     println!("{}", line.join(" "));
-    eprintln!(
+    crate::status!(
         "kiln: {} on {} in {:.3} s",
         opts.function,
         opts.device.name(),

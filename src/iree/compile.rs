@@ -156,8 +156,31 @@ pub fn output_path(out_dir: &Path, name: &str, target: &Target) -> PathBuf {
     out_dir.join(format!("{name}-{}.vmfb", target.suffix()))
 }
 
-/// Compiles `mlir` for every target, at most `jobs` at once (threads), into
-/// `out_dir/NAME-<suffix>.vmfb`. Every target is validated before any
+/// How [`compile_many`] runs.
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    /// At most this many iree-compile processes at once (0 counts as 1).
+    pub jobs: usize,
+    /// Flags after kiln's preset, before nothing else (a later flag wins).
+    pub extra: Vec<String>,
+    /// Receives one [`Unit::None`](crate::progress::Unit) step per target,
+    /// `compile TARGET`.
+    pub progress: Option<crate::progress::SharedProgress>,
+}
+
+impl Default for CompileOptions {
+    /// One job per core, no extra flags, no progress.
+    fn default() -> Self {
+        CompileOptions {
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            extra: Vec::new(),
+            progress: None,
+        }
+    }
+}
+
+/// Compiles `mlir` for every target, at most `opts.jobs` at once (threads),
+/// into `out_dir/NAME-<suffix>.vmfb`. Every target is validated before any
 /// compile starts; all compiles run to the end, and the first failure (in
 /// `targets` order) is returned. Returns the outputs in `targets` order.
 pub fn compile_many(
@@ -166,8 +189,7 @@ pub fn compile_many(
     targets: &[Target],
     out_dir: &Path,
     name: &str,
-    jobs: usize,
-    extra: &[String],
+    opts: &CompileOptions,
 ) -> Result<Vec<PathBuf>> {
     for t in targets {
         t.validate()?;
@@ -188,7 +210,8 @@ pub fn compile_many(
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<()>>>> =
         Mutex::new((0..targets.len()).map(|_| None).collect());
-    let workers = jobs.max(1).min(targets.len().max(1));
+    let workers = opts.jobs.max(1).min(targets.len().max(1));
+    let progress = crate::progress::or_silent(&opts.progress);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
@@ -196,7 +219,10 @@ pub fn compile_many(
                 if i >= targets.len() {
                     break;
                 }
-                let r = compile(tc, mlir, &targets[i], &outs[i], extra);
+                let label = format!("compile {}", targets[i]);
+                progress.start(&label, 0, crate::progress::Unit::None);
+                let r = compile(tc, mlir, &targets[i], &outs[i], &opts.extra);
+                progress.finish(&label, r.is_ok());
                 if let Ok(mut g) = results.lock() {
                     g[i] = Some(r);
                 }
