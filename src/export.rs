@@ -345,7 +345,7 @@ impl Default for ExportOptions {
 }
 
 /// What [`export`] wrote, with timings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ExportReport {
     /// The manifest (also written to disk).
     pub manifest: ExportManifest,

@@ -135,7 +135,7 @@ pub struct PackageOptions {
 }
 
 /// What [`package`] wrote.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct PackageReport {
     /// The manifest (also written to disk).
     pub manifest: AssetsManifest,

@@ -88,3 +88,54 @@ fn value_enums_and_environment_variables_show_in_help() {
         "{err}"
     );
 }
+
+mod common;
+
+/// One JSON document on stdout, nothing on stderr.
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = kiln(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    assert!(
+        err.is_empty(),
+        "{args:?} printed on stderr under --json: {err}"
+    );
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
+}
+
+#[test]
+fn json_reports_and_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |p: &str| dir.path().join(p).to_str().unwrap().to_string();
+    let ckpt = common::root().join("tests/fixtures/hf/tiny-llama-tied-gqa");
+    let ckpt = ckpt.to_str().unwrap();
+    // --quiet: no status lines.
+    let (code, out, err) = kiln(&["-q", "export", ckpt, "--seq", "8", "--out", &d("q")]);
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
+    let e = json_of(&["export", ckpt, "--seq", "8", "--out", &d("e"), "--json"]);
+    assert_eq!(e["manifest"]["format"], kiln::manifest::EXPORT_FORMAT);
+    assert_eq!(e["manifest"]["seq"], 8);
+    let mlir = e["mlir"].as_str().unwrap().to_string();
+    assert!(std::path::Path::new(&mlir).is_file());
+    let Some(_tc) = common::toolchain() else {
+        return;
+    };
+    let c = json_of(&["compile", &mlir, "--target", "host,arm64", "--json"]);
+    let modules = c["modules"].as_array().unwrap();
+    assert_eq!(modules.len(), 2);
+    assert_eq!(modules[0]["target"], "host");
+    let host = modules[0]["path"].as_str().unwrap().to_string();
+    let r = json_of(&["run", &host, "--tokens", "3,1,4", "--json"]);
+    assert_eq!(r["ids"].as_array().unwrap().len(), 8);
+    assert_eq!(r["device"], "local-task");
+    let p = json_of(&[
+        "package",
+        e["manifest_path"].as_str().unwrap(),
+        "--no-tokenizer",
+        "-o",
+        &d("assets"),
+        "--json",
+    ]);
+    assert_eq!(p["manifest"]["format"], kiln::manifest::ASSETS_FORMAT);
+    assert!(p["manifest"]["modules"]["arm64-v8a"].is_object(), "{p}");
+    assert!(p["written"].as_array().unwrap().len() >= 3);
+}

@@ -41,6 +41,9 @@ pub struct Args {
     /// Extra flags passed to iree-compile unchanged (after `--`).
     #[arg(last = true, value_name = "IREE FLAGS")]
     pub extra: Vec<String>,
+    /// Print a JSON report on stdout instead of text (and no status lines).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The module name used in output files: the file stem without `-gen`.
@@ -55,6 +58,9 @@ pub fn module_name(module: &std::path::Path) -> kiln::Result<String> {
 
 /// Runs `kiln compile`.
 pub fn run(args: Args) -> kiln::Result<i32> {
+    if args.json {
+        super::set_quiet();
+    }
     let list = args.target.join(",");
     let targets = Target::parse_list(&list, args.vulkan_target.as_deref())?;
     if args.vulkan_target.is_some() && !targets.iter().any(|t| matches!(t, Target::Vulkan { .. })) {
@@ -109,8 +115,21 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         progress: super::progress::bars(),
     };
     let outs = compile_many(&tc, &args.module, &targets, &out_dir, &name, &opts)?;
-    for o in &outs {
-        println!("{}", o.display());
+    if args.json {
+        let modules: Vec<serde_json::Value> = targets
+            .iter()
+            .zip(&outs)
+            .map(|(t, o)| serde_json::json!({ "target": t.to_string(), "path": o }))
+            .collect();
+        super::print_json(&serde_json::json!({
+            "module": args.module,
+            "modules": modules,
+            "seconds": start.elapsed().as_secs_f64(),
+        }));
+    } else {
+        for o in &outs {
+            println!("{}", o.display());
+        }
     }
     crate::status!(
         "kiln: compiled {} module(s) in {:.1} s",

@@ -81,6 +81,9 @@ pub struct Args {
     /// guarantees; 0 turns this off (CPU targets only).
     #[arg(long, value_name = "BYTES", default_value_t = kiln::models::MAX_TENSOR_BYTES)]
     pub max_tensor_bytes: u64,
+    /// Print a JSON report on stdout instead of text (and no status lines).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Parses one `--weights-for PATTERN=FORM`.
@@ -204,6 +207,9 @@ fn parse_sampling(s: &str) -> Result<Option<usize>> {
 
 /// Runs `kiln export`.
 pub fn run(a: Args) -> Result<i32> {
+    if a.json {
+        super::set_quiet();
+    }
     let weights = a.weights.into();
     let constants = parse_constants(&a.constants, &a.scope)?;
     let kv = if a.kv_cache {
@@ -240,6 +246,9 @@ pub fn run(a: Args) -> Result<i32> {
         max_tensor_bytes: a.max_tensor_bytes,
     };
     let r = export(&ckpt, &opts)?;
+    if a.json {
+        super::print_json(&r);
+    }
     let m = &r.manifest;
     let c = &m.config;
     crate::status!(

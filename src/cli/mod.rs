@@ -29,6 +29,20 @@ pub fn quiet() -> bool {
     QUIET.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Turns status lines and bars off (`--quiet`, and `--json`, whose stdout
+/// is one JSON document).
+pub fn set_quiet() {
+    QUIET.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Prints `value` as one pretty JSON document on stdout (`--json`).
+pub fn print_json(value: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("kiln's reports serialize")
+    );
+}
+
 /// `eprintln!` for status lines, silent under `--quiet`.
 #[macro_export]
 macro_rules! status {
@@ -126,7 +140,9 @@ pub fn main() -> i32 {
             return 2;
         }
     };
-    QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
+    if cli.quiet {
+        set_quiet();
+    }
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Toolchain(a) => toolchain::run(a),

@@ -23,10 +23,16 @@ pub struct Args {
     /// Also package `NAME-host.vmfb` (to try the assets on this machine).
     #[arg(long)]
     pub include_host: bool,
+    /// Print a JSON report on stdout instead of text (and no status lines).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs `kiln package`: prints every written file on stdout, notes on stderr.
 pub fn run(args: Args) -> kiln::Result<i32> {
+    if args.json {
+        super::set_quiet();
+    }
     let tokenizer = match (args.tokenizer, args.no_tokenizer) {
         (Some(p), false) => TokenizerChoice::Path(p),
         (None, true) => TokenizerChoice::None,
@@ -46,11 +52,18 @@ pub fn run(args: Args) -> kiln::Result<i32> {
             progress: super::progress::bars(),
         },
     )?;
-    for w in &report.warnings {
-        eprintln!("kiln: warning: {w}");
+    if !args.json {
+        // Under --json they are the report's "warnings".
+        for w in &report.warnings {
+            eprintln!("kiln: warning: {w}");
+        }
     }
-    for p in &report.written {
-        println!("{}", p.display());
+    if args.json {
+        super::print_json(&report);
+    } else {
+        for p in &report.written {
+            println!("{}", p.display());
+        }
     }
     let m = &report.manifest;
     let total: u64 = m.files.iter().map(|f| f.bytes).sum();

@@ -40,6 +40,9 @@ pub struct Args {
     /// Use the IREE venv (or tool directory) at DIR.
     #[arg(long, value_name = "DIR")]
     pub iree_dir: Option<PathBuf>,
+    /// Print a JSON report on stdout instead of text (and no status lines).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Strips a `-host`/`-arm64`/`-arm32`/`-vulkan` suffix from a vmfb stem.
@@ -193,6 +196,9 @@ pub fn resolve(
 
 /// Runs `kiln run`.
 pub fn run(args: Args) -> kiln::Result<i32> {
+    if args.json {
+        super::set_quiet();
+    }
     let explicit_function = args.function.is_some();
     let Resolved {
         seq,
@@ -253,8 +259,19 @@ pub fn run(args: Args) -> kiln::Result<i32> {
             )))
         }
     };
-    let line: Vec<String> = ids.iter().map(|v| v.to_string()).collect();
-    println!("{}", line.join(" "));
+    if args.json {
+        super::print_json(&serde_json::json!({
+            "module": args.module,
+            "function": opts.function,
+            "device": opts.device.name(),
+            "seq": seq,
+            "ids": ids,
+            "seconds": elapsed.as_secs_f64(),
+        }));
+    } else {
+        let line: Vec<String> = ids.iter().map(|v| v.to_string()).collect();
+        println!("{}", line.join(" "));
+    }
     crate::status!(
         "kiln: {} on {} in {:.3} s",
         opts.function,
