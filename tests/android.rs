@@ -13,10 +13,6 @@ use kiln::iree::run::{Emulation, RunOptions};
 use kiln::iree::session::Session;
 use kiln::models::Checkpoint;
 
-fn kiln(args: &[&str]) -> (i32, String, String) {
-    kiln_cli(env!("CARGO_BIN_EXE_kiln"), args)
-}
-
 #[test]
 fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
     let Some(tc) = toolchain() else { return };

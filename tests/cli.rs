@@ -2,19 +2,8 @@
 //! as clap value enums (listed in help, refused with the possible values),
 //! and environment variables shown in help.
 
-use std::process::Command;
-
-fn kiln(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::kiln;
 
 const VERBS: [&str; 11] = [
     "demo",
@@ -76,7 +65,7 @@ fn value_enums_and_environment_variables_show_in_help() {
         "{err}"
     );
     // A bad value from the environment is refused like a bad flag.
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let out = common::kiln_command()
         .args(["run", "m.vmfb", "--tokens", "1"])
         .env("KILN_TASK_GROUPS", "two")
         .output()
@@ -88,8 +77,6 @@ fn value_enums_and_environment_variables_show_in_help() {
         "{err}"
     );
 }
-
-mod common;
 
 /// One JSON document on stdout, nothing on stderr.
 fn json_of(args: &[&str]) -> serde_json::Value {

@@ -5,18 +5,6 @@ mod common;
 use common::*;
 use kiln::params::TensorWriter;
 use std::path::Path;
-use std::process::Command;
-
-fn kiln(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// Copies a tiny fixture into `dir`, applying `edit` to its config.json.
 fn variant(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> std::path::PathBuf {
@@ -57,7 +45,7 @@ fn expect_error(ckpt: &Path, extra: &[&str], want: &str) {
         args.extend(["--seq", "8"]);
     }
     args.extend(extra);
-    let (code, err) = kiln(&args);
+    let (code, _, err) = kiln(&args);
     assert_eq!(code, 2, "{args:?}: {err}");
     assert!(
         err.contains(want),
@@ -220,7 +208,7 @@ fn unwritable_output_directory_is_an_error() {
     let file = dir.path().join("file");
     std::fs::write(&file, b"x").unwrap();
     let target = file.join("sub");
-    let (code, err) = kiln(&[
+    let (code, _, err) = kiln(&[
         "export",
         fixture("hf/tiny-llama-tied-gqa").to_str().unwrap(),
         "--seq",
@@ -235,7 +223,7 @@ fn unwritable_output_directory_is_an_error() {
 #[test]
 fn export_writes_the_four_files_and_a_complete_manifest() {
     let dir = tmpdir();
-    let (code, err) = kiln(&[
+    let (code, _, err) = kiln(&[
         "export",
         fixture("hf/tiny-llama-untied-mha").to_str().unwrap(),
         "--seq",
@@ -278,7 +266,7 @@ fn export_writes_the_four_files_and_a_complete_manifest() {
     }
     // Determinism: the same export twice gives byte-identical files.
     let dir2 = tmpdir();
-    let (code, _) = kiln(&[
+    let (code, _, _) = kiln(&[
         "export",
         fixture("hf/tiny-llama-untied-mha").to_str().unwrap(),
         "--seq",
@@ -320,7 +308,7 @@ fn export_again_replaces_the_files_in_place() {
         std::fs::write(d.join("mha.irpa"), "partial").unwrap();
     }
     for seq in ["8", "16"] {
-        let (code, err) = kiln(&[
+        let (code, _, err) = kiln(&[
             "export",
             fixture("hf/tiny-llama-untied-mha").to_str().unwrap(),
             "--seq",
@@ -371,7 +359,7 @@ fn export_again_replaces_the_files_in_place() {
 fn an_export_killed_mid_way_leaves_nothing_after_the_next_export() {
     let Some(gguf) = smollm2_gguf() else { return };
     let dir = tmpdir();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let mut child = kiln_command()
         .args(["export", gguf.to_str().unwrap(), "--seq", "64", "--out"])
         .arg(dir.path())
         .stdout(std::process::Stdio::null())
@@ -400,7 +388,7 @@ fn an_export_killed_mid_way_leaves_nothing_after_the_next_export() {
     let left = listing();
     assert_eq!(left.len(), 1, "only the staging folder: {left:?}");
     assert!(left[0].starts_with(".kiln-export-"), "{left:?}");
-    let (code, err) = kiln(&[
+    let (code, _, err) = kiln(&[
         "export",
         fixture("hf/tiny-llama-untied-mha").to_str().unwrap(),
         "--seq",
@@ -477,7 +465,7 @@ fn manifest_round_trips_through_its_reader() {
 fn run_reads_export_manifests_strictly_and_hand_written_defaults() {
     use kiln::manifest::{RunDefaults, RunManifest};
     let dir = tmpdir();
-    let (code, err) = kiln(&[
+    let (code, _, err) = kiln(&[
         "export",
         fixture("hf/tiny-llama-tied-gqa").to_str().unwrap(),
         "--seq",

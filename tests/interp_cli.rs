@@ -1,12 +1,11 @@
 //! `kiln interp MODULE.mlir --tokens …` prints the predicted ids on one line.
 
-mod interp_support;
+mod common;
 
-use interp_support::{random_weights, tiny_model, Tiny};
+use common::interp::{random_weights, tiny_model, Tiny};
 use kiln::graph::DType;
 use kiln::interp::{run_module, Tensor};
 use kiln::stablehlo::{print_module, ConstantPolicy, PrintOptions};
-use std::process::Command;
 
 #[test]
 fn interp_prints_the_predicted_ids() {
@@ -23,7 +22,7 @@ fn interp_prints_the_predicted_ids() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.mlir");
     std::fs::write(&path, &text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let out = common::kiln_command()
         .arg("interp")
         .arg(&path)
         .args(["--tokens", "5,17,3", "--seq", "8", "--function", "forward"])
@@ -38,7 +37,7 @@ fn interp_prints_the_predicted_ids() {
         &m,
         None,
         &[Tensor::i32(&[1, 8], vec![5, 17, 3, 0, 0, 0, 0, 0])],
-        &{ interp_support::as_tensors(&m, &w) },
+        &{ common::interp::as_tensors(&m, &w) },
     )
     .unwrap();
     let ids: Vec<String> = want[0]
@@ -57,7 +56,7 @@ fn interp_prints_the_predicted_ids() {
         vec!["--tokens", "1", "--seq", "9"],
         vec!["--tokens", "1,2,3,4,5,6,7,8,9"],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        let out = common::kiln_command()
             .arg("interp")
             .arg(&path)
             .args(&args)
@@ -72,7 +71,7 @@ fn interp_prints_the_predicted_ids() {
         "module @m {\n  func.func @f(%a: tensor<2xf64>) -> tensor<2xf32> {\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let out = common::kiln_command()
         .arg("interp")
         .arg(&bad)
         .args(["--tokens", "1"])

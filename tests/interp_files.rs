@@ -2,13 +2,12 @@
 //! weights through the params codecs and prints the same ids as the
 //! interpreter run on in-memory weights.
 
-mod interp_support;
+mod common;
 
-use interp_support::{as_tensors, random_weights, tiny_model, write_safetensors, Tiny};
+use common::interp::{as_tensors, random_weights, tiny_model, write_safetensors, Tiny};
 use kiln::graph::DType;
 use kiln::interp::{run_module, Tensor};
 use kiln::stablehlo::{print_module, PrintOptions};
-use std::process::Command;
 
 #[test]
 fn interp_reads_a_safetensors_file() {
@@ -23,7 +22,7 @@ fn interp_reads_a_safetensors_file() {
     )
     .unwrap();
     write_safetensors(&st, &m, &w);
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let out = common::kiln_command()
         .arg("interp")
         .arg(&mlir)
         .arg("--params")

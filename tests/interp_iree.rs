@@ -7,9 +7,9 @@
 //! the kiln cache); without them the test fails under `CI=true` and
 //! otherwise prints a skip note.
 
-mod interp_support;
+mod common;
 
-use interp_support::{as_tensors, random_weights, tiny_model, Rng, Tiny};
+use common::interp::{as_tensors, random_weights, tiny_model, Rng, Tiny};
 use kiln::graph::DType;
 use kiln::interp::{self, Tensor};
 use kiln::stablehlo::{parse_module, print_module, ConstantPolicy, PrintOptions};
@@ -170,7 +170,7 @@ fn tiny_model_matches_iree_host() {
 
 #[test]
 fn every_op_graph_matches_iree_host() {
-    let m = interp_support::all_ops_module();
+    let m = common::interp::all_ops_module();
     let w = random_weights(&m, 2);
     let opts = PrintOptions {
         constants: ConstantPolicy::InlineAlways,
@@ -224,7 +224,7 @@ fn external_parameters_match_iree_host() {
     let text = print_module(&m, &PrintOptions::default(), None).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let st = dir.path().join("w.safetensors");
-    interp_support::write_safetensors(&st, &m, &w);
+    common::interp::write_safetensors(&st, &m, &w);
     let ids: Vec<i32> = (0..16).map(|i| (i * 13 + 7) % 64).collect();
     let ids_text: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
     let input = format!("1x16xi32={}", ids_text.join(","));

@@ -1,18 +1,15 @@
 //! Bad input to the IREE driver: every case gives a clear error, and none
 //! leaves a partial `.vmfb` behind.
 
-mod iree_common;
-use iree_common::*;
+mod common;
+use common::tiny_iree::*;
+use common::{kiln_command as kiln, toolchain};
 
 use kiln::iree::flags::Target;
 use kiln::iree::{compile, compile_many, IreeError, Toolchain};
 use kiln::params::TensorWriter;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn kiln() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kiln"))
-}
 
 /// `kiln run VMFB --params PARAMS`, to be given the rest of its arguments.
 fn kiln_run(vmfb: &Path, params: &Path) -> Command {

@@ -2,8 +2,9 @@
 //! iree-compile, run it on the host, under qemu (arm64) and on lavapipe
 //! (vulkan), and compare with the values computed here.
 
-mod iree_common;
-use iree_common::*;
+mod common;
+use common::tiny_iree::*;
+use common::{kiln_command as kiln, require, toolchain};
 
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
@@ -228,10 +229,6 @@ fn other_vulkan_targets_compile_and_run() {
             Err(e) => panic!("{name}: {e}"),
         }
     }
-}
-
-fn kiln() -> std::process::Command {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
 }
 
 fn stdout_of(out: &std::process::Output) -> String {

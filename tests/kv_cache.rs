@@ -503,10 +503,6 @@ fn bf16_caches_match_f32_on_the_cpu_and_are_refused_for_vulkan() {
     assert!(!vk.exists());
 }
 
-fn kiln(args: &[&str]) -> (i32, String, String) {
-    kiln_cli(env!("CARGO_BIN_EXE_kiln"), args)
-}
-
 #[test]
 fn bad_input_is_a_clear_error() {
     let dir = tmpdir();

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{files_in, fixture, tmpdir};
+use common::{files_in, fixture, kiln_output, tmpdir};
 use kiln::manifest::{AssetsManifest, FileRecord};
 use kiln::models::{DecoderConfig, Family, RopeScaling};
 use kiln::package::gguf_tokenizer_files;
@@ -19,14 +19,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .expect("run kiln")
-}
+use std::process::Output;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -176,7 +169,7 @@ fn kv_pair_is_packaged_beside_the_redecode_modules() {
     )
     .unwrap();
     let assets = dir.path().join("assets");
-    let o = kiln(&[
+    let o = kiln_output(&[
         "package",
         s(&rep.manifest_path),
         "--out",
@@ -240,7 +233,7 @@ fn export_compile_package_run() {
     let tok = tiny_tokenizer_dir(dir.path());
     let assets = dir.path().join("assets");
     let manifest_path = rep.manifest_path.clone();
-    let o = kiln(&[
+    let o = kiln_output(&[
         "package",
         s(&manifest_path),
         "--out",
@@ -293,7 +286,7 @@ fn export_compile_package_run() {
     let want = common::hf_expected("tiny-llama-tied-gqa");
     let case = &want.seqs.iter().find(|s| s.seq == 8).unwrap().cases[0];
     let ids: Vec<String> = case.input.iter().map(|i| i.to_string()).collect();
-    let o = kiln(&[
+    let o = kiln_output(&[
         "run",
         s(&assets.join("tiny-host.vmfb")),
         "--params",
@@ -325,7 +318,7 @@ fn export_compile_package_run() {
     // Packaging again gives the same manifest; without the host module
     // the earlier host copy is removed.
     let before = std::fs::read(assets.join("tiny.manifest.json")).unwrap();
-    let o = kiln(&[
+    let o = kiln_output(&[
         "package",
         s(&manifest_path),
         "--out",
@@ -339,7 +332,7 @@ fn export_compile_package_run() {
         std::fs::read(assets.join("tiny.manifest.json")).unwrap(),
         before
     );
-    let o = kiln(&[
+    let o = kiln_output(&[
         "package",
         s(&manifest_path),
         "--out",
@@ -446,7 +439,7 @@ fn fabricated_export_packages_what_exists() {
     let dir = tmpdir();
     let m = fake_export(&dir.path().join("exp"), "fake", &["arm32", "vulkan"]);
     let assets = dir.path().join("a/b/assets");
-    let o = kiln(&["package", s(&m), "--out", s(&assets)]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&assets)]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("fake-arm64.vmfb not found"), "{err}");
@@ -481,13 +474,13 @@ fn fabricated_export_packages_what_exists() {
     // A module older than the MLIR (re-exported since compiling) is flagged.
     std::thread::sleep(std::time::Duration::from_millis(50));
     std::fs::write(dir.path().join("exp/fake-gen.mlir"), "module {}\n").unwrap();
-    let o = kiln(&["package", s(&m), "--out", s(&assets)]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&assets)]);
     assert_eq!(o.status.code(), Some(0));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("fake-vulkan.vmfb is older than"), "{err}");
 
     // --no-tokenizer: no tokenizer files (an earlier package's are removed).
-    let o = kiln(&["package", s(&m), "--out", s(&assets), "--no-tokenizer"]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&assets), "--no-tokenizer"]);
     assert_eq!(o.status.code(), Some(0));
     let am = check_assets(&assets, "fake");
     assert_eq!(am.tokenizer, None);
@@ -498,7 +491,7 @@ fn fabricated_export_packages_what_exists() {
 fn missing_manifest_is_an_error() {
     let dir = tmpdir();
     let assets = dir.path().join("assets");
-    let o = kiln(&[
+    let o = kiln_output(&[
         "package",
         s(&dir.path().join("nope.json")),
         "--out",
@@ -509,7 +502,7 @@ fn missing_manifest_is_an_error() {
 
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"name\": 1}").unwrap();
-    let o = kiln(&["package", s(&bad), "--out", s(&assets)]);
+    let o = kiln_output(&["package", s(&bad), "--out", s(&assets)]);
     assert_one_line_error(&o, "not a kiln export manifest");
     assert!(!assets.exists());
 }
@@ -523,7 +516,7 @@ fn no_modules_is_an_error() {
     for extra in [&[][..], &["--include-host"][..]] {
         let mut args = vec!["package", s(&m), "--out", s(&assets)];
         args.extend_from_slice(extra);
-        let o = kiln(&args);
+        let o = kiln_output(&args);
         assert_one_line_error(&o, "kiln compile");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("--target arm64,arm32,vulkan"), "{err}");
@@ -538,7 +531,7 @@ fn changed_irpa_is_an_error_and_leaves_assets_alone() {
     let m = fake_export(&dir.path().join("exp"), "fake", &["arm64"]);
     let assets = dir.path().join("assets");
     // A good package first, then change one byte of the irpa (same size).
-    let o = kiln(&["package", s(&m), "--out", s(&assets)]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&assets)]);
     assert_eq!(o.status.code(), Some(0));
     let before: Vec<(String, Vec<u8>)> = files_in(&assets)
         .into_iter()
@@ -553,7 +546,7 @@ fn changed_irpa_is_an_error_and_leaves_assets_alone() {
     std::fs::write(&irpa, &bytes).unwrap();
     // A new module too, so a partial run would show.
     std::fs::write(dir.path().join("exp/fake-arm32.vmfb"), "new").unwrap();
-    let o = kiln(&["package", s(&m), "--out", s(&assets)]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&assets)]);
     assert_one_line_error(&o, "does not match the export manifest");
     let after: Vec<(String, Vec<u8>)> = files_in(&assets)
         .into_iter()
@@ -566,18 +559,18 @@ fn changed_irpa_is_an_error_and_leaves_assets_alone() {
 
     // A fresh assets directory is not even created.
     let fresh = dir.path().join("fresh");
-    let o = kiln(&["package", s(&m), "--out", s(&fresh)]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&fresh)]);
     assert_one_line_error(&o, "sha256");
     assert!(!fresh.exists());
 
     // A truncated irpa is caught by its size.
     std::fs::write(&irpa, &bytes[..100]).unwrap();
-    let o = kiln(&["package", s(&m), "--out", s(&fresh)]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&fresh)]);
     assert_one_line_error(&o, "re-export");
     assert!(!fresh.exists());
     // A missing one names the file.
     std::fs::remove_file(&irpa).unwrap();
-    let o = kiln(&["package", s(&m), "--out", s(&fresh)]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&fresh)]);
     assert_one_line_error(&o, "fake.irpa");
     assert!(!fresh.exists());
 }
@@ -588,10 +581,10 @@ fn source_without_tokenizer_is_an_error() {
     let m = fake_export(&dir.path().join("exp"), "fake", &["arm64"]);
     let assets = dir.path().join("assets");
     std::fs::remove_file(dir.path().join("exp/tok/tokenizer.json")).unwrap();
-    let o = kiln(&["package", s(&m), "--out", s(&assets)]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&assets)]);
     assert_one_line_error(&o, "--no-tokenizer");
     assert!(!assets.exists());
-    let o = kiln(&[
+    let o = kiln_output(&[
         "package",
         s(&m),
         "--out",
@@ -668,7 +661,7 @@ fn gguf_tokenizer_json_encodes_like_from_gguf() {
     v["source"] = json!(s(&gguf));
     std::fs::write(&m, v.to_string()).unwrap();
     let assets = dir.path().join("assets");
-    let o = kiln(&["package", s(&m), "--out", s(&assets)]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&assets)]);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -698,7 +691,7 @@ fn out_dir_rules() {
     let m = fake_export(&exp, "fake", &["arm64", "host"]);
     // Not into the export's own directory (NAME-host.vmfb would clash).
     let before = files_in(&exp);
-    let o = kiln(&["package", s(&m), "--out", s(&exp)]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&exp)]);
     assert_one_line_error(&o, "export's own directory");
     assert_eq!(files_in(&exp), before);
 
@@ -707,10 +700,10 @@ fn out_dir_rules() {
     std::fs::create_dir_all(&assets).unwrap();
     std::fs::write(assets.join("fake-notes.txt"), "mine").unwrap();
     std::fs::write(assets.join("other.irpa"), "another model").unwrap();
-    let o = kiln(&["package", s(&m), "--out", s(&assets), "--include-host"]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&assets), "--include-host"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(assets.join("fake-host.vmfb").is_file());
-    let o = kiln(&["package", s(&m), "--out", s(&assets), "--no-tokenizer"]);
+    let o = kiln_output(&["package", s(&m), "--out", s(&assets), "--no-tokenizer"]);
     assert_eq!(o.status.code(), Some(0));
     let mut want = vec![
         "fake-arm64-v8a.vmfb",

@@ -2,12 +2,12 @@
 //! rejected with an error naming the file and, where known, the tensor; the
 //! CLI exits 2 and leaves no output. Plus a deterministic mutation sweep.
 
+mod common;
 use kiln::params::gguf::GgufFile;
 use kiln::params::irpa::IrpaReader;
 use kiln::params::safetensors::SafeTensors;
 use kiln::params::{open_any, ParamsError};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn attacks() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/attacks")
@@ -75,7 +75,7 @@ fn cli_exits_2_and_leaves_no_output() {
         let path = attacks().join(&rel);
         for out_name in ["out.irpa", "out.safetensors"] {
             let out = out_dir.path().join(out_name);
-            let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            let o = common::kiln_command()
                 .args(["params", "convert"])
                 .arg(&path)
                 .arg("-o")
@@ -90,7 +90,7 @@ fn cli_exits_2_and_leaves_no_output() {
                 "{rel}: output or temp file left behind"
             );
         }
-        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        let o = common::kiln_command()
             .args(["params", "inspect"])
             .arg(&path)
             .output()

@@ -1,9 +1,10 @@
 //! `kiln params inspect | convert | diff` end to end.
 
+mod common;
+use common::kiln_output;
 use kiln::params::safetensors::SafeTensors;
 use kiln::params::DType;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 fn fx(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -18,20 +19,13 @@ fn common_fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 #[test]
 fn inspect_reports_tensors_metadata_and_entry_kinds() {
-    let o = kiln(&["params", "inspect", "--json", s(&fx("gguf/metadata.gguf"))]);
+    let o = kiln_output(&["params", "inspect", "--json", s(&fx("gguf/metadata.gguf"))]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["format"], "gguf");
@@ -45,7 +39,7 @@ fn inspect_reports_tensors_metadata_and_entry_kinds() {
     assert_eq!(j["tensors"][0]["shape"], serde_json::json!([2, 32]));
     assert_eq!(j["tensors"][0]["nbytes"], 256);
 
-    let o = kiln(&["params", "inspect", s(&fx("tiny.irpa"))]);
+    let o = kiln_output(&["params", "inspect", s(&fx("tiny.irpa"))]);
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("entries: 2 DATA, 1 SPLAT"), "{text}");
@@ -55,7 +49,7 @@ fn inspect_reports_tensors_metadata_and_entry_kinds() {
     let dir = tempfile::tempdir().unwrap();
     let odd = dir.path().join("weights.bin");
     std::fs::copy(fx("tiny.safetensors"), &odd).unwrap();
-    let o = kiln(&["params", "inspect", "--json", s(&odd)]);
+    let o = kiln_output(&["params", "inspect", "--json", s(&odd)]);
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["format"], "safetensors");
     assert_eq!(j["tensors"][0]["shape"], serde_json::json!([2, 3]));
@@ -76,13 +70,13 @@ fn inspect_names_the_model_family_and_whether_export_supports_it() {
     bytes[at..at + 5].copy_from_slice(b"bloom");
     let bloom = dir.path().join("bloom.gguf");
     std::fs::write(&bloom, &bytes).unwrap();
-    let o = kiln(&["params", "inspect", s(&bloom)]);
+    let o = kiln_output(&["params", "inspect", s(&bloom)]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout);
     let want =
         format!("model family: bloom is not supported by kiln export (supported: {supported})");
     assert!(text.contains(&want), "{text}");
-    let o = kiln(&["params", "inspect", "--json", s(&bloom)]);
+    let o = kiln_output(&["params", "inspect", "--json", s(&bloom)]);
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["model_family"]["name"], "bloom");
     assert_eq!(j["model_family"]["supported"], false);
@@ -97,14 +91,14 @@ fn inspect_names_the_model_family_and_whether_export_supports_it() {
         .unwrap()
         .replace("\"model_type\": \"llama\"", "\"model_type\": \"gpt_neox\"");
     std::fs::write(hf.join("config.json"), cfg).unwrap();
-    let o = kiln(&["params", "inspect", s(&hf.join("model.safetensors"))]);
+    let o = kiln_output(&["params", "inspect", s(&hf.join("model.safetensors"))]);
     let text = String::from_utf8_lossy(&o.stdout);
     let want =
         format!("model family: gpt_neox is not supported by kiln export (supported: {supported})");
     assert!(text.contains(&want), "{text}");
 
     // A supported one.
-    let o = kiln(&[
+    let o = kiln_output(&[
         "params",
         "inspect",
         s(&common_fixture("gguf/tiny-qwen2.gguf")),
@@ -120,7 +114,7 @@ fn inspect_names_the_model_family_and_whether_export_supports_it() {
 fn convert_dequantizes_gguf_merges_renames_and_excludes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("m.safetensors");
-    let o = kiln(&[
+    let o = kiln_output(&[
         "params",
         "convert",
         s(&fx("gguf/q4_k.gguf")),
@@ -154,7 +148,7 @@ fn convert_dequantizes_gguf_merges_renames_and_excludes() {
 
     // bf16 output rounds each value.
     let out16 = dir.path().join("m16.safetensors");
-    let o = kiln(&[
+    let o = kiln_output(&[
         "params",
         "convert",
         s(&fx("gguf/q4_k.gguf")),
@@ -180,7 +174,7 @@ fn convert_dequantizes_gguf_merges_renames_and_excludes() {
 
     // Duplicate names across inputs: exit 2, names the tensor, no output.
     let dup = dir.path().join("dup.irpa");
-    let o = kiln(&[
+    let o = kiln_output(&[
         "params",
         "convert",
         s(&fx("tiny.safetensors")),
@@ -204,9 +198,9 @@ fn convert_dequantizes_gguf_merges_renames_and_excludes() {
     ] {
         let mut a = vec!["params", "convert", s(&tiny), "-o", s(&dup)];
         a.extend(args.iter().copied());
-        assert_eq!(kiln(&a).status.code(), Some(2), "{args:?}");
+        assert_eq!(kiln_output(&a).status.code(), Some(2), "{args:?}");
     }
-    let o = kiln(&[
+    let o = kiln_output(&[
         "params",
         "convert",
         s(&fx("tiny.safetensors")),
@@ -219,7 +213,7 @@ fn convert_dequantizes_gguf_merges_renames_and_excludes() {
 #[test]
 fn diff_compares_across_formats() {
     // safetensors vs the IREE-written archive of it (undescribed entries compare as bytes).
-    let o = kiln(&[
+    let o = kiln_output(&[
         "params",
         "diff",
         s(&fx("tiny.safetensors")),
@@ -234,7 +228,7 @@ fn diff_compares_across_formats() {
 
     let dir = tempfile::tempdir().unwrap();
     let b = dir.path().join("b.irpa");
-    assert!(kiln(&[
+    assert!(kiln_output(&[
         "params",
         "convert",
         s(&fx("tiny.safetensors")),
@@ -248,7 +242,7 @@ fn diff_compares_across_formats() {
     ])
     .status
     .success());
-    let o = kiln(&["params", "diff", s(&fx("tiny.safetensors")), s(&b)]);
+    let o = kiln_output(&["params", "diff", s(&fx("tiny.safetensors")), s(&b)]);
     assert_eq!(o.status.code(), Some(1));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("e: only in A"), "{text}");
@@ -256,7 +250,7 @@ fn diff_compares_across_formats() {
         text.contains("w: dtype F32 vs BF16, max abs diff"),
         "{text}"
     );
-    let o = kiln(&[
+    let o = kiln_output(&[
         "params",
         "diff",
         "--tolerance",
@@ -268,11 +262,11 @@ fn diff_compares_across_formats() {
     // GGUF vs its f32 conversion: equal.
     let f = dir.path().join("q.safetensors");
     assert!(
-        kiln(&["params", "convert", s(&fx("gguf/q6_k.gguf")), "-o", s(&f)])
+        kiln_output(&["params", "convert", s(&fx("gguf/q6_k.gguf")), "-o", s(&f)])
             .status
             .success()
     );
-    let o = kiln(&["params", "diff", s(&fx("gguf/q6_k.gguf")), s(&f)]);
+    let o = kiln_output(&["params", "diff", s(&fx("gguf/q6_k.gguf")), s(&f)]);
     assert_eq!(
         o.status.code(),
         Some(0),

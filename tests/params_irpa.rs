@@ -1,6 +1,7 @@
 //! IRPA writer byte-identity against the real `iree-convert-parameters`,
 //! reader checks against IREE-written archives and `iree-dump-parameters`.
 
+mod common;
 use kiln::params::irpa::{EntryKind, EntrySpec, IrpaData, IrpaReader, IrpaWriter};
 use kiln::params::safetensors::{SafeTensors, SafetensorsWriter, TensorSpec};
 use kiln::params::DType;
@@ -161,7 +162,7 @@ fn writer_is_byte_identical_to_iree_convert_parameters() {
         }
         // And through the CLI.
         let cli = dir.path().join(format!("{name}.cli.irpa"));
-        let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        let out = common::kiln_command()
             .args(["params", "convert"])
             .arg(&st)
             .arg("-o")
@@ -220,7 +221,7 @@ fn splat_output_is_byte_identical_to_iree_splat() {
         &want,
     );
     let got = dir.path().join("kiln.irpa");
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let out = common::kiln_command()
         .args(["params", "convert", "--splat"])
         .arg(&st)
         .arg("-o")
@@ -262,7 +263,7 @@ fn described_archive_loads_in_iree_and_describes_itself() {
         ],
     );
     let irpa = dir.path().join("d.irpa");
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let out = common::kiln_command()
         .args(["params", "convert", "--describe", "--dtype", "bf16"])
         .arg(&st)
         .arg("-o")

@@ -3,9 +3,9 @@
 //! fixture module in the repository; and every truncation of a printed
 //! module is an error, never a panic.
 
-mod interp_support;
+mod common;
 
-use interp_support::{all_ops_module, random_weights, tiny_model, Tiny};
+use common::interp::{all_ops_module, random_weights, tiny_model, Tiny};
 use kiln::graph::{DType, Module};
 use kiln::stablehlo::{
     parse_module, parse_module_full, print_module, ConstantPolicy, PrintOptions,

@@ -216,7 +216,7 @@ fn export_refused(checkpoint: &Path, extra: &[&str], wants: &[&str]) {
     let mut args = vec!["export", checkpoint.to_str().unwrap(), "--seq", "8"];
     args.extend(extra);
     args.extend(["-o", out.to_str().unwrap()]);
-    let (code, _, err) = kiln_cli(env!("CARGO_BIN_EXE_kiln"), &args);
+    let (code, _, err) = kiln(&args);
     assert_eq!(code, 2, "{err}");
     assert!(wants.iter().all(|w| err.contains(w)), "{err}");
     assert!(!out.exists() || files_in(&out).is_empty(), "partial output");
@@ -224,7 +224,6 @@ fn export_refused(checkpoint: &Path, extra: &[&str], wants: &[&str]) {
 
 #[test]
 fn keep_refuses_what_it_cannot_keep() {
-    let bin = env!("CARGO_BIN_EXE_kiln");
     let dir = tmpdir();
     let out = dir.path().join("out");
     export_refused(
@@ -257,17 +256,14 @@ fn keep_refuses_what_it_cannot_keep() {
         ],
     );
     // The same file exports as bf16.
-    let (code, _, err) = kiln_cli(
-        bin,
-        &[
-            "export",
-            bad.to_str().unwrap(),
-            "--seq",
-            "8",
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
+    let (code, _, err) = kiln(&[
+        "export",
+        bad.to_str().unwrap(),
+        "--seq",
+        "8",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{err}");
 }
 
@@ -317,16 +313,12 @@ fn gemma3_270m_keep_matches_transformers_on_the_host() {
 fn params_inspect_shows_block_quantized_matrices() {
     let dir = tmpdir();
     let r = export_keep(FIXTURES[0], 8, dir.path(), kiln::models::MAX_TENSOR_BYTES);
-    let bin = env!("CARGO_BIN_EXE_kiln");
-    let (code, out, err) = kiln_cli(
-        bin,
-        &[
-            "params",
-            "inspect",
-            r.safetensors.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let (code, out, err) = kiln(&[
+        "params",
+        "inspect",
+        r.safetensors.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let blocks = v["blocks"].as_array().unwrap();
@@ -343,7 +335,7 @@ fn params_inspect_shows_block_quantized_matrices() {
         (Some("Q6_K"), serde_json::json!([256, 512]), Some(16))
     );
     assert_eq!(by_name("model.embed_tokens.weight")["type"], "Q8_0");
-    let (code, out, _) = kiln_cli(bin, &["params", "inspect", r.safetensors.to_str().unwrap()]);
+    let (code, out, _) = kiln(&["params", "inspect", r.safetensors.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(
         out.contains("block-quantized matrices (kiln export --weights keep"),
@@ -351,10 +343,7 @@ fn params_inspect_shows_block_quantized_matrices() {
     );
     // The IRPA archive's entries are only bytes: the same matrices, types
     // and sizes, by the parts' byte counts, with element counts for shapes.
-    let (code, out, err) = kiln_cli(
-        bin,
-        &["params", "inspect", r.irpa.to_str().unwrap(), "--json"],
-    );
+    let (code, out, err) = kiln(&["params", "inspect", r.irpa.to_str().unwrap(), "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let irpa = v["blocks"].as_array().unwrap();
@@ -373,7 +362,7 @@ fn params_inspect_shows_block_quantized_matrices() {
     // ones in both files of an export, and a keep export's against a
     // bf16 one's only in the first.
     let st = r.safetensors.to_str().unwrap();
-    let (code, out, err) = kiln_cli(bin, &["params", "diff", st, r.irpa.to_str().unwrap()]);
+    let (code, out, err) = kiln(&["params", "diff", st, r.irpa.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("block-quantized matrices: 14 in A, 14 in B") && !out.contains(" in A only"),
@@ -390,10 +379,7 @@ fn params_inspect_shows_block_quantized_matrices() {
         },
     )
     .unwrap();
-    let (code, out, _) = kiln_cli(
-        bin,
-        &["params", "diff", st, bf16.safetensors.to_str().unwrap()],
-    );
+    let (code, out, _) = kiln(&["params", "diff", st, bf16.safetensors.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("block-quantized matrices: 14 in A, 0 in B")
@@ -510,7 +496,6 @@ fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
 /// form are errors naming the flag.
 #[test]
 fn weights_for_overrides_single_tensors() {
-    let bin = env!("CARGO_BIN_EXE_kiln");
     let dir = tmpdir();
     let out = dir.path().join("out");
     let gguf = fixture("gguf/quant/tiny-llama-quant-mix.gguf");
@@ -530,7 +515,7 @@ fn weights_for_overrides_single_tensors() {
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     };
-    let run = |a: Vec<String>| kiln_cli(bin, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    let run = |a: Vec<String>| kiln(&a.iter().map(String::as_str).collect::<Vec<_>>());
     let (code, _, err) = run(args(&[
         "--weights-for",
         "embed_tokens=bf16",
@@ -551,7 +536,7 @@ fn weights_for_overrides_single_tensors() {
     assert_eq!(get("model.embed_tokens.weight").as_deref(), Some("BF16"));
     assert_eq!(get("model.embed_tokens.weight.qs"), None);
     // lm_head is Q6_K in the file; q8_0 (the last match) requantizes it.
-    let (_, json, _) = kiln_cli(bin, &["params", "inspect", st.to_str().unwrap(), "--json"]);
+    let (_, json, _) = kiln(&["params", "inspect", st.to_str().unwrap(), "--json"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let head = v["blocks"]
         .as_array()
@@ -608,10 +593,7 @@ fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
     // `params inspect` lists the i8 matrices, from either file (the IRPA
     // by its entries' byte counts): all 16 of the model's, with shapes.
     for file in [&r.safetensors, &r.irpa] {
-        let (code, out, err) = kiln_cli(
-            env!("CARGO_BIN_EXE_kiln"),
-            &["params", "inspect", file.to_str().unwrap(), "--json"],
-        );
+        let (code, out, err) = kiln(&["params", "inspect", file.to_str().unwrap(), "--json"]);
         assert_eq!(code, 0, "{err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         let rows = v["int8_rows"].as_array().unwrap();

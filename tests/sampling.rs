@@ -277,10 +277,6 @@ fn sampled_ids_agree_on_host_arm64_and_vulkan() {
     }
 }
 
-fn kiln(args: &[&str]) -> (i32, String, String) {
-    kiln_cli(env!("CARGO_BIN_EXE_kiln"), args)
-}
-
 #[test]
 fn the_cli_samples_repeatably_and_refuses_bad_flags() {
     let (d1, d2) = (tmpdir(), tmpdir());

@@ -360,7 +360,7 @@ fn kv_cache_generation_matches_transformers() {
     };
     let vmfb = kv_generations_on_host(&tc, &e.report, &mut failures, "KV session");
     // The CLI: kiln generate --kv-cache --chat prints the same answer.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let out = kiln_command()
         .args([
             "generate",
             vmfb.to_str().unwrap(),
@@ -383,7 +383,7 @@ fn kv_cache_generation_matches_transformers() {
     // kiln chat, two turns (with `extra` flags): replies, the tokens each
     // turn prefilled, stderr.
     let chat_run = |extra: &[&str]| {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+        let mut child = kiln_command()
             .args(["chat", vmfb.to_str().unwrap(), "--max-new-tokens", "20"])
             .args(extra)
             .stdin(std::process::Stdio::piped())
@@ -455,10 +455,7 @@ fn generate_cli_prints_transformers_continuation() {
             ]),
             _ => args.extend(["--prompt".into(), p.text.clone()]),
         }
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
-            .args(&args)
-            .output()
-            .unwrap();
+        let out = kiln_command().args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{}: {stderr}", p.name);
         let text = String::from_utf8(out.stdout).unwrap();
@@ -536,7 +533,7 @@ fn arm_targets_compile_and_arm64_under_qemu_matches_the_host() {
     // under qemu gives transformers' greedy continuation. Two steps only:
     // one SmolLM2 forward takes about 80 s under qemu here.
     let chat = exp.prompts.iter().find(|p| p.name == "chat").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let out = kiln_command()
         .arg("generate")
         .arg(&outs[0])
         .args(["--chat", "--prompt", "What is the capital of France?"])

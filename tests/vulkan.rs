@@ -285,19 +285,16 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
     // Without chunks (--max-tensor-bytes 0) the export says, up front, that
     // the module is not for Vulkan.
     let plain = work.path().join("plain");
-    let (code, _, err) = kiln_cli(
-        env!("CARGO_BIN_EXE_kiln"),
-        &[
-            "export",
-            ckpt_dir.to_str().unwrap(),
-            "--seq",
-            "8",
-            "--out",
-            plain.to_str().unwrap(),
-            "--max-tensor-bytes",
-            "0",
-        ],
-    );
+    let (code, _, err) = kiln(&[
+        "export",
+        ckpt_dir.to_str().unwrap(),
+        "--seq",
+        "8",
+        "--out",
+        plain.to_str().unwrap(),
+        "--max-tensor-bytes",
+        "0",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("not for Vulkan (CPU targets are fine): ckpt-gen.mlir line 2: parameter \"model.embed_tokens.weight\""),
@@ -393,17 +390,14 @@ fn oversize_tensors_in_handwritten_mlir_are_refused_for_vulkan() {
     }
     assert!(!vk.exists());
     assert_eq!(files_in(dir.path()), ["big.mlir"]);
-    let (code, out, err) = kiln_cli(
-        env!("CARGO_BIN_EXE_kiln"),
-        &[
-            "compile",
-            mlir.to_str().unwrap(),
-            "--target",
-            "vulkan:valhall",
-            "-o",
-            dir.path().to_str().unwrap(),
-        ],
-    );
+    let (code, out, err) = kiln(&[
+        "compile",
+        mlir.to_str().unwrap(),
+        "--target",
+        "vulkan:valhall",
+        "-o",
+        dir.path().to_str().unwrap(),
+    ]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("Vulkan target valhall"), "{err}");
     assert_eq!(files_in(dir.path()), ["big.mlir"]);

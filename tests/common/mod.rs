@@ -1,7 +1,9 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod interp;
 pub mod op_cases;
+pub mod tiny_iree;
 
 use kiln::iree::Toolchain;
 use serde::Deserialize;
@@ -11,6 +13,19 @@ use std::path::{Path, PathBuf};
 pub fn iree_required() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
         || std::env::var("KILN_REQUIRE_IREE").is_ok_and(|v| v == "1")
+}
+
+/// Fails when IREE-backed tests must run ([`iree_required`]), otherwise
+/// prints a skip note; returns false to skip.
+pub fn require(ok: bool, what: &str) -> bool {
+    if ok {
+        return true;
+    }
+    if iree_required() {
+        panic!("{what} is missing and required (CI=true or KILN_REQUIRE_IREE=1); run scripts/install-deps.sh");
+    }
+    eprintln!("SKIP: {what} is missing (run scripts/install-deps.sh)");
+    false
 }
 
 /// The IREE toolchain, or `None` (with a note) when it is absent and not
@@ -328,8 +343,19 @@ pub fn roundtrip(mlir: &Path) {
 
 /// Runs the `kiln` binary (`env!("CARGO_BIN_EXE_kiln")` of the calling
 /// test) with `args`: (exit code, stdout, stderr).
-pub fn kiln_cli(bin: &str, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(bin).args(args).output().unwrap();
+/// The `kiln` binary as a command, to add arguments and environment to.
+pub fn kiln_command() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+}
+
+/// Runs `kiln ARGS` and returns its output.
+pub fn kiln_output(args: &[&str]) -> std::process::Output {
+    kiln_command().args(args).output().expect("run kiln")
+}
+
+/// Runs `kiln ARGS`: exit code, stdout, stderr.
+pub fn kiln(args: &[&str]) -> (i32, String, String) {
+    let out = kiln_output(args);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -1,6 +1,5 @@
 //! Graphs shared by the parser and interpreter tests: one module that uses
 //! every op and composite, and a tiny random transformer.
-#![allow(dead_code)]
 
 use kiln::graph::{CompareDir, DType, DotDims, Graph, Module, TensorType, Value};
 use kiln::interp::Tensor;

@@ -1,8 +1,6 @@
-//! Shared helpers for the IREE tests: a tiny StableHLO "redecode" module,
-//! a hand-written safetensors file, and the CI-aware skip rule.
-#![allow(dead_code)]
+//! A tiny StableHLO "redecode" module and a hand-written safetensors file
+//! for the IREE driver tests.
 
-use kiln::iree::Toolchain;
 use std::path::{Path, PathBuf};
 
 /// Vocabulary size and embedding width of the tiny model.
@@ -117,36 +115,6 @@ pub fn write_tiny(dir: &Path) -> (PathBuf, PathBuf) {
     )
     .unwrap();
     (mlir, st)
-}
-
-/// True under CI, where a missing tool is a failure, not a skip.
-pub fn ci() -> bool {
-    std::env::var("CI")
-        .map(|v| v == "true" || v == "1")
-        .unwrap_or(false)
-}
-
-/// Fails under CI, otherwise prints a skip note; returns false to skip.
-pub fn require(ok: bool, what: &str) -> bool {
-    if ok {
-        return true;
-    }
-    if ci() {
-        panic!("CI=true and {what} is missing (run scripts/install-deps.sh)");
-    }
-    eprintln!("SKIP: {what} is missing (run scripts/install-deps.sh)");
-    false
-}
-
-/// The IREE toolchain, or `None` (skip) outside CI.
-pub fn toolchain() -> Option<Toolchain> {
-    match Toolchain::find() {
-        Ok(tc) => Some(tc),
-        Err(e) => {
-            require(false, &format!("the IREE toolchain ({e})"));
-            None
-        }
-    }
 }
 
 /// The padded test prompt.
