@@ -710,7 +710,7 @@ fn malformed_builds_give_documented_errors() {
         (
             build_err(|g| g.add(Value(7), Value(8))),
             "add",
-            "operand v7 is not defined in function @e",
+            "operand #7 is not defined in function @e",
         ),
         (
             build_err(|g| {
@@ -836,16 +836,9 @@ fn output_storage_is_checked() {
     assert!(e.msg.contains("already has an output storage"), "{e}");
     assert_eq!(g.output_stored_in(0), Some(0));
     assert_eq!(g.output_stored_in(1), None);
-    // A storage set by hand that does not fit is a print error, not bad MLIR.
-    g.output_storage = vec![(1, 0)];
-    let mut m = Module::new("m");
-    m.functions.push(g);
-    let e = print_module(&m, &PrintOptions::default(), None).unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("result 0 cannot be stored in argument 1"),
-        "{e}"
-    );
+    // Only the checked builder sets storages (the field is private), so
+    // the printer prints what it is given.
+    assert_eq!(g.output_storage(), &[(0, 0)]);
 }
 
 /// Row chunks of one archive entry: each part is a global bound to a slice

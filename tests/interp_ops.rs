@@ -465,7 +465,7 @@ fn vulkan_lowering_turns_the_two_pass_argmax_into_one_reduce() {
     m.functions.push(g);
     let low = lower_for_vulkan(&m).unwrap();
     let f = &low.functions[0];
-    assert!(matches!(f.node(f.outputs[0]).op, Op::Argmax { dim: 1 }));
+    assert!(matches!(f.node(f.outputs()[0]).op, Op::Argmax { dim: 1 }));
     let input = Tensor::f32(
         &[3, 5],
         vec![

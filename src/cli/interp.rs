@@ -79,18 +79,18 @@ pub fn run(args: Args) -> Result<i32> {
         return Err(super::run::kv_module_error(&args.module, "interp"));
     }
     let g = interp::find_function(&module, args.function.as_deref())?;
-    let Some(&arg0) = g.inputs.first() else {
+    let Some(&arg0) = g.inputs().first() else {
         return Err(Error::Module(format!(
             "function @{} takes no token ids",
             g.name
         )));
     };
     let ty = g.ty(arg0).clone();
-    if ty.dtype != DType::I32 || g.inputs.len() != 1 {
+    if ty.dtype != DType::I32 || g.inputs().len() != 1 {
         return Err(Error::Module(format!(
             "function @{} must take one i32 token tensor, it takes {} argument(s) starting with {ty}",
             g.name,
-            g.inputs.len()
+            g.inputs().len()
         )));
     }
     let seq: usize = ty.shape.iter().product();

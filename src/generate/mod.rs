@@ -162,7 +162,7 @@ impl Redecode<Interpreter> {
         let backend = Interpreter::open(mlir, params)?;
         let g = crate::interp::find_function(backend.module(), Some(function))?;
         let seq = g
-            .inputs
+            .inputs()
             .first()
             .and_then(|&v| g.ty(v).shape.last().copied())
             .ok_or_else(|| Error::Module(format!("function @{function} takes no token ids")))?;
@@ -692,18 +692,18 @@ impl KvDriver<Interpreter> {
             ))
         };
         let prompt_len = pf
-            .inputs
+            .inputs()
             .first()
             .and_then(|&v| pf.ty(v).shape.last().copied())
             .ok_or_else(|| bad(prefill))?;
         let cache = df
-            .inputs
+            .inputs()
             .get(2)
             .map(|&v| df.ty(v).clone())
             .filter(|t| t.rank() == 4)
             .ok_or_else(|| bad(decode))?;
         // token, position, then K_0…, V_0….
-        let count = (df.inputs.len() - 2) / 2;
+        let count = (df.inputs().len() - 2) / 2;
         Ok(KvDriver::new(
             backend,
             (prefill.to_string(), decode.to_string()),

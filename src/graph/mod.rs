@@ -30,7 +30,6 @@ pub use ops::{bf16_pairs_shape, DotDims};
 pub use types::{DType, Shape, TensorType};
 
 use smallvec::SmallVec;
-use std::fmt;
 
 /// Handle to a value in a [`Graph`]: the index of the node that defines it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,12 +39,6 @@ impl Value {
     /// Index of the defining node in [`Graph::nodes`].
     pub fn index(self) -> usize {
         self.0 as usize
-    }
-}
-
-impl fmt::Display for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "v{}", self.0)
     }
 }
 
@@ -380,20 +373,71 @@ pub struct Graph {
     /// Function name (printed as `@name`).
     pub name: String,
     /// Nodes in definition order; a [`Value`] indexes this.
-    pub nodes: Vec<Node>,
+    nodes: Vec<Node>,
     /// Function arguments, in order.
-    pub inputs: Vec<Value>,
+    inputs: Vec<Value>,
     /// Returned values, in order.
-    pub outputs: Vec<Value>,
+    outputs: Vec<Value>,
     /// Results whose storage is an argument's buffer, as (argument
     /// position, result index): printed as `{iree.abi.output = R : index}`
     /// on the argument, so IREE writes that result into the buffer the
     /// caller passed (an in-place update when the result is the argument
     /// with a slice rewritten). What the function computes is unchanged.
-    pub output_storage: Vec<(usize, usize)>,
+    output_storage: Vec<(usize, usize)>,
 }
 
 impl Graph {
+    /// Nodes in definition order; a [`Value`] indexes this. Only the
+    /// builder methods add nodes, each checked, so a graph is always
+    /// well-typed.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Function arguments, in order.
+    pub fn inputs(&self) -> &[Value] {
+        &self.inputs
+    }
+
+    /// Returned values, in order.
+    pub fn outputs(&self) -> &[Value] {
+        &self.outputs
+    }
+
+    /// The SSA name of every node as printed MLIR spells it: arguments
+    /// `%argN`, every other node `%N` in definition order (an argmax's
+    /// indices `%N#1`). A [`Value`] has no name of its own (it is an index
+    /// into this graph); error messages use these.
+    pub fn ssa_names(&self) -> Vec<String> {
+        let mut counter = 0usize;
+        self.nodes
+            .iter()
+            .map(|n| match &n.op {
+                Op::Input { index } => format!("%arg{index}"),
+                Op::Argmax { .. } => {
+                    counter += 1;
+                    format!("%{}#1", counter - 1)
+                }
+                _ => {
+                    counter += 1;
+                    format!("%{}", counter - 1)
+                }
+            })
+            .collect()
+    }
+
+    /// The printed SSA name of `v` ([`Graph::ssa_names`]).
+    pub fn ssa_name(&self, v: Value) -> String {
+        self.ssa_names()
+            .swap_remove(v.index().min(self.nodes.len().saturating_sub(1)))
+    }
+
+    /// Results stored in an argument's buffer, as (argument position,
+    /// result index) ([`Graph::store_output_in_input`]).
+    pub fn output_storage(&self) -> &[(usize, usize)] {
+        &self.output_storage
+    }
+
     /// An empty function called `name`.
     pub fn new(name: impl Into<String>) -> Self {
         Graph {
@@ -416,8 +460,11 @@ impl Graph {
     }
 
     /// Sets the returned values.
+    /// Output storages name results of the old outputs, so setting the
+    /// outputs clears them: set storages after the outputs.
     pub fn set_outputs(&mut self, outs: &[Value]) {
         self.outputs = outs.to_vec();
+        self.output_storage.clear();
     }
 
     /// Makes argument `input`'s buffer the storage of result `output`
@@ -431,7 +478,11 @@ impl Graph {
             })
         };
         let Some(pos) = self.inputs.iter().position(|&v| v == input) else {
-            return fail(format!("{input} is not an argument of @{}", self.name));
+            return fail(format!(
+                "{} is not an argument of @{}",
+                self.ssa_name(input),
+                self.name
+            ));
         };
         let Some(&out) = self.outputs.get(output) else {
             return fail(format!(

@@ -38,7 +38,12 @@ impl Graph {
         } else {
             err(
                 op,
-                format!("operand {v} is not defined in function @{}", self.name),
+                format!(
+                    "operand #{} is not defined in function @{} ({} nodes)",
+                    v.index(),
+                    self.name,
+                    self.nodes.len()
+                ),
             )
         }
     }

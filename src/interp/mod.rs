@@ -224,14 +224,14 @@ impl ParamSource for HashMap<String, Tensor> {
 /// For each node, the index of the last node that reads it (`usize::MAX`
 /// for returned values, which are never freed).
 fn last_uses(g: &Graph) -> Vec<usize> {
-    let mut last = vec![0usize; g.nodes.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
+    let mut last = vec![0usize; g.nodes().len()];
+    for (i, n) in g.nodes().iter().enumerate() {
         last[i] = last[i].max(i);
         for a in &n.args {
             last[a.index()] = i;
         }
     }
-    for o in &g.outputs {
+    for o in g.outputs() {
         last[o.index()] = usize::MAX;
     }
     last
@@ -268,18 +268,18 @@ pub fn run(
     inputs: &[Tensor],
     params: &dyn ParamSource,
 ) -> crate::Result<Vec<Tensor>> {
-    if inputs.len() != graph.inputs.len() {
+    if inputs.len() != graph.inputs().len() {
         return Err(InterpError(format!(
             "function @{} takes {} argument(s), {} given",
             graph.name,
-            graph.inputs.len(),
+            graph.inputs().len(),
             inputs.len()
         ))
         .into());
     }
     let last = last_uses(graph);
-    let mut vals: Vec<Option<Tensor>> = vec![None; graph.nodes.len()];
-    for (i, node) in graph.nodes.iter().enumerate() {
+    let mut vals: Vec<Option<Tensor>> = vec![None; graph.nodes().len()];
+    for (i, node) in graph.nodes().iter().enumerate() {
         let ctx = |e: InterpError| {
             InterpError(format!(
                 "@{} node %{i} ({}): {}",
@@ -348,7 +348,7 @@ pub fn run(
                         },
                     }
                 }
-                let src = node.args.first().map(|a| graph.nodes[a.index()].ty.dtype);
+                let src = node.args.first().map(|a| graph.nodes()[a.index()].ty.dtype);
                 let r = kernels::eval(op, &node.ty, src, args).map_err(ctx)?;
                 kernels::round_to(r, node.ty.dtype)
             }
@@ -374,7 +374,7 @@ pub fn run(
         }
     }
     graph
-        .outputs
+        .outputs()
         .iter()
         .map(|o| {
             vals[o.index()]
@@ -435,7 +435,7 @@ pub fn predict_file(
     let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
     let g = find_function(&module, function)?;
     let arg = g
-        .inputs
+        .inputs()
         .first()
         .ok_or_else(|| InterpError(format!("function @{} takes no token ids", g.name)))?;
     let shape = g.ty(*arg).shape.to_vec();

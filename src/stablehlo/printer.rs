@@ -75,17 +75,6 @@ pub enum PrintError {
         /// The function's name.
         function: String,
     },
-    /// An output storage naming a missing argument or result, or pairing
-    /// ones of different types.
-    #[error("function @{function}: result {result} cannot be stored in argument {argument} (missing, or of another type)")]
-    OutputStorage {
-        /// The function's name.
-        function: String,
-        /// The result's index.
-        result: usize,
-        /// The argument's position.
-        argument: usize,
-    },
     /// A parameter the policy inlines, printed without a weight source.
     #[error("parameter \"{key}\" is to be inlined but no weights were given")]
     NoWeights {
@@ -373,10 +362,10 @@ fn print_function(
     weights: Option<&dyn WeightSource>,
 ) -> Result<()> {
     check_function(g)?;
-    let names = ssa_names(g);
-    let rets: Vec<String> = g.outputs.iter().map(|&v| g.ty(v).to_string()).collect();
+    let names = g.ssa_names();
+    let rets: Vec<String> = g.outputs().iter().map(|&v| g.ty(v).to_string()).collect();
     print_signature(out, g, &names, &rets);
-    for (n, res) in g.nodes.iter().zip(&names) {
+    for (n, res) in g.nodes().iter().zip(&names) {
         let node = NodeText {
             g,
             names: &names,
@@ -388,7 +377,7 @@ fn print_function(
         }
     }
     let outs: Vec<&str> = g
-        .outputs
+        .outputs()
         .iter()
         .map(|&v| names[v.index()].as_str())
         .collect();
@@ -401,53 +390,21 @@ fn print_function(
 /// results, or an output storage that does not fit.
 fn check_function(g: &Graph) -> Result<(), PrintError> {
     check_identifier("function", &g.name)?;
-    if g.outputs.is_empty() {
+    if g.outputs().is_empty() {
         return Err(PrintError::NoResults {
             function: g.name.clone(),
         });
     }
-    for &(pos, r) in &g.output_storage {
-        let ok = match (g.inputs.get(pos), g.outputs.get(r)) {
-            (Some(&a), Some(&o)) => g.ty(a) == g.ty(o),
-            _ => false,
-        };
-        if !ok {
-            return Err(PrintError::OutputStorage {
-                function: g.name.clone(),
-                result: r,
-                argument: pos,
-            });
-        }
-    }
+    // Output storages need no check: only the builder's checked
+    // `store_output_in_input` sets them.
     Ok(())
-}
-
-/// SSA names: arguments are %argN, every other node %N in order (an
-/// argmax's indices `%N#1`).
-fn ssa_names(g: &Graph) -> Vec<String> {
-    let mut names: Vec<String> = Vec::with_capacity(g.nodes.len());
-    let mut counter = 0usize;
-    for n in &g.nodes {
-        names.push(match &n.op {
-            Op::Input { index } => format!("%arg{index}"),
-            Op::Argmax { .. } => {
-                counter += 1;
-                format!("%{}#1", counter - 1)
-            }
-            _ => {
-                counter += 1;
-                format!("%{}", counter - 1)
-            }
-        });
-    }
-    names
 }
 
 /// `  func.func @name(args) -> results {`, each argument with the result
 /// stored in it, if any.
 fn print_signature(out: &mut String, g: &Graph, names: &[String], rets: &[String]) {
     let args: Vec<String> = g
-        .inputs
+        .inputs()
         .iter()
         .enumerate()
         .map(|(pos, &v)| match g.output_stored_in(pos) {
