@@ -641,18 +641,12 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     };
     let graph_seconds = t0.elapsed().as_secs_f64();
 
-    std::fs::create_dir_all(&opts.out_dir).map_err(|e| {
-        Error::io(
-            &opts.out_dir,
-            std::io::Error::new(e.kind(), format!("cannot create output directory: {e}")),
-        )
-    })?;
-    let staging = crate::util::staging_dir(&opts.out_dir, ".kiln-export-", "output directory")?;
-    let st_path = staging.path().join(format!("{name}.safetensors"));
-    let irpa_path = staging.path().join(format!("{name}.irpa"));
-    let mlir_path = staging.path().join(format!("{name}-gen.mlir"));
+    let staging = crate::util::Staging::create(&opts.out_dir, ".kiln-export-", "output directory")?;
+    let st_path = staging.path(&format!("{name}.safetensors"));
+    let irpa_path = staging.path(&format!("{name}.irpa"));
+    let mlir_path = staging.path(&format!("{name}-gen.mlir"));
     crate::util::write_atomic(&mlir_path, text.as_bytes())?;
-    let kv_path = staging.path().join(format!("{name}-kv-gen.mlir"));
+    let kv_path = staging.path(&format!("{name}-kv-gen.mlir"));
     if let Some((_, kv_text)) = &kv {
         crate::util::write_atomic(&kv_path, kv_text.as_bytes())?;
     }
@@ -802,19 +796,22 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         files,
         kv: kv_manifest,
     };
-    let manifest_staged = staging.path().join(format!("{name}.json"));
+    let manifest_name = format!("{name}.json");
+    let manifest_staged = staging.path(&manifest_name);
     let json = serde_json::to_string_pretty(&manifest).expect("a manifest serializes") + "\n";
     crate::util::write_atomic(&manifest_staged, json.as_bytes())?;
     // Everything is complete: move it into place.
-    let mut done = vec![&mlir_path, &st_path, &irpa_path, &manifest_staged];
+    let file = |p: &Path| {
+        p.file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    };
+    let mut done = vec![file(&mlir_path), file(&st_path), file(&irpa_path)];
     if kv.is_some() {
-        done.insert(1, &kv_path);
+        done.insert(1, file(&kv_path));
     }
-    let aside = staging.path().join("previous");
-    std::fs::create_dir(&aside).map_err(|e| Error::io(&aside, e))?;
-    for p in done {
-        crate::util::replace_by_rename(p, &out(p), &aside)?;
-    }
+    staging.commit(&done, &manifest_name)?;
     let texts = std::iter::once((&mlir_path, &text)).chain(kv.as_ref().map(|(_, t)| (&kv_path, t)));
     let vulkan_issues = texts
         .filter_map(|(path, t)| {

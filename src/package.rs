@@ -503,20 +503,18 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
         }
     }
     let created = !out.exists();
-    std::fs::create_dir_all(out).map_err(|e| {
-        Error::io(
-            out,
-            std::io::Error::new(e.kind(), format!("cannot create assets directory: {e}")),
-        )
-    })?;
-    let result = stage_and_commit(
-        &m,
-        &irpa_src,
-        irpa_rec,
-        (&modules, &kv_modules),
-        tokenizer,
-        opts,
-        &mut warnings,
+    let result = crate::util::Staging::create(out, ".kiln-package-", "assets directory").and_then(
+        |staging| {
+            stage_and_commit(
+                staging,
+                &m,
+                (&irpa_src, irpa_rec),
+                (&modules, &kv_modules),
+                tokenizer,
+                opts,
+                &mut warnings,
+            )
+        },
     );
     if result.is_err() && created {
         // Only removes the directory when it is still empty.
@@ -537,9 +535,9 @@ type Staged = (AssetsManifest, PathBuf, Vec<PathBuf>);
 type Found = (ModuleKind, PathBuf);
 
 fn stage_and_commit(
+    staging: crate::util::Staging,
     m: &ExportManifest,
-    irpa_src: &Path,
-    irpa_rec: &FileRecord,
+    (irpa_src, irpa_rec): (&Path, &FileRecord),
     (modules, kv_modules): (&[Found], &[Found]),
     tokenizer: TokenizerPlan,
     opts: &PackageOptions,
@@ -548,12 +546,10 @@ fn stage_and_commit(
     let out = &opts.out_dir;
     let progress = crate::progress::or_silent(&opts.progress);
     let name = &m.name;
-    let staging = crate::util::staging_dir(out, ".kiln-package-", "assets directory")?;
-    let st = staging.path();
     let mut files: Vec<FileRecord> = Vec::new();
 
     let irpa_name = format!("{name}.irpa");
-    let (bytes, sha) = copy_hashed(irpa_src, &st.join(&irpa_name), progress)?;
+    let (bytes, sha) = copy_hashed(irpa_src, &staging.path(&irpa_name), progress)?;
     if sha != irpa_rec.sha256 || bytes != irpa_rec.bytes {
         return Err(usage(format!(
             "{}: sha256 {sha} does not match the export manifest's {}: the archive changed since `kiln export`; re-export",
@@ -571,7 +567,7 @@ fn stage_and_commit(
         let mut entries = BTreeMap::new();
         for (k, src) in list {
             let file = format!("{name}{infix}-{}.vmfb", k.key);
-            let (bytes, sha256) = copy_hashed(src, &st.join(&file), progress)?;
+            let (bytes, sha256) = copy_hashed(src, &staging.path(&file), progress)?;
             files.push(FileRecord {
                 path: file.clone(),
                 bytes,
@@ -603,15 +599,15 @@ fn stage_and_commit(
     let (tok, cfg) = match tokenizer {
         TokenizerPlan::None => (None, None),
         TokenizerPlan::Built(t) => {
-            crate::util::write_atomic(st.join(&tok_name), t.tokenizer_json.as_bytes())?;
-            crate::util::write_atomic(st.join(&cfg_name), t.tokenizer_config_json.as_bytes())?;
+            crate::util::write_atomic(staging.path(&tok_name), t.tokenizer_json.as_bytes())?;
+            crate::util::write_atomic(staging.path(&cfg_name), t.tokenizer_config_json.as_bytes())?;
             (Some(tok_name), Some(cfg_name))
         }
         TokenizerPlan::Copied { json, config } => {
-            copy_hashed(&json, &st.join(&tok_name), progress)?;
+            copy_hashed(&json, &staging.path(&tok_name), progress)?;
             let cfg = match config {
                 Some(bytes) => {
-                    crate::util::write_atomic(st.join(&cfg_name), &bytes)?;
+                    crate::util::write_atomic(staging.path(&cfg_name), &bytes)?;
                     Some(cfg_name)
                 }
                 None => None,
@@ -621,9 +617,9 @@ fn stage_and_commit(
     };
     let chat = tok
         .as_ref()
-        .and_then(|t| packaged_chat(&st.join(t), warnings));
+        .and_then(|t| packaged_chat(&staging.path(t), warnings));
     for f in tok.iter().chain(cfg.iter()) {
-        let p = st.join(f);
+        let p = staging.path(f);
         let bytes = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?.len();
         files.push(FileRecord {
             path: f.clone(),
@@ -657,7 +653,7 @@ fn stage_and_commit(
         files,
     };
     let manifest_name = format!("{name}.manifest.json");
-    crate::util::write_atomic(st.join(&manifest_name), &json_bytes(&manifest)?)?;
+    crate::util::write_atomic(staging.path(&manifest_name), &json_bytes(&manifest)?)?;
 
     // The files an earlier package of this model listed (read before its
     // manifest is replaced).
@@ -668,21 +664,8 @@ fn stage_and_commit(
         .unwrap_or_default();
     // Move into place, the manifest last; then drop the files of the
     // earlier package that this one does not have.
-    // Earlier copies are moved aside into the staging folder (deleted with
-    // it), not renamed over: `util::replace_by_rename` says why.
-    let aside = st.join(".previous");
-    std::fs::create_dir(&aside).map_err(|e| Error::io(&aside, e))?;
-    let mut written = Vec::new();
-    for f in manifest
-        .files
-        .iter()
-        .map(|f| f.path.clone())
-        .chain([manifest_name.clone()])
-    {
-        let dest = out.join(&f);
-        crate::util::replace_by_rename(&st.join(&f), &dest, &aside)?;
-        written.push(dest);
-    }
+    let files: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+    let written = staging.commit(&files, &manifest_name)?;
     for f in previous {
         let plain = Path::new(&f).components().count() == 1 && f.starts_with(name.as_str());
         if plain && !manifest.files.iter().any(|r| r.path == f) {
