@@ -21,10 +21,13 @@ use crate::params::irpa::{EntrySpec, IrpaWriter};
 use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
 use crate::params::TensorWriter;
 use crate::params::{DType as StDType, Written};
+use crate::progress::Progress;
 use crate::stablehlo::{print_module, ConstantPolicy, PrintOptions, WeightSource};
+use crate::util::Staging;
 use crate::{Error, Result};
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
 use std::time::Instant;
 
 /// Options of [`export`].
@@ -190,6 +193,7 @@ fn storage_for(ckpt: &Checkpoint, name: &str, shape: &[usize], w: Weights) -> Re
     }
 }
 
+/// The error for tensor `name` of a type `--weights keep` cannot store.
 fn unkeepable(ckpt: &Checkpoint, name: &str, ty: GgmlType) -> Error {
     Error::Input(format!(
         "{}: tensor \"{name}\" is {ty}, which --weights keep cannot store \
@@ -423,6 +427,7 @@ fn bytes_to_f64(d: DType, b: &[u8]) -> Vec<f64> {
     }
 }
 
+/// The safetensors dtype of a stored dtype (f32 for any other).
 fn st_dtype(d: DType) -> StDType {
     match d {
         DType::BF16 => StDType::BF16,
@@ -471,6 +476,7 @@ impl WeightSource for CheckpointWeights<'_> {
     }
 }
 
+/// The manifest's name of constant policy `p`.
 fn policy_name(p: &ConstantPolicy) -> String {
     match p {
         ConstantPolicy::ExternalAlways { .. } => "external".into(),
@@ -479,6 +485,7 @@ fn policy_name(p: &ConstantPolicy) -> String {
     }
 }
 
+/// The parameter scope of constant policy `p` (`model` when inline).
 fn policy_scope(p: &ConstantPolicy) -> String {
     match p {
         ConstantPolicy::ExternalAlways { scope } | ConstantPolicy::SizeThreshold { scope, .. } => {
@@ -545,6 +552,7 @@ pub fn build_kv_module(ckpt: &Checkpoint, opts: &KvOptions, module_name: &str) -
     Ok(m)
 }
 
+/// The manifest record of written file `w`, by file name.
 fn record(w: Written) -> FileRecord {
     FileRecord {
         path: w
@@ -591,75 +599,112 @@ fn send_both<'a>(
 /// Values converted per chunk: 4 MiB of f32, whatever the tensor's size.
 const CHUNK_VALUES: usize = 1 << 20;
 
-/// Exports `ckpt`: see the module docs.
-pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
-    let plan = weight_plan(ckpt, opts.weights, &opts.weights_for)?;
-    let name = opts.name.clone().unwrap_or_else(|| ckpt.name.clone());
-    if name.is_empty() || name.contains(['/', '\\']) {
-        return Err(Error::Input(format!(
-            "--name \"{name}\" must be a plain file name"
-        )));
+/// The progress step of the weight-writing pipeline.
+const WRITING: &str = "writing weights";
+
+/// The names an export is written under: its base name, the exported
+/// function and the file names, each `NAME` plus a suffix.
+struct Names {
+    name: String,
+    function: String,
+    mlir: String,
+    kv_mlir: String,
+    safetensors: String,
+    irpa: String,
+    manifest: String,
+}
+
+impl Names {
+    /// The names of `opts` (default: the checkpoint's); the base name must
+    /// be a plain file name.
+    fn resolve(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<Names> {
+        let name = opts.name.clone().unwrap_or_else(|| ckpt.name.clone());
+        if name.is_empty() || name.contains(['/', '\\']) {
+            return Err(Error::Input(format!(
+                "--name \"{name}\" must be a plain file name"
+            )));
+        }
+        Ok(Names {
+            function: opts.function.clone().unwrap_or_else(|| identifier(&name)),
+            mlir: format!("{name}-gen.mlir"),
+            kv_mlir: format!("{name}-kv-gen.mlir"),
+            safetensors: format!("{name}.safetensors"),
+            irpa: format!("{name}.irpa"),
+            manifest: format!("{name}.json"),
+            name,
+        })
     }
-    let function = opts.function.clone().unwrap_or_else(|| identifier(&name));
-    let t0 = Instant::now();
+}
+
+/// The printed modules of an export.
+struct Graphs {
+    /// The forward module's MLIR.
+    text: String,
+    /// The KV-cache pair's shapes and MLIR, when asked for.
+    kv: Option<(KvOptions, String)>,
+}
+
+/// Builds and prints the forward module and, with `opts.kv`, the KV-cache
+/// pair.
+fn print_graphs(
+    ckpt: &Checkpoint,
+    opts: &ExportOptions,
+    plan: &WeightPlan,
+    names: &Names,
+) -> Result<Graphs> {
+    let print = |m: &Module| {
+        print_module(
+            m,
+            &PrintOptions {
+                constants: opts.constants.clone(),
+            },
+            Some(&CheckpointWeights(ckpt, plan)),
+        )
+    };
     let module = build_module(
         ckpt,
         opts.seq,
-        &plan,
-        &identifier(&name),
-        &function,
+        plan,
+        &identifier(&names.name),
+        &names.function,
         opts.max_tensor_bytes,
     )?;
-    let text = print_module(
-        &module,
-        &PrintOptions {
-            constants: opts.constants.clone(),
-        },
-        Some(&CheckpointWeights(ckpt, &plan)),
-    )?;
+    let text = print(&module)?;
     let kv = match &opts.kv {
         Some(kv) => {
             let ko = kv_options(
                 &ckpt.config,
                 opts.seq,
-                &plan,
-                &function,
+                plan,
+                &names.function,
                 kv,
                 opts.max_tensor_bytes,
             );
-            let m = build_kv_module(ckpt, &ko, &format!("{}_kv", identifier(&name)))?;
-            let kv_text = print_module(
-                &m,
-                &PrintOptions {
-                    constants: opts.constants.clone(),
-                },
-                Some(&CheckpointWeights(ckpt, &plan)),
-            )?;
+            let m = build_kv_module(ckpt, &ko, &format!("{}_kv", identifier(&names.name)))?;
+            let kv_text = print(&m)?;
             Some((ko, kv_text))
         }
         None => None,
     };
-    let graph_seconds = t0.elapsed().as_secs_f64();
+    Ok(Graphs { text, kv })
+}
 
-    std::fs::create_dir_all(&opts.out_dir).map_err(|e| {
-        Error::io(
-            &opts.out_dir,
-            std::io::Error::new(e.kind(), format!("cannot create output directory: {e}")),
-        )
-    })?;
-    let staging = crate::util::staging_dir(&opts.out_dir, ".kiln-export-", "output directory")?;
-    let st_path = staging.path().join(format!("{name}.safetensors"));
-    let irpa_path = staging.path().join(format!("{name}.irpa"));
-    let mlir_path = staging.path().join(format!("{name}-gen.mlir"));
-    crate::util::write_atomic(&mlir_path, text.as_bytes())?;
-    let kv_path = staging.path().join(format!("{name}-kv-gen.mlir"));
-    if let Some((_, kv_text)) = &kv {
-        crate::util::write_atomic(&kv_path, kv_text.as_bytes())?;
-    }
+/// What the weight-writing pipeline wrote: both archives, the parameter
+/// count and the stored bytes.
+struct WeightFiles {
+    safetensors: Written,
+    irpa: Written,
+    count: u64,
+    bytes: u64,
+}
 
-    let t1 = Instant::now();
-    let tensors = ckpt.tensors();
-    let stored = entries(ckpt, &plan);
+/// Creates the safetensors and irpa writers (hashing as they write) for
+/// the `stored` entries.
+fn open_archives(
+    stored: &[Entry],
+    st_path: &Path,
+    irpa_path: &Path,
+) -> Result<(SafetensorsWriter, IrpaWriter)> {
     let specs: Vec<TensorSpec> = stored
         .iter()
         .map(|e| TensorSpec::new(e.name.clone(), st_dtype(e.dtype), &e.shape))
@@ -674,116 +719,153 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         })
         .collect();
     let meta = vec![("format".to_string(), "pt".to_string())];
-    let st = SafetensorsWriter::new_hashed(&st_path, &specs, &meta)?;
-    let irpa = IrpaWriter::new_hashed(&irpa_path, entries)?;
-    let progress = crate::progress::or_silent(&opts.progress);
-    const WRITING: &str = "writing weights";
+    let st = SafetensorsWriter::new_hashed(st_path, &specs, &meta)?;
+    let irpa = IrpaWriter::new_hashed(irpa_path, entries)?;
+    Ok((st, irpa))
+}
+
+/// Writes the `stored` entries of `ckpt` to both archives in `staging`.
+///
+/// This thread reads and converts each entry in row chunks; two writer
+/// threads each write (and hash) one file. Rendezvous channels bound what
+/// is in memory to the chunk being converted plus the one being written,
+/// whatever the tensor's size. An entry that is one part of several (block
+/// forms, i8 rows) converts each chunk's rows again per part.
+fn write_weights(
+    ckpt: &Checkpoint,
+    plan: &WeightPlan,
+    stored: &[Entry],
+    staging: &Staging,
+    names: &Names,
+    progress: &dyn Progress,
+) -> Result<WeightFiles> {
+    let (st, irpa) = open_archives(
+        stored,
+        &staging.path(&names.safetensors),
+        &staging.path(&names.irpa),
+    )?;
     progress.start(
         WRITING,
-        tensors.len() as u64,
+        ckpt.tensors().len() as u64,
         crate::progress::Unit::Tensors,
     );
-    let mut count = 0u64;
-    let mut bytes_total = 0u64;
-    // This thread reads and converts each entry in row chunks; two writer
-    // threads each write (and hash) one file. Rendezvous channels bound
-    // what is in memory to the chunk being converted plus the one being
-    // written, whatever the tensor's size. An entry that is one part of
-    // several (block forms, i8 rows) converts each chunk's rows again per
-    // part.
     let written = std::thread::scope(|scope| -> Result<_> {
         let (st_tx, st_rx) = std::sync::mpsc::sync_channel::<Piece<'_>>(0);
         let (irpa_tx, irpa_rx) = std::sync::mpsc::sync_channel::<Piece<'_>>(0);
         let st_thread = scope.spawn(move || drain(st, st_rx));
         let irpa_thread = scope.spawn(move || drain(irpa, irpa_rx));
-        let mut read_result = Ok(());
-        let mut names = stored.iter().map(|e| e.name.as_str());
-        'tensors: for (n, s) in tensors {
-            let storage = plan.storage(n);
-            let parts = storage.parts(cols_of(s)).map_or(1, |p| p.len());
-            let rows = rows_of(s);
-            let step = (CHUNK_VALUES / (s.iter().product::<usize>() / rows).max(1)).max(1);
-            for part in 0..parts {
-                let name = names.next().expect("one entry per stored part");
-                if !send_both(&st_tx, &irpa_tx, &|| Piece::Begin(name)) {
-                    break 'tensors;
-                }
-                for start in (0..rows).step_by(step) {
-                    let chunk = start..(start + step).min(rows);
-                    let bytes = match tensor_rows_bytes(ckpt, n, s, storage, chunk) {
-                        Ok(mut b) => std::sync::Arc::new(b.swap_remove(part)),
-                        Err(e) => {
-                            read_result = Err(e);
-                            break 'tensors;
-                        }
-                    };
-                    bytes_total += bytes.len() as u64;
-                    if !send_both(&st_tx, &irpa_tx, &|| Piece::Rows(bytes.clone())) {
-                        break 'tensors;
-                    }
-                }
-                if !send_both(&st_tx, &irpa_tx, &|| Piece::End) {
-                    break 'tensors;
-                }
-            }
-            count += s.iter().product::<usize>() as u64;
-            progress.advance(WRITING, 1);
-        }
+        let sent = send_entries(ckpt, plan, stored, (&st_tx, &irpa_tx), progress);
         drop((st_tx, irpa_tx));
         let join = |h: std::thread::ScopedJoinHandle<'_, Result<Written>>| {
             h.join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         };
         let (st_w, irpa_w) = (join(st_thread), join(irpa_thread));
-        read_result?;
-        Ok((st_w?, irpa_w?))
+        let (count, bytes) = sent?;
+        Ok(WeightFiles {
+            safetensors: st_w?,
+            irpa: irpa_w?,
+            count,
+            bytes,
+        })
     });
     progress.finish(WRITING, written.is_ok());
-    let (st_written, irpa_written) = written?;
-    let weights_seconds = t1.elapsed().as_secs_f64();
+    written
+}
 
-    let out = |p: &Path| opts.out_dir.join(p.file_name().unwrap_or_default());
-    // The writers hashed every byte as they wrote it: no second pass.
-    let mlir_written = Written {
-        path: mlir_path.clone(),
-        bytes: text.len() as u64,
-        sha256: Some(crate::util::sha256_hex(text.as_bytes())),
-    };
-    let mut files = std::collections::BTreeMap::new();
-    for (key, w) in [
-        ("mlir", mlir_written),
-        ("safetensors", st_written),
-        ("irpa", irpa_written),
-    ] {
-        files.insert(key.to_string(), record(w));
-    }
-    let kv_manifest = kv.as_ref().map(|(ko, kv_text)| {
-        let w = Written {
-            path: kv_path.clone(),
-            bytes: kv_text.len() as u64,
-            sha256: Some(crate::util::sha256_hex(kv_text.as_bytes())),
-        };
-        files.insert("kv_mlir".to_string(), record(w));
-        KvManifest {
-            mlir: format!("{name}-kv-gen.mlir"),
-            pair: KvPair {
-                prefill: ko.prefill.clone(),
-                decode: ko.decode.clone(),
-                prompt_len: ko.prompt_len,
-                max_context: ko.max_context,
-                cache_dtype: ko.cache_dtype.to_string(),
-                cache_shape: ko.cache_type(&ckpt.config).shape.to_vec(),
-                cache_count: ko.cache_count(&ckpt.config),
-                top_k: ko.top_k,
-            },
+/// The converting side of [`write_weights`]: reads every entry of
+/// `stored` in row chunks and sends it to both writers. Stops early when a
+/// writer has stopped (its join reports why). Returns the parameter count
+/// and the bytes sent, or the first read error.
+fn send_entries<'a>(
+    ckpt: &Checkpoint,
+    plan: &WeightPlan,
+    stored: &'a [Entry],
+    (st, irpa): (&SyncSender<Piece<'a>>, &SyncSender<Piece<'a>>),
+    progress: &dyn Progress,
+) -> Result<(u64, u64)> {
+    let mut count = 0u64;
+    let mut bytes_total = 0u64;
+    let mut names = stored.iter().map(|e| e.name.as_str());
+    for (n, s) in ckpt.tensors() {
+        let storage = plan.storage(n);
+        let parts = storage.parts(cols_of(s)).map_or(1, |p| p.len());
+        let rows = rows_of(s);
+        let step = (CHUNK_VALUES / (s.iter().product::<usize>() / rows).max(1)).max(1);
+        for part in 0..parts {
+            let name = names.next().expect("one entry per stored part");
+            if !send_both(st, irpa, &|| Piece::Begin(name)) {
+                return Ok((count, bytes_total));
+            }
+            for start in (0..rows).step_by(step) {
+                let chunk = start..(start + step).min(rows);
+                let mut b = tensor_rows_bytes(ckpt, n, s, storage, chunk)?;
+                let bytes = std::sync::Arc::new(b.swap_remove(part));
+                bytes_total += bytes.len() as u64;
+                if !send_both(st, irpa, &|| Piece::Rows(bytes.clone())) {
+                    return Ok((count, bytes_total));
+                }
+            }
+            if !send_both(st, irpa, &|| Piece::End) {
+                return Ok((count, bytes_total));
+            }
         }
+        count += s.iter().product::<usize>() as u64;
+        progress.advance(WRITING, 1);
+    }
+    Ok((count, bytes_total))
+}
+
+/// The file record of a module written from `text` as `file`.
+fn text_record(file: &str, text: &str) -> FileRecord {
+    FileRecord {
+        path: file.to_string(),
+        bytes: text.len() as u64,
+        sha256: crate::util::sha256_hex(text.as_bytes()),
+    }
+}
+
+/// The manifest's entry for the KV-cache pair `ko`, printed as `mlir`.
+fn kv_manifest(ckpt: &Checkpoint, ko: &KvOptions, mlir: &str) -> KvManifest {
+    KvManifest {
+        mlir: mlir.to_string(),
+        pair: KvPair {
+            prefill: ko.prefill.clone(),
+            decode: ko.decode.clone(),
+            prompt_len: ko.prompt_len,
+            max_context: ko.max_context,
+            cache_dtype: ko.cache_dtype.to_string(),
+            cache_shape: ko.cache_type(&ckpt.config).shape.to_vec(),
+            cache_count: ko.cache_count(&ckpt.config),
+            top_k: ko.top_k,
+        },
+    }
+}
+
+/// The export manifest: the files' records (the writers hashed every byte
+/// as they wrote it, so no second pass) and what the export was.
+fn export_manifest(
+    ckpt: &Checkpoint,
+    opts: &ExportOptions,
+    names: &Names,
+    graphs: &Graphs,
+    parameter_tensors: usize,
+    weights: WeightFiles,
+) -> ExportManifest {
+    let mut files = std::collections::BTreeMap::new();
+    files.insert("mlir".to_string(), text_record(&names.mlir, &graphs.text));
+    files.insert("safetensors".to_string(), record(weights.safetensors));
+    files.insert("irpa".to_string(), record(weights.irpa));
+    let kv = graphs.kv.as_ref().map(|(ko, kv_text)| {
+        files.insert("kv_mlir".to_string(), text_record(&names.kv_mlir, kv_text));
+        kv_manifest(ckpt, ko, &names.kv_mlir)
     });
     let seq = opts.seq;
-    let manifest = ExportManifest {
+    ExportManifest {
         format: EXPORT_FORMAT.to_string(),
         kiln_version: crate::VERSION.to_string(),
-        name: name.clone(),
-        function: function.clone(),
+        name: names.name.clone(),
+        function: names.function.clone(),
         seq,
         scope: policy_scope(&opts.constants),
         input: format!("tensor<1x{seq}xi32>"),
@@ -795,46 +877,81 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
         eos_token_ids: ckpt.config.eos_token_ids.clone(),
         weights_dtype: opts.weights.to_string(),
         constants: policy_name(&opts.constants),
-        parameter_tensors: stored.len(),
-        parameter_count: count,
-        parameter_bytes: bytes_total,
+        parameter_tensors,
+        parameter_count: weights.count,
+        parameter_bytes: weights.bytes,
         source: ckpt.path.display().to_string(),
         files,
-        kv: kv_manifest,
-    };
-    let manifest_staged = staging.path().join(format!("{name}.json"));
-    let json = serde_json::to_string_pretty(&manifest).expect("a manifest serializes") + "\n";
-    crate::util::write_atomic(&manifest_staged, json.as_bytes())?;
-    // Everything is complete: move it into place.
-    let mut done = vec![&mlir_path, &st_path, &irpa_path, &manifest_staged];
-    if kv.is_some() {
-        done.insert(1, &kv_path);
+        kv,
     }
-    let aside = staging.path().join("previous");
-    std::fs::create_dir(&aside).map_err(|e| Error::io(&aside, e))?;
-    for p in done {
-        crate::util::replace_by_rename(p, &out(p), &aside)?;
+}
+
+/// Writes `manifest` into `staging`, then moves every file into place, the
+/// manifest last.
+fn commit(
+    staging: Staging,
+    names: &Names,
+    graphs: &Graphs,
+    manifest: &ExportManifest,
+) -> Result<()> {
+    let json = serde_json::to_string_pretty(manifest).expect("a manifest serializes") + "\n";
+    crate::util::write_atomic(staging.path(&names.manifest), json.as_bytes())?;
+    let mut done = vec![&names.mlir, &names.safetensors, &names.irpa];
+    if graphs.kv.is_some() {
+        done.insert(1, &names.kv_mlir);
     }
-    let texts = std::iter::once((&mlir_path, &text)).chain(kv.as_ref().map(|(_, t)| (&kv_path, t)));
-    let vulkan_issues = texts
-        .filter_map(|(path, t)| {
-            let file = out(path).file_name()?.to_string_lossy().into_owned();
+    staging.commit(&done, &names.manifest)?;
+    Ok(())
+}
+
+/// The first thing past a Vulkan device limit in each module, prefixed
+/// with the module's file name ([`ExportReport::vulkan_issues`]).
+fn vulkan_issues(names: &Names, graphs: &Graphs) -> Vec<String> {
+    let texts = std::iter::once((&names.mlir, &graphs.text))
+        .chain(graphs.kv.as_ref().map(|(_, t)| (&names.kv_mlir, t)));
+    texts
+        .filter_map(|(file, t)| {
             Some(format!(
                 "{file} {}",
                 crate::iree::limits::first_vulkan_problem(t)?
             ))
         })
-        .collect();
+        .collect()
+}
+
+/// Exports `ckpt`: see the module docs.
+pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
+    let plan = weight_plan(ckpt, opts.weights, &opts.weights_for)?;
+    let names = Names::resolve(ckpt, opts)?;
+    let t0 = Instant::now();
+    let graphs = print_graphs(ckpt, opts, &plan, &names)?;
+    let graph_seconds = t0.elapsed().as_secs_f64();
+
+    let staging = Staging::create(&opts.out_dir, ".kiln-export-", "output directory")?;
+    crate::util::write_atomic(staging.path(&names.mlir), graphs.text.as_bytes())?;
+    if let Some((_, kv_text)) = &graphs.kv {
+        crate::util::write_atomic(staging.path(&names.kv_mlir), kv_text.as_bytes())?;
+    }
+
+    let t1 = Instant::now();
+    let stored = entries(ckpt, &plan);
+    let progress = crate::progress::or_silent(&opts.progress);
+    let weights = write_weights(ckpt, &plan, &stored, &staging, &names, progress)?;
+    let weights_seconds = t1.elapsed().as_secs_f64();
+
+    let manifest = export_manifest(ckpt, opts, &names, &graphs, stored.len(), weights);
+    commit(staging, &names, &graphs, &manifest)?;
+    let out = |file: &str| opts.out_dir.join(file);
     Ok(ExportReport {
-        manifest,
-        manifest_path: out(&manifest_staged),
-        mlir: out(&mlir_path),
-        safetensors: out(&st_path),
-        irpa: out(&irpa_path),
-        kv_mlir: kv.is_some().then(|| out(&kv_path)),
+        manifest_path: out(&names.manifest),
+        mlir: out(&names.mlir),
+        safetensors: out(&names.safetensors),
+        irpa: out(&names.irpa),
+        kv_mlir: graphs.kv.is_some().then(|| out(&names.kv_mlir)),
         graph_seconds,
         weights_seconds,
-        vulkan_issues,
+        vulkan_issues: vulkan_issues(&names, &graphs),
+        manifest,
     })
 }
 

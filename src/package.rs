@@ -31,6 +31,7 @@ use crate::manifest::{
 use crate::params::gguf::GgufFile;
 use crate::progress::Progress;
 use crate::tokenizer::Tokenizer;
+use crate::util::Staging;
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -149,10 +150,12 @@ pub struct PackageReport {
 
 pub use crate::tokenizer::TokenizerFiles;
 
+/// An input error with `msg`.
 fn usage(msg: impl Into<String>) -> Error {
     Error::Input(msg.into())
 }
 
+/// A not-found I/O error for `path`, saying `what`.
 fn not_found(path: &Path, what: &str) -> Error {
     Error::io(
         path,
@@ -205,6 +208,7 @@ fn plain_file(rec: &FileRecord, manifest: &Path) -> Result<String> {
     Ok(rec.path.clone())
 }
 
+/// The modification time of `path`, when it can be read.
 fn mtime(path: &Path) -> Option<std::time::SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
@@ -223,6 +227,7 @@ fn copy_hashed(src: &Path, dest: &Path, progress: &dyn Progress) -> Result<(u64,
     r
 }
 
+/// [`copy_hashed`] without progress steps: calls `done` per chunk copied.
 fn copy_hashed_quietly(src: &Path, dest: &Path, done: &dyn Fn(u64)) -> Result<(u64, String)> {
     let mut r = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
     let mut out = crate::util::AtomicFile::create(dest)?;
@@ -256,6 +261,7 @@ enum TokenizerPlan {
     None,
 }
 
+/// Whether `path` starts with the GGUF magic.
 fn is_gguf(path: &Path) -> bool {
     let mut magic = [0u8; 4];
     std::fs::File::open(path)
@@ -280,6 +286,8 @@ fn resolve_source(source: &str, base: &Path) -> Option<PathBuf> {
     None
 }
 
+/// Resolves where the tokenizer comes from and checks it, before anything
+/// is written.
 fn plan_tokenizer(
     choice: &TokenizerChoice,
     m: &ExportManifest,
@@ -324,9 +332,16 @@ fn plan_tokenizer(
     } else {
         path.clone()
     };
-    // Validate the JSON; kiln's own reader supporting it is only advisory
-    // (the app may bring its own tokenizer library).
-    let text = std::fs::read_to_string(&json).map_err(|e| Error::io(&json, e))?;
+    check_tokenizer_json(&json, warnings)?;
+    let config = tokenizer_config(&json)?;
+    Ok(TokenizerPlan::Copied { json, config })
+}
+
+/// Checks that `json` is a tokenizer.json; kiln's own reader supporting it
+/// is only advisory (a warning), as the app may bring its own tokenizer
+/// library.
+fn check_tokenizer_json(json: &Path, warnings: &mut Vec<String>) -> Result<()> {
+    let text = std::fs::read_to_string(json).map_err(|e| Error::io(json, e))?;
     let parsed: Value = serde_json::from_str(&text)
         .map_err(|e| usage(format!("{}: not a tokenizer.json: {e}", json.display())))?;
     if parsed.get("model").is_none() {
@@ -335,12 +350,20 @@ fn plan_tokenizer(
             json.display()
         )));
     }
-    if let Err(e) = Tokenizer::from_tokenizer_json(&json) {
+    if let Err(e) = Tokenizer::from_tokenizer_json(json) {
         warnings.push(format!(
             "kiln's own tokenizer cannot read {} ({e}); packaged anyway",
             json.display()
         ));
     }
+    Ok(())
+}
+
+/// The tokenizer config to package beside `json`: `tokenizer_config.json`
+/// (or `STEM.tokenizer_config.json` beside `STEM.tokenizer.json`), with the
+/// `.jinja` chat template folded in when there is one; `None` when there
+/// is neither.
+fn tokenizer_config(json: &Path) -> Result<Option<Vec<u8>>> {
     let dir = json.parent().unwrap_or(Path::new("."));
     let (config_path, jinja_path) = match json
         .file_name()
@@ -356,7 +379,7 @@ fn plan_tokenizer(
             dir.join("chat_template.jinja"),
         ),
     };
-    let config = if jinja_path.is_file() {
+    if jinja_path.is_file() {
         // transformers 5 keeps the template in chat_template.jinja; fold it
         // into the config so one file carries it.
         let mut cfg: Map<String, Value> = if config_path.is_file() {
@@ -370,18 +393,18 @@ fn plan_tokenizer(
         let template =
             std::fs::read_to_string(&jinja_path).map_err(|e| Error::io(&jinja_path, e))?;
         cfg.insert("chat_template".into(), Value::String(template));
-        Some(json_bytes(&Value::Object(cfg))?)
+        Ok(Some(json_bytes(&Value::Object(cfg))?))
     } else if config_path.is_file() {
         let bytes = std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?;
         serde_json::from_slice::<Map<String, Value>>(&bytes)
             .map_err(|e| usage(format!("{}: not a JSON object: {e}", config_path.display())))?;
-        Some(bytes)
+        Ok(Some(bytes))
     } else {
-        None
-    };
-    Ok(TokenizerPlan::Copied { json, config })
+        Ok(None)
+    }
 }
 
+/// `v` as pretty JSON with a trailing newline.
 fn json_bytes(v: &impl Serialize) -> Result<Vec<u8>> {
     let mut s = serde_json::to_string_pretty(v).map_err(|e| usage(e.to_string()))?;
     s.push('\n');
@@ -395,102 +418,8 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = m.name.clone();
     let mut warnings = Vec::new();
-
-    // The parameter archive: present, and the size the export recorded
-    // (the hash is checked while copying).
-    let irpa_rec = m.files.get("irpa").ok_or_else(|| {
-        usage(format!(
-            "{}: the export manifest lists no irpa file",
-            manifest_path.display()
-        ))
-    })?;
-    let irpa_src = base.join(plain_file(irpa_rec, manifest_path)?);
-    let irpa_len = std::fs::metadata(&irpa_src)
-        .map_err(|e| Error::io(&irpa_src, e))?
-        .len();
-    if irpa_len != irpa_rec.bytes {
-        return Err(usage(format!(
-            "{}: {irpa_len} bytes, but the export manifest {} records {}: the archive changed since `kiln export`; re-export",
-            irpa_src.display(),
-            manifest_path.display(),
-            irpa_rec.bytes
-        )));
-    }
-
-    // The modules.
-    let mlir = m
-        .files
-        .get("mlir")
-        .map(|r| base.join(&r.path))
-        .unwrap_or_else(|| base.join(format!("{name}-gen.mlir")));
-    let mut kinds: Vec<ModuleKind> = ANDROID_MODULES.to_vec();
-    if opts.include_host {
-        kinds.push(HOST_MODULE);
-    }
-    let mut modules: Vec<(ModuleKind, PathBuf)> = Vec::new();
-    for k in kinds {
-        let p = base.join(format!("{name}-{}.vmfb", k.target));
-        if p.is_file() {
-            if let (Some(a), Some(b)) = (mtime(&p), mtime(&mlir)) {
-                if a < b {
-                    warnings.push(format!(
-                        "{} is older than {}: it may be stale; recompile with `kiln compile`",
-                        p.display(),
-                        mlir.display()
-                    ));
-                }
-            }
-            modules.push((k, p));
-        } else if k == HOST_MODULE {
-            return Err(not_found(&p, "--include-host: host module not found"));
-        } else {
-            warnings.push(format!(
-                "{} not found: no {} module packaged",
-                p.display(),
-                k.key
-            ));
-        }
-    }
-    if modules.iter().all(|(k, _)| *k == HOST_MODULE) {
-        return Err(usage(format!(
-            "no compiled modules for {name} in {} (looked for {name}-arm64.vmfb, {name}-arm32.vmfb, {name}-vulkan.vmfb): run `kiln compile {} --target arm64,arm32,vulkan`",
-            base.display(),
-            mlir.display()
-        )));
-    }
-
-    // The KV-cache modules, when the export has the pair.
-    let mut kv_modules: Vec<(ModuleKind, PathBuf)> = Vec::new();
-    if let Some(kv) = &m.kv {
-        let kv_mlir = base.join(&kv.mlir);
-        for (k, _) in &modules {
-            let p = base.join(format!("{name}-kv-{}.vmfb", k.target));
-            if !p.is_file() {
-                warnings.push(format!(
-                    "{} not found: no KV-cache {} module packaged (`kiln compile {} --target {}`)",
-                    p.display(),
-                    k.key,
-                    kv_mlir.display(),
-                    k.target
-                ));
-                continue;
-            }
-            if let (Some(a), Some(b)) = (mtime(&p), mtime(&kv_mlir)) {
-                if a < b {
-                    warnings.push(format!(
-                        "{} is older than {}: it may be stale; recompile with `kiln compile`",
-                        p.display(),
-                        kv_mlir.display()
-                    ));
-                }
-            }
-            kv_modules.push((*k, p));
-        }
-    }
-
-    let tokenizer = plan_tokenizer(&opts.tokenizer, &m, &base, &mut warnings)?;
+    let sources = gather(&m, manifest_path, &base, opts, &mut warnings)?;
 
     // Everything checked: write into a staging directory.
     let out = &opts.out_dir;
@@ -503,21 +432,11 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
         }
     }
     let created = !out.exists();
-    std::fs::create_dir_all(out).map_err(|e| {
-        Error::io(
-            out,
-            std::io::Error::new(e.kind(), format!("cannot create assets directory: {e}")),
-        )
-    })?;
-    let result = stage_and_commit(
-        &m,
-        &irpa_src,
-        irpa_rec,
-        (&modules, &kv_modules),
-        tokenizer,
-        opts,
-        &mut warnings,
-    );
+    let result = Staging::create(out, ".kiln-package-", "assets directory").and_then(|staging| {
+        let progress = crate::progress::or_silent(&opts.progress);
+        let manifest = stage_files(&staging, &m, sources, progress, &mut warnings)?;
+        commit(staging, out, manifest)
+    });
     if result.is_err() && created {
         // Only removes the directory when it is still empty.
         let _ = std::fs::remove_dir(out);
@@ -536,60 +455,265 @@ type Staged = (AssetsManifest, PathBuf, Vec<PathBuf>);
 /// A compiled module found beside the export.
 type Found = (ModuleKind, PathBuf);
 
-fn stage_and_commit(
-    m: &ExportManifest,
-    irpa_src: &Path,
-    irpa_rec: &FileRecord,
-    (modules, kv_modules): (&[Found], &[Found]),
+/// Everything [`package`] copies, found and checked before anything is
+/// written.
+struct Sources<'m> {
+    /// The parameter archive, and the export manifest's record of it.
+    irpa: (PathBuf, &'m FileRecord),
+    modules: Vec<Found>,
+    kv_modules: Vec<Found>,
     tokenizer: TokenizerPlan,
+}
+
+/// Finds and checks the files of export `m` (whose manifest is
+/// `manifest_path`, in `base`) that `opts` packages.
+fn gather<'m>(
+    m: &'m ExportManifest,
+    manifest_path: &Path,
+    base: &Path,
     opts: &PackageOptions,
     warnings: &mut Vec<String>,
-) -> Result<Staged> {
-    let out = &opts.out_dir;
-    let progress = crate::progress::or_silent(&opts.progress);
-    let name = &m.name;
-    let staging = crate::util::staging_dir(out, ".kiln-package-", "assets directory")?;
-    let st = staging.path();
-    let mut files: Vec<FileRecord> = Vec::new();
+) -> Result<Sources<'m>> {
+    let irpa = check_irpa(m, base, manifest_path)?;
+    let modules = find_modules(m, base, opts.include_host, warnings)?;
+    let kv_modules = find_kv_modules(m, base, &modules, warnings);
+    let tokenizer = plan_tokenizer(&opts.tokenizer, m, base, warnings)?;
+    Ok(Sources {
+        irpa,
+        modules,
+        kv_modules,
+        tokenizer,
+    })
+}
 
-    let irpa_name = format!("{name}.irpa");
-    let (bytes, sha) = copy_hashed(irpa_src, &st.join(&irpa_name), progress)?;
-    if sha != irpa_rec.sha256 || bytes != irpa_rec.bytes {
+/// The parameter archive: present, and the size the export recorded (the
+/// hash is checked while copying).
+fn check_irpa<'m>(
+    m: &'m ExportManifest,
+    base: &Path,
+    manifest_path: &Path,
+) -> Result<(PathBuf, &'m FileRecord)> {
+    let irpa_rec = m.files.get("irpa").ok_or_else(|| {
+        usage(format!(
+            "{}: the export manifest lists no irpa file",
+            manifest_path.display()
+        ))
+    })?;
+    let irpa_src = base.join(plain_file(irpa_rec, manifest_path)?);
+    let irpa_len = std::fs::metadata(&irpa_src)
+        .map_err(|e| Error::io(&irpa_src, e))?
+        .len();
+    if irpa_len != irpa_rec.bytes {
         return Err(usage(format!(
-            "{}: sha256 {sha} does not match the export manifest's {}: the archive changed since `kiln export`; re-export",
+            "{}: {irpa_len} bytes, but the export manifest {} records {}: the archive changed since `kiln export`; re-export",
             irpa_src.display(),
-            irpa_rec.sha256
+            manifest_path.display(),
+            irpa_rec.bytes
         )));
     }
-    files.push(FileRecord {
-        path: irpa_name.clone(),
+    Ok((irpa_src, irpa_rec))
+}
+
+/// Warns when the module `vmfb` is older than the `mlir` it is compiled
+/// from.
+fn warn_if_stale(vmfb: &Path, mlir: &Path, warnings: &mut Vec<String>) {
+    if let (Some(a), Some(b)) = (mtime(vmfb), mtime(mlir)) {
+        if a < b {
+            warnings.push(format!(
+                "{} is older than {}: it may be stale; recompile with `kiln compile`",
+                vmfb.display(),
+                mlir.display()
+            ));
+        }
+    }
+}
+
+/// The compiled modules of export `m` in `base` (the host module too with
+/// `include_host`, which must then exist); at least one for Android.
+fn find_modules(
+    m: &ExportManifest,
+    base: &Path,
+    include_host: bool,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Found>> {
+    let name = &m.name;
+    let mlir = m
+        .files
+        .get("mlir")
+        .map(|r| base.join(&r.path))
+        .unwrap_or_else(|| base.join(format!("{name}-gen.mlir")));
+    let mut kinds: Vec<ModuleKind> = ANDROID_MODULES.to_vec();
+    if include_host {
+        kinds.push(HOST_MODULE);
+    }
+    let mut modules: Vec<Found> = Vec::new();
+    for k in kinds {
+        let p = base.join(format!("{name}-{}.vmfb", k.target));
+        if p.is_file() {
+            warn_if_stale(&p, &mlir, warnings);
+            modules.push((k, p));
+        } else if k == HOST_MODULE {
+            return Err(not_found(&p, "--include-host: host module not found"));
+        } else {
+            warnings.push(format!(
+                "{} not found: no {} module packaged",
+                p.display(),
+                k.key
+            ));
+        }
+    }
+    if modules.iter().all(|(k, _)| *k == HOST_MODULE) {
+        return Err(usage(format!(
+            "no compiled modules for {name} in {} (looked for {name}-arm64.vmfb, {name}-arm32.vmfb, {name}-vulkan.vmfb): run `kiln compile {} --target arm64,arm32,vulkan`",
+            base.display(),
+            mlir.display()
+        )));
+    }
+    Ok(modules)
+}
+
+/// The KV-cache modules for the targets of `modules`, when export `m` has
+/// the pair; a missing one is a warning.
+fn find_kv_modules(
+    m: &ExportManifest,
+    base: &Path,
+    modules: &[Found],
+    warnings: &mut Vec<String>,
+) -> Vec<Found> {
+    let mut kv_modules: Vec<Found> = Vec::new();
+    let Some(kv) = &m.kv else {
+        return kv_modules;
+    };
+    let kv_mlir = base.join(&kv.mlir);
+    for (k, _) in modules {
+        let p = base.join(format!("{}-kv-{}.vmfb", m.name, k.target));
+        if !p.is_file() {
+            warnings.push(format!(
+                "{} not found: no KV-cache {} module packaged (`kiln compile {} --target {}`)",
+                p.display(),
+                k.key,
+                kv_mlir.display(),
+                k.target
+            ));
+            continue;
+        }
+        warn_if_stale(&p, &kv_mlir, warnings);
+        kv_modules.push((*k, p));
+    }
+    kv_modules
+}
+
+/// Copies the parameter archive `src` into `staging` as `file`, checked
+/// against the export manifest's record `rec`.
+fn copy_irpa(
+    (src, rec): (PathBuf, &FileRecord),
+    staging: &Staging,
+    file: &str,
+    progress: &dyn Progress,
+) -> Result<FileRecord> {
+    let (bytes, sha) = copy_hashed(&src, &staging.path(file), progress)?;
+    if sha != rec.sha256 || bytes != rec.bytes {
+        return Err(usage(format!(
+            "{}: sha256 {sha} does not match the export manifest's {}: the archive changed since `kiln export`; re-export",
+            src.display(),
+            rec.sha256
+        )));
+    }
+    Ok(FileRecord {
+        path: file.to_string(),
         bytes,
         sha256: sha,
-    });
+    })
+}
 
-    let mut copy_modules = |list: &[Found], infix: &str| -> Result<_> {
-        let mut entries = BTreeMap::new();
-        for (k, src) in list {
-            let file = format!("{name}{infix}-{}.vmfb", k.key);
-            let (bytes, sha256) = copy_hashed(src, &st.join(&file), progress)?;
-            files.push(FileRecord {
-                path: file.clone(),
-                bytes,
-                sha256,
-            });
-            entries.insert(
-                k.key.to_string(),
-                ModuleEntry {
-                    path: file,
-                    target: k.target.to_string(),
-                    device: k.device.to_string(),
-                },
-            );
+/// Copies the modules `list` into `staging` as `NAME<infix>-<key>.vmfb`,
+/// recording each in `files`; returns their manifest entries by key.
+fn copy_modules(
+    staging: &Staging,
+    name: &str,
+    list: &[Found],
+    infix: &str,
+    progress: &dyn Progress,
+    files: &mut Vec<FileRecord>,
+) -> Result<BTreeMap<String, ModuleEntry>> {
+    let mut entries = BTreeMap::new();
+    for (k, src) in list {
+        let file = format!("{name}{infix}-{}.vmfb", k.key);
+        let (bytes, sha256) = copy_hashed(src, &staging.path(&file), progress)?;
+        files.push(FileRecord {
+            path: file.clone(),
+            bytes,
+            sha256,
+        });
+        entries.insert(
+            k.key.to_string(),
+            ModuleEntry {
+                path: file,
+                target: k.target.to_string(),
+                device: k.device.to_string(),
+            },
+        );
+    }
+    Ok(entries)
+}
+
+/// Writes the tokenizer of `plan` into `staging` as
+/// `NAME.tokenizer.json` and `NAME.tokenizer_config.json`; returns the
+/// names of those it wrote.
+fn stage_tokenizer(
+    plan: TokenizerPlan,
+    staging: &Staging,
+    name: &str,
+    progress: &dyn Progress,
+) -> Result<(Option<String>, Option<String>)> {
+    let tok_name = format!("{name}.tokenizer.json");
+    let cfg_name = format!("{name}.tokenizer_config.json");
+    match plan {
+        TokenizerPlan::None => Ok((None, None)),
+        TokenizerPlan::Built(t) => {
+            crate::util::write_atomic(staging.path(&tok_name), t.tokenizer_json.as_bytes())?;
+            crate::util::write_atomic(staging.path(&cfg_name), t.tokenizer_config_json.as_bytes())?;
+            Ok((Some(tok_name), Some(cfg_name)))
         }
-        Ok(entries)
-    };
-    let entries = copy_modules(modules, "")?;
-    let kv_entries = copy_modules(kv_modules, "-kv")?;
+        TokenizerPlan::Copied { json, config } => {
+            copy_hashed(&json, &staging.path(&tok_name), progress)?;
+            let cfg = match config {
+                Some(bytes) => {
+                    crate::util::write_atomic(staging.path(&cfg_name), &bytes)?;
+                    Some(cfg_name)
+                }
+                None => None,
+            };
+            Ok((Some(tok_name), cfg))
+        }
+    }
+}
+
+/// The file record of the staged file `file`, hashed from disk.
+fn staged_record(staging: &Staging, file: &str) -> Result<FileRecord> {
+    let p = staging.path(file);
+    let bytes = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?.len();
+    Ok(FileRecord {
+        path: file.to_string(),
+        bytes,
+        sha256: crate::util::sha256_file(&p)?,
+    })
+}
+
+/// Copies or writes every file of `src` into `staging` and returns the
+/// assets manifest that lists them.
+fn stage_files(
+    staging: &Staging,
+    m: &ExportManifest,
+    src: Sources<'_>,
+    progress: &dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<AssetsManifest> {
+    let name = &m.name;
+    let irpa_name = format!("{name}.irpa");
+    let mut files = vec![copy_irpa(src.irpa, staging, &irpa_name, progress)?];
+    let modules = copy_modules(staging, name, &src.modules, "", progress, &mut files)?;
+    let kv_entries = copy_modules(staging, name, &src.kv_modules, "-kv", progress, &mut files)?;
     let kv = match &m.kv {
         Some(kv) if !kv_entries.is_empty() => Some(AssetsKv {
             pair: kv.pair.clone(),
@@ -597,44 +721,16 @@ fn stage_and_commit(
         }),
         _ => None,
     };
-
-    let tok_name = format!("{name}.tokenizer.json");
-    let cfg_name = format!("{name}.tokenizer_config.json");
-    let (tok, cfg) = match tokenizer {
-        TokenizerPlan::None => (None, None),
-        TokenizerPlan::Built(t) => {
-            crate::util::write_atomic(st.join(&tok_name), t.tokenizer_json.as_bytes())?;
-            crate::util::write_atomic(st.join(&cfg_name), t.tokenizer_config_json.as_bytes())?;
-            (Some(tok_name), Some(cfg_name))
-        }
-        TokenizerPlan::Copied { json, config } => {
-            copy_hashed(&json, &st.join(&tok_name), progress)?;
-            let cfg = match config {
-                Some(bytes) => {
-                    crate::util::write_atomic(st.join(&cfg_name), &bytes)?;
-                    Some(cfg_name)
-                }
-                None => None,
-            };
-            (Some(tok_name), cfg)
-        }
-    };
+    let (tok, cfg) = stage_tokenizer(src.tokenizer, staging, name, progress)?;
     let chat = tok
         .as_ref()
-        .and_then(|t| packaged_chat(&st.join(t), warnings));
+        .and_then(|t| packaged_chat(&staging.path(t), warnings));
     for f in tok.iter().chain(cfg.iter()) {
-        let p = st.join(f);
-        let bytes = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?.len();
-        files.push(FileRecord {
-            path: f.clone(),
-            bytes,
-            sha256: crate::util::sha256_file(&p)?,
-        });
+        files.push(staged_record(staging, f)?);
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-
     let seq = m.seq;
-    let manifest = AssetsManifest {
+    Ok(AssetsManifest {
         format: ASSETS_FORMAT.to_string(),
         kiln_version: crate::VERSION.to_string(),
         iree_version: crate::iree::flags::IREE_VERSION.to_string(),
@@ -649,40 +745,37 @@ fn stage_and_commit(
         eos_token_ids: m.eos_token_ids.clone(),
         weights_dtype: Some(m.weights_dtype.clone()),
         parameters: irpa_name,
-        modules: entries,
+        modules,
         kv,
         tokenizer: tok,
         tokenizer_config: cfg,
         chat,
         files,
-    };
-    let manifest_name = format!("{name}.manifest.json");
-    crate::util::write_atomic(st.join(&manifest_name), &json_bytes(&manifest)?)?;
+    })
+}
 
-    // The files an earlier package of this model listed (read before its
-    // manifest is replaced).
-    let previous: Vec<String> = std::fs::read_to_string(out.join(&manifest_name))
+/// The files the assets manifest at `path` lists (none when there is no
+/// readable one).
+fn previous_files(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
         .ok()
         .and_then(|t| serde_json::from_str::<AssetsManifest>(&t).ok())
         .map(|m| m.files.into_iter().map(|f| f.path).collect())
-        .unwrap_or_default();
-    // Move into place, the manifest last; then drop the files of the
-    // earlier package that this one does not have.
-    // Earlier copies are moved aside into the staging folder (deleted with
-    // it), not renamed over: `util::replace_by_rename` says why.
-    let aside = st.join(".previous");
-    std::fs::create_dir(&aside).map_err(|e| Error::io(&aside, e))?;
-    let mut written = Vec::new();
-    for f in manifest
-        .files
-        .iter()
-        .map(|f| f.path.clone())
-        .chain([manifest_name.clone()])
-    {
-        let dest = out.join(&f);
-        crate::util::replace_by_rename(&st.join(&f), &dest, &aside)?;
-        written.push(dest);
-    }
+        .unwrap_or_default()
+}
+
+/// Writes `manifest` into `staging` and moves every file into `out`, the
+/// manifest last; then removes the files of an earlier package of this
+/// model that this one does not have.
+fn commit(staging: Staging, out: &Path, manifest: AssetsManifest) -> Result<Staged> {
+    let name = &manifest.name;
+    let manifest_name = format!("{name}.manifest.json");
+    crate::util::write_atomic(staging.path(&manifest_name), &json_bytes(&manifest)?)?;
+    // The files an earlier package of this model listed (read before its
+    // manifest is replaced).
+    let previous = previous_files(&out.join(&manifest_name));
+    let files: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+    let written = staging.commit(&files, &manifest_name)?;
     for f in previous {
         let plain = Path::new(&f).components().count() == 1 && f.starts_with(name.as_str());
         if plain && !manifest.files.iter().any(|r| r.path == f) {

@@ -134,6 +134,57 @@ pub fn staging_dir(dir: &Path, prefix: &str, what: &str) -> Result<tempfile::Tem
         })
 }
 
+/// Output files staged together: each is written into a staging directory
+/// inside the output directory ([`staging_dir`]), and [`Staging::commit`]
+/// renames them all into place, the manifest last, once every one is
+/// complete. Dropped uncommitted, the staging directory goes with
+/// everything in it, so a failed run leaves no partial output; one left by
+/// a killed run is removed by the next.
+pub struct Staging {
+    out: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Staging {
+    /// Creates the output directory `out` when missing and a staging
+    /// directory `out/PREFIX<pid>-<random>` in it; `what` names `out` in
+    /// the errors (`cannot create WHAT: …`, `WHAT is not writable: …`).
+    pub fn create(out: &Path, prefix: &str, what: &str) -> Result<Self> {
+        std::fs::create_dir_all(out).map_err(|e| {
+            Error::io(
+                out,
+                std::io::Error::new(e.kind(), format!("cannot create {what}: {e}")),
+            )
+        })?;
+        let dir = staging_dir(out, prefix, what)?;
+        Ok(Staging {
+            out: out.to_path_buf(),
+            dir,
+        })
+    }
+
+    /// Where the file `name` is staged.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Moves the staged `files`, in order, then `manifest` into the output
+    /// directory with [`replace_by_rename`] (files already there are moved
+    /// aside into the staging directory and deleted with it), and returns
+    /// their final paths in that order.
+    pub fn commit<S: AsRef<str>>(self, files: &[S], manifest: &str) -> Result<Vec<PathBuf>> {
+        let aside = self.dir.path().join(".previous");
+        std::fs::create_dir(&aside).map_err(|e| Error::io(&aside, e))?;
+        let mut written = Vec::new();
+        for f in files.iter().map(AsRef::as_ref).chain([manifest]) {
+            let dest = self.out.join(f);
+            replace_by_rename(&self.path(f), &dest, &aside)?;
+            written.push(dest);
+        }
+        Ok(written)
+    }
+}
+
 /// Removes `dir/PREFIX<pid>-*` folders whose process is gone (Linux and
 /// Android: no `/proc/<pid>`); best effort, errors ignored.
 fn remove_stale_staging(dir: &Path, prefix: &str) {
