@@ -4,9 +4,10 @@
 //! hold yet; replies stream as they are generated. `/reset` starts over,
 //! `/exit` (or end of input) quits.
 
-use super::run::resolve;
-use kiln::generate::{Conversation, Driver, DriverOptions, Stop};
+use super::run::{resolve, Resolved};
+use kiln::generate::{Conversation, Driver, DriverOptions, Generation, Prediction, Stop};
 use kiln::iree::flags::Device;
+use kiln::manifest::KvPair;
 use kiln::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer, CHATML_TEMPLATE};
 use kiln::{Error, Result};
 use std::io::{BufRead, IsTerminal, Write};
@@ -69,19 +70,7 @@ pub fn run(a: Args) -> Result<i32> {
         .ok_or_else(|| Error::Usage("kiln chat needs a tokenizer: pass --tokenizer FILE".into()))?;
     let tokenizer = Tokenizer::open(&tok_path)?;
     let eos = r.manifest.eos_with(Some(&tokenizer));
-    let mut driver = Driver::open(&DriverOptions {
-        module: a.module.clone(),
-        params: r.params.clone(),
-        scope: r.scope.clone(),
-        function: r.function.clone(),
-        seq: r.seq,
-        kv: Some(kv.clone()),
-        device: a.device,
-        emulate: None,
-        task_groups: a.task_groups,
-        per_step: false,
-        iree_dir: a.iree_dir.clone(),
-    })?;
+    let mut driver = open_driver(&a, &r, &kv)?;
     let Driver::Kv(model) = &mut driver else {
         unreachable!("a driver opened with a KV pair drives it")
     };
@@ -93,125 +82,201 @@ pub fn run(a: Args) -> Result<i32> {
         kv.max_context
     );
     let template = chat_template(&tokenizer, a.chat_template.as_deref())?;
-    let mut chat = Chat::new(&tokenizer, template, a.system.clone());
+    let chat = Chat::new(&tokenizer, template, a.system.clone());
     let template_source = a.chat_template.clone().unwrap_or(tok_path.clone());
     let mut conv = Conversation::new(model.as_mut())?;
     conv.set_sampler(sampler);
-    let mut out = std::io::stdout();
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock().lines();
-    // The text of the conversation the caches hold, and its ids.
-    let mut held: Option<(String, Vec<i32>)> = None;
-    loop {
-        if interactive {
-            eprint!("> ");
-        }
-        let Some(line) = lines.next() else { break };
-        let line = line.map_err(|e| Error::io(Path::new("<stdin>"), e))?;
-        match line.trim() {
-            "" => continue,
-            "/exit" | "/quit" => break,
-            "/reset" => {
-                chat.reset();
-                held = None;
-                conv.restart()?;
-                eprintln!("(conversation reset)");
-                continue;
+    let mut session = Session {
+        tokenizer: &tokenizer,
+        chat,
+        conv,
+        eos,
+        max_context: kv.max_context,
+        max_new_tokens: a.max_new_tokens,
+        template_source,
+        held: None,
+    };
+    session.converse(interactive)?;
+    Ok(0)
+}
+
+/// Opens the KV-cache pair `kv` of the module on the runtime that fits it.
+fn open_driver(a: &Args, r: &Resolved, kv: &KvPair) -> Result<Driver> {
+    Driver::open(&DriverOptions {
+        module: a.module.clone(),
+        params: r.params.clone(),
+        scope: r.scope.clone(),
+        function: r.function.clone(),
+        seq: r.seq,
+        kv: Some(kv.clone()),
+        device: a.device,
+        emulate: None,
+        task_groups: a.task_groups,
+        per_step: false,
+        iree_dir: a.iree_dir.clone(),
+    })
+}
+
+/// A running `kiln chat`: the messages, the caches and what they hold.
+struct Session<'t, 'm> {
+    tokenizer: &'t Tokenizer,
+    chat: Chat<'t>,
+    conv: Conversation<'m>,
+    eos: Vec<i32>,
+    max_context: usize,
+    max_new_tokens: usize,
+    /// Where the template came from, for its errors.
+    template_source: PathBuf,
+    /// The text of the conversation the caches hold, and its ids.
+    held: Option<(String, Vec<i32>)>,
+}
+
+impl Session<'_, '_> {
+    /// Reads turns from stdin until `/exit`, `/quit` or the end of input
+    /// (with a `> ` prompt on stderr when `interactive`).
+    fn converse(&mut self, interactive: bool) -> Result<()> {
+        let stdin = std::io::stdin();
+        let mut lines = stdin.lock().lines();
+        loop {
+            if interactive {
+                eprint!("> ");
             }
-            _ => {}
+            let Some(line) = lines.next() else { break };
+            let line = line.map_err(|e| Error::io(Path::new("<stdin>"), e))?;
+            match line.trim() {
+                "" => continue,
+                "/exit" | "/quit" => break,
+                "/reset" => {
+                    self.chat.reset();
+                    self.held = None;
+                    self.conv.restart()?;
+                    eprintln!("(conversation reset)");
+                    continue;
+                }
+                _ => {}
+            }
+            self.turn(&line)?;
         }
-        let (text, ids) = match chat.render(&line) {
+        Ok(())
+    }
+
+    /// One user turn: prefill what the caches do not hold yet, then reply
+    /// (a turn the template refuses, or one past the max context, is
+    /// dropped with a note).
+    fn turn(&mut self, line: &str) -> Result<()> {
+        let (text, ids) = match self.chat.render(line) {
             Ok(r) => r,
             Err(Error::Tokenizer(e)) => {
                 // The template refused the conversation: say so, keep going.
-                chat.forget_last();
-                eprintln!("({}: {e})", template_source.display());
-                continue;
+                self.chat.forget_last();
+                eprintln!("({}: {e})", self.template_source.display());
+                return Ok(());
             }
             Err(e) => return Err(e),
         };
-        // The caches hold a prefix of the rendered conversation: prefill
-        // the rest only. Sampled replies need not be the tokenizer's own
-        // spelling of their text, so when the ids diverge but the text
-        // still extends what the caches hold, only the new text is
-        // encoded (it starts at the template's end-of-turn token). Else
-        // start over from all of it.
-        let extended: Vec<i32>;
-        let ids: &[i32] = match held.as_ref() {
+        let ids = self.conversation_ids(&text, ids)?;
+        if !ids.starts_with(self.conv.tokens()) {
+            self.conv.restart()?;
+        }
+        let new = &ids[self.conv.tokens().len()..];
+        if self.conv.tokens().len() + new.len() >= self.max_context {
+            self.chat.forget_last();
+            eprintln!(
+                "(this turn would pass the max context N = {}: /reset to start over)",
+                self.max_context
+            );
+            return Ok(());
+        }
+        self.reply(&text, new)
+    }
+
+    /// The ids of the conversation rendered as `text` (`ids` by the
+    /// tokenizer). The caches hold a prefix of it: only the rest is
+    /// prefilled. Sampled replies need not be the tokenizer's own spelling
+    /// of their text, so when the ids diverge but the text still extends
+    /// what the caches hold, only the new text is encoded (it starts at
+    /// the template's end-of-turn token). Else the caller starts over from
+    /// all of it.
+    fn conversation_ids(&self, text: &str, ids: Vec<i32>) -> Result<Vec<i32>> {
+        match self.held.as_ref() {
             Some((held_text, held_ids))
-                if !ids.starts_with(conv.tokens())
-                    && held_ids.starts_with(conv.tokens())
+                if !ids.starts_with(self.conv.tokens())
+                    && held_ids.starts_with(self.conv.tokens())
                     && text.starts_with(held_text.as_str()) =>
             {
-                let rest = tokenizer.encode(&text[held_text.len()..])?;
-                extended = held_ids
+                let rest = self.tokenizer.encode(&text[held_text.len()..])?;
+                Ok(held_ids
                     .iter()
                     .copied()
                     .chain(rest.into_iter().map(|x| x as i32))
-                    .collect();
-                &extended
+                    .collect())
             }
-            _ => &ids,
-        };
-        if !ids.starts_with(conv.tokens()) {
-            conv.restart()?;
+            _ => Ok(ids),
         }
-        let new = &ids[conv.tokens().len()..];
-        if conv.tokens().len() + new.len() >= kv.max_context {
-            chat.forget_last();
-            eprintln!(
-                "(this turn would pass the max context N = {}: /reset to start over)",
-                kv.max_context
-            );
-            continue;
-        }
+    }
+
+    /// Prefills `new`, streams the reply and records it; `text` is the
+    /// rendered conversation up to the reply.
+    fn reply(&mut self, text: &str, new: &[i32]) -> Result<()> {
         let t0 = std::time::Instant::now();
-        let new_len = new.len();
-        let next = conv.append(new)?;
-        let mut decoder = StreamDecoder::new();
-        let mut err = None;
-        let g = conv.generate(next, a.max_new_tokens, &eos, |id| {
-            match decoder.push(&tokenizer, id as u32) {
-                Ok(s) => {
-                    let _ = out.write_all(s.as_bytes());
-                    let _ = out.flush();
-                    true
-                }
-                Err(e) => {
-                    err.get_or_insert(e);
-                    false
-                }
-            }
-        })?;
-        if let Some(e) = err {
-            return Err(e);
-        }
-        let _ = writeln!(out, "{}", decoder.finish(&tokenizer)?);
-        let reply = tokenizer
+        let next = self.conv.append(new)?;
+        let g = self.stream(next)?;
+        let reply = self
+            .tokenizer
             .decode_skipping_special(&g.ids.iter().map(|&i| i as u32).collect::<Vec<_>>())?;
         // What the caches now hold (the last id is fed with the next
         // turn), and the text it spells.
-        let mut held_ids = conv.tokens().to_vec();
+        let mut held_ids = self.conv.tokens().to_vec();
         held_ids.extend(g.ids.last());
-        held = Some((format!("{text}{reply}"), held_ids));
-        chat.reply(reply);
+        self.held = Some((format!("{text}{reply}"), held_ids));
+        self.chat.reply(reply);
         let secs = t0.elapsed().as_secs_f64();
         crate::status!(
             "({} prompt tokens prefilled, {} generated in {secs:.2}s, {:.1} tokens/s; {}; {} of {} positions used)",
-            new_len,
+            new.len(),
             g.ids.len(),
             g.ids.len() as f64 / secs.max(1e-9),
             match g.stop {
                 Stop::Eos(_) => "end of turn".to_string(),
                 other => other.to_string(),
             },
-            conv.tokens().len() + 1,
-            kv.max_context
+            self.conv.tokens().len() + 1,
+            self.max_context
         );
+        Ok(())
     }
-    Ok(0)
+
+    /// Generates the reply from the model's prediction `next`, streaming
+    /// its text to stdout, then a newline.
+    fn stream(&mut self, next: Prediction) -> Result<Generation> {
+        let mut out = std::io::stdout();
+        let tokenizer = self.tokenizer;
+        let mut decoder = StreamDecoder::new();
+        let mut err = None;
+        let g = self
+            .conv
+            .generate(next, self.max_new_tokens, &self.eos, |id| {
+                match decoder.push(tokenizer, id as u32) {
+                    Ok(s) => {
+                        let _ = out.write_all(s.as_bytes());
+                        let _ = out.flush();
+                        true
+                    }
+                    Err(e) => {
+                        err.get_or_insert(e);
+                        false
+                    }
+                }
+            })?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        let _ = writeln!(out, "{}", decoder.finish(tokenizer)?);
+        Ok(g)
+    }
 }
 
+/// The file name of the module, for the greeting.
 fn module_name(p: &Path) -> String {
     p.file_name()
         .map(|s| s.to_string_lossy().into_owned())

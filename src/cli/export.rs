@@ -1,12 +1,13 @@
 //! `kiln export CHECKPOINT --seq N …`: checkpoint → MLIR + safetensors + irpa + manifest.
 
-use kiln::export::{export, ExportOptions, KvCacheOptions};
+use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
 use kiln::graph::DType;
+use kiln::manifest::KvPair;
 use kiln::models::Checkpoint;
 use kiln::params::gguf::GgmlType;
 use kiln::stablehlo::ConstantPolicy;
 use kiln::{Error, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln export`.
 #[derive(Debug, clap::Args)]
@@ -168,6 +169,7 @@ pub fn parse_constants(s: &str, scope: &str) -> Result<ConstantPolicy> {
     }
 }
 
+/// `bytes` in B, KiB or MiB (one decimal).
 fn human(bytes: u64) -> String {
     let b = bytes as f64;
     if b >= 1024.0 * 1024.0 {
@@ -212,20 +214,7 @@ pub fn run(a: Args) -> Result<i32> {
     }
     let weights = a.weights.into();
     let constants = parse_constants(&a.constants, &a.scope)?;
-    let kv = if a.kv_cache {
-        let cache_dtype = match a.kv_dtype {
-            KvDtypeArg::F32 => DType::F32,
-            KvDtypeArg::Bf16 => DType::BF16,
-        };
-        Some(KvCacheOptions {
-            prompt_len: a.prompt_len,
-            max_context: a.max_context,
-            cache_dtype,
-            top_k: parse_sampling(&a.sampling)?,
-        })
-    } else {
-        None
-    };
+    let kv = kv_options(&a)?;
     let weights_for = a
         .weights_for
         .iter()
@@ -249,13 +238,40 @@ pub fn run(a: Args) -> Result<i32> {
     if a.json {
         super::print_json(&r);
     }
+    print_summary(&a.checkpoint, &a.out, &r, t);
+    print_vulkan_notes(&r.vulkan_issues);
+    Ok(0)
+}
+
+/// The KV-cache options of `--kv-cache`, `--prompt-len`, `--max-context`,
+/// `--kv-dtype` and `--sampling`; None without `--kv-cache`.
+fn kv_options(a: &Args) -> Result<Option<KvCacheOptions>> {
+    if !a.kv_cache {
+        return Ok(None);
+    }
+    let cache_dtype = match a.kv_dtype {
+        KvDtypeArg::F32 => DType::F32,
+        KvDtypeArg::Bf16 => DType::BF16,
+    };
+    Ok(Some(KvCacheOptions {
+        prompt_len: a.prompt_len,
+        max_context: a.max_context,
+        cache_dtype,
+        top_k: parse_sampling(&a.sampling)?,
+    }))
+}
+
+/// The status lines after an export of `checkpoint` into `out`: the
+/// model, the function, the weights, the KV pair, the files written and
+/// the time since `start`.
+fn print_summary(checkpoint: &Path, out: &Path, r: &ExportReport, start: std::time::Instant) {
     let m = &r.manifest;
     let c = &m.config;
     crate::status!(
         "kiln export: {} ({}) → {}",
-        a.checkpoint.display(),
+        checkpoint.display(),
         m.architecture,
-        a.out.display()
+        out.display()
     );
     crate::status!(
         "  model     {} layers, hidden {}, heads {}/{} (head dim {}), ffn {}, vocab {}{}",
@@ -288,26 +304,7 @@ pub fn run(a: Args) -> Result<i32> {
         m.weights_dtype
     );
     if let Some(kv) = m.kv.as_ref().map(|k| &k.pair) {
-        let shape = kv
-            .cache_shape
-            .iter()
-            .map(|d| d.to_string())
-            .collect::<Vec<_>>()
-            .join("x");
-        let caches = match kv.cache_count {
-            1 => format!("K, V: tensor<{shape}x{}>", kv.cache_dtype),
-            n => format!(
-                "K, V: {n} tensors each of tensor<{shape}x{}>",
-                kv.cache_dtype
-            ),
-        };
-        let top = kv.top_k.map_or(String::new(), |k| {
-            format!("; also the top {k} logits and ids")
-        });
-        crate::status!(
-            "  kv-cache  @{}(tokens tensor<1x{}xi32>, start, length, K, V) and @{}(token tensor<1xi32>, position, K, V); {caches}{top}",
-            kv.prefill, kv.prompt_len, kv.decode
-        );
+        print_kv_summary(kv);
     }
     let mut written = vec![&r.mlir, &r.safetensors, &r.irpa, &r.manifest_path];
     if let Some(p) = &r.kv_mlir {
@@ -321,9 +318,39 @@ pub fn run(a: Args) -> Result<i32> {
         "  time      graph {:.2}s, weights {:.2}s, total {:.2}s",
         r.graph_seconds,
         r.weights_seconds,
-        t.elapsed().as_secs_f64()
+        start.elapsed().as_secs_f64()
     );
-    for issue in &r.vulkan_issues {
+}
+
+/// The `kv-cache` status line: the prefill and decode signatures, the
+/// caches and any top-K outputs.
+fn print_kv_summary(kv: &KvPair) {
+    let shape = kv
+        .cache_shape
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("x");
+    let caches = match kv.cache_count {
+        1 => format!("K, V: tensor<{shape}x{}>", kv.cache_dtype),
+        n => format!(
+            "K, V: {n} tensors each of tensor<{shape}x{}>",
+            kv.cache_dtype
+        ),
+    };
+    let top = kv.top_k.map_or(String::new(), |k| {
+        format!("; also the top {k} logits and ids")
+    });
+    crate::status!(
+        "  kv-cache  @{}(tokens tensor<1x{}xi32>, start, length, K, V) and @{}(token tensor<1xi32>, position, K, V); {caches}{top}",
+        kv.prefill, kv.prompt_len, kv.decode
+    );
+}
+
+/// One note per reason the export is not for Vulkan (these print even
+/// under `--quiet`).
+fn print_vulkan_notes(issues: &[String]) {
+    for issue in issues {
         // An i8 weight is a form choice (spec/quantized-weights.md), the
         // rest are device limits.
         let spec = match issue.contains("--weights w8a8") {
@@ -332,5 +359,4 @@ pub fn run(a: Args) -> Result<i32> {
         };
         eprintln!("  note      not for Vulkan (CPU targets are fine): {issue}; see {spec}");
     }
-    Ok(0)
 }

@@ -3,14 +3,17 @@
 //! with the prefill + decode pair, which gives the same ids. MODULE is a
 //! `.vmfb` (run by IREE) or a `.mlir` (run by kiln's interpreter).
 
-use super::run::{parse_tokens, resolve};
-use kiln::generate::{Driver, DriverOptions, Sampler, SamplingParams, Stop, StopStrings};
+use super::run::{parse_tokens, resolve, Resolved};
+use kiln::generate::{
+    Driver, DriverOptions, Generation, Sampler, SamplingParams, Stop, StopStrings,
+};
 use kiln::iree::flags::Device;
 use kiln::iree::run::Emulation;
+use kiln::manifest::KvPair;
 use kiln::tokenizer::{StreamDecoder, Tokenizer};
 use kiln::{Error, Result};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln generate`.
 #[derive(Debug, clap::Args)]
@@ -168,112 +171,12 @@ pub fn run(a: Args) -> Result<i32> {
         .tokenizer
         .clone()
         .or_else(|| r.manifest.source_tokenizer());
-    // With token ids the tokenizer only turns the output into text:
-    // without one kiln prints ids, and says so once generation starts.
-    let mut ids_note = None;
-    let tokenizer = match (&tok_path, &a.tokens) {
-        (Some(p), None) => Some(Tokenizer::open(p)?),
-        (Some(p), Some(_)) => match Tokenizer::open(p) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                ids_note = Some(format!("no tokenizer ({e})"));
-                None
-            }
-        },
-        (None, Some(_)) => {
-            ids_note = Some("no tokenizer (pass --tokenizer FILE for text)".to_string());
-            None
-        }
-        (None, None) => None,
-    };
-    let prompt: Vec<i32> = match (&a.prompt, &a.tokens) {
-        (Some(text), _) => {
-            let t = tokenizer.as_ref().ok_or_else(|| {
-                Error::Usage(
-                    "--prompt needs a tokenizer: pass --tokenizer FILE (a GGUF or tokenizer.json)"
-                        .into(),
-                )
-            })?;
-            let text = if a.chat {
-                let template = super::chat::chat_template(t, a.chat_template.as_deref())?;
-                let mut messages = Vec::new();
-                if let Some(system) = &a.system {
-                    messages.push(("system", system.as_str()));
-                }
-                messages.push(("user", text.as_str()));
-                template.render(&messages, true).map_err(|e| {
-                    super::chat::template_error(a.chat_template.as_deref(), tok_path.as_deref(), e)
-                })?
-            } else {
-                text.clone()
-            };
-            let ids = t.encode_prompt(&text, a.chat)?;
-            if ids.is_empty() && !text.is_empty() {
-                return Err(Error::Usage(format!(
-                    "--prompt encodes to no tokens with {}: its vocabulary has no token (and no byte fallback) for these characters",
-                    tok_path.as_deref().map_or("the tokenizer".into(), |p| p.display().to_string())
-                )));
-            }
-            ids.into_iter().map(|x| x as i32).collect()
-        }
-        (None, Some(ids)) => {
-            if a.chat {
-                return Err(Error::Usage(
-                    "--chat applies to --prompt text, not --tokens".into(),
-                ));
-            }
-            parse_tokens(ids)?
-        }
-        (None, None) => return Err(Error::Usage("pass --prompt TEXT or --tokens IDS".into())),
-    };
-    let kv = if a.kv_cache {
-        Some(r.manifest.kv_pair().ok_or_else(|| {
-            Error::Module(format!(
-                "--kv-cache: the manifest beside {} records no KV-cache export (re-export with `kiln export … --kv-cache`)",
-                a.module.display()
-            ))
-        })?)
-    } else {
-        if prompt.len() >= r.seq {
-            return Err(Error::Usage(format!(
-                "the prompt has {} tokens but SEQ is {}: it must be at most {} tokens (export with a larger --seq)",
-                prompt.len(),
-                r.seq,
-                r.seq - 1
-            )));
-        }
-        None
-    };
+    let (tokenizer, ids_note) = open_tokenizer(tok_path.as_deref(), a.tokens.is_some())?;
+    let prompt = prompt_ids(&a, tokenizer.as_ref(), tok_path.as_deref())?;
+    let kv = kv_pair(&a, &r, prompt.len())?;
     let eos = r.manifest.eos_with(tokenizer.as_ref());
     sampler.check_candidates(kv.as_ref().and_then(|k| k.top_k))?;
-    let t0 = std::time::Instant::now();
-    let mut model = Driver::open(&DriverOptions {
-        module: a.module.clone(),
-        params: r.params.clone(),
-        scope: r.scope.clone(),
-        function: r.function.clone(),
-        seq: r.seq,
-        kv: kv.clone(),
-        device: a.device,
-        emulate: a.emulate,
-        task_groups: a.task_groups,
-        per_step: a.per_step,
-        iree_dir: a.iree_dir.clone(),
-    })?;
-    let load = t0.elapsed().as_secs_f64();
-    match &kv {
-        Some(kv) => crate::status!(
-            "prompt: {} tokens; KV cache P {} N {}; loaded in {load:.2}s",
-            prompt.len(),
-            kv.prompt_len,
-            kv.max_context
-        ),
-        None => crate::status!(
-            "prompt: {} tokens; SEQ {}; loaded in {load:.2}s",
-            prompt.len(),
-            r.seq
-        ),
-    }
+    let mut model = open_model(&a, &r, kv.as_ref(), prompt.len())?;
     if !a.stop.is_empty() && tokenizer.is_none() {
         return Err(Error::Usage(
             "--stop matches decoded text and needs a tokenizer: pass --tokenizer FILE".into(),
@@ -282,13 +185,170 @@ pub fn run(a: Args) -> Result<i32> {
     if let Some(note) = ids_note {
         eprintln!("kiln generate: {note}; printing token ids");
     }
+    let t1 = std::time::Instant::now();
+    let g = stream(&mut model, &a, &prompt, &eos, sampler, tokenizer.as_ref())?;
+    let secs = t1.elapsed().as_secs_f64();
+    crate::status!(
+        "{} new tokens in {secs:.2}s: {:.2} tokens/s; stopped: {}",
+        g.ids.len(),
+        g.ids.len() as f64 / secs.max(1e-9),
+        stop_reason(g.stop, kv.as_ref(), r.seq),
+    );
+    Ok(0)
+}
+
+/// The tokenizer at `path`, if any. With token ids (`ids_given`) it only
+/// turns the output into text: without one kiln prints ids, and the
+/// second value is the note saying so once generation starts.
+fn open_tokenizer(
+    path: Option<&Path>,
+    ids_given: bool,
+) -> Result<(Option<Tokenizer>, Option<String>)> {
+    Ok(match (path, ids_given) {
+        (Some(p), false) => (Some(Tokenizer::open(p)?), None),
+        (Some(p), true) => match Tokenizer::open(p) {
+            Ok(t) => (Some(t), None),
+            Err(e) => (None, Some(format!("no tokenizer ({e})"))),
+        },
+        (None, true) => (
+            None,
+            Some("no tokenizer (pass --tokenizer FILE for text)".to_string()),
+        ),
+        (None, false) => (None, None),
+    })
+}
+
+/// The prompt's ids: `--prompt` encoded with the tokenizer, or `--tokens`.
+fn prompt_ids(
+    a: &Args,
+    tokenizer: Option<&Tokenizer>,
+    tok_path: Option<&Path>,
+) -> Result<Vec<i32>> {
+    match (&a.prompt, &a.tokens) {
+        (Some(text), _) => {
+            let t = tokenizer.ok_or_else(|| {
+                Error::Usage(
+                    "--prompt needs a tokenizer: pass --tokenizer FILE (a GGUF or tokenizer.json)"
+                        .into(),
+                )
+            })?;
+            encode_prompt(a, t, text, tok_path)
+        }
+        (None, Some(ids)) => {
+            if a.chat {
+                return Err(Error::Usage(
+                    "--chat applies to --prompt text, not --tokens".into(),
+                ));
+            }
+            parse_tokens(ids)
+        }
+        (None, None) => Err(Error::Usage("pass --prompt TEXT or --tokens IDS".into())),
+    }
+}
+
+/// `--prompt` text as ids, in the chat template with `--chat`.
+fn encode_prompt(a: &Args, t: &Tokenizer, text: &str, tok_path: Option<&Path>) -> Result<Vec<i32>> {
+    let text = if a.chat {
+        render_chat(a, t, text, tok_path)?
+    } else {
+        text.to_string()
+    };
+    let ids = t.encode_prompt(&text, a.chat)?;
+    if ids.is_empty() && !text.is_empty() {
+        return Err(Error::Usage(format!(
+            "--prompt encodes to no tokens with {}: its vocabulary has no token (and no byte fallback) for these characters",
+            tok_path.map_or("the tokenizer".into(), |p| p.display().to_string())
+        )));
+    }
+    Ok(ids.into_iter().map(|x| x as i32).collect())
+}
+
+/// `--prompt` as a user message (after the `--system` one) rendered with
+/// the chat template.
+fn render_chat(a: &Args, t: &Tokenizer, text: &str, tok_path: Option<&Path>) -> Result<String> {
+    let template = super::chat::chat_template(t, a.chat_template.as_deref())?;
+    let mut messages = Vec::new();
+    if let Some(system) = &a.system {
+        messages.push(("system", system.as_str()));
+    }
+    messages.push(("user", text));
+    template
+        .render(&messages, true)
+        .map_err(|e| super::chat::template_error(a.chat_template.as_deref(), tok_path, e))
+}
+
+/// With `--kv-cache`, the manifest's KV pair; without, checks that the
+/// prompt leaves room in the SEQ window.
+fn kv_pair(a: &Args, r: &Resolved, prompt_len: usize) -> Result<Option<KvPair>> {
+    if a.kv_cache {
+        return Ok(Some(r.manifest.kv_pair().ok_or_else(|| {
+            Error::Module(format!(
+                "--kv-cache: the manifest beside {} records no KV-cache export (re-export with `kiln export … --kv-cache`)",
+                a.module.display()
+            ))
+        })?));
+    }
+    if prompt_len >= r.seq {
+        return Err(Error::Usage(format!(
+            "the prompt has {} tokens but SEQ is {}: it must be at most {} tokens (export with a larger --seq)",
+            prompt_len,
+            r.seq,
+            r.seq - 1
+        )));
+    }
+    Ok(None)
+}
+
+/// Opens the module's driver and reports the prompt, the window and the
+/// load time.
+fn open_model(a: &Args, r: &Resolved, kv: Option<&KvPair>, prompt_len: usize) -> Result<Driver> {
+    let t0 = std::time::Instant::now();
+    let model = Driver::open(&DriverOptions {
+        module: a.module.clone(),
+        params: r.params.clone(),
+        scope: r.scope.clone(),
+        function: r.function.clone(),
+        seq: r.seq,
+        kv: kv.cloned(),
+        device: a.device,
+        emulate: a.emulate,
+        task_groups: a.task_groups,
+        per_step: a.per_step,
+        iree_dir: a.iree_dir.clone(),
+    })?;
+    let load = t0.elapsed().as_secs_f64();
+    match kv {
+        Some(kv) => crate::status!(
+            "prompt: {} tokens; KV cache P {} N {}; loaded in {load:.2}s",
+            prompt_len,
+            kv.prompt_len,
+            kv.max_context
+        ),
+        None => crate::status!(
+            "prompt: {} tokens; SEQ {}; loaded in {load:.2}s",
+            prompt_len,
+            r.seq
+        ),
+    }
+    Ok(model)
+}
+
+/// Generates from `prompt`, streaming the text (ids without a tokenizer)
+/// to stdout up to a `--stop` string, then a newline.
+fn stream(
+    model: &mut Driver,
+    a: &Args,
+    prompt: &[i32],
+    eos: &[i32],
+    sampler: Sampler,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<Generation> {
     let mut stdout = std::io::stdout();
     let mut decoder = StreamDecoder::new();
     let mut stops = StopStrings::new(&a.stop);
     let mut stream_err = None;
-    let t1 = std::time::Instant::now();
     let on_token = |id: i32| {
-        let (piece, go_on) = match &tokenizer {
+        let (piece, go_on) = match tokenizer {
             Some(t) => match decoder.push(t, id as u32) {
                 Ok(s) => {
                     let (text, hit) = stops.push(&s);
@@ -305,30 +365,28 @@ pub fn run(a: Args) -> Result<i32> {
         let _ = stdout.flush();
         go_on
     };
-    let g = model.generate(&prompt, a.max_new_tokens, &eos, sampler, on_token)?;
+    let g = model.generate(prompt, a.max_new_tokens, eos, sampler, on_token)?;
     if let Some(e) = stream_err {
         return Err(e);
     }
     let mut rest = String::new();
     if g.stop != Stop::Caller {
-        if let Some(t) = &tokenizer {
+        if let Some(t) = tokenizer {
             rest = stops.push(&decoder.finish(t)?).0;
         }
         rest.push_str(&stops.finish());
     }
     println!("{rest}");
-    let secs = t1.elapsed().as_secs_f64();
-    let stop = match g.stop {
-        Stop::ContextFull => match &kv {
+    Ok(g)
+}
+
+/// Why generation stopped, a full window or context with its size.
+fn stop_reason(stop: Stop, kv: Option<&KvPair>, seq: usize) -> String {
+    match stop {
+        Stop::ContextFull => match kv {
             Some(kv) => format!("context full (N = {})", kv.max_context),
-            None => format!("window full (SEQ = {})", r.seq),
+            None => format!("window full (SEQ = {seq})"),
         },
         other => other.to_string(),
-    };
-    crate::status!(
-        "{} new tokens in {secs:.2}s: {:.2} tokens/s; stopped: {stop}",
-        g.ids.len(),
-        g.ids.len() as f64 / secs.max(1e-9),
-    );
-    Ok(0)
+    }
 }

@@ -144,109 +144,169 @@ fn family_note(family: &str) -> String {
     }
 }
 
-fn inspect(path: &Path, json: bool) -> Result<i32> {
-    let src = open_any(path)?;
-    let gguf = if src.format() == Format::Gguf {
-        Some(GgufFile::open(path)?)
-    } else {
-        None
-    };
-    let family = model_family(path, gguf.as_ref());
-    let tensors = src.tensors();
-    let total: u64 = tensors.iter().map(|t| t.nbytes).sum();
-    let mut kinds: Vec<(&str, usize)> = Vec::new();
-    if src.format() == Format::Irpa {
-        for t in tensors {
-            match kinds.iter_mut().find(|(k, _)| *k == t.kind) {
-                Some((_, n)) => *n += 1,
-                None => kinds.push((t.kind, 1)),
+/// What `kiln params inspect` reports about one parameter file.
+struct Inspection<'p> {
+    path: &'p Path,
+    src: Box<dyn ParamSource>,
+    gguf: Option<GgufFile>,
+    family: Option<String>,
+    /// Bytes of all tensors.
+    total: u64,
+    /// IRPA entry kinds and their counts, in first-seen order.
+    kinds: Vec<(&'static str, usize)>,
+    blocks: Vec<kiln::params::blocks::Recognized>,
+    int8: Vec<(String, [u64; 2], u64)>,
+}
+
+impl<'p> Inspection<'p> {
+    /// Opens `path` and gathers everything `inspect` prints.
+    fn open(path: &'p Path) -> Result<Inspection<'p>> {
+        let src = open_any(path)?;
+        let gguf = if src.format() == Format::Gguf {
+            Some(GgufFile::open(path)?)
+        } else {
+            None
+        };
+        let family = model_family(path, gguf.as_ref());
+        let tensors = src.tensors();
+        let total: u64 = tensors.iter().map(|t| t.nbytes).sum();
+        let mut kinds: Vec<(&'static str, usize)> = Vec::new();
+        if src.format() == Format::Irpa {
+            for t in tensors {
+                match kinds.iter_mut().find(|(k, _)| *k == t.kind) {
+                    Some((_, n)) => *n += 1,
+                    None => kinds.push((t.kind, 1)),
+                }
             }
         }
+        let blocks = blocks_of(&*src);
+        let int8 = int8_rows_of(tensors);
+        Ok(Inspection {
+            path,
+            src,
+            gguf,
+            family,
+            total,
+            kinds,
+            blocks,
+            int8,
+        })
     }
-    let blocks = blocks_of(&*src);
-    let int8 = int8_rows_of(tensors);
+
+    /// The file's tensors.
+    fn tensors(&self) -> &[kiln::params::TensorMeta] {
+        self.src.tensors()
+    }
+}
+
+/// Runs `kiln params inspect`.
+fn inspect(path: &Path, json: bool) -> Result<i32> {
+    let i = Inspection::open(path)?;
     if json {
-        let ts: Vec<serde_json::Value> = tensors
-            .iter()
-            .map(|t| {
-                serde_json::json!({
-                    "name": t.name,
-                    "dtype": t.dtype.to_string(),
-                    "shape": t.shape,
-                    "nbytes": t.nbytes,
-                    "offset": t.offset,
-                    "kind": if t.kind.is_empty() { None } else { Some(t.kind) },
-                })
-            })
-            .collect();
-        let mut out = serde_json::json!({
-            "file": path.display().to_string(),
-            "format": src.format().to_string(),
-            "tensor_count": tensors.len(),
-            "total_bytes": total,
-            "tensors": ts,
-        });
-        if let Some(g) = &gguf {
-            let meta: serde_json::Map<String, serde_json::Value> = g
-                .metadata()
-                .iter()
-                .map(|(k, v)| (k.clone(), gguf_json(v)))
-                .collect();
-            out["version"] = g.version().into();
-            out["alignment"] = g.alignment().into();
-            out["metadata"] = meta.into();
-        }
-        if let Some(f) = &family {
-            out["model_family"] = serde_json::json!({
-                "name": f,
-                "supported": kiln::models::Family::parse(f).is_ok(),
-                "supported_families": kiln::models::Family::ALL
-                    .iter()
-                    .map(|f| f.name())
-                    .collect::<Vec<_>>(),
-                "note": family_note(f),
-            });
-        }
-        if !int8.is_empty() {
-            out["int8_rows"] = int8
-                .iter()
-                .map(|(name, shape, bytes)| {
-                    serde_json::json!({ "name": name, "shape": shape, "bytes": bytes })
-                })
-                .collect::<Vec<_>>()
-                .into();
-        }
-        if !blocks.is_empty() {
-            out["blocks"] = blocks
-                .iter()
-                .map(|b| {
-                    serde_json::json!({
-                        "name": b.name,
-                        "type": b.form.ggml.to_string(),
-                        "shape": b.shape,
-                        "elements": b.elements,
-                        "group": b.form.group,
-                        "bytes": b.bytes,
-                        "parts": b.parts,
-                    })
-                })
-                .collect::<Vec<_>>()
-                .into();
-        }
-        if !kinds.is_empty() {
-            let k: serde_json::Map<String, serde_json::Value> = kinds
-                .iter()
-                .map(|(k, n)| (k.to_string(), (*n).into()))
-                .collect();
-            out["entry_kinds"] = k.into();
-        }
+        let out = inspect_json(&i);
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return Ok(0);
     }
-    match &gguf {
+    print_inspect_header(&i);
+    let name_w = print_tensor_table(&i);
+    print_quantized(&i, name_w);
+    Ok(0)
+}
+
+/// The `--json` report of `params inspect`.
+fn inspect_json(i: &Inspection) -> serde_json::Value {
+    let tensors = i.tensors();
+    let ts: Vec<serde_json::Value> = tensors
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "name": t.name,
+                "dtype": t.dtype.to_string(),
+                "shape": t.shape,
+                "nbytes": t.nbytes,
+                "offset": t.offset,
+                "kind": if t.kind.is_empty() { None } else { Some(t.kind) },
+            })
+        })
+        .collect();
+    let mut out = serde_json::json!({
+        "file": i.path.display().to_string(),
+        "format": i.src.format().to_string(),
+        "tensor_count": tensors.len(),
+        "total_bytes": i.total,
+        "tensors": ts,
+    });
+    if let Some(g) = &i.gguf {
+        let meta: serde_json::Map<String, serde_json::Value> = g
+            .metadata()
+            .iter()
+            .map(|(k, v)| (k.clone(), gguf_json(v)))
+            .collect();
+        out["version"] = g.version().into();
+        out["alignment"] = g.alignment().into();
+        out["metadata"] = meta.into();
+    }
+    if let Some(f) = &i.family {
+        out["model_family"] = family_json(f);
+    }
+    if !i.int8.is_empty() {
+        out["int8_rows"] = i
+            .int8
+            .iter()
+            .map(|(name, shape, bytes)| {
+                serde_json::json!({ "name": name, "shape": shape, "bytes": bytes })
+            })
+            .collect::<Vec<_>>()
+            .into();
+    }
+    if !i.blocks.is_empty() {
+        out["blocks"] = i.blocks.iter().map(block_json).collect::<Vec<_>>().into();
+    }
+    if !i.kinds.is_empty() {
+        let k: serde_json::Map<String, serde_json::Value> = i
+            .kinds
+            .iter()
+            .map(|(k, n)| (k.to_string(), (*n).into()))
+            .collect();
+        out["entry_kinds"] = k.into();
+    }
+    out
+}
+
+/// The `model_family` object of `params inspect --json`.
+fn family_json(f: &str) -> serde_json::Value {
+    serde_json::json!({
+        "name": f,
+        "supported": kiln::models::Family::parse(f).is_ok(),
+        "supported_families": kiln::models::Family::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>(),
+        "note": family_note(f),
+    })
+}
+
+/// One block-quantized matrix in `params inspect --json`.
+fn block_json(b: &kiln::params::blocks::Recognized) -> serde_json::Value {
+    serde_json::json!({
+        "name": b.name,
+        "type": b.form.ggml.to_string(),
+        "shape": b.shape,
+        "elements": b.elements,
+        "group": b.form.group,
+        "bytes": b.bytes,
+        "parts": b.parts,
+    })
+}
+
+/// The first lines of `params inspect`: the file, its format and counts,
+/// the model family and a GGUF's metadata.
+fn print_inspect_header(i: &Inspection) {
+    let tensors = i.tensors();
+    match &i.gguf {
         Some(g) => println!(
             "{}: gguf v{}, {} tensors, {} metadata keys, alignment {}",
-            path.display(),
+            i.path.display(),
             g.version(),
             tensors.len(),
             g.metadata().len(),
@@ -254,19 +314,25 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
         ),
         None => println!(
             "{}: {}, {} tensors",
-            path.display(),
-            src.format(),
+            i.path.display(),
+            i.src.format(),
             tensors.len()
         ),
     }
-    if let Some(f) = &family {
+    if let Some(f) = &i.family {
         println!("{}", family_note(f));
     }
-    if let Some(g) = &gguf {
+    if let Some(g) = &i.gguf {
         for (k, v) in g.metadata() {
             println!("  {k} = {v}");
         }
     }
+}
+
+/// The tensor table of `params inspect`, then the totals and entry kinds;
+/// returns the width of the name column.
+fn print_tensor_table(i: &Inspection) -> usize {
+    let (tensors, kinds) = (i.tensors(), &i.kinds);
     let name_w = tensors
         .iter()
         .map(|t| t.name.len())
@@ -311,28 +377,35 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
         .map(|t| t.shape.iter().product::<u64>())
         .sum();
     println!(
-        "total: {} tensors, {numel} elements, {total} bytes",
-        tensors.len()
+        "total: {} tensors, {numel} elements, {} bytes",
+        tensors.len(),
+        i.total
     );
     if !kinds.is_empty() {
         let k: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
         println!("entries: {}", k.join(", "));
     }
-    if !int8.is_empty() {
+    name_w
+}
+
+/// The quantized matrices `params inspect` recognizes: `--weights w8a8`
+/// rows, then block-quantized matrices.
+fn print_quantized(i: &Inspection, name_w: usize) {
+    if !i.int8.is_empty() {
         println!(
             "i8 matrices, one f32 scale per row (kiln export --weights w8a8): {}",
-            int8.len()
+            i.int8.len()
         );
-        for (name, [r, k], bytes) in &int8 {
+        for (name, [r, k], bytes) in &i.int8 {
             println!("  {name:<name_w$}  [{r}, {k}]  {bytes:>10} bytes  (q8, scale)");
         }
     }
-    if !blocks.is_empty() {
+    if !i.blocks.is_empty() {
         println!(
             "block-quantized matrices (kiln export --weights keep, spec/quantized-weights.md): {}",
-            blocks.len()
+            i.blocks.len()
         );
-        for b in &blocks {
+        for b in &i.blocks {
             println!(
                 "  {:<name_w$}  {:<5}  {:<14}  groups of {:<2}  {:>10} bytes  ({})",
                 b.name,
@@ -347,7 +420,6 @@ fn inspect(path: &Path, json: bool) -> Result<i32> {
             );
         }
     }
-    Ok(0)
 }
 
 /// The block-quantized matrices of a parameter file (`--weights keep`,
@@ -429,6 +501,26 @@ struct Item {
     /// None: raw bytes copied (undescribed IRPA entry).
     out_dtype: Option<DType>,
     nbytes: u64,
+}
+
+impl Item {
+    /// Tensor `t` of input `src`, written as `name` with float dtype `want`.
+    fn new(src: usize, t: &kiln::params::TensorMeta, name: String, want: OutDType) -> Item {
+        let out_dtype = target_dtype(t.dtype, want);
+        let nbytes = match out_dtype {
+            None => t.nbytes,
+            Some(d) => t.shape.iter().product::<u64>() * d.size() as u64,
+        };
+        Item {
+            src,
+            src_name: t.name.clone(),
+            name,
+            shape: t.shape.clone(),
+            in_dtype: t.dtype,
+            out_dtype,
+            nbytes,
+        }
+    }
 }
 
 fn target_dtype(d: SourceDType, want: OutDType) -> Option<DType> {
@@ -537,7 +629,38 @@ fn produce(
     }
 }
 
+/// Runs `kiln params convert`.
 fn convert_cmd(a: ConvertArgs) -> Result<i32> {
+    let to_irpa = output_is_irpa(&a)?;
+    let renames = parse_renames(&a.rename)?;
+    let sources: Vec<Box<dyn ParamSource>> = a
+        .inputs
+        .iter()
+        .map(open_any)
+        .collect::<std::result::Result<_, _>>()?;
+    let items = plan_items(&sources, &renames, &a.exclude, a.dtype)?;
+    let total: u64 = items.iter().map(|i| i.nbytes).sum();
+    let bar = convert_bar(a.quiet, total);
+    if to_irpa {
+        write_irpa(&a, &items, &sources, &bar)?;
+    } else {
+        let specs: Vec<TensorSpec> = items
+            .iter()
+            .map(|it| match it.out_dtype {
+                Some(d) => TensorSpec::new(&it.name, d, &it.shape),
+                None => TensorSpec::new(&it.name, DType::U8, &[it.nbytes]),
+            })
+            .collect();
+        let w = SafetensorsWriter::new(&a.output, &specs, &[])?;
+        write_items(w, &items, &sources, &HashSet::new(), &bar)?;
+    }
+    bar.finish_and_clear();
+    Ok(0)
+}
+
+/// Whether `-o` names an .irpa (else a .safetensors) file; `--describe`
+/// and `--splat` are checked against it.
+fn output_is_irpa(a: &ConvertArgs) -> Result<bool> {
     let ext = a
         .output
         .extension()
@@ -559,8 +682,13 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
             "--describe and --splat only apply to .irpa output".into(),
         ));
     }
+    Ok(to_irpa)
+}
+
+/// Parses the `--rename OLD=NEW` flags (each OLD at most once).
+fn parse_renames(flags: &[String]) -> Result<HashMap<String, String>> {
     let mut renames: HashMap<String, String> = HashMap::new();
-    for r in &a.rename {
+    for r in flags {
         let Some((old, new)) = r
             .split_once('=')
             .filter(|(o, n)| !o.is_empty() && !n.is_empty())
@@ -571,13 +699,18 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
             return Err(Error::Usage(format!("--rename {old}=…: given twice")));
         }
     }
-    let excludes: HashSet<&str> = a.exclude.iter().map(String::as_str).collect();
+    Ok(renames)
+}
 
-    let sources: Vec<Box<dyn ParamSource>> = a
-        .inputs
-        .iter()
-        .map(open_any)
-        .collect::<std::result::Result<_, _>>()?;
+/// The output's tensors, in input order: renamed, excluded and retyped
+/// as asked; every `--exclude` and `--rename` must name an input tensor.
+fn plan_items(
+    sources: &[Box<dyn ParamSource>],
+    renames: &HashMap<String, String>,
+    exclude: &[String],
+    dtype: OutDType,
+) -> Result<Vec<Item>> {
+    let excludes: HashSet<&str> = exclude.iter().map(String::as_str).collect();
     let mut items = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
     let (mut used_r, mut used_x) = (HashSet::new(), HashSet::new());
@@ -601,23 +734,10 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
                 }
                 .into());
             }
-            let out_dtype = target_dtype(t.dtype, a.dtype);
-            let nbytes = match out_dtype {
-                None => t.nbytes,
-                Some(d) => t.shape.iter().product::<u64>() * d.size() as u64,
-            };
-            items.push(Item {
-                src: si,
-                src_name: t.name.clone(),
-                name,
-                shape: t.shape.clone(),
-                in_dtype: t.dtype,
-                out_dtype,
-                nbytes,
-            });
+            items.push(Item::new(si, t, name, dtype));
         }
     }
-    if let Some(x) = a.exclude.iter().find(|x| !used_x.contains(*x)) {
+    if let Some(x) = exclude.iter().find(|x| !used_x.contains(*x)) {
         return Err(Error::Usage(format!(
             "--exclude {x}: no input has that tensor"
         )));
@@ -627,72 +747,83 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
             "--rename {r}=…: no input has that tensor"
         )));
     }
+    Ok(items)
+}
 
-    let total: u64 = items.iter().map(|i| i.nbytes).sum();
-    let bar = if a.quiet || !std::io::stderr().is_terminal() || total < (64 << 20) {
-        indicatif::ProgressBar::hidden()
-    } else {
-        let b = indicatif::ProgressBar::new(total);
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
-        ) {
-            b.set_style(style);
-        }
-        b
-    };
-
-    if to_irpa {
-        let mut specs = Vec::with_capacity(items.len());
-        for it in &items {
-            let mut spec = EntrySpec::data(&it.name, it.nbytes);
-            if a.splat && it.nbytes > 0 {
-                let elem = it.out_dtype.map_or(1, DType::size);
-                let mut pattern: Option<Option<Vec<u8>>> = None;
-                produce(sources[it.src].as_ref(), it, &mut |bytes| {
-                    let p = irpa::splat_pattern(bytes, elem);
-                    pattern = Some(match (pattern.take(), p) {
-                        (None, p) => p,
-                        (Some(Some(prev)), Some(p)) if prev == p => Some(p),
-                        _ => None,
-                    });
-                    Ok(())
-                })?;
-                if let Some(Some(p)) = pattern {
-                    spec = EntrySpec::splat(&it.name, &p, it.nbytes);
-                }
-            }
-            if a.describe {
-                if let Some(d) = it.out_dtype {
-                    spec = spec.with_metadata(irpa::describe(d, &it.shape));
-                }
-            }
-            specs.push(spec);
-        }
-        let splats: HashSet<String> = specs
-            .iter()
-            .filter(|s| s.splat.is_some())
-            .map(|s| s.name.clone())
-            .collect();
-        write_items(
-            IrpaWriter::new(&a.output, specs)?,
-            &items,
-            &sources,
-            &splats,
-            &bar,
-        )?;
-    } else {
-        let specs: Vec<TensorSpec> = items
-            .iter()
-            .map(|it| match it.out_dtype {
-                Some(d) => TensorSpec::new(&it.name, d, &it.shape),
-                None => TensorSpec::new(&it.name, DType::U8, &[it.nbytes]),
-            })
-            .collect();
-        let w = SafetensorsWriter::new(&a.output, &specs, &[])?;
-        write_items(w, &items, &sources, &HashSet::new(), &bar)?;
+/// The progress bar of `params convert`: hidden when quiet, not on a
+/// terminal, or under 64 MiB.
+fn convert_bar(quiet: bool, total: u64) -> indicatif::ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() || total < (64 << 20) {
+        return indicatif::ProgressBar::hidden();
     }
-    bar.finish_and_clear();
-    Ok(0)
+    let b = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+    ) {
+        b.set_style(style);
+    }
+    b
+}
+
+/// Writes `items` as the IRPA archive `a.output` (with `--splat` and
+/// `--describe` applied).
+fn write_irpa(
+    a: &ConvertArgs,
+    items: &[Item],
+    sources: &[Box<dyn ParamSource>],
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
+    let mut specs = Vec::with_capacity(items.len());
+    for it in items {
+        let src = sources[it.src].as_ref();
+        let mut spec = match splat_of(src, it, a.splat)? {
+            Some(p) => EntrySpec::splat(&it.name, &p, it.nbytes),
+            None => EntrySpec::data(&it.name, it.nbytes),
+        };
+        if a.describe {
+            if let Some(d) = it.out_dtype {
+                spec = spec.with_metadata(irpa::describe(d, &it.shape));
+            }
+        }
+        specs.push(spec);
+    }
+    let splats: HashSet<String> = specs
+        .iter()
+        .filter(|s| s.splat.is_some())
+        .map(|s| s.name.clone())
+        .collect();
+    write_items(
+        IrpaWriter::new(&a.output, specs)?,
+        items,
+        sources,
+        &splats,
+        bar,
+    )?;
+    Ok(())
+}
+
+/// With `--splat`, the pattern `item`'s bytes repeat when they are one
+/// element repeated (then it becomes a SPLAT entry).
+fn splat_of(
+    src: &dyn ParamSource,
+    it: &Item,
+    splat: bool,
+) -> std::result::Result<Option<Vec<u8>>, ParamsError> {
+    if !splat || it.nbytes == 0 {
+        return Ok(None);
+    }
+    let elem = it.out_dtype.map_or(1, DType::size);
+    let mut pattern: Option<Option<Vec<u8>>> = None;
+    produce(src, it, &mut |bytes| {
+        let p = irpa::splat_pattern(bytes, elem);
+        pattern = Some(match (pattern.take(), p) {
+            (None, p) => p,
+            (Some(Some(prev)), Some(p)) if prev == p => Some(p),
+            _ => None,
+        });
+        Ok(())
+    })?;
+    Ok(pattern.flatten())
 }
 
 /// Largest |a − b| over two equally long vectors (NaN vs NaN counts as equal,
@@ -715,6 +846,7 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Runs `kiln params diff`: exit 1 when the files differ.
 fn diff(pa: &Path, pb: &Path, tolerance: f64) -> Result<i32> {
     let (a, b) = (open_any(pa)?, open_any(pb)?);
     println!(
@@ -732,31 +864,7 @@ fn diff(pa: &Path, pb: &Path, tolerance: f64) -> Result<i32> {
             differ += 1;
             continue;
         };
-        let mut notes = Vec::new();
-        let mut bad = false;
-        if ta.dtype != tb.dtype {
-            notes.push(format!("dtype {} vs {}", ta.dtype, tb.dtype));
-        }
-        let raw_side = ta.dtype == SourceDType::Raw || tb.dtype == SourceDType::Raw;
-        if !raw_side && ta.shape != tb.shape {
-            notes.push(format!("shape {:?} vs {:?}", ta.shape, tb.shape));
-            bad = true;
-        } else if raw_side {
-            if a.raw(&ta.name)? == b.raw(&tb.name)? {
-                notes.push("bytes identical".into());
-            } else {
-                notes.push("bytes differ".into());
-                bad = true;
-            }
-        } else {
-            let d = max_abs_diff(&a.to_f32(&ta.name)?, &b.to_f32(&tb.name)?);
-            notes.push(format!("max abs diff {d:e}"));
-            bad |= d > tolerance;
-        }
-        if bad || ta.dtype != tb.dtype {
-            println!("{}: {}", ta.name, notes.join(", "));
-        }
-        if bad {
+        if tensors_differ(&*a, &*b, ta, tb, tolerance)? {
             differ += 1;
         } else {
             same += 1;
@@ -769,31 +877,76 @@ fn diff(pa: &Path, pb: &Path, tolerance: f64) -> Result<i32> {
         }
     }
     // The entries above are parts; name the quantized matrices they make.
-    let (qa, qb) = (blocks_of(&*a), blocks_of(&*b));
-    if !qa.is_empty() || !qb.is_empty() {
-        println!(
-            "block-quantized matrices: {} in A, {} in B",
-            qa.len(),
-            qb.len()
-        );
-        for x in &qa {
-            match qb.iter().find(|y| y.name == x.name) {
-                Some(y) if (y.form, y.elements, y.bytes) == (x.form, x.elements, x.bytes) => {}
-                Some(y) => println!(
-                    "  {}: {} in A, {} in B",
-                    x.name,
-                    describe_block(x),
-                    describe_block(y)
-                ),
-                None => println!("  {}: {} in A only", x.name, describe_block(x)),
-            }
-        }
-        for y in qb.iter().filter(|y| !qa.iter().any(|x| x.name == y.name)) {
-            println!("  {}: {} in B only", y.name, describe_block(y));
-        }
-    }
+    print_block_diff(&blocks_of(&*a), &blocks_of(&*b));
     println!("{same} tensors equal, {differ} differ");
     Ok(if differ == 0 { 0 } else { 1 })
+}
+
+/// Compares the tensor `ta` of `a` with its namesake `tb` of `b`, printing
+/// a line when they differ or only their dtypes do; whether they differ.
+fn tensors_differ(
+    a: &dyn ParamSource,
+    b: &dyn ParamSource,
+    ta: &kiln::params::TensorMeta,
+    tb: &kiln::params::TensorMeta,
+    tolerance: f64,
+) -> Result<bool> {
+    let mut notes = Vec::new();
+    let mut bad = false;
+    if ta.dtype != tb.dtype {
+        notes.push(format!("dtype {} vs {}", ta.dtype, tb.dtype));
+    }
+    let raw_side = ta.dtype == SourceDType::Raw || tb.dtype == SourceDType::Raw;
+    if !raw_side && ta.shape != tb.shape {
+        notes.push(format!("shape {:?} vs {:?}", ta.shape, tb.shape));
+        bad = true;
+    } else if raw_side {
+        if a.raw(&ta.name)? == b.raw(&tb.name)? {
+            notes.push("bytes identical".into());
+        } else {
+            notes.push("bytes differ".into());
+            bad = true;
+        }
+    } else {
+        let d = max_abs_diff(&a.to_f32(&ta.name)?, &b.to_f32(&tb.name)?);
+        notes.push(format!("max abs diff {d:e}"));
+        bad |= d > tolerance;
+    }
+    if bad || ta.dtype != tb.dtype {
+        println!("{}: {}", ta.name, notes.join(", "));
+    }
+    Ok(bad)
+}
+
+/// The block-quantized matrices of `params diff`'s two files, where they
+/// have any: counts, then each matrix that differs or is on one side only.
+fn print_block_diff(
+    qa: &[kiln::params::blocks::Recognized],
+    qb: &[kiln::params::blocks::Recognized],
+) {
+    if qa.is_empty() && qb.is_empty() {
+        return;
+    }
+    println!(
+        "block-quantized matrices: {} in A, {} in B",
+        qa.len(),
+        qb.len()
+    );
+    for x in qa {
+        match qb.iter().find(|y| y.name == x.name) {
+            Some(y) if (y.form, y.elements, y.bytes) == (x.form, x.elements, x.bytes) => {}
+            Some(y) => println!(
+                "  {}: {} in A, {} in B",
+                x.name,
+                describe_block(x),
+                describe_block(y)
+            ),
+            None => println!("  {}: {} in A only", x.name, describe_block(x)),
+        }
+    }
+    for y in qb.iter().filter(|y| !qa.iter().any(|x| x.name == y.name)) {
+        println!("  {}: {} in B only", y.name, describe_block(y));
+    }
 }
 
 fn detect_name(p: &Path) -> String {

@@ -125,23 +125,7 @@ pub fn resolve(
             std::io::Error::new(std::io::ErrorKind::NotFound, "module not found"),
         ));
     }
-    let dir = match module.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut name = model_name(module);
-    if module.extension().is_some_and(|e| e == "mlir") {
-        name = name.strip_suffix("-gen").unwrap_or(&name).to_string();
-    }
-    // A KV-cache module (`NAME-kv-<target>.vmfb`, `NAME-kv-gen.mlir`)
-    // shares its export's `NAME.json`.
-    let mut kv_module = false;
-    if let Some(base) = name.strip_suffix("-kv") {
-        if !dir.join(format!("{name}.json")).is_file() {
-            name = base.to_string();
-            kv_module = true;
-        }
-    }
+    let (dir, name, kv_module) = export_of(module);
     let manifest_path = dir.join(format!("{name}.json"));
     let manifest = RunManifest::read(&manifest_path)?;
     let m = manifest.clone().unwrap_or_default();
@@ -166,19 +150,7 @@ pub fn resolve(
     let scope = scope.or(d.scope.clone()).unwrap_or_else(|| "model".into());
     let params = match params {
         Some(p) => p,
-        None => {
-            let cand = match &d.irpa {
-                Some(f) => dir.join(f),
-                None => dir.join(format!("{name}.irpa")),
-            };
-            if !cand.is_file() {
-                return Err(Error::Usage(format!(
-                    "no parameter file given and {} does not exist: pass --params FILE",
-                    cand.display()
-                )));
-            }
-            cand
-        }
+        None => default_params(&dir, &name, d.irpa.as_deref())?,
     };
     // Read the file's index with kiln's own reader first: a truncated or
     // corrupt archive is then kiln's error naming the file and what is
@@ -192,6 +164,45 @@ pub fn resolve(
         manifest: m,
         kv_module,
     })
+}
+
+/// The directory of `module`, the name of the export it belongs to
+/// (its `NAME.json`), and whether it is that export's KV-cache module.
+fn export_of(module: &Path) -> (PathBuf, String, bool) {
+    let dir = match module.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut name = model_name(module);
+    if module.extension().is_some_and(|e| e == "mlir") {
+        name = name.strip_suffix("-gen").unwrap_or(&name).to_string();
+    }
+    // A KV-cache module (`NAME-kv-<target>.vmfb`, `NAME-kv-gen.mlir`)
+    // shares its export's `NAME.json`.
+    let mut kv_module = false;
+    if let Some(base) = name.strip_suffix("-kv") {
+        if !dir.join(format!("{name}.json")).is_file() {
+            name = base.to_string();
+            kv_module = true;
+        }
+    }
+    (dir, name, kv_module)
+}
+
+/// The parameter file when no `--params` is given: the manifest's
+/// `irpa`, else `NAME.irpa`, in `dir`; it must exist.
+fn default_params(dir: &Path, name: &str, irpa: Option<&str>) -> kiln::Result<PathBuf> {
+    let cand = match irpa {
+        Some(f) => dir.join(f),
+        None => dir.join(format!("{name}.irpa")),
+    };
+    if !cand.is_file() {
+        return Err(Error::Usage(format!(
+            "no parameter file given and {} does not exist: pass --params FILE",
+            cand.display()
+        )));
+    }
+    Ok(cand)
 }
 
 /// Runs `kiln run`.
@@ -239,26 +250,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
     let start = std::time::Instant::now();
     let outs = run_module(&tc, &args.module, &opts, &[input])?;
     let elapsed = start.elapsed();
-    let out = match outs.as_slice() {
-        [one] => one,
-        _ => {
-            return Err(Error::Module(format!(
-                "{} returned {} results; kiln run expects one tensor<{seq}xi32>",
-                args.module.display(),
-                outs.len()
-            )))
-        }
-    };
-    let ids = match (out.as_i32(), out.shape.as_slice()) {
-        (Some(v), [n]) if *n == seq => v,
-        _ => {
-            return Err(Error::Module(format!(
-                "{} returned tensor<{}>, expected tensor<{seq}xi32>",
-                args.module.display(),
-                out.type_string()
-            )))
-        }
-    };
+    let ids = predicted_ids(&args.module, &outs, seq)?;
     if args.json {
         super::print_json(&serde_json::json!({
             "module": args.module,
@@ -279,4 +271,26 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         elapsed.as_secs_f64()
     );
     Ok(0)
+}
+
+/// The ids `module` predicted: its one result, a `tensor<SEQxi32>`.
+fn predicted_ids<'o>(module: &Path, outs: &'o [HostTensor], seq: usize) -> kiln::Result<&'o [i32]> {
+    let out = match outs {
+        [one] => one,
+        _ => {
+            return Err(Error::Module(format!(
+                "{} returned {} results; kiln run expects one tensor<{seq}xi32>",
+                module.display(),
+                outs.len()
+            )))
+        }
+    };
+    match (out.as_i32(), out.shape.as_slice()) {
+        (Some(v), [n]) if *n == seq => Ok(v),
+        _ => Err(Error::Module(format!(
+            "{} returned tensor<{}>, expected tensor<{seq}xi32>",
+            module.display(),
+            out.type_string()
+        ))),
+    }
 }
