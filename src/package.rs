@@ -151,7 +151,7 @@ pub struct PackageReport {
 pub use crate::tokenizer::TokenizerFiles;
 
 /// An input error with `msg`.
-fn usage(msg: impl Into<String>) -> Error {
+fn input_error(msg: impl Into<String>) -> Error {
     Error::Input(msg.into())
 }
 
@@ -172,20 +172,20 @@ pub fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
     }
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let m: ExportManifest = serde_json::from_str(&text).map_err(|e| {
-        usage(format!(
+        input_error(format!(
             "{}: not a kiln export manifest (NAME.json written by `kiln export`): {e}",
             path.display()
         ))
     })?;
     if m.name.is_empty() || m.name.contains(['/', '\\']) || m.name.starts_with('.') {
-        return Err(usage(format!(
+        return Err(input_error(format!(
             "{}: name {:?} is not a plain file name",
             path.display(),
             m.name
         )));
     }
     if m.function.is_empty() || m.seq == 0 {
-        return Err(usage(format!(
+        return Err(input_error(format!(
             "{}: function and seq must be set",
             path.display()
         )));
@@ -199,7 +199,7 @@ fn plain_file(rec: &FileRecord, manifest: &Path) -> Result<String> {
     let ok = p.components().count() == 1
         && matches!(p.components().next(), Some(std::path::Component::Normal(_)));
     if !ok {
-        return Err(usage(format!(
+        return Err(input_error(format!(
             "{}: file {:?} is not a plain file name",
             manifest.display(),
             rec.path
@@ -304,7 +304,7 @@ fn plan_tokenizer(
             p.clone()
         }
         TokenizerChoice::FromSource => resolve_source(&m.source, base).ok_or_else(|| {
-            usage(format!(
+            input_error(format!(
                 "the export's source {:?} no longer exists, so its tokenizer cannot be read: {hint}",
                 m.source
             ))
@@ -313,7 +313,7 @@ fn plan_tokenizer(
     if path.is_file() && is_gguf(&path) {
         let gguf = GgufFile::open(&path)?;
         let files = gguf_tokenizer_files(&gguf).map_err(|e| {
-            usage(format!(
+            input_error(format!(
                 "{}: cannot build a tokenizer.json: {e}; {hint}",
                 path.display()
             ))
@@ -323,7 +323,7 @@ fn plan_tokenizer(
     let json = if path.is_dir() {
         let j = path.join("tokenizer.json");
         if !j.is_file() {
-            return Err(usage(format!(
+            return Err(input_error(format!(
                 "{}: no tokenizer.json in this folder; {hint}",
                 path.display()
             )));
@@ -343,9 +343,9 @@ fn plan_tokenizer(
 fn check_tokenizer_json(json: &Path, warnings: &mut Vec<String>) -> Result<()> {
     let text = std::fs::read_to_string(json).map_err(|e| Error::io(json, e))?;
     let parsed: Value = serde_json::from_str(&text)
-        .map_err(|e| usage(format!("{}: not a tokenizer.json: {e}", json.display())))?;
+        .map_err(|e| input_error(format!("{}: not a tokenizer.json: {e}", json.display())))?;
     if parsed.get("model").is_none() {
-        return Err(usage(format!(
+        return Err(input_error(format!(
             "{}: not a tokenizer.json (no \"model\")",
             json.display()
         )));
@@ -385,8 +385,9 @@ fn tokenizer_config(json: &Path) -> Result<Option<Vec<u8>>> {
         let mut cfg: Map<String, Value> = if config_path.is_file() {
             let t =
                 std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
-            serde_json::from_str(&t)
-                .map_err(|e| usage(format!("{}: not a JSON object: {e}", config_path.display())))?
+            serde_json::from_str(&t).map_err(|e| {
+                input_error(format!("{}: not a JSON object: {e}", config_path.display()))
+            })?
         } else {
             Map::new()
         };
@@ -396,8 +397,9 @@ fn tokenizer_config(json: &Path) -> Result<Option<Vec<u8>>> {
         Ok(Some(json_bytes(&Value::Object(cfg))?))
     } else if config_path.is_file() {
         let bytes = std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?;
-        serde_json::from_slice::<Map<String, Value>>(&bytes)
-            .map_err(|e| usage(format!("{}: not a JSON object: {e}", config_path.display())))?;
+        serde_json::from_slice::<Map<String, Value>>(&bytes).map_err(|e| {
+            input_error(format!("{}: not a JSON object: {e}", config_path.display()))
+        })?;
         Ok(Some(bytes))
     } else {
         Ok(None)
@@ -406,7 +408,7 @@ fn tokenizer_config(json: &Path) -> Result<Option<Vec<u8>>> {
 
 /// `v` as pretty JSON with a trailing newline.
 fn json_bytes(v: &impl Serialize) -> Result<Vec<u8>> {
-    let mut s = serde_json::to_string_pretty(v).map_err(|e| usage(e.to_string()))?;
+    let mut s = serde_json::to_string_pretty(v).map_err(|e| input_error(e.to_string()))?;
     s.push('\n');
     Ok(s.into_bytes())
 }
@@ -425,7 +427,7 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
     let out = &opts.out_dir;
     if let (Ok(a), Ok(b)) = (out.canonicalize(), base.canonicalize()) {
         if a == b {
-            return Err(usage(format!(
+            return Err(input_error(format!(
                 "--out {} is the export's own directory: choose a separate assets directory",
                 out.display()
             )));
@@ -494,7 +496,7 @@ fn check_irpa<'m>(
     manifest_path: &Path,
 ) -> Result<(PathBuf, &'m FileRecord)> {
     let irpa_rec = m.files.get("irpa").ok_or_else(|| {
-        usage(format!(
+        input_error(format!(
             "{}: the export manifest lists no irpa file",
             manifest_path.display()
         ))
@@ -504,7 +506,7 @@ fn check_irpa<'m>(
         .map_err(|e| Error::io(&irpa_src, e))?
         .len();
     if irpa_len != irpa_rec.bytes {
-        return Err(usage(format!(
+        return Err(input_error(format!(
             "{}: {irpa_len} bytes, but the export manifest {} records {}: the archive changed since `kiln export`; re-export",
             irpa_src.display(),
             manifest_path.display(),
@@ -563,7 +565,7 @@ fn find_modules(
         }
     }
     if modules.iter().all(|(k, _)| *k == HOST_MODULE) {
-        return Err(usage(format!(
+        return Err(input_error(format!(
             "no compiled modules for {name} in {} (looked for {name}-arm64.vmfb, {name}-arm32.vmfb, {name}-vulkan.vmfb): run `kiln compile {} --target arm64,arm32,vulkan`",
             base.display(),
             mlir.display()
@@ -613,7 +615,7 @@ fn copy_irpa(
 ) -> Result<FileRecord> {
     let (bytes, sha) = copy_hashed(&src, &staging.path(file), progress)?;
     if sha != rec.sha256 || bytes != rec.bytes {
-        return Err(usage(format!(
+        return Err(input_error(format!(
             "{}: sha256 {sha} does not match the export manifest's {}: the archive changed since `kiln export`; re-export",
             src.display(),
             rec.sha256
@@ -797,7 +799,8 @@ pub use crate::tokenizer::gguf_tokenizer_files;
 /// (atomically); returns the tokenizer.json path.
 pub fn write_gguf_tokenizer(gguf: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
     let f = GgufFile::open(gguf)?;
-    let t = gguf_tokenizer_files(&f).map_err(|e| usage(format!("{}: {e}", gguf.display())))?;
+    let t =
+        gguf_tokenizer_files(&f).map_err(|e| input_error(format!("{}: {e}", gguf.display())))?;
     let json = dir.join(format!("{name}.tokenizer.json"));
     crate::util::write_atomic(
         dir.join(format!("{name}.tokenizer_config.json")),
