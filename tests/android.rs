@@ -4,7 +4,7 @@
 //! kiln's interpreter; and bad input to `kiln generate` / `kiln run` is a
 //! one-line error saying what to do.
 
-mod common;
+use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions};
 use kiln::generate::{generate, Interpreted, IreeRunModule, RunModule};
@@ -28,16 +28,13 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
         },
     )
     .unwrap();
-    let outs = kiln::iree::compile::compile_many(
+    let outs = common::compiled::compile_many(
         &tc,
         &r.mlir,
         &[Target::Host, Target::Arm64],
         dir.path(),
         "tiny",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
+        2,
     )
     .unwrap();
     let prompt = [5, 17, 3];
@@ -108,7 +105,7 @@ fn generate_and_run_bad_input_are_one_line_errors() {
     )
     .unwrap();
     let host = dir.path().join("tiny-host.vmfb");
-    kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &host, &[]).unwrap();
+    common::compiled::compile(&tc, &r.mlir, &Target::Host, &host, &[]).unwrap();
     let h = host.to_str().unwrap();
     let qwen_gguf = fixture("gguf/tiny-qwen2.gguf")
         .to_str()

@@ -2,7 +2,7 @@
 //! as clap value enums (listed in help, refused with the possible values),
 //! and environment variables shown in help.
 
-mod common;
+use crate::common;
 use common::kiln;
 
 const VERBS: [&str; 11] = [

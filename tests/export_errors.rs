@@ -1,7 +1,7 @@
 //! Bad input to `kiln export`: each case is a clear one-line error naming
 //! the key, tensor or flag, exit code 2, and no output file left behind.
 
-mod common;
+use crate::common;
 use common::*;
 use kiln::params::TensorWriter;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! transformers fixture (a mismatch where the reference margin is below
 //! 1e-3 counts as a tie).
 
-mod common;
+use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions};
 use kiln::graph::DType;
@@ -18,7 +18,7 @@ fn tiny_checkpoints_match_transformers_on_iree_host() {
     let failures = fixture_export_mismatches(
         |r| {
             let vmfb = r.mlir.with_file_name("m.vmfb");
-            kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
+            common::compiled::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
             let opts = RunOptions {
                 function: r.manifest.function.clone(),
                 params: vec![("model".into(), r.irpa.clone())],
@@ -50,7 +50,7 @@ fn safetensors_and_irpa_give_the_same_result() {
     )
     .unwrap();
     let vmfb = dir.path().join("m.vmfb");
-    kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
+    common::compiled::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
     for params in [&r.irpa, &r.safetensors] {
         let opts = RunOptions {
             function: r.manifest.function.clone(),

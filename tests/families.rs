@@ -12,7 +12,7 @@
 //! Every fixture at both SEQs on the host and in the interpreter is in
 //! `tests/export_hf.rs` / `tests/interp_models.rs`.
 
-mod common;
+use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport};
 use kiln::graph::DType;
@@ -70,18 +70,8 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
             Target::Arm64,
             Target::parse("vulkan").unwrap(),
         ];
-        let outs = kiln::iree::compile::compile_many(
-            &tc,
-            &r.mlir,
-            &targets,
-            dir.path(),
-            name,
-            &kiln::iree::compile::CompileOptions {
-                jobs: 2,
-                ..Default::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
+        let outs = common::compiled::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2)
+            .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
         for (ci, c) in rs.cases.iter().enumerate() {
             let host = module_ids(&tc, &r, &outs[0], Device::LocalTask, None, &c.input);
             let arm = module_ids(
@@ -205,7 +195,7 @@ fn gguf_files_export_the_hf_graph_and_give_transformers_ids() {
             }
             let Some(tc) = &tc else { continue };
             let vmfb = dg.path().join("m.vmfb");
-            kiln::iree::compile::compile(tc, &rg.mlir, &Target::Host, &vmfb, &[]).unwrap();
+            common::compiled::compile(tc, &rg.mlir, &Target::Host, &vmfb, &[]).unwrap();
             for (ci, c) in rs.cases.iter().enumerate() {
                 let got = module_ids(tc, &rg, &vmfb, Device::LocalTask, None, &c.input);
                 let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);

@@ -1,6 +1,6 @@
 //! `kiln interp MODULE.mlir --tokens …` prints the predicted ids on one line.
 
-mod common;
+use crate::common;
 
 use common::interp::{random_weights, tiny_model, Tiny};
 use kiln::graph::DType;

@@ -2,7 +2,7 @@
 //! weights through the params codecs and prints the same ids as the
 //! interpreter run on in-memory weights.
 
-mod common;
+use crate::common;
 
 use common::interp::{as_tensors, random_weights, tiny_model, write_safetensors, Tiny};
 use kiln::graph::DType;

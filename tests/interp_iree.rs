@@ -7,7 +7,7 @@
 //! the kiln cache); without them the test fails under `CI=true` and
 //! otherwise prints a skip note.
 
-mod common;
+use crate::common;
 
 use common::interp::{as_tensors, random_weights, tiny_model, Rng, Tiny};
 use kiln::graph::DType;

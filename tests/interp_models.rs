@@ -4,7 +4,7 @@
 //! the transformers fixtures (tiny checkpoints at SEQ 8 and 33) under the
 //! tie rule. The real SmolLM2 is checked the same way in tests/smollm2.rs.
 
-mod common;
+use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions};
 use kiln::graph::DType;

@@ -2,7 +2,7 @@
 //! the values tests/common/op_cases.rs computes independently (the same
 //! cases tests/iree_ops.rs runs on IREE), within each case's tolerance.
 
-mod common;
+use crate::common;
 use common::op_cases::{self, Data, HostT};
 use kiln::interp::{run, Tensor};
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! Bad input to the IREE driver: every case gives a clear error, and none
 //! leaves a partial `.vmfb` behind.
 
-mod common;
+use crate::common;
 use common::tiny_iree::*;
 use common::{kiln_command as kiln, toolchain};
 

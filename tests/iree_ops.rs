@@ -9,7 +9,7 @@
 //! arm64, arm32 and Vulkan presets as well (compile only here; emulated
 //! runs are in tests/android.rs).
 
-mod common;
+use crate::common;
 use common::op_cases::{self, Data, HostT};
 use common::*;
 use kiln::graph::{DType, Graph, Module, TensorType};
@@ -50,7 +50,7 @@ fn run_cases(
     let mlir = dir.path().join("ops.mlir");
     std::fs::write(&mlir, &text).unwrap();
     let vmfb = dir.path().join(format!("ops-{}.vmfb", target.suffix()));
-    kiln::iree::compile::compile(&tc, &mlir, &target, &vmfb, &[]).unwrap();
+    common::compiled::compile(&tc, &mlir, &target, &vmfb, &[]).unwrap();
     if device == Device::Vulkan && !lavapipe_present() {
         return None;
     }
@@ -200,18 +200,8 @@ fn external_bf16_parameters_compile_for_every_target_and_run_on_host() {
     let irpa = dir.path().join("params.irpa");
     write_irpa(&irpa, &tensors);
     let targets = Target::parse_list("host,arm64,arm32,vulkan", None).unwrap();
-    let outs = kiln::iree::compile::compile_many(
-        &tc,
-        &mlir,
-        &targets,
-        dir.path(),
-        "params",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let outs =
+        common::compiled::compile_many(&tc, &mlir, &targets, dir.path(), "params", 2).unwrap();
     for o in &outs {
         assert!(std::fs::metadata(o).unwrap().len() > 0, "{}", o.display());
     }

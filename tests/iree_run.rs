@@ -2,7 +2,7 @@
 //! iree-compile, run it on the host, under qemu (arm64) and on lavapipe
 //! (vulkan), and compare with the values computed here.
 
-mod common;
+use crate::common;
 use common::tiny_iree::*;
 use common::{kiln_command as kiln, require, toolchain};
 

@@ -16,7 +16,7 @@
 //! - bad input: a prompt that fills N, a turn or a decode past N, caches
 //!   of the wrong shape, a module exported without `--kv-cache`.
 
-mod common;
+use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions, Weights};
 use kiln::generate::{
@@ -100,7 +100,7 @@ fn interp_and_host(
     if let Some(tc) = tc {
         let vmfb = dir.join("tiny-kv-host.vmfb");
         let kv = r.kv_mlir.as_ref().unwrap();
-        kiln::iree::compile::compile(tc, kv, &Target::Host, &vmfb, &[]).unwrap();
+        common::compiled::compile(tc, kv, &Target::Host, &vmfb, &[]).unwrap();
         models.push((
             "host",
             Box::new(kv_session(tc, r, &vmfb, Device::LocalTask)),
@@ -193,7 +193,7 @@ fn iree_host_kv_matches_transformers_on_every_fixture() {
         let dir = tmpdir();
         let r = export_kv(name, rs.seq, dir.path(), DType::F32);
         let vmfb = dir.path().join("tiny-kv-host.vmfb");
-        kiln::iree::compile::compile(&tc, r.kv_mlir.as_ref().unwrap(), &Target::Host, &vmfb, &[])
+        common::compiled::compile(&tc, r.kv_mlir.as_ref().unwrap(), &Target::Host, &vmfb, &[])
             .unwrap();
         let mut s = kv_session(&tc, &r, &vmfb, Device::LocalTask);
         for (ci, c) in rs.cases.iter().enumerate() {
@@ -281,16 +281,13 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
         Target::Arm32,
         Target::parse("vulkan").unwrap(),
     ];
-    let outs = kiln::iree::compile::compile_many(
+    let outs = common::compiled::compile_many(
         &tc,
         r.kv_mlir.as_ref().unwrap(),
         &targets,
         dir.path(),
         "tiny-kv",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
+        2,
     )
     .unwrap();
     let session = |vmfb: &Path, device| kv_session(&tc, &r, vmfb, device);
@@ -362,16 +359,13 @@ fn caches_over_the_bound_are_split_into_layer_groups() {
     assert_eq!(two_turns(&mut interp_kv(&split)), want, "interpreter");
     let Some(tc) = toolchain() else { return };
     let targets = [Target::Host, Target::parse("vulkan").unwrap()];
-    let outs = kiln::iree::compile::compile_many(
+    let outs = common::compiled::compile_many(
         &tc,
         split.kv_mlir.as_ref().unwrap(),
         &targets,
         split_dir.path(),
         "tiny-kv",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
+        2,
     )
     .unwrap();
     let mut host = kv_session(&tc, &split, &outs[0], Device::LocalTask);
@@ -482,15 +476,14 @@ fn bf16_caches_match_f32_on_the_cpu_and_are_refused_for_vulkan() {
     assert_eq!(g16, g32);
     let Some(tc) = toolchain() else { return };
     let vmfb = dir.path().join("tiny-kv-host.vmfb");
-    kiln::iree::compile::compile(&tc, r.kv_mlir.as_ref().unwrap(), &Target::Host, &vmfb, &[])
-        .unwrap();
+    common::compiled::compile(&tc, r.kv_mlir.as_ref().unwrap(), &Target::Host, &vmfb, &[]).unwrap();
     let mut s = kv_session(&tc, &r, &vmfb, Device::LocalTask);
     assert_eq!(
         generate_kv(&mut s, &prompt, 16, &[], |_| true).unwrap(),
         g32
     );
     let vk = dir.path().join("tiny-kv-vulkan.vmfb");
-    let e = kiln::iree::compile::compile(
+    let e = common::compiled::compile(
         &tc,
         r.kv_mlir.as_ref().unwrap(),
         &Target::parse("vulkan").unwrap(),

@@ -1,7 +1,7 @@
 //! The op-coverage cases build valid graphs that print, and every case
 //! name is unique (the IREE and interpreter tests run them all).
 
-mod common;
+use crate::common;
 use common::op_cases;
 
 #[test]

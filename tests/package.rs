@@ -8,7 +8,7 @@
 //! - the GGUF tokenizer.json writer against `Tokenizer::from_gguf` and
 //!   llama.cpp's ids on the real SmolLM2 GGUF.
 
-mod common;
+use crate::common;
 
 use common::{files_in, fixture, kiln_output, tmpdir};
 use kiln::manifest::{AssetsManifest, FileRecord};
@@ -143,31 +143,9 @@ fn kv_pair_is_packaged_beside_the_redecode_modules() {
     )
     .unwrap();
     let arm64 = [Target::Arm64];
-    kiln::iree::compile::compile_many(
-        &tc,
-        &rep.mlir,
-        &arm64,
-        &exp,
-        "tiny",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 1,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    common::compiled::compile_many(&tc, &rep.mlir, &arm64, &exp, "tiny", 1).unwrap();
     let kv_mlir = rep.kv_mlir.clone().unwrap();
-    let outs = kiln::iree::compile::compile_many(
-        &tc,
-        &kv_mlir,
-        &arm64,
-        &exp,
-        "tiny-kv",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 1,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let outs = common::compiled::compile_many(&tc, &kv_mlir, &arm64, &exp, "tiny-kv", 1).unwrap();
     let assets = dir.path().join("assets");
     let o = kiln_output(&[
         "package",
@@ -218,18 +196,7 @@ fn export_compile_package_run() {
     // Vulkan is left out: the pinned IREE cannot compile bf16 graphs for
     // it yet; packaging treats it as optional.
     let targets = [Target::Host, Target::Arm64, Target::Arm32];
-    let outs = kiln::iree::compile::compile_many(
-        &tc,
-        &rep.mlir,
-        &targets,
-        &exp,
-        "tiny",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let outs = common::compiled::compile_many(&tc, &rep.mlir, &targets, &exp, "tiny", 2).unwrap();
     let tok = tiny_tokenizer_dir(dir.path());
     let assets = dir.path().join("assets");
     let manifest_path = rep.manifest_path.clone();

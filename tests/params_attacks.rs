@@ -2,7 +2,7 @@
 //! rejected with an error naming the file and, where known, the tensor; the
 //! CLI exits 2 and leaves no output. Plus a deterministic mutation sweep.
 
-mod common;
+use crate::common;
 use kiln::params::gguf::GgufFile;
 use kiln::params::irpa::IrpaReader;
 use kiln::params::safetensors::SafeTensors;

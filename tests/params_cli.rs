@@ -1,6 +1,6 @@
 //! `kiln params inspect | convert | diff` end to end.
 
-mod common;
+use crate::common;
 use common::kiln_output;
 use kiln::params::safetensors::SafeTensors;
 use kiln::params::DType;

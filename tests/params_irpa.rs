@@ -1,7 +1,7 @@
 //! IRPA writer byte-identity against the real `iree-convert-parameters`,
 //! reader checks against IREE-written archives and `iree-dump-parameters`.
 
-mod common;
+use crate::common;
 use kiln::params::irpa::{EntryKind, EntrySpec, IrpaData, IrpaReader, IrpaWriter};
 use kiln::params::safetensors::{SafeTensors, SafetensorsWriter, TensorSpec};
 use kiln::params::DType;

@@ -3,7 +3,7 @@
 //! fixture module in the repository; and every truncation of a printed
 //! module is an error, never a panic.
 
-mod common;
+use crate::common;
 
 use common::interp::{all_ops_module, random_weights, tiny_model, Tiny};
 use kiln::graph::{DType, Module};

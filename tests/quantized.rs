@@ -5,7 +5,7 @@
 //! transformers dequantizes the same GGUF to f32 — in kiln's interpreter,
 //! with the tables whole and in row chunks, and on the host through IREE.
 
-mod common;
+use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, Weights};
 use kiln::iree::flags::{Device, Target};
@@ -117,7 +117,7 @@ fn keep_fixtures_match_transformers_on_the_host() {
         kiln::models::MAX_TENSOR_BYTES,
         |r| {
             let v = r.mlir.with_extension("vmfb");
-            kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &v, &[]).unwrap();
+            common::compiled::compile(&tc, &r.mlir, &Target::Host, &v, &[]).unwrap();
             *vmfb.borrow_mut() = Some(v);
         },
         |r, input| {
@@ -148,18 +148,8 @@ fn keep_fixtures_match_transformers_on_arm64_and_vulkan() {
             Target::parse("vulkan").unwrap(),
             Target::Arm32,
         ];
-        let outs = kiln::iree::compile::compile_many(
-            &tc,
-            &r.mlir,
-            &targets,
-            dir.path(),
-            name,
-            &kiln::iree::compile::CompileOptions {
-                jobs: 2,
-                ..Default::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
+        let outs = common::compiled::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2)
+            .unwrap_or_else(|e| panic!("{name}: compiling failed: {e}"));
         assert!(outs[2].exists(), "{name}: no arm32 module");
         let run = |vmfb: &Path, device, emulate, input: &[i32]| {
             module_ids(&tc, &r, vmfb, device, emulate, input)
@@ -300,7 +290,7 @@ fn gemma3_270m_keep_matches_transformers_on_the_host() {
     );
     assert!(a * 100 <= g * 115, "keep archive {a} bytes, GGUF {g}");
     let vmfb = dir.path().join("gemma3-host.vmfb");
-    kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
+    common::compiled::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
     let c = &rs.cases[0];
     let got = module_ids(&tc, &r, &vmfb, Device::LocalTask, None, &c.input);
     let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
@@ -606,18 +596,7 @@ fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
         assert_eq!(down["bytes"], 32 * 64 + 32 * 4);
     }
     let targets = [Target::Host, Target::Arm64, Target::Arm32];
-    let outs = kiln::iree::compile::compile_many(
-        &tc,
-        &r.mlir,
-        &targets,
-        dir.path(),
-        name,
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let outs = common::compiled::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2).unwrap();
     assert!(outs[2].exists());
     let mut failures = Vec::new();
     for (ci, c) in rs.cases.iter().enumerate() {
@@ -634,7 +613,7 @@ fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let vk = dir.path().join("vk.vmfb");
-    let e = kiln::iree::compile::compile(&tc, &r.mlir, &Target::parse("vulkan").unwrap(), &vk, &[])
+    let e = common::compiled::compile(&tc, &r.mlir, &Target::parse("vulkan").unwrap(), &vk, &[])
         .unwrap_err()
         .to_string();
     assert!(e.contains("w8a8") && e.contains("CPU-only"), "{e}");

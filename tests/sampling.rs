@@ -12,7 +12,7 @@
 //! - bad input: every flag out of range, sampling flags on a greedy module,
 //!   `--top-k` above K, a bad `--sampling`.
 
-mod common;
+use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
 use kiln::generate::{
@@ -221,16 +221,13 @@ fn sampled_ids_agree_on_host_arm64_and_vulkan() {
         Target::Arm64,
         Target::parse("vulkan").unwrap(),
     ];
-    let outs = kiln::iree::compile::compile_many(
+    let outs = common::compiled::compile_many(
         &tc,
         r.kv_mlir.as_ref().unwrap(),
         &targets,
         dir.path(),
         "tiny-kv",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
+        2,
     )
     .unwrap();
     let session =

@@ -21,7 +21,7 @@
 //!   GGUF, every prompt position matches transformers in the interpreter,
 //!   and the KV pair's greedy generations on the host are transformers'.
 
-mod common;
+use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
 use kiln::generate::{generate, generate_kv, IreeRunModule, KvInterpreted, RunModule};
@@ -94,7 +94,7 @@ fn host_vmfb(e: &Exported) -> Option<PathBuf> {
     H.get_or_init(|| {
         let tc = toolchain()?;
         let out = e.report.mlir.with_file_name("smollm2-host.vmfb");
-        kiln::iree::compile::compile(&tc, &e.report.mlir, &Target::Host, &out, &[]).unwrap();
+        common::compiled::compile(&tc, &e.report.mlir, &Target::Host, &out, &[]).unwrap();
         Some(out)
     })
     .clone()
@@ -287,7 +287,7 @@ fn kv_generations_on_host(
     let kv = &r.manifest.kv.as_ref().unwrap().pair;
     let kv_mlir = r.kv_mlir.as_ref().unwrap();
     let vmfb = kv_mlir.with_file_name("smollm2-kv-host.vmfb");
-    kiln::iree::compile::compile(tc, kv_mlir, &Target::Host, &vmfb, &[]).unwrap();
+    common::compiled::compile(tc, kv_mlir, &Target::Host, &vmfb, &[]).unwrap();
     let mut s = KvSession::start(tc, &vmfb, &r.irpa, "model", kv, Device::LocalTask, None).unwrap();
     for p in &exp.prompts {
         let g = generate_kv(
@@ -507,18 +507,8 @@ fn arm_targets_compile_and_arm64_under_qemu_matches_the_host() {
     let tc = toolchain().unwrap();
     let dir = e.report.mlir.parent().unwrap();
     let targets = Target::parse_list("arm64,arm32", None).unwrap();
-    let outs = kiln::iree::compile::compile_many(
-        &tc,
-        &e.report.mlir,
-        &targets,
-        dir,
-        "smollm2",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let outs =
+        common::compiled::compile_many(&tc, &e.report.mlir, &targets, dir, "smollm2", 2).unwrap();
     for o in &outs {
         assert!(std::fs::metadata(o).unwrap().len() > 0, "{}", o.display());
     }
@@ -563,7 +553,7 @@ fn vulkan_compiles_and_runs_on_lavapipe_like_the_host() {
         (Target::parse("vulkan").unwrap(), &vk),
         (Target::vulkan("valhall").unwrap(), &valhall),
     ] {
-        kiln::iree::compile::compile(&tc, &e.report.mlir, &target, out, &[]).unwrap();
+        common::compiled::compile(&tc, &e.report.mlir, &target, out, &[]).unwrap();
     }
     if !lavapipe_present() {
         return;
@@ -629,7 +619,7 @@ fn w8a8_weights_agree_with_transformers_and_the_host_equals_the_interpreter() {
     let exp = smol_expected();
     let vmfb = toolchain().map(|tc| {
         let v = dir.path().join("smollm2-host.vmfb");
-        kiln::iree::compile::compile(&tc, &r.mlir, &Target::Host, &v, &[]).unwrap();
+        common::compiled::compile(&tc, &r.mlir, &Target::Host, &v, &[]).unwrap();
         (tc, v)
     });
     // (agreeing positions, counted positions) per comparison.

@@ -6,7 +6,7 @@
 //! committed Phi-3 one and cached GGUFs (llama.cpp's Llama 3 and Qwen2
 //! files, Gemma 3, SmolLM2), skipped or fetched as `tests/common` says.
 
-mod common;
+use crate::common;
 
 use kiln::tokenizer::Tokenizer;
 use serde_json::Value;

@@ -9,7 +9,7 @@
 //! cache (`scripts/fetch-gemma3.sh`) against transformers' ids
 //! (`gemma3-transformers.json`).
 
-mod common;
+use crate::common;
 
 use kiln::tokenizer::{StreamDecoder, Tokenizer};
 use std::path::PathBuf;

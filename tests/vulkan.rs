@@ -12,12 +12,12 @@
 //! (it would not on those GPUs). The real SmolLM2 on Vulkan is in
 //! `tests/smollm2.rs`.
 
-mod common;
+use crate::common;
+use common::compiled::compile;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport};
 use kiln::generate::generate;
 use kiln::graph::{DType, Graph, Module, TensorType};
-use kiln::iree::compile::compile;
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, HostTensor, RunOptions};
 use kiln::iree::session::Session;
@@ -304,30 +304,8 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
 
     let Some(tc) = toolchain() else { return };
     let targets = [Target::Host, Target::parse("vulkan").unwrap()];
-    let fwd = kiln::iree::compile::compile_many(
-        &tc,
-        &r.mlir,
-        &targets,
-        &out,
-        "big",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let kv = kiln::iree::compile::compile_many(
-        &tc,
-        &kv_mlir,
-        &targets,
-        &out,
-        "big-kv",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let fwd = common::compiled::compile_many(&tc, &r.mlir, &targets, &out, "big", 2).unwrap();
+    let kv = common::compiled::compile_many(&tc, &kv_mlir, &targets, &out, "big-kv", 2).unwrap();
     let lavapipe = lavapipe_present();
     for (ci, c) in rs.cases.iter().enumerate() {
         let host = module_ids(&tc, &r, &fwd[0], Device::LocalTask, None, &c.input);
@@ -445,18 +423,8 @@ fn gemma3_270m_on_lavapipe_equals_the_host() {
     )
     .unwrap();
     let targets = [Target::Host, Target::parse("vulkan").unwrap()];
-    let outs = kiln::iree::compile::compile_many(
-        &tc,
-        &r.mlir,
-        &targets,
-        dir.path(),
-        "gemma3",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let outs =
+        common::compiled::compile_many(&tc, &r.mlir, &targets, dir.path(), "gemma3", 2).unwrap();
     // <bos> "def fibonacci(n):\n    if n" and a few high ids.
     let input = [
         2, 2063, 46722, 236769, 236749, 1473, 107, 140, 768, 538, 236743, 236779, 236770, 236771,

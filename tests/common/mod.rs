@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod compiled;
 pub mod interp;
 pub mod op_cases;
 pub mod tiny_iree;
