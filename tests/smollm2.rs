@@ -9,9 +9,9 @@
 //! - interpreter only (no IREE needed): the same position checks;
 //! - Android: the module compiles for arm64, arm32 and Vulkan (the
 //!   default Android-baseline target and `valhall`); the arm64 module under
-//!   qemu and the default Vulkan module on lavapipe give the host's ids,
-//!   and `kiln generate --emulate arm64` continues the chat prompt as
-//!   transformers does;
+//!   qemu and the default Vulkan module on lavapipe give the host's ids
+//!   (the generate loop under qemu is tests/android.rs's, on a tiny model:
+//!   one SmolLM2 forward under qemu takes about 80 s);
 //! - `kiln generate` from prompt text (plain and `--chat`) prints
 //!   transformers' continuation;
 //! - the KV-cache pair (exported alongside, P 64, N 128): prefill + decode
@@ -517,26 +517,10 @@ fn arm_targets_compile_and_arm64_under_qemu_matches_the_host() {
         ..opts(e)
     };
     agrees_with_host_on_first_prompt(e, &host, &outs[0], arm64, "arm64 under qemu");
-    let exp = smol_expected();
-
-    // `kiln generate --emulate arm64` on the chat prompt: the phone's loop
-    // under qemu gives transformers' greedy continuation. Two steps only:
-    // one SmolLM2 forward takes about 80 s under qemu here.
-    let chat = exp.prompts.iter().find(|p| p.name == "chat").unwrap();
-    let out = kiln_command()
-        .arg("generate")
-        .arg(&outs[0])
-        .args(["--chat", "--prompt", "What is the capital of France?"])
-        .args(["--emulate", "arm64", "--max-new-tokens", "2"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let tok = kiln::tokenizer::Tokenizer::from_gguf(smollm2_gguf().unwrap()).unwrap();
-    let first_two: Vec<u32> = chat.generate.ids[..2].iter().map(|&i| i as u32).collect();
-    let want = tok.decode(&first_two).unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(text.strip_suffix('\n').unwrap_or(&text), want, "{err}");
+    // One SmolLM2 forward under qemu takes about 80 s here, so the phone's
+    // generate loop under qemu (`kiln generate --emulate arm64`) is tested
+    // on a tiny checkpoint (tests/android.rs); this forward shows the arm64
+    // module of a real model gives the host's ids at every position.
 }
 
 #[test]
