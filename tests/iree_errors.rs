@@ -348,6 +348,26 @@ fn run_argument_errors() {
         err.contains("bad.irpa") && !err.contains("irpa_parser.c"),
         "{err}"
     );
+    // generate and chat read the archive through the same check.
+    for verb in ["generate", "chat"] {
+        let out = kiln()
+            .arg(verb)
+            .arg(&vmfb)
+            .arg("--params")
+            .arg(&archive)
+            .args(if verb == "generate" {
+                &["--tokens", "1"][..]
+            } else {
+                &[][..]
+            })
+            .output()
+            .unwrap();
+        let err = failed(&out, 2);
+        assert!(
+            err.contains("bad.irpa") && !err.contains("irpa_parser.c"),
+            "{verb}: {err}"
+        );
+    }
 }
 
 #[test]

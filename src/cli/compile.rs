@@ -11,16 +11,17 @@ use std::path::PathBuf;
 pub struct Args {
     /// The StableHLO module (`NAME-gen.mlir` or `NAME.mlir`).
     pub module: PathBuf,
-    /// Targets: host, arm64, arm32, vulkan (comma-separated or repeated).
+    /// Targets: host, arm64, arm32, vulkan or vulkan:NAME (comma-separated or repeated).
     #[arg(
         long,
         short = 't',
         value_delimiter = ',',
         required = true,
-        value_name = "LIST"
+        value_name = "LIST",
+        value_parser = Target::parse
     )]
-    pub target: Vec<String>,
-    /// Vulkan target for `--iree-vulkan-target` (default vp_android_baseline_2022, any Android GPU; valhall, adreno: tuned)
+    pub target: Vec<Target>,
+    /// Vulkan target for `--iree-vulkan-target` of a plain `vulkan` in --target (default vp_android_baseline_2022, any Android GPU; valhall, adreno: tuned)
     #[arg(long, value_name = "NAME")]
     pub vulkan_target: Option<String>,
     /// Output directory (default: the module's directory). Files are `NAME-<target>.vmfb`.
@@ -56,13 +57,32 @@ pub fn module_name(module: &std::path::Path) -> kiln::Result<String> {
     Ok(stem.strip_suffix("-gen").unwrap_or(&stem).to_string())
 }
 
+/// The targets of `--target` in order, each once, a plain `vulkan` (the
+/// default Vulkan target) given `--vulkan-target`'s name.
+fn targets(list: &[Target], vulkan_target: Option<&str>) -> kiln::Result<Vec<Target>> {
+    let mut out: Vec<Target> = Vec::new();
+    for t in list {
+        let t = match (t, vulkan_target) {
+            (Target::Vulkan { target }, Some(name))
+                if target == kiln::iree::flags::DEFAULT_VULKAN_TARGET =>
+            {
+                Target::vulkan(name)?
+            }
+            _ => t.clone(),
+        };
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
 /// Runs `kiln compile`.
 pub fn run(args: Args) -> kiln::Result<i32> {
     if args.json {
         super::set_quiet();
     }
-    let list = args.target.join(",");
-    let targets = Target::parse_list(&list, args.vulkan_target.as_deref())?;
+    let targets = targets(&args.target, args.vulkan_target.as_deref())?;
     if args.vulkan_target.is_some() && !targets.iter().any(|t| matches!(t, Target::Vulkan { .. })) {
         return Err(Error::Usage(
             "--vulkan-target given but no vulkan target in --target".into(),

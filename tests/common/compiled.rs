@@ -5,9 +5,9 @@
 //! compiled for the host by more than one test. [`compile`] and
 //! [`compile_many`] call kiln's own functions, keyed by the module's text,
 //! the target and the extra flags; a second request for the same key gets a
-//! copy of the first module. The cache lives under cargo's test scratch
-//! directory and is emptied when the binary first uses it, so every run
-//! compiles everything once and nothing outlives a run's worth of use.
+//! copy of the first module. The cache is this process's folder under
+//! cargo's test scratch directory (`target/tmp`), so every run compiles
+//! everything once; the next run removes it.
 
 use kiln::iree::compile::CompileOptions;
 use kiln::iree::{Target, Toolchain};
@@ -19,12 +19,23 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 type Slot = Arc<Mutex<Option<PathBuf>>>;
 
-/// The cache directory (emptied on first use by this process).
+/// This process's cache directory, `compiled-modules-<pid>` in cargo's
+/// test scratch directory; made on first use, when the folders of test
+/// processes that have ended are removed.
 fn dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compiled-modules");
-        let _ = std::fs::remove_dir_all(&d);
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let proc = Path::new("/proc/self").exists(); // else: no way to tell, keep all
+        for e in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("compiled-modules-") {
+                if proc && !Path::new("/proc").join(pid).exists() {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let d = tmp.join(format!("compiled-modules-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
     })
@@ -43,6 +54,24 @@ fn slot(mlir: &Path, target: &Target, extra: &[String]) -> (u64, Slot) {
     let slots = SLOTS.get_or_init(Default::default);
     let s = slots.lock().unwrap().entry(key).or_default().clone();
     (key, s)
+}
+
+/// With `KILN_TEST_COMPILE_LOG=FILE`, appends one line per request:
+/// `compiled` (with its seconds) or `reused`, the targets, the module file
+/// and the test.
+fn log(what: &str, targets: &str, mlir: &Path, secs: Option<f64>) {
+    if let Ok(p) = std::env::var("KILN_TEST_COMPILE_LOG") {
+        let secs = secs.map_or(String::new(), |s| format!("{s:.1}s"));
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        let line = format!("{what}\t{targets}\t{}\t{secs}\t{test}", mlir.display());
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .unwrap();
+        writeln!(f, "{line}").unwrap();
+    }
 }
 
 fn place(cached: &Path, out: &Path) {
@@ -65,8 +94,17 @@ pub fn compile(
     let mut got = s.lock().unwrap();
     if got.is_none() {
         let cached = dir().join(format!("{key:016x}.vmfb"));
+        let t0 = std::time::Instant::now();
         kiln::iree::compile::compile(tc, mlir, target, &cached, extra)?;
+        log(
+            "compiled",
+            target.suffix(),
+            mlir,
+            Some(t0.elapsed().as_secs_f64()),
+        );
         *got = Some(cached);
+    } else {
+        log("reused", target.suffix(), mlir, None);
     }
     place(got.as_ref().unwrap(), out);
     Ok(())
@@ -105,6 +143,7 @@ pub fn compile_many(
         .collect();
     if !missing.is_empty() {
         let scratch = tempfile::tempdir_in(dir()).unwrap();
+        let t0 = std::time::Instant::now();
         let outs = kiln::iree::compile::compile_many(
             tc,
             mlir,
@@ -116,12 +155,27 @@ pub fn compile_many(
                 ..Default::default()
             },
         )?;
+        let names: Vec<&str> = missing.iter().map(Target::suffix).collect();
+        log(
+            "compiled",
+            &names.join(","),
+            mlir,
+            Some(t0.elapsed().as_secs_f64()),
+        );
         let mut made = outs.into_iter();
         for g in guards.iter_mut().filter(|g| g.1.is_none()) {
             let cached = dir().join(format!("{:016x}.vmfb", keyed[g.0].0));
             std::fs::rename(made.next().unwrap(), &cached).unwrap();
             *g.1 = Some(cached);
         }
+    }
+    let reused: Vec<&str> = guards
+        .iter()
+        .filter(|g| !missing.contains(keyed[g.0].2))
+        .map(|g| keyed[g.0].2.suffix())
+        .collect();
+    if !reused.is_empty() {
+        log("reused", &reused.join(","), mlir, None);
     }
     let outs: Vec<PathBuf> = targets
         .iter()
