@@ -4,12 +4,16 @@
 //! kiln keeps (scripts/make_quant_fixtures.py) give transformers' ids —
 //! transformers dequantizes the same GGUF to f32 — in kiln's interpreter,
 //! with the tables whole and in row chunks, and on the host through IREE.
+//! The real Gemma 3 270M Q4_K_M GGUF gives transformers' ids at every
+//! position, and `kiln generate --prompt` prints its greedy continuation
+//! with the redecode module and with the KV pair.
 
 use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, Weights};
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::Emulation;
+use kiln::iree::Toolchain;
 use kiln::models::Checkpoint;
 use kiln::params::gguf::GgmlType;
 use kiln::params::source::open_any;
@@ -257,44 +261,144 @@ fn keep_refuses_what_it_cannot_keep() {
     assert_eq!(code, 0, "{err}");
 }
 
-/// The real Gemma 3 270M Q4_K_M GGUF (Q8_0 embedding over the 2^27-byte
-/// bound, Q5_0 / Q4_K / Q6_K blocks; scripts/fetch-gemma3.sh) with
-/// `--weights keep`: the archive is the size of the GGUF's tensors (at
-/// most 1.15 × the file), and every position of the fixture input equals
-/// transformers on the host (scripts/make_gemma3_fixture.py).
+/// The real Gemma 3 270M Q4_K_M GGUF (scripts/fetch-gemma3.sh) exported
+/// once with `--weights keep` at the fixture's SEQ 16, with the KV pair
+/// (P 4, N 16), and its redecode module compiled for the host; None when
+/// the toolchain or the GGUF is missing and not required.
+struct Gemma3 {
+    _dir: tempfile::TempDir,
+    gguf: std::path::PathBuf,
+    tc: Toolchain,
+    report: ExportReport,
+    vmfb: std::path::PathBuf,
+}
+
+fn gemma3() -> Option<&'static Gemma3> {
+    static G: std::sync::OnceLock<Option<Gemma3>> = std::sync::OnceLock::new();
+    G.get_or_init(|| {
+        let tc = toolchain()?;
+        let gguf = gemma3_gguf()?;
+        let dir = tmpdir();
+        let ckpt = Checkpoint::open(&gguf).unwrap();
+        let report = export(
+            &ckpt,
+            &ExportOptions {
+                seq: 16,
+                out_dir: dir.path().into(),
+                name: Some("gemma3".into()),
+                weights: Weights::Keep,
+                kv: Some(kiln::export::KvCacheOptions {
+                    prompt_len: Some(4),
+                    max_context: Some(16),
+                    cache_dtype: kiln::graph::DType::F32,
+                    top_k: None,
+                }),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let vmfb = dir.path().join("gemma3-host.vmfb");
+        common::compiled::compile(&tc, &report.mlir, &Target::Host, &vmfb, &[]).unwrap();
+        Some(Gemma3 {
+            _dir: dir,
+            gguf,
+            tc,
+            report,
+            vmfb,
+        })
+    })
+    .as_ref()
+}
+
+/// Gemma 3 270M (Q8_0 embedding over the 2^27-byte bound, Q5_0 / Q4_K /
+/// Q6_K blocks) with `--weights keep`: the archive is the size of the
+/// GGUF's tensors (at most 1.15 × the file), and every position of the
+/// fixture input equals transformers on the host
+/// (scripts/make_gemma3_fixture.py).
 #[test]
 fn gemma3_270m_keep_matches_transformers_on_the_host() {
-    let Some(tc) = toolchain() else { return };
-    let Some(gguf) = gemma3_gguf() else { return };
+    let Some(g) = gemma3() else { return };
     let exp: HfExpected = serde_json::from_str(
         &std::fs::read_to_string(fixture("gguf/quant/gemma3-270m.json")).unwrap(),
     )
     .unwrap();
     let rs = &exp.seqs[0];
-    let dir = tmpdir();
-    let ckpt = Checkpoint::open(&gguf).unwrap();
-    let r = export(
-        &ckpt,
-        &ExportOptions {
-            seq: rs.seq,
-            out_dir: dir.path().into(),
-            name: Some("gemma3".into()),
-            weights: Weights::Keep,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let (g, a) = (
-        std::fs::metadata(&gguf).unwrap().len(),
-        std::fs::metadata(&r.irpa).unwrap().len(),
+    assert_eq!(rs.seq, g.report.manifest.seq);
+    let (a, b) = (
+        std::fs::metadata(&g.gguf).unwrap().len(),
+        std::fs::metadata(&g.report.irpa).unwrap().len(),
     );
-    assert!(a * 100 <= g * 115, "keep archive {a} bytes, GGUF {g}");
-    let vmfb = dir.path().join("gemma3-host.vmfb");
-    common::compiled::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
+    assert!(b * 100 <= a * 115, "keep archive {b} bytes, GGUF {a}");
     let c = &rs.cases[0];
-    let got = module_ids(&tc, &r, &vmfb, Device::LocalTask, None, &c.input);
+    let got = module_ids(&g.tc, &g.report, &g.vmfb, Device::LocalTask, None, &c.input);
     let bad = mismatches(&got, &c.argmax, &c.margin, 0..rs.seq);
     assert!(bad.is_empty(), "{}", bad.join("; "));
+}
+
+/// transformers' greedy continuation of a plain prompt
+/// (gemma3-270m-generate.json, scripts/make_gemma3_fixture.py).
+#[derive(serde::Deserialize)]
+struct Gemma3Generate {
+    prompt: String,
+    ids: Vec<i32>,
+    max_new_tokens: usize,
+    generate: Gemma3Continuation,
+}
+
+#[derive(serde::Deserialize)]
+struct Gemma3Continuation {
+    ids: Vec<u32>,
+    text: String,
+}
+
+/// `kiln generate --prompt TEXT` on the Gemma 3 keep export — the prompt
+/// encoded by kiln's tokenizer from the GGUF vocabulary (with `<bos>`),
+/// the text decoded by it — prints transformers' greedy continuation, with
+/// the redecode module and with the KV pair (the 6-token prompt prefilled
+/// in chunks of P = 4).
+#[test]
+fn gemma3_270m_generate_prints_transformers_continuation() {
+    let Some(g) = gemma3() else { return };
+    let exp: Gemma3Generate = serde_json::from_str(
+        &std::fs::read_to_string(fixture("gguf/quant/gemma3-270m-generate.json")).unwrap(),
+    )
+    .unwrap();
+    let tok = kiln::tokenizer::Tokenizer::open(&g.gguf).unwrap();
+    let ids: Vec<i32> = tok
+        .encode_prompt(&exp.prompt, false)
+        .unwrap()
+        .into_iter()
+        .map(|x| x as i32)
+        .collect();
+    assert_eq!(ids, exp.ids, "kiln's tokenizer");
+    assert_eq!(tok.decode(&exp.generate.ids).unwrap(), exp.generate.text);
+    let kv_vmfb = g.vmfb.with_file_name("gemma3-kv-host.vmfb");
+    let kv_mlir = g.report.kv_mlir.as_ref().unwrap();
+    common::compiled::compile(&g.tc, kv_mlir, &Target::Host, &kv_vmfb, &[]).unwrap();
+    let n = exp.max_new_tokens.to_string();
+    for (what, vmfb, extra, driver) in [
+        ("redecode", &g.vmfb, None, "SEQ 16"),
+        ("KV", &kv_vmfb, Some("--kv-cache"), "KV cache P 4 N 16"),
+    ] {
+        let out = kiln_command()
+            .args(["generate", vmfb.to_str().unwrap(), "--prompt", &exp.prompt])
+            .args(["--max-new-tokens", &n])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{what}: {stderr}");
+        assert!(
+            stderr.contains(&format!("prompt: {} tokens; {driver}", exp.ids.len())),
+            "{what}: {stderr}"
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            text.strip_suffix('\n').unwrap_or(&text),
+            exp.generate.text,
+            "{what}: {stderr}"
+        );
+    }
 }
 
 /// `kiln params inspect` names each block-quantized matrix of a keep
