@@ -69,14 +69,7 @@ pub fn run(out: &Path) -> Result<bool> {
     let ckpt = checkpoint()?;
     let report = export(
         &ckpt,
-        &ExportOptions {
-            seq: SEQ,
-            out_dir: out.to_path_buf(),
-            name: Some(NAME.into()),
-            function: None,
-            weights: DType::BF16.into(),
-            ..Default::default()
-        },
+        &ExportOptions::new(SEQ, out).name(NAME).weights(DType::BF16),
     )?;
     crate::status!(
         "exported the demo model ({} parameters) in {}",
@@ -108,11 +101,9 @@ pub fn run(out: &Path) -> Result<bool> {
 
     let t = Instant::now();
     let input = HostTensor::i32(vec![1, SEQ], TOKENS.to_vec())?;
-    let opts = RunOptions {
-        function: report.manifest.function.clone(),
-        params: vec![("model".into(), report.irpa.clone())],
-        ..Default::default()
-    };
+    let opts = RunOptions::default()
+        .function(report.manifest.function.clone())
+        .params(vec![("model".into(), report.irpa.clone())]);
     let outs = run_module(&tc, &vmfb, &opts, &[input])?;
     let iree_ids = outs
         .first()

@@ -30,8 +30,10 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::SyncSender;
 use std::time::Instant;
 
-/// Options of [`export`].
+/// Options of [`export`]: [`ExportOptions::new`] (or `default()`) and the
+/// setters, or assign the `pub` fields of a `let mut` value.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ExportOptions {
     /// Fixed sequence length.
     pub seq: usize,
@@ -317,8 +319,10 @@ pub fn quantize_rows_i8(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
     (codes, scales)
 }
 
-/// Shapes of the KV-cache export (`kiln export --kv-cache`).
+/// Shapes of the KV-cache export (`kiln export --kv-cache`): `default()`
+/// (P = SEQ, N = 2·P, f32 caches, no top-K) and the setters.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct KvCacheOptions {
     /// Prompt bucket P (default: SEQ).
     pub prompt_len: Option<usize>,
@@ -345,6 +349,118 @@ impl Default for ExportOptions {
             kv: None,
             max_tensor_bytes: crate::models::MAX_TENSOR_BYTES,
         }
+    }
+}
+
+impl ExportOptions {
+    /// The defaults with sequence length `seq` and output directory `out_dir`.
+    pub fn new(seq: usize, out_dir: impl Into<PathBuf>) -> Self {
+        ExportOptions {
+            seq,
+            out_dir: out_dir.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Sets the fixed sequence length.
+    pub fn seq(mut self, seq: usize) -> Self {
+        self.seq = seq;
+        self
+    }
+
+    /// Sets the output directory.
+    pub fn out_dir(mut self, out_dir: impl Into<PathBuf>) -> Self {
+        self.out_dir = out_dir.into();
+        self
+    }
+
+    /// Sets the base name of the files (default: the checkpoint's name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the exported function name (default: from the name).
+    pub fn function(mut self, function: impl Into<String>) -> Self {
+        self.function = Some(function.into());
+        self
+    }
+
+    /// Sets how the weights are stored (a [`Weights`] or a [`DType`]).
+    pub fn weights(mut self, weights: impl Into<Weights>) -> Self {
+        self.weights = weights.into();
+        self
+    }
+
+    /// Sets the per-tensor exceptions to the weights' form.
+    pub fn weights_for(mut self, weights_for: Vec<(String, Weights)>) -> Self {
+        self.weights_for = weights_for;
+        self
+    }
+
+    /// Sets the constant materialization policy.
+    pub fn constants(mut self, constants: ConstantPolicy) -> Self {
+        self.constants = constants;
+        self
+    }
+
+    /// Sets the progress receiver (`None`: nothing is reported).
+    pub fn progress(
+        mut self,
+        progress: impl Into<Option<crate::progress::SharedProgress>>,
+    ) -> Self {
+        self.progress = progress.into();
+        self
+    }
+
+    /// Sets the KV-cache pair to write too (`None`: no pair).
+    pub fn kv(mut self, kv: impl Into<Option<KvCacheOptions>>) -> Self {
+        self.kv = kv.into();
+        self
+    }
+
+    /// Sets the largest tensor the graphs may bind, in bytes.
+    pub fn max_tensor_bytes(mut self, max_tensor_bytes: u64) -> Self {
+        self.max_tensor_bytes = max_tensor_bytes;
+        self
+    }
+}
+
+impl Default for KvCacheOptions {
+    /// P = SEQ, N = 2·P (capped), f32 caches, no top-K outputs.
+    fn default() -> Self {
+        KvCacheOptions {
+            prompt_len: None,
+            max_context: None,
+            cache_dtype: DType::F32,
+            top_k: None,
+        }
+    }
+}
+
+impl KvCacheOptions {
+    /// Sets the prompt bucket P (`None`: SEQ).
+    pub fn prompt_len(mut self, prompt_len: impl Into<Option<usize>>) -> Self {
+        self.prompt_len = prompt_len.into();
+        self
+    }
+
+    /// Sets the max context N (`None`: 2·P, capped).
+    pub fn max_context(mut self, max_context: impl Into<Option<usize>>) -> Self {
+        self.max_context = max_context.into();
+        self
+    }
+
+    /// Sets the cache dtype (f32 or bf16).
+    pub fn cache_dtype(mut self, cache_dtype: DType) -> Self {
+        self.cache_dtype = cache_dtype;
+        self
+    }
+
+    /// Sets K of the top-K outputs (`None`: no top-K outputs).
+    pub fn top_k(mut self, top_k: impl Into<Option<usize>>) -> Self {
+        self.top_k = top_k.into();
+        self
     }
 }
 

@@ -38,7 +38,7 @@
 //! )?;
 //! let ckpt = Checkpoint::synthetic("tiny", config, 7)?;
 //! let dir = tempfile::tempdir().expect("a temporary directory");
-//! let opts = ExportOptions { seq: 8, out_dir: dir.path().into(), ..Default::default() };
+//! let opts = ExportOptions::new(8, dir.path());
 //! let report = export(&ckpt, &opts)?;
 //! // report.mlir: StableHLO with every weight a util.global of scope "model";
 //! // report.irpa and report.safetensors: the weights (bf16).
@@ -50,11 +50,9 @@
 //!     Ok(tc) => {
 //!         let vmfb = dir.path().join("tiny-host.vmfb");
 //!         compile(&tc, &report.mlir, &Target::Host, &vmfb, &[])?;
-//!         let opts = run::RunOptions {
-//!             function: report.manifest.function.clone(),
-//!             params: vec![("model".into(), report.irpa.clone())],
-//!             ..Default::default()
-//!         };
+//!         let opts = run::RunOptions::default()
+//!             .function(report.manifest.function.clone())
+//!             .params(vec![("model".into(), report.irpa.clone())]);
 //!         let input = run::HostTensor::i32(vec![1, 8], tokens.to_vec())?;
 //!         let outs = run::run_module(&tc, &vmfb, &opts, &[input])?;
 //!         assert_eq!(outs[0].as_i32(), Some(&by_kiln[..]));

@@ -18,16 +18,7 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
     let Some(tc) = toolchain() else { return };
     let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
     let dir = tmpdir();
-    let r = export(
-        &ckpt,
-        &ExportOptions {
-            seq: 8,
-            out_dir: dir.path().into(),
-            name: Some("tiny".into()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let r = export(&ckpt, &ExportOptions::new(8, dir.path()).name("tiny")).unwrap();
     let outs = common::compiled::compile_many(
         &tc,
         &r.mlir,
@@ -59,11 +50,9 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
         RunModule {
             toolchain: tc,
             vmfb: outs[1].clone(),
-            options: RunOptions {
-                params: vec![("model".into(), r.irpa.clone())],
-                emulate: Some(Emulation::Arm64),
-                ..Default::default()
-            },
+            options: RunOptions::default()
+                .params(vec![("model".into(), r.irpa.clone())])
+                .emulate(Emulation::Arm64),
         },
         "tiny",
         8,
@@ -94,16 +83,7 @@ fn generate_and_run_bad_input_are_one_line_errors() {
     let Some(tc) = toolchain() else { return };
     let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
     let dir = tmpdir();
-    let r = export(
-        &ckpt,
-        &ExportOptions {
-            seq: 8,
-            out_dir: dir.path().into(),
-            name: Some("tiny".into()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let r = export(&ckpt, &ExportOptions::new(8, dir.path()).name("tiny")).unwrap();
     let host = dir.path().join("tiny-host.vmfb");
     common::compiled::compile(&tc, &r.mlir, &Target::Host, &host, &[]).unwrap();
     let h = host.to_str().unwrap();
@@ -154,15 +134,7 @@ fn generate_and_run_bad_input_are_one_line_errors() {
     // Parameters that do not fit the module: another model's archive.
     let other = Checkpoint::open(fixture("hf/tiny-llama-untied-mha")).unwrap();
     let odir = tmpdir();
-    let o = export(
-        &other,
-        &ExportOptions {
-            seq: 8,
-            out_dir: odir.path().into(),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let o = export(&other, &ExportOptions::new(8, odir.path())).unwrap();
     let (code, _, err) = kiln(&[
         "run",
         h,

@@ -420,15 +420,7 @@ fn manifest_round_trips_through_its_reader() {
     for name in HF_FIXTURES {
         let dir = tmpdir();
         let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
-        let r = export(
-            &ckpt,
-            &ExportOptions {
-                seq: 8,
-                out_dir: dir.path().into(),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let r = export(&ckpt, &ExportOptions::new(8, dir.path())).unwrap();
         let text = std::fs::read_to_string(&r.manifest_path).unwrap();
         let back: Manifest = serde_json::from_str(&text).unwrap();
         assert_eq!(back, r.manifest, "{name}");

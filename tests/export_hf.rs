@@ -19,11 +19,9 @@ fn tiny_checkpoints_match_transformers_on_iree_host() {
         |r| {
             let vmfb = r.mlir.with_file_name("m.vmfb");
             common::compiled::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
-            let opts = RunOptions {
-                function: r.manifest.function.clone(),
-                params: vec![("model".into(), r.irpa.clone())],
-                ..Default::default()
-            };
+            let opts = RunOptions::default()
+                .function(r.manifest.function.clone())
+                .params(vec![("model".into(), r.irpa.clone())]);
             (vmfb, opts)
         },
         |(vmfb, opts), input| run_ids(&tc, vmfb, opts, input),
@@ -41,22 +39,15 @@ fn safetensors_and_irpa_give_the_same_result() {
     let dir = tmpdir();
     let r = export(
         &ckpt,
-        &ExportOptions {
-            seq: rs.seq,
-            out_dir: dir.path().into(),
-            weights: DType::F32.into(),
-            ..Default::default()
-        },
+        &ExportOptions::new(rs.seq, dir.path()).weights(DType::F32),
     )
     .unwrap();
     let vmfb = dir.path().join("m.vmfb");
     common::compiled::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();
     for params in [&r.irpa, &r.safetensors] {
-        let opts = RunOptions {
-            function: r.manifest.function.clone(),
-            params: vec![("model".into(), params.clone())],
-            ..Default::default()
-        };
+        let opts = RunOptions::default()
+            .function(r.manifest.function.clone())
+            .params(vec![("model".into(), params.clone())]);
         let out = run_module(
             &tc,
             &vmfb,

@@ -34,16 +34,7 @@ const ONE_PER_FAMILY: [(&str, usize); 6] = [
 ];
 
 fn export_f32(ckpt: &Checkpoint, dir: &Path, seq: usize) -> ExportReport {
-    export(
-        ckpt,
-        &ExportOptions {
-            seq,
-            out_dir: dir.into(),
-            weights: DType::F32.into(),
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    export(ckpt, &ExportOptions::new(seq, dir).weights(DType::F32)).unwrap()
 }
 
 #[test]
@@ -55,15 +46,7 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
         let rs = &exp.seqs[si];
         let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
         let dir = tmpdir();
-        let r = export(
-            &ckpt,
-            &ExportOptions {
-                seq: rs.seq,
-                out_dir: dir.path().into(),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let r = export(&ckpt, &ExportOptions::new(rs.seq, dir.path())).unwrap();
         assert_eq!(r.manifest.weights_dtype, "bf16");
         let targets = [
             Target::Host,

@@ -54,12 +54,7 @@ fn safetensors_and_irpa_agree_in_the_interpreter() {
     let dir = tmpdir();
     let r = export(
         &ckpt,
-        &ExportOptions {
-            seq: rs.seq,
-            out_dir: dir.path().into(),
-            weights: DType::F32.into(),
-            ..Default::default()
-        },
+        &ExportOptions::new(rs.seq, dir.path()).weights(DType::F32),
     )
     .unwrap();
     let a = kiln::interp::predict_file(&r.mlir, &r.irpa, None, &rs.cases[0].input).unwrap();

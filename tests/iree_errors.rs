@@ -120,10 +120,7 @@ fn unknown_vulkan_name_is_rejected_before_iree_compile_runs() {
         &[Target::Host, bad],
         dir.path(),
         "tiny",
-        &kiln::iree::compile::CompileOptions {
-            jobs: 2,
-            ..Default::default()
-        },
+        &kiln::iree::compile::CompileOptions::default().jobs(2),
     )
     .unwrap_err();
     assert!(e.to_string().contains("lavapipe"), "{e}");

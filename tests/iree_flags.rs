@@ -86,11 +86,9 @@ fn devices() {
     );
     assert_eq!(Device::parse("vulkan").unwrap(), Device::Vulkan);
     assert!(Device::parse("cuda").is_err());
-    let o = RunOptions {
-        task_groups: Some(2),
-        params: vec![("model".into(), "w.irpa".into())],
-        ..Default::default()
-    };
+    let o = RunOptions::default()
+        .task_groups(2)
+        .params(vec![("model".into(), "w.irpa".into())]);
     let args = kiln::iree::run::run_args(std::path::Path::new("m.vmfb"), &o);
     assert!(
         args.contains(&"--task_topology_group_count=2".to_string()),

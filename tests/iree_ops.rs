@@ -56,12 +56,10 @@ fn run_cases(
     }
     let mut failures = Vec::new();
     for c in &cases {
-        let opts = RunOptions {
-            function: c.name.into(),
-            exact_outputs: Some(1),
-            device,
-            ..Default::default()
-        };
+        let opts = RunOptions::default()
+            .function(c.name)
+            .exact_outputs(1)
+            .device(device);
         let inputs: Vec<HostTensor> = c.inputs.iter().map(to_iree).collect();
         match run_module(&tc, &vmfb, &opts, &inputs) {
             Ok(out) => {
@@ -206,11 +204,9 @@ fn external_bf16_parameters_compile_for_every_target_and_run_on_host() {
         assert!(std::fs::metadata(o).unwrap().len() > 0, "{}", o.display());
     }
     let ids = vec![3, 0, 31, 7, 7, 12, 1, 30];
-    let opts = RunOptions {
-        function: "params".into(),
-        params: vec![("model".into(), irpa)],
-        ..Default::default()
-    };
+    let opts = RunOptions::default()
+        .function("params")
+        .params(vec![("model".into(), irpa)]);
     let out = run_module(
         &tc,
         &outs[0],

@@ -36,10 +36,7 @@ fn built(tc: &Toolchain) -> &'static Built {
             &targets,
             dir.path(),
             "tiny",
-            &kiln::iree::compile::CompileOptions {
-                jobs: 2,
-                ..Default::default()
-            },
+            &kiln::iree::compile::CompileOptions::default().jobs(2),
         )
         .unwrap();
         Built {
@@ -51,14 +48,11 @@ fn built(tc: &Toolchain) -> &'static Built {
 }
 
 fn opts(b: &Built, device: Device, emulate: Option<Emulation>) -> RunOptions {
-    RunOptions {
-        device,
-        function: "tiny".into(),
-        params: vec![("model".into(), b.st.clone())],
-        task_groups: None,
-        emulate,
-        exact_outputs: None,
-    }
+    RunOptions::default()
+        .device(device)
+        .function("tiny")
+        .params(vec![("model".into(), b.st.clone())])
+        .emulate(emulate)
 }
 
 fn input() -> HostTensor {

@@ -55,19 +55,13 @@ fn export_kv_of(
 ) -> ExportReport {
     export(
         ckpt,
-        &ExportOptions {
-            seq,
-            out_dir: dir.into(),
-            name: Some("tiny".into()),
-            weights,
-            kv: Some(KvCacheOptions {
-                prompt_len: Some(P),
-                max_context: Some(seq),
-                cache_dtype: cache,
-                top_k: None,
-            }),
-            ..Default::default()
-        },
+        &ExportOptions::new(seq, dir)
+            .name("tiny")
+            .weights(weights)
+            .kv(KvCacheOptions::default()
+                .prompt_len(P)
+                .max_context(seq)
+                .cache_dtype(cache)),
     )
     .unwrap()
 }
@@ -300,12 +294,10 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
         RunModule {
             toolchain: tc.clone(),
             vmfb: outs[1].clone(),
-            options: RunOptions {
-                params: vec![("model".into(), r.irpa.clone())],
-                emulate: Some(Emulation::Arm64),
-                exact_outputs: Some(3),
-                ..Default::default()
-            },
+            options: RunOptions::default()
+                .params(vec![("model".into(), r.irpa.clone())])
+                .emulate(Emulation::Arm64)
+                .exact_outputs(3),
         },
         (kv.prefill.clone(), kv.decode.clone()),
         kv.prompt_len,
@@ -332,21 +324,15 @@ fn caches_over_the_bound_are_split_into_layer_groups() {
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
     let split = export(
         &ckpt,
-        &ExportOptions {
-            seq: 16,
-            out_dir: split_dir.path().into(),
-            name: Some("tiny".into()),
+        &ExportOptions::new(16, split_dir.path())
+            .name("tiny")
             // The bf16 fixture's values, stored as f32: the same weights.
-            weights: DType::F32.into(),
-            max_tensor_bytes: 2048,
-            kv: Some(KvCacheOptions {
-                prompt_len: Some(P),
-                max_context: Some(16),
-                cache_dtype: DType::F32,
-                top_k: None,
-            }),
-            ..Default::default()
-        },
+            .weights(DType::F32)
+            .max_tensor_bytes(2048)
+            .kv(KvCacheOptions::default()
+                .prompt_len(P)
+                .max_context(16)
+                .cache_dtype(DType::F32)),
     )
     .unwrap();
     let kv = split.manifest.kv.clone().unwrap().pair;
@@ -374,11 +360,9 @@ fn caches_over_the_bound_are_split_into_layer_groups() {
         RunModule {
             toolchain: tc.clone(),
             vmfb: outs[0].clone(),
-            options: RunOptions {
-                params: vec![("model".into(), split.irpa.clone())],
-                exact_outputs: Some(kv.outputs()),
-                ..Default::default()
-            },
+            options: RunOptions::default()
+                .params(vec![("model".into(), split.irpa.clone())])
+                .exact_outputs(kv.outputs()),
         },
         (kv.prefill.clone(), kv.decode.clone()),
         kv.prompt_len,
@@ -423,19 +407,13 @@ fn chunked_prefill_and_turns_equal_one_prefill() {
     let ckpt = Checkpoint::open(fixture("hf/tiny-llama-untied-mha")).unwrap();
     let r16 = export(
         &ckpt,
-        &ExportOptions {
-            seq: 33,
-            out_dir: big.path().into(),
-            name: Some("tiny".into()),
-            weights: DType::F32.into(),
-            kv: Some(KvCacheOptions {
-                prompt_len: Some(16),
-                max_context: Some(33),
-                cache_dtype: DType::F32,
-                top_k: None,
-            }),
-            ..Default::default()
-        },
+        &ExportOptions::new(33, big.path())
+            .name("tiny")
+            .weights(DType::F32)
+            .kv(KvCacheOptions::default()
+                .prompt_len(16)
+                .max_context(33)
+                .cache_dtype(DType::F32)),
     )
     .unwrap();
     let prompt: Vec<i32> = (0..10).map(|i| (i * 7 + 3) % 80).collect();
@@ -594,16 +572,7 @@ fn bad_input_is_a_clear_error() {
     );
     let plain = tmpdir();
     let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
-    let p = export(
-        &ckpt,
-        &ExportOptions {
-            seq: 8,
-            out_dir: plain.path().into(),
-            name: Some("tiny".into()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let p = export(&ckpt, &ExportOptions::new(8, plain.path()).name("tiny")).unwrap();
     let (code, _, err) = kiln(&[
         "generate",
         p.mlir.to_str().unwrap(),

@@ -52,11 +52,7 @@ fn keys(schema: &str) -> (Vec<String>, Vec<String>) {
 fn an_export_manifest_has_the_schemas_keys() {
     let dir = tempfile::tempdir().unwrap();
     let ckpt = Checkpoint::synthetic("schema_model", tiny_config(), 7).unwrap();
-    let opts = ExportOptions {
-        seq: 8,
-        out_dir: dir.path().to_path_buf(),
-        ..Default::default()
-    };
+    let opts = ExportOptions::new(8, dir.path());
     let r = export(&ckpt, &opts).unwrap();
     let text = std::fs::read_to_string(&r.manifest_path).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();

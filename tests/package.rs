@@ -128,18 +128,11 @@ fn kv_pair_is_packaged_beside_the_redecode_modules() {
     let ckpt = kiln::models::Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
     let rep = kiln::export::export(
         &ckpt,
-        &kiln::export::ExportOptions {
-            seq: 8,
-            out_dir: exp.clone(),
-            name: Some("tiny".into()),
-            kv: Some(kiln::export::KvCacheOptions {
-                prompt_len: None,
-                max_context: Some(16),
-                cache_dtype: kiln::graph::DType::F32,
-                top_k: None,
-            }),
-            ..Default::default()
-        },
+        &kiln::export::ExportOptions::new(8, exp.clone())
+            .name("tiny")
+            .kv(kiln::export::KvCacheOptions::default()
+                .max_context(16)
+                .cache_dtype(kiln::graph::DType::F32)),
     )
     .unwrap();
     let arm64 = [Target::Arm64];
@@ -185,12 +178,7 @@ fn export_compile_package_run() {
     let ckpt = kiln::models::Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
     let rep = kiln::export::export(
         &ckpt,
-        &kiln::export::ExportOptions {
-            seq: 8,
-            out_dir: exp.clone(),
-            name: Some("tiny".into()),
-            ..Default::default()
-        },
+        &kiln::export::ExportOptions::new(8, exp.clone()).name("tiny"),
     )
     .unwrap();
     // Vulkan is left out: the pinned IREE cannot compile bf16 graphs for

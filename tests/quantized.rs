@@ -30,13 +30,9 @@ fn export_keep(name: &str, seq: usize, dir: &Path, max_tensor_bytes: u64) -> Exp
     let ckpt = Checkpoint::open(fixture(&format!("gguf/quant/{name}.gguf"))).unwrap();
     export(
         &ckpt,
-        &ExportOptions {
-            seq,
-            out_dir: dir.into(),
-            weights: Weights::Keep,
-            max_tensor_bytes,
-            ..Default::default()
-        },
+        &ExportOptions::new(seq, dir)
+            .weights(Weights::Keep)
+            .max_tensor_bytes(max_tensor_bytes),
     )
     .unwrap()
 }
@@ -282,19 +278,13 @@ fn gemma3() -> Option<&'static Gemma3> {
         let ckpt = Checkpoint::open(&gguf).unwrap();
         let report = export(
             &ckpt,
-            &ExportOptions {
-                seq: 16,
-                out_dir: dir.path().into(),
-                name: Some("gemma3".into()),
-                weights: Weights::Keep,
-                kv: Some(kiln::export::KvCacheOptions {
-                    prompt_len: Some(4),
-                    max_context: Some(16),
-                    cache_dtype: kiln::graph::DType::F32,
-                    top_k: None,
-                }),
-                ..Default::default()
-            },
+            &ExportOptions::new(16, dir.path())
+                .name("gemma3")
+                .weights(Weights::Keep)
+                .kv(kiln::export::KvCacheOptions::default()
+                    .prompt_len(4)
+                    .max_context(16)
+                    .cache_dtype(kiln::graph::DType::F32)),
         )
         .unwrap();
         let vmfb = dir.path().join("gemma3-host.vmfb");
@@ -464,15 +454,7 @@ fn params_inspect_shows_block_quantized_matrices() {
     );
     let plain = tmpdir();
     let ckpt = Checkpoint::open(fixture(&format!("gguf/quant/{}.gguf", FIXTURES[0]))).unwrap();
-    let bf16 = export(
-        &ckpt,
-        &ExportOptions {
-            seq: 8,
-            out_dir: plain.path().into(),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let bf16 = export(&ckpt, &ExportOptions::new(8, plain.path())).unwrap();
     let (code, out, _) = kiln(&["params", "diff", st, bf16.safetensors.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
     assert!(
@@ -539,12 +521,7 @@ fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
             let dir = tmpdir();
             let r = export(
                 &ckpt,
-                &ExportOptions {
-                    seq: rs.seq,
-                    out_dir: dir.path().into(),
-                    weights,
-                    ..Default::default()
-                },
+                &ExportOptions::new(rs.seq, dir.path()).weights(weights),
             )
             .unwrap();
             let src = open_any(&r.safetensors).unwrap();
@@ -670,12 +647,7 @@ fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
     let dir = tmpdir();
     let r = export(
         &ckpt,
-        &ExportOptions {
-            seq: rs.seq,
-            out_dir: dir.path().into(),
-            weights: Weights::W8A8,
-            ..Default::default()
-        },
+        &ExportOptions::new(rs.seq, dir.path()).weights(Weights::W8A8),
     )
     .unwrap();
     assert_eq!(r.manifest.weights_dtype, "w8a8");

@@ -54,19 +54,14 @@ fn export_kv(name: &str, seq: usize, dir: &Path, top_k: Option<usize>) -> Export
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
     export(
         &ckpt,
-        &ExportOptions {
-            seq,
-            out_dir: dir.into(),
-            name: Some("tiny".into()),
-            weights: weights.into(),
-            kv: Some(KvCacheOptions {
-                prompt_len: Some(P),
-                max_context: Some(seq),
-                cache_dtype: DType::F32,
-                top_k,
-            }),
-            ..Default::default()
-        },
+        &ExportOptions::new(seq, dir)
+            .name("tiny")
+            .weights(weights)
+            .kv(KvCacheOptions::default()
+                .prompt_len(P)
+                .max_context(seq)
+                .cache_dtype(DType::F32)
+                .top_k(top_k)),
     )
     .unwrap()
 }
@@ -156,13 +151,13 @@ fn topk_matches_transformers_on_every_fixture() {
 }
 
 fn sampler(temperature: f32, top_k: usize, seed: u64) -> Sampler {
-    Sampler::new(SamplingParams {
-        temperature,
-        top_k,
-        top_p: 0.95,
-        seed,
-        ..Default::default()
-    })
+    Sampler::new(
+        SamplingParams::default()
+            .temperature(temperature)
+            .top_k(top_k)
+            .top_p(0.95)
+            .seed(seed),
+    )
     .unwrap()
 }
 
@@ -255,12 +250,10 @@ fn sampled_ids_agree_on_host_arm64_and_vulkan() {
         RunModule {
             toolchain: tc.clone(),
             vmfb: outs[1].clone(),
-            options: RunOptions {
-                params: vec![("model".into(), r.irpa.clone())],
-                emulate: Some(Emulation::Arm64),
-                exact_outputs: Some(5),
-                ..Default::default()
-            },
+            options: RunOptions::default()
+                .params(vec![("model".into(), r.irpa.clone())])
+                .emulate(Emulation::Arm64)
+                .exact_outputs(5),
         },
         (kv.prefill.clone(), kv.decode.clone()),
         kv.prompt_len,

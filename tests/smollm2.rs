@@ -46,22 +46,17 @@ fn exported() -> Option<&'static Exported> {
         let dir = tmpdir();
         let report = export(
             &ckpt,
-            &ExportOptions {
-                seq: 64,
-                out_dir: dir.path().into(),
-                name: Some("smollm2".into()),
+            &ExportOptions::new(64, dir.path())
+                .name("smollm2")
                 // P = 16: every fixture prompt (18 to 37 tokens) is
                 // prefilled in chunks. With the top-40 for sampling: the
                 // greedy ids are the same (tests/sampling.rs), and the
                 // chat test samples too.
-                kv: Some(KvCacheOptions {
-                    prompt_len: Some(16),
-                    max_context: Some(128),
-                    cache_dtype: kiln::graph::DType::F32,
-                    top_k: Some(40),
-                }),
-                ..Default::default()
-            },
+                .kv(KvCacheOptions::default()
+                    .prompt_len(16)
+                    .max_context(128)
+                    .cache_dtype(kiln::graph::DType::F32)
+                    .top_k(40)),
         )
         .unwrap();
         Some(Exported { _dir: dir, report })
@@ -77,14 +72,10 @@ fn export_weights(
     kv: Option<KvCacheOptions>,
 ) -> ExportReport {
     let ckpt = Checkpoint::open(gguf).unwrap();
-    let opts = ExportOptions {
-        seq: 64,
-        out_dir: dir.into(),
-        name: Some("smollm2".into()),
-        weights,
-        kv,
-        ..Default::default()
-    };
+    let opts = ExportOptions::new(64, dir)
+        .name("smollm2")
+        .weights(weights)
+        .kv(kv);
     export(&ckpt, &opts).unwrap()
 }
 
@@ -126,11 +117,9 @@ fn agrees_with_host_on_first_prompt(
 }
 
 fn opts(e: &Exported) -> RunOptions {
-    RunOptions {
-        function: "smollm2".into(),
-        params: vec![("model".into(), e.report.irpa.clone())],
-        ..Default::default()
-    }
+    RunOptions::default()
+        .function("smollm2")
+        .params(vec![("model".into(), e.report.irpa.clone())])
 }
 
 #[test]
@@ -512,10 +501,7 @@ fn arm_targets_compile_and_arm64_under_qemu_matches_the_host() {
     for o in &outs {
         assert!(std::fs::metadata(o).unwrap().len() > 0, "{}", o.display());
     }
-    let arm64 = RunOptions {
-        emulate: Some(Emulation::Arm64),
-        ..opts(e)
-    };
+    let arm64 = opts(e).emulate(Emulation::Arm64);
     agrees_with_host_on_first_prompt(e, &host, &outs[0], arm64, "arm64 under qemu");
     // One SmolLM2 forward under qemu takes about 80 s here, so the phone's
     // generate loop under qemu (`kiln generate --emulate arm64`) is tested
@@ -542,10 +528,7 @@ fn vulkan_compiles_and_runs_on_lavapipe_like_the_host() {
     if !lavapipe_present() {
         return;
     }
-    let on_vulkan = RunOptions {
-        device: Device::Vulkan,
-        ..opts(e)
-    };
+    let on_vulkan = opts(e).device(Device::Vulkan);
     agrees_with_host_on_first_prompt(e, &host, &vk, on_vulkan, "Vulkan on lavapipe");
 }
 
@@ -558,12 +541,10 @@ fn vulkan_compiles_and_runs_on_lavapipe_like_the_host() {
 fn keep_weights_match_transformers_redecode_and_kv() {
     let Some(gguf) = smollm2_gguf() else { return };
     let dir = tmpdir();
-    let kv = KvCacheOptions {
-        prompt_len: Some(16),
-        max_context: Some(128),
-        cache_dtype: kiln::graph::DType::F32,
-        top_k: None,
-    };
+    let kv = KvCacheOptions::default()
+        .prompt_len(16)
+        .max_context(128)
+        .cache_dtype(kiln::graph::DType::F32);
     let r = export_weights(&gguf, dir.path(), kiln::export::Weights::Keep, Some(kv));
     let gguf_bytes = std::fs::metadata(&gguf).unwrap().len();
     let irpa_bytes = std::fs::metadata(&r.irpa).unwrap().len();

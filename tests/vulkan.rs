@@ -30,16 +30,7 @@ const FIXTURE: &str = "tiny-llama-bf16";
 
 fn export_bf16(dir: &Path, seq: usize) -> ExportReport {
     let ckpt = Checkpoint::open(fixture(&format!("hf/{FIXTURE}"))).unwrap();
-    export(
-        &ckpt,
-        &ExportOptions {
-            seq,
-            out_dir: dir.into(),
-            weights: DType::BF16.into(),
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    export(&ckpt, &ExportOptions::new(seq, dir).weights(DType::BF16)).unwrap()
 }
 
 fn build(tc: &Toolchain, r: &ExportReport, dir: &Path, target: &Target, name: &str) -> PathBuf {
@@ -132,13 +123,9 @@ fn weight_matrices_in_row_chunks_give_transformers_ids_on_lavapipe() {
     let ckpt = Checkpoint::open(fixture(&format!("hf/{FIXTURE}"))).unwrap();
     let r = export(
         &ckpt,
-        &ExportOptions {
-            seq: rs.seq,
-            out_dir: dir.path().into(),
-            weights: DType::BF16.into(),
-            max_tensor_bytes: 4096,
-            ..Default::default()
-        },
+        &ExportOptions::new(rs.seq, dir.path())
+            .weights(DType::BF16)
+            .max_tensor_bytes(4096),
     )
     .unwrap();
     let text = std::fs::read_to_string(&r.mlir).unwrap();
@@ -196,12 +183,10 @@ fn rms_norm_at_smollm2_width_matches_the_host_on_lavapipe() {
         .collect();
     let ws: Vec<f32> = (0..width).map(|i| 0.5 + (i % 13) as f32 / 10.0).collect();
     let run = |vmfb: &Path, device: Device| {
-        let opts = RunOptions {
-            device,
-            function: "norm".into(),
-            exact_outputs: Some(1),
-            ..Default::default()
-        };
+        let opts = RunOptions::default()
+            .device(device)
+            .function("norm")
+            .exact_outputs(1);
         let inputs = [
             HostTensor::f32(vec![rows, width], xs.clone()).unwrap(),
             HostTensor::f32(vec![width], ws.clone()).unwrap(),
@@ -241,19 +226,13 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
     let out = work.path().join("out");
     let r = export(
         &ckpt,
-        &ExportOptions {
-            seq: rs.seq,
-            out_dir: out.clone(),
-            name: Some("big".into()),
-            weights: DType::BF16.into(),
-            kv: Some(kiln::export::KvCacheOptions {
-                prompt_len: Some(8),
-                max_context: Some(16),
-                cache_dtype: DType::F32,
-                top_k: None,
-            }),
-            ..Default::default()
-        },
+        &ExportOptions::new(rs.seq, out.clone())
+            .name("big")
+            .weights(DType::BF16)
+            .kv(kiln::export::KvCacheOptions::default()
+                .prompt_len(8)
+                .max_context(16)
+                .cache_dtype(DType::F32)),
     )
     .unwrap();
     assert!(r.vulkan_issues.is_empty(), "{:?}", r.vulkan_issues);
@@ -412,16 +391,7 @@ fn gemma3_270m_on_lavapipe_equals_the_host() {
     let dir = tmpdir();
     let ckpt = Checkpoint::open(&gguf).unwrap();
     let seq = 16;
-    let r = export(
-        &ckpt,
-        &ExportOptions {
-            seq,
-            out_dir: dir.path().into(),
-            name: Some("gemma3".into()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let r = export(&ckpt, &ExportOptions::new(seq, dir.path()).name("gemma3")).unwrap();
     let targets = [Target::Host, Target::parse("vulkan").unwrap()];
     let outs =
         common::compiled::compile_many(&tc, &r.mlir, &targets, dir.path(), "gemma3", 2).unwrap();

@@ -129,11 +129,10 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         .into_iter()
         .chain(args.extra.iter().cloned())
         .collect();
-    let opts = kiln::iree::compile::CompileOptions {
-        jobs,
-        extra,
-        progress: super::progress::bars(),
-    };
+    let opts = kiln::iree::compile::CompileOptions::default()
+        .jobs(jobs)
+        .extra(extra)
+        .progress(super::progress::bars());
     let outs = compile_many(&tc, &args.module, &targets, &out_dir, &name, &opts)?;
     if args.json {
         let modules: Vec<serde_json::Value> = targets

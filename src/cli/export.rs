@@ -212,7 +212,7 @@ pub fn run(a: Args) -> Result<i32> {
     if a.json {
         super::set_quiet();
     }
-    let weights = a.weights.into();
+    let weights: kiln::export::Weights = a.weights.into();
     let constants = parse_constants(&a.constants, &a.scope)?;
     let kv = kv_options(&a)?;
     let weights_for = a
@@ -222,18 +222,15 @@ pub fn run(a: Args) -> Result<i32> {
         .collect::<Result<Vec<_>>>()?;
     let t = std::time::Instant::now();
     let ckpt = Checkpoint::open(&a.checkpoint)?;
-    let opts = ExportOptions {
-        seq: a.seq,
-        out_dir: a.out.clone(),
-        name: a.name,
-        function: a.function,
-        weights,
-        weights_for,
-        constants,
-        progress: super::progress::bars(),
-        kv,
-        max_tensor_bytes: a.max_tensor_bytes,
-    };
+    let mut opts = ExportOptions::new(a.seq, a.out.clone())
+        .weights(weights)
+        .weights_for(weights_for)
+        .constants(constants)
+        .progress(super::progress::bars())
+        .kv(kv)
+        .max_tensor_bytes(a.max_tensor_bytes);
+    opts.name = a.name;
+    opts.function = a.function;
     let r = export(&ckpt, &opts)?;
     if a.json {
         super::print_json(&r);
@@ -253,12 +250,13 @@ fn kv_options(a: &Args) -> Result<Option<KvCacheOptions>> {
         KvDtypeArg::F32 => DType::F32,
         KvDtypeArg::Bf16 => DType::BF16,
     };
-    Ok(Some(KvCacheOptions {
-        prompt_len: a.prompt_len,
-        max_context: a.max_context,
-        cache_dtype,
-        top_k: parse_sampling(&a.sampling)?,
-    }))
+    Ok(Some(
+        KvCacheOptions::default()
+            .prompt_len(a.prompt_len)
+            .max_context(a.max_context)
+            .cache_dtype(cache_dtype)
+            .top_k(parse_sampling(&a.sampling)?),
+    ))
 }
 
 /// The status lines after an export of `checkpoint` into `out`: the

@@ -135,14 +135,12 @@ impl SamplingArgs {
     /// The sampler these flags ask for (checked; the error names the
     /// flag). A seed taken from the clock is reported on stderr.
     pub fn sampler(&self) -> Result<Sampler> {
-        let mut p = SamplingParams {
-            temperature: self.temperature,
-            top_k: self.top_k.unwrap_or(0),
-            top_p: self.top_p,
-            min_p: self.min_p,
-            repeat_penalty: self.repeat_penalty,
-            seed: 0,
-        };
+        let mut p = SamplingParams::default()
+            .temperature(self.temperature)
+            .top_k(self.top_k.unwrap_or(0))
+            .top_p(self.top_p)
+            .min_p(self.min_p)
+            .repeat_penalty(self.repeat_penalty);
         if self.top_k == Some(0) {
             return Err(Error::Usage("--top-k 0: must be at least 1".into()));
         }

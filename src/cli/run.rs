@@ -237,14 +237,12 @@ pub fn run(args: Args) -> kiln::Result<i32> {
     }
     ids.resize(seq, 0);
     let task_groups = args.task_groups;
-    let opts = RunOptions {
-        device: args.device,
-        function,
-        params: vec![(scope, params)],
-        task_groups,
-        emulate: args.emulate,
-        exact_outputs: None,
-    };
+    let opts = RunOptions::default()
+        .device(args.device)
+        .function(function)
+        .params(vec![(scope, params)])
+        .task_groups(task_groups)
+        .emulate(args.emulate);
     let tc = Toolchain::locate(args.iree_dir.as_deref())?;
     let input = HostTensor::i32(vec![1, seq], ids)?;
     let start = std::time::Instant::now();

@@ -47,8 +47,9 @@ impl Prediction {
 }
 
 /// How to choose the next id (`kiln generate --temperature …`). The
-/// default is greedy.
+/// default is greedy; change it with the setters.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SamplingParams {
     /// Softmax temperature; 0 is greedy (the best candidate).
     pub temperature: f32,
@@ -82,6 +83,42 @@ impl Default for SamplingParams {
 }
 
 impl SamplingParams {
+    /// Sets the softmax temperature (0 is greedy).
+    pub fn temperature(mut self, temperature: f32) -> Self {
+        self.temperature = temperature;
+        self
+    }
+
+    /// Sets how many best candidates are kept (0 keeps all).
+    pub fn top_k(mut self, top_k: usize) -> Self {
+        self.top_k = top_k;
+        self
+    }
+
+    /// Sets the nucleus probability mass (1 keeps all).
+    pub fn top_p(mut self, top_p: f32) -> Self {
+        self.top_p = top_p;
+        self
+    }
+
+    /// Sets the minimum probability relative to the best (0 keeps all).
+    pub fn min_p(mut self, min_p: f32) -> Self {
+        self.min_p = min_p;
+        self
+    }
+
+    /// Sets the repetition penalty (1 is off).
+    pub fn repeat_penalty(mut self, repeat_penalty: f32) -> Self {
+        self.repeat_penalty = repeat_penalty;
+        self
+    }
+
+    /// Sets the seed of the draws.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
     /// True when the choice is the in-graph argmax (no candidates needed).
     pub fn is_greedy(&self) -> bool {
         self.temperature == 0.0 && self.repeat_penalty == 1.0

@@ -156,8 +156,9 @@ pub fn output_path(out_dir: &Path, name: &str, target: &Target) -> PathBuf {
     out_dir.join(format!("{name}-{}.vmfb", target.suffix()))
 }
 
-/// How [`compile_many`] runs.
+/// How [`compile_many`] runs: `default()` and the setters.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CompileOptions {
     /// At most this many iree-compile processes at once (0 counts as 1).
     pub jobs: usize,
@@ -176,6 +177,29 @@ impl Default for CompileOptions {
             extra: Vec::new(),
             progress: None,
         }
+    }
+}
+
+impl CompileOptions {
+    /// Sets the most iree-compile processes at once (0 counts as 1).
+    pub fn jobs(mut self, jobs: usize) -> Self {
+        self.jobs = jobs;
+        self
+    }
+
+    /// Sets the flags after kiln's preset.
+    pub fn extra(mut self, extra: Vec<String>) -> Self {
+        self.extra = extra;
+        self
+    }
+
+    /// Sets the progress receiver (`None`: nothing is reported).
+    pub fn progress(
+        mut self,
+        progress: impl Into<Option<crate::progress::SharedProgress>>,
+    ) -> Self {
+        self.progress = progress.into();
+        self
     }
 }
 

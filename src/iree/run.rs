@@ -252,8 +252,10 @@ impl Emulation {
     }
 }
 
-/// How to run a module.
+/// How to run a module: `default()` (`main` on local-task, no parameters)
+/// and the setters.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RunOptions {
     /// The HAL device.
     pub device: Device,
@@ -281,6 +283,44 @@ impl Default for RunOptions {
             emulate: None,
             exact_outputs: None,
         }
+    }
+}
+
+impl RunOptions {
+    /// Sets the HAL device.
+    pub fn device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Sets the exported function to call.
+    pub fn function(mut self, function: impl Into<String>) -> Self {
+        self.function = function.into();
+        self
+    }
+
+    /// Sets the parameter files, each bound to a scope.
+    pub fn params(mut self, params: Vec<(String, PathBuf)>) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// Sets the number of local-task worker groups (`None`: IREE's choice).
+    pub fn task_groups(mut self, task_groups: impl Into<Option<usize>>) -> Self {
+        self.task_groups = task_groups.into();
+        self
+    }
+
+    /// Sets the emulator to run under (`None`: the host runtime).
+    pub fn emulate(mut self, emulate: impl Into<Option<Emulation>>) -> Self {
+        self.emulate = emulate.into();
+        self
+    }
+
+    /// Sets the number of results read back bit-exactly (`None`: printed text).
+    pub fn exact_outputs(mut self, exact_outputs: impl Into<Option<usize>>) -> Self {
+        self.exact_outputs = exact_outputs.into();
+        self
     }
 }
 

@@ -150,10 +150,7 @@ pub fn compile_many(
             &missing,
             scratch.path(),
             name,
-            &CompileOptions {
-                jobs,
-                ..Default::default()
-            },
+            &CompileOptions::default().jobs(jobs),
         )?;
         let names: Vec<&str> = missing.iter().map(Target::suffix).collect();
         log(

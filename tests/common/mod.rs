@@ -288,13 +288,9 @@ pub fn fixture_export_mismatches_bounded<S>(
             let dir = tmpdir();
             let r = kiln::export::export(
                 &ckpt,
-                &kiln::export::ExportOptions {
-                    seq: rs.seq,
-                    out_dir: dir.path().into(),
-                    weights: weights.into(),
-                    max_tensor_bytes,
-                    ..Default::default()
-                },
+                &kiln::export::ExportOptions::new(rs.seq, dir.path())
+                    .weights(weights)
+                    .max_tensor_bytes(max_tensor_bytes),
             )
             .unwrap();
             let mut state = prepare(&r);
@@ -581,12 +577,10 @@ pub fn module_ids(
     emulate: Option<kiln::iree::run::Emulation>,
     input: &[i32],
 ) -> Vec<i32> {
-    let opts = kiln::iree::run::RunOptions {
-        device,
-        emulate,
-        function: r.manifest.function.clone(),
-        params: vec![("model".into(), r.irpa.clone())],
-        ..Default::default()
-    };
+    let opts = kiln::iree::run::RunOptions::default()
+        .device(device)
+        .emulate(emulate)
+        .function(r.manifest.function.clone())
+        .params(vec![("model".into(), r.irpa.clone())]);
     run_ids(tc, vmfb, &opts, input)
 }
