@@ -294,6 +294,35 @@ impl std::str::FromStr for Target {
     }
 }
 
+/// Written as its text form ([`Display`](fmt::Display): `host`, `arm64`,
+/// `arm32`, `vulkan`, or `vulkan:NAME` for another Vulkan target), read
+/// back with [`Target::parse`].
+impl serde::Serialize for Target {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Target {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Target::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A string (a `vulkan:NAME` target is open-ended).
+impl schemars::JsonSchema for Target {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Target".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string" })
+    }
+}
+
 /// A runtime HAL device for `iree-run-module --device=` (and the
 /// `--device` value of `kiln run`, `generate` and `chat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -346,6 +375,35 @@ impl std::str::FromStr for Device {
     }
 }
 
+/// Written as its [`name`](Device::name), read back with [`Device::parse`].
+impl serde::Serialize for Device {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Device {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Device::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A string, one of the names.
+impl schemars::JsonSchema for Device {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Device".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let all = <Device as clap::ValueEnum>::value_variants();
+        let names: Vec<&str> = all.iter().map(|d| d.name()).collect();
+        schemars::json_schema!({ "type": "string", "enum": names })
+    }
+}
+
 /// `iree-run-module` flag fixing the number of local-task worker groups
 /// (3.13.0 accepts it; 0 means IREE's own topology detection).
 pub fn task_groups_flag(n: usize) -> String {
@@ -369,3 +427,32 @@ pub const AARCH64_WHEEL_PLATFORM: &str = "manylinux_2_28_aarch64";
 
 /// Python version tag of the aarch64 runtime wheel used under qemu.
 pub const AARCH64_WHEEL_PYTHON: &str = "3.11";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_and_devices_serialize_as_their_names() {
+        let valhall = Target::vulkan("valhall").unwrap();
+        let cases = [
+            (Target::Host, "\"host\""),
+            (Target::Arm64, "\"arm64\""),
+            (Target::Arm32, "\"arm32\""),
+            (Target::parse("vulkan").unwrap(), "\"vulkan\""),
+            (valhall, "\"vulkan:valhall\""),
+        ];
+        for (t, json) in cases {
+            assert_eq!(serde_json::to_string(&t).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Target>(json).unwrap(), t);
+        }
+        for d in [Device::LocalTask, Device::LocalSync, Device::Vulkan] {
+            let json = format!("\"{}\"", d.name());
+            assert_eq!(serde_json::to_string(&d).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Device>(&json).unwrap(), d);
+        }
+        let e = serde_json::from_str::<Device>("\"cuda\"").unwrap_err();
+        assert!(e.to_string().contains("unknown device 'cuda'"), "{e}");
+        assert!(serde_json::from_str::<Target>("\"vulkan:nope\"").is_err());
+    }
+}
