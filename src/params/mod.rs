@@ -30,7 +30,7 @@ mod stream;
 
 pub use dtype::DType;
 pub use error::ParamsError;
-pub use source::{open_any, Format, ParamSource, SourceDType, TensorMeta};
+pub use source::{open_any, Format, ParamSource, SourceDType, StorageKind, TensorMeta};
 pub use stream::{TensorWriter, Written};
 
 /// `Result` with [`ParamsError`].
