@@ -294,34 +294,41 @@ impl std::str::FromStr for Target {
     }
 }
 
-/// Written as its text form ([`Display`](fmt::Display): `host`, `arm64`,
-/// `arm32`, `vulkan`, or `vulkan:NAME` for another Vulkan target), read
-/// back with [`Target::parse`].
-impl serde::Serialize for Target {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
+/// Serde and JSON Schema impls for `$ty`, written as its text form (its
+/// `Display`) and read back with its `FromStr`; `$schema` is the JSON
+/// Schema of that string (inlined where the type is used).
+macro_rules! serde_as_text {
+    ($ty:ident, $schema:expr) => {
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl schemars::JsonSchema for $ty {
+            fn inline_schema() -> bool {
+                true
+            }
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($ty).into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                $schema
+            }
+        }
+    };
 }
 
-impl<'de> serde::Deserialize<'de> for Target {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Target::parse(&s).map_err(serde::de::Error::custom)
-    }
-}
-
-/// A string (a `vulkan:NAME` target is open-ended).
-impl schemars::JsonSchema for Target {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Target".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "string" })
-    }
-}
+// `host`, `arm64`, `arm32`, `vulkan`, or `vulkan:NAME` for another Vulkan
+// target: any string (the Vulkan names are open-ended).
+serde_as_text!(Target, schemars::json_schema!({ "type": "string" }));
 
 /// A runtime HAL device for `iree-run-module --device=` (and the
 /// `--device` value of `kiln run`, `generate` and `chat`).
@@ -375,34 +382,12 @@ impl std::str::FromStr for Device {
     }
 }
 
-/// Written as its [`name`](Device::name), read back with [`Device::parse`].
-impl serde::Serialize for Device {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Device {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Device::parse(&s).map_err(serde::de::Error::custom)
-    }
-}
-
-/// A string, one of the names.
-impl schemars::JsonSchema for Device {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Device".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let all = <Device as clap::ValueEnum>::value_variants();
-        let names: Vec<&str> = all.iter().map(|d| d.name()).collect();
-        schemars::json_schema!({ "type": "string", "enum": names })
-    }
-}
+// `local-task`, `local-sync` or `vulkan`.
+serde_as_text!(Device, {
+    let all = <Device as clap::ValueEnum>::value_variants();
+    let names: Vec<&str> = all.iter().map(|d| d.name()).collect();
+    schemars::json_schema!({ "type": "string", "enum": names })
+});
 
 /// `iree-run-module` flag fixing the number of local-task worker groups
 /// (3.13.0 accepts it; 0 means IREE's own topology detection).
