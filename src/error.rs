@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong in kiln.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A graph build was rejected (bad dtype or shape for an op).
     #[error(transparent)]

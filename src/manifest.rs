@@ -13,6 +13,7 @@
 //! them current. A change of layout bumps the `/N` of the format.
 
 use crate::graph::DType;
+use crate::iree::flags::{Device, Target};
 use crate::models::DecoderConfig;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -362,10 +363,12 @@ pub struct AssetsManifest {
 pub struct ModuleEntry {
     /// File name in the assets directory.
     pub path: String,
-    /// The `kiln compile` target it was compiled for.
-    pub target: String,
+    /// The `kiln compile` target it was compiled for, as `--target` names
+    /// it. `kiln package` reads it from the file name, which does not say
+    /// a Vulkan module's `--iree-vulkan-target`: it records `vulkan`.
+    pub target: Target,
     /// The IREE runtime device that runs it.
-    pub device: String,
+    pub device: Device,
 }
 
 /// The chat template in the assets: the Jinja source (as in the

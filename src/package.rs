@@ -25,6 +25,7 @@
 //! output. Files an earlier package of the same model listed in its
 //! manifest and this one does not have are then removed.
 
+use crate::iree::flags::{Device, Target, DEFAULT_VULKAN_TARGET};
 use crate::manifest::{
     AssetsChat, AssetsKv, AssetsManifest, ExportManifest, FileRecord, ModuleEntry, ASSETS_FORMAT,
 };
@@ -41,44 +42,52 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// One module an app may ship: its key in the assets manifest (an Android
-/// ABI, or `vulkan`/`host`), the `kiln compile` target suffix it comes
-/// from, and the IREE runtime device that runs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// ABI, or `vulkan`/`host`), the `kiln compile` target it comes from, and
+/// the IREE runtime device that runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModuleKind {
     /// Key in [`AssetsManifest::modules`] and the file-name suffix.
     pub key: &'static str,
-    /// `kiln compile` target whose `NAME-<target>.vmfb` is packaged.
-    pub target: &'static str,
+    /// `kiln compile` target whose `NAME-<suffix>.vmfb` is packaged.
+    pub target: Target,
     /// IREE runtime device for this module.
-    pub device: &'static str,
+    pub device: Device,
 }
 
-/// The modules for Android, in the order they are looked for.
-pub const ANDROID_MODULES: [ModuleKind; 3] = [
-    ModuleKind {
-        key: "arm64-v8a",
-        target: "arm64",
-        device: "local-task",
-    },
-    ModuleKind {
-        key: "armeabi-v7a",
-        target: "arm32",
-        device: "local-task",
-    },
-    ModuleKind {
-        key: "vulkan",
-        target: "vulkan",
-        device: "vulkan",
-    },
-];
+/// The modules for Android, in the order they are looked for: arm64-v8a,
+/// armeabi-v7a and vulkan (the default Vulkan target: the file name does
+/// not say which one a `NAME-vulkan.vmfb` was compiled for).
+pub fn android_modules() -> [ModuleKind; 3] {
+    [
+        ModuleKind {
+            key: "arm64-v8a",
+            target: Target::Arm64,
+            device: Device::LocalTask,
+        },
+        ModuleKind {
+            key: "armeabi-v7a",
+            target: Target::Arm32,
+            device: Device::LocalTask,
+        },
+        ModuleKind {
+            key: "vulkan",
+            target: Target::Vulkan {
+                target: DEFAULT_VULKAN_TARGET.to_string(),
+            },
+            device: Device::Vulkan,
+        },
+    ]
+}
 
 /// The host module, packaged only on request (for testing the assets on
 /// the build machine).
-pub const HOST_MODULE: ModuleKind = ModuleKind {
-    key: "host",
-    target: "host",
-    device: "local-task",
-};
+pub fn host_module() -> ModuleKind {
+    ModuleKind {
+        key: "host",
+        target: Target::Host,
+        device: Device::LocalTask,
+    }
+}
 
 /// The chat template of the packaged tokenizer at `tokenizer_json`, or
 /// `None` (with a warning when kiln cannot read the tokenizer).
@@ -544,17 +553,17 @@ fn find_modules(
         .get("mlir")
         .map(|r| base.join(&r.path))
         .unwrap_or_else(|| base.join(format!("{name}-gen.mlir")));
-    let mut kinds: Vec<ModuleKind> = ANDROID_MODULES.to_vec();
+    let mut kinds = Vec::from(android_modules());
     if include_host {
-        kinds.push(HOST_MODULE);
+        kinds.push(host_module());
     }
     let mut modules: Vec<Found> = Vec::new();
     for k in kinds {
-        let p = base.join(format!("{name}-{}.vmfb", k.target));
+        let p = base.join(format!("{name}-{}.vmfb", k.target.suffix()));
         if p.is_file() {
             warn_if_stale(&p, &mlir, warnings);
             modules.push((k, p));
-        } else if k == HOST_MODULE {
+        } else if k.target == Target::Host {
             return Err(not_found(&p, "--include-host: host module not found"));
         } else {
             warnings.push(format!(
@@ -564,7 +573,7 @@ fn find_modules(
             ));
         }
     }
-    if modules.iter().all(|(k, _)| *k == HOST_MODULE) {
+    if modules.iter().all(|(k, _)| k.target == Target::Host) {
         return Err(input_error(format!(
             "no compiled modules for {name} in {} (looked for {name}-arm64.vmfb, {name}-arm32.vmfb, {name}-vulkan.vmfb): run `kiln compile {} --target arm64,arm32,vulkan`",
             base.display(),
@@ -588,19 +597,19 @@ fn find_kv_modules(
     };
     let kv_mlir = base.join(&kv.mlir);
     for (k, _) in modules {
-        let p = base.join(format!("{}-kv-{}.vmfb", m.name, k.target));
+        let suffix = k.target.suffix();
+        let p = base.join(format!("{}-kv-{suffix}.vmfb", m.name));
         if !p.is_file() {
             warnings.push(format!(
-                "{} not found: no KV-cache {} module packaged (`kiln compile {} --target {}`)",
+                "{} not found: no KV-cache {} module packaged (`kiln compile {} --target {suffix}`)",
                 p.display(),
                 k.key,
                 kv_mlir.display(),
-                k.target
             ));
             continue;
         }
         warn_if_stale(&p, &kv_mlir, warnings);
-        kv_modules.push((*k, p));
+        kv_modules.push((k.clone(), p));
     }
     kv_modules
 }
@@ -651,8 +660,8 @@ fn copy_modules(
             k.key.to_string(),
             ModuleEntry {
                 path: file,
-                target: k.target.to_string(),
-                device: k.device.to_string(),
+                target: k.target.clone(),
+                device: k.device,
             },
         );
     }

@@ -213,7 +213,7 @@ fn export_compile_package_run() {
     assert_eq!(keys, ["arm64-v8a", "armeabi-v7a", "host"]);
     assert_eq!(m.modules["arm64-v8a"].path, "tiny-arm64-v8a.vmfb");
     assert_eq!(m.modules["armeabi-v7a"].path, "tiny-armeabi-v7a.vmfb");
-    assert_eq!(m.modules["armeabi-v7a"].device, "local-task");
+    assert_eq!(m.modules["armeabi-v7a"].device.name(), "local-task");
     assert_eq!(m.parameters, "tiny.irpa");
     // The copies are the exported and compiled files, byte for byte.
     let irpa = m.files.iter().find(|f| f.path == "tiny.irpa").unwrap();
@@ -401,7 +401,7 @@ fn fabricated_export_packages_what_exists() {
     let am = check_assets(&assets, "fake");
     let keys: Vec<&str> = am.modules.keys().map(String::as_str).collect();
     assert_eq!(keys, ["armeabi-v7a", "vulkan"]);
-    assert_eq!(am.modules["vulkan"].device, "vulkan");
+    assert_eq!(am.modules["vulkan"].device.name(), "vulkan");
     assert_eq!(am.modules["vulkan"].path, "fake-vulkan.vmfb");
     assert_eq!(am.tokenizer.as_deref(), Some("fake.tokenizer.json"));
     // The .jinja template is folded into the packaged config.

@@ -8,7 +8,9 @@ use kiln::params::irpa::{self, EntrySpec, IrpaWriter};
 use kiln::params::safetensors::{SafetensorsWriter, TensorSpec};
 use kiln::params::source::detect;
 use kiln::params::TensorWriter;
-use kiln::params::{convert, open_any, DType, Format, ParamSource, ParamsError, SourceDType};
+use kiln::params::{
+    convert, open_any, DType, Format, ParamSource, ParamsError, SourceDType, StorageKind,
+};
 use kiln::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
@@ -153,7 +155,7 @@ struct Inspection<'p> {
     /// Bytes of all tensors.
     total: u64,
     /// IRPA entry kinds and their counts, in first-seen order.
-    kinds: Vec<(&'static str, usize)>,
+    kinds: Vec<(StorageKind, usize)>,
     blocks: Vec<kiln::params::blocks::Recognized>,
     int8: Vec<(String, [u64; 2], u64)>,
 }
@@ -170,13 +172,11 @@ impl<'p> Inspection<'p> {
         let family = model_family(path, gguf.as_ref());
         let tensors = src.tensors();
         let total: u64 = tensors.iter().map(|t| t.nbytes).sum();
-        let mut kinds: Vec<(&'static str, usize)> = Vec::new();
-        if src.format() == Format::Irpa {
-            for t in tensors {
-                match kinds.iter_mut().find(|(k, _)| *k == t.kind) {
-                    Some((_, n)) => *n += 1,
-                    None => kinds.push((t.kind, 1)),
-                }
+        let mut kinds: Vec<(StorageKind, usize)> = Vec::new();
+        for kind in tensors.iter().filter_map(|t| t.kind) {
+            match kinds.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, n)) => *n += 1,
+                None => kinds.push((kind, 1)),
             }
         }
         let blocks = blocks_of(&*src);
@@ -225,7 +225,7 @@ fn inspect_json(i: &Inspection) -> serde_json::Value {
                 "shape": t.shape,
                 "nbytes": t.nbytes,
                 "offset": t.offset,
-                "kind": if t.kind.is_empty() { None } else { Some(t.kind) },
+                "kind": t.kind.map(StorageKind::name),
             })
         })
         .collect();
@@ -361,7 +361,7 @@ fn print_tensor_table(i: &Inspection) -> usize {
         let kind = if kinds.is_empty() {
             String::new()
         } else {
-            format!("  {}", t.kind)
+            format!("  {}", t.kind.map_or("", StorageKind::name))
         };
         println!(
             "{:<name_w$}  {:<6}  {:<20}  {:>12}  {:>12}{kind}",

@@ -10,7 +10,7 @@ pub use sample::{Candidate, Prediction, Sampler, SamplingParams};
 use crate::iree::run::{run_module, HostTensor, RunOptions};
 use crate::iree::Toolchain;
 use crate::{Error, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// One forward pass of a `tensor<1xSEQxi32> -> tensor<SEQxi32>` function.
 pub trait Forward {
@@ -154,17 +154,9 @@ pub type Interpreted = Redecode<Interpreter>;
 impl Redecode<Interpreter> {
     /// Parses `mlir` and opens `params`; SEQ is read from `function`'s
     /// signature.
-    pub fn open(
-        mlir: &std::path::Path,
-        params: &std::path::Path,
-        function: &str,
-    ) -> Result<Interpreted> {
+    pub fn open(mlir: &Path, params: &Path, function: &str) -> Result<Interpreted> {
         let backend = Interpreter::open(mlir, params)?;
-        let g = crate::interp::find_function(backend.module(), Some(function))?;
-        let seq = g
-            .inputs()
-            .first()
-            .and_then(|&v| g.ty(v).shape.last().copied())
+        let seq = ids_len(backend.function(function)?)
             .ok_or_else(|| Error::Module(format!("function @{function} takes no token ids")))?;
         Ok(Redecode::new(backend, function, seq))
     }
@@ -588,7 +580,7 @@ pub struct Interpreter {
 
 impl Interpreter {
     /// Parses `mlir` and opens `params` (`.irpa`, `.safetensors` or `.gguf`).
-    pub fn open(mlir: &std::path::Path, params: &std::path::Path) -> Result<Interpreter> {
+    pub fn open(mlir: &Path, params: &Path) -> Result<Interpreter> {
         let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
         let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
         Ok(Interpreter {
@@ -601,6 +593,17 @@ impl Interpreter {
     pub fn module(&self) -> &crate::graph::Module {
         &self.module
     }
+
+    /// The module's function `name`.
+    fn function(&self, name: &str) -> Result<&crate::graph::Graph> {
+        crate::interp::find_function(&self.module, Some(name))
+    }
+}
+
+/// How many token ids `g` takes: the last dimension of its first input.
+fn ids_len(g: &crate::graph::Graph) -> Option<usize> {
+    let &ids = g.inputs().first()?;
+    g.ty(ids).shape.last().copied()
 }
 
 impl Backend for Interpreter {
@@ -613,8 +616,7 @@ impl Backend for Interpreter {
         Ok(crate::interp::Tensor::f32(&ty.shape, vec![0.0; ty.numel()]))
     }
     fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
-        let g = crate::interp::find_function(&self.module, Some(function))?;
-        crate::interp::run(g, &inputs, &self.params)
+        crate::interp::run(self.function(function)?, &inputs, &self.params)
     }
     fn shape<'t>(&self, t: &'t Self::Tensor) -> &'t [usize] {
         t.shape()
@@ -676,26 +678,16 @@ impl KvDriver<Interpreter> {
     /// Parses `mlir` (a `NAME-kv-gen.mlir`) and opens `params`; `prefill`
     /// and `decode` name the two functions. P, N and the cache shape are
     /// read from their signatures.
-    pub fn open(
-        mlir: &std::path::Path,
-        params: &std::path::Path,
-        prefill: &str,
-        decode: &str,
-    ) -> Result<KvInterpreted> {
+    pub fn open(mlir: &Path, params: &Path, prefill: &str, decode: &str) -> Result<KvInterpreted> {
         let backend = Interpreter::open(mlir, params)?;
-        let module = backend.module();
-        let pf = crate::interp::find_function(module, Some(prefill))?;
-        let df = crate::interp::find_function(module, Some(decode))?;
+        let pf = backend.function(prefill)?;
+        let df = backend.function(decode)?;
         let bad = |f: &str| {
             Error::Module(format!(
                 "function @{f} does not have the KV-cache signature (see spec/kv-cache.md)"
             ))
         };
-        let prompt_len = pf
-            .inputs()
-            .first()
-            .and_then(|&v| pf.ty(v).shape.last().copied())
-            .ok_or_else(|| bad(prefill))?;
+        let prompt_len = ids_len(pf).ok_or_else(|| bad(prefill))?;
         let cache = df
             .inputs()
             .get(2)

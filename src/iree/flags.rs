@@ -294,6 +294,42 @@ impl std::str::FromStr for Target {
     }
 }
 
+/// Serde and JSON Schema impls for `$ty`, written as its text form (its
+/// `Display`) and read back with its `FromStr`; `$schema` is the JSON
+/// Schema of that string (inlined where the type is used).
+macro_rules! serde_as_text {
+    ($ty:ident, $schema:expr) => {
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl schemars::JsonSchema for $ty {
+            fn inline_schema() -> bool {
+                true
+            }
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($ty).into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                $schema
+            }
+        }
+    };
+}
+
+// `host`, `arm64`, `arm32`, `vulkan`, or `vulkan:NAME` for another Vulkan
+// target: any string (the Vulkan names are open-ended).
+serde_as_text!(Target, schemars::json_schema!({ "type": "string" }));
+
 /// A runtime HAL device for `iree-run-module --device=` (and the
 /// `--device` value of `kiln run`, `generate` and `chat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -346,6 +382,13 @@ impl std::str::FromStr for Device {
     }
 }
 
+// `local-task`, `local-sync` or `vulkan`.
+serde_as_text!(Device, {
+    let all = <Device as clap::ValueEnum>::value_variants();
+    let names: Vec<&str> = all.iter().map(|d| d.name()).collect();
+    schemars::json_schema!({ "type": "string", "enum": names })
+});
+
 /// `iree-run-module` flag fixing the number of local-task worker groups
 /// (3.13.0 accepts it; 0 means IREE's own topology detection).
 pub fn task_groups_flag(n: usize) -> String {
@@ -369,3 +412,32 @@ pub const AARCH64_WHEEL_PLATFORM: &str = "manylinux_2_28_aarch64";
 
 /// Python version tag of the aarch64 runtime wheel used under qemu.
 pub const AARCH64_WHEEL_PYTHON: &str = "3.11";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_and_devices_serialize_as_their_names() {
+        let valhall = Target::vulkan("valhall").unwrap();
+        let cases = [
+            (Target::Host, "\"host\""),
+            (Target::Arm64, "\"arm64\""),
+            (Target::Arm32, "\"arm32\""),
+            (Target::parse("vulkan").unwrap(), "\"vulkan\""),
+            (valhall, "\"vulkan:valhall\""),
+        ];
+        for (t, json) in cases {
+            assert_eq!(serde_json::to_string(&t).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Target>(json).unwrap(), t);
+        }
+        for d in [Device::LocalTask, Device::LocalSync, Device::Vulkan] {
+            let json = format!("\"{}\"", d.name());
+            assert_eq!(serde_json::to_string(&d).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Device>(&json).unwrap(), d);
+        }
+        let e = serde_json::from_str::<Device>("\"cuda\"").unwrap_err();
+        assert!(e.to_string().contains("unknown device 'cuda'"), "{e}");
+        assert!(serde_json::from_str::<Target>("\"vulkan:nope\"").is_err());
+    }
+}

@@ -34,6 +34,7 @@ const EMULATOR_HINT: &str =
 
 /// The IREE toolchain is missing or one of its tools failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum IreeError {
     /// No usable IREE installation was found.
     #[error("IREE {IREE_VERSION} not found ({looked}); {INSTALL_HINT}", IREE_VERSION = flags::IREE_VERSION)]

@@ -13,6 +13,7 @@ fn tn(tensor: &Option<String>) -> String {
 /// A malformed or unsupported parameter file, or a failed write. Every
 /// variant names the file and, where one is involved, the tensor.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ParamsError {
     /// Opening, mapping, reading or writing the file failed.
     #[error("{}: {source}", .file.display())]

@@ -7,7 +7,7 @@
 //! (default 32) and the data section. See `spec/gguf.md` for every rule.
 
 use super::error::FileErrors;
-use super::{align_up, map_file, quant, Backing, ParamsError, Result};
+use super::{align_up, quant, Backing, ParamsError, Result};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -649,17 +649,7 @@ fn check_data_offsets(err: FileErrors, tensors: &[GgufTensorInfo], data_len: u64
 }
 
 impl GgufFile {
-    /// Memory-maps and validates `path`.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let bytes = map_file(path)?;
-        Self::from_backing(path, bytes)
-    }
-
-    /// Validates bytes already in memory; `path` only labels errors.
-    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<Self> {
-        Self::from_backing(path.as_ref(), Backing::Vec(bytes))
-    }
+    backed_constructors!();
 
     /// Validates the whole file: preamble, metadata, tensor infos and the
     /// tensors' places in the data section.

@@ -10,7 +10,7 @@
 use super::dtype::DType;
 use super::error::FileErrors;
 use super::stream::{sealed, Slot, TensorStream, TensorWriter};
-use super::{align_up, map_file, Backing, ParamsError, Result};
+use super::{align_up, Backing, ParamsError, Result};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -174,17 +174,7 @@ impl Range {
 }
 
 impl IrpaReader {
-    /// Memory-maps and validates `path`.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let bytes = map_file(path)?;
-        Self::from_backing(path, bytes)
-    }
-
-    /// Validates bytes already in memory; `path` only labels errors.
-    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<Self> {
-        Self::from_backing(path.as_ref(), Backing::Vec(bytes))
-    }
+    backed_constructors!();
 
     fn from_backing(path: &Path, bytes: Backing) -> Result<Self> {
         let (storage_offset, entries) = parse(path, &bytes)?;

@@ -17,6 +17,28 @@
 //! | [`source`] | a format-agnostic view over all three ([`open_any`]) |
 //! | `stream` | the streaming, hashing, atomic core both writers share |
 
+/// The two public constructors of a reader that validates a whole file in
+/// `fn from_backing(path: &Path, bytes: Backing) -> Result<Self>`: `open`
+/// memory-maps the file ([`map_file`]: its I/O errors name it) and
+/// `from_bytes` takes bytes already in memory.
+macro_rules! backed_constructors {
+    () => {
+        /// Memory-maps and validates `path`.
+        pub fn open(path: impl AsRef<std::path::Path>) -> $crate::params::Result<Self> {
+            let path = path.as_ref();
+            Self::from_backing(path, $crate::params::map_file(path)?)
+        }
+
+        /// Validates bytes already in memory; `path` only labels errors.
+        pub fn from_bytes(
+            path: impl AsRef<std::path::Path>,
+            bytes: Vec<u8>,
+        ) -> $crate::params::Result<Self> {
+            Self::from_backing(path.as_ref(), $crate::params::Backing::Vec(bytes))
+        }
+    };
+}
+
 pub mod blocks;
 pub mod convert;
 pub mod dtype;
@@ -30,7 +52,7 @@ mod stream;
 
 pub use dtype::DType;
 pub use error::ParamsError;
-pub use source::{open_any, Format, ParamSource, SourceDType, TensorMeta};
+pub use source::{open_any, Format, ParamSource, SourceDType, StorageKind, TensorMeta};
 pub use stream::{TensorWriter, Written};
 
 /// `Result` with [`ParamsError`].

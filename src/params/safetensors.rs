@@ -9,7 +9,7 @@
 use super::dtype::{checked_nbytes, DType};
 use super::error::FileErrors;
 use super::stream::{sealed, Slot, TensorStream, TensorWriter};
-use super::{map_file, Backing, ParamsError, Result};
+use super::{Backing, ParamsError, Result};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -90,17 +90,7 @@ impl<'de> Deserialize<'de> for Pairs {
 }
 
 impl SafeTensors {
-    /// Memory-maps and validates `path`.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let bytes = map_file(path)?;
-        Self::from_backing(path, bytes)
-    }
-
-    /// Validates bytes already in memory; `path` only labels errors.
-    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<Self> {
-        Self::from_backing(path.as_ref(), Backing::Vec(bytes))
-    }
+    backed_constructors!();
 
     fn from_backing(path: &Path, bytes: Backing) -> Result<Self> {
         let (data_start, tensors, metadata) = parse(path, &bytes)?;

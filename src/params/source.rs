@@ -2,7 +2,7 @@
 //! bytes or their values as f32. Used by `kiln params` and the interpreter.
 
 use super::gguf::{GgmlType, GgufFile};
-use super::irpa::{IrpaData, IrpaReader};
+use super::irpa::{EntryKind, IrpaData, IrpaReader};
 use super::safetensors::{open_checkpoint, Checkpoint};
 use super::{DType, ParamsError, Result};
 use std::borrow::Cow;
@@ -64,6 +64,32 @@ impl SourceDType {
     }
 }
 
+/// How an IRPA entry stores its tensor, as IREE spells it (SKIP entries
+/// are not listed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StorageKind {
+    /// Bytes in the archive (`DATA`).
+    Data,
+    /// A repeated pattern (`SPLAT`).
+    Splat,
+}
+
+impl StorageKind {
+    /// `DATA` or `SPLAT`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StorageKind::Data => "DATA",
+            StorageKind::Splat => "SPLAT",
+        }
+    }
+}
+
+impl fmt::Display for StorageKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One tensor as listed by a [`ParamSource`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorMeta {
@@ -78,8 +104,8 @@ pub struct TensorMeta {
     pub nbytes: u64,
     /// File offset of the bytes (`None` for a splat).
     pub offset: Option<u64>,
-    /// Storage kind: `"DATA"`, `"SPLAT"` for IRPA entries, `""` otherwise.
-    pub kind: &'static str,
+    /// How an IRPA entry stores it (`None` for the other formats).
+    pub kind: Option<StorageKind>,
 }
 
 /// A parameter file of any format.
@@ -182,7 +208,7 @@ impl StSource {
                     shape: info.shape.clone(),
                     nbytes: info.data_offsets.1 - info.data_offsets.0,
                     offset: Some(f.data_start() + info.data_offsets.0),
-                    kind: "",
+                    kind: None,
                 });
             }
         }
@@ -233,9 +259,13 @@ impl IrpaSource {
     fn new(r: IrpaReader) -> Result<Self> {
         let mut metas = Vec::new();
         for e in r.entries() {
-            if e.kind == super::irpa::EntryKind::Skip {
-                continue;
-            }
+            let (kind, offset) = match e.kind {
+                EntryKind::Data { offset, .. } => {
+                    (StorageKind::Data, Some(r.storage_offset() + offset))
+                }
+                EntryKind::Splat { .. } => (StorageKind::Splat, None),
+                EntryKind::Skip => continue,
+            };
             let (dtype, shape) = match e.described() {
                 Some((dt, shape)) => {
                     let want = super::dtype::checked_nbytes(dt, &shape);
@@ -253,17 +283,13 @@ impl IrpaSource {
                 }
                 None => (SourceDType::Raw, vec![e.len()]),
             };
-            let offset = match e.kind {
-                super::irpa::EntryKind::Data { offset, .. } => Some(r.storage_offset() + offset),
-                _ => None,
-            };
             metas.push(TensorMeta {
                 name: e.name.clone(),
                 dtype,
                 shape,
                 nbytes: e.len(),
                 offset,
-                kind: e.kind_name(),
+                kind: Some(kind),
             });
         }
         let index = index_of(&metas);
@@ -338,7 +364,7 @@ impl GgufSource {
                 shape: t.shape(),
                 nbytes: t.nbytes,
                 offset: Some(g.data_start() + t.offset),
-                kind: "",
+                kind: None,
             })
             .collect();
         GgufSource { g, metas }

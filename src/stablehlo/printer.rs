@@ -60,6 +60,7 @@ impl ConstantPolicy {
 /// A module StableHLO text cannot express, or parameter values the printer
 /// cannot inline exactly.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PrintError {
     /// A module or function name that is not a bare MLIR identifier.
     #[error("{what} name \"{name}\" is not a valid MLIR identifier (letters, digits, _ $ .; not starting with a digit)")]

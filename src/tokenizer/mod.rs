@@ -30,6 +30,7 @@ pub use gguf::{
 
 /// Tokenizer data is malformed, unsupported, or an id is out of range.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TokenizerError {
     /// The vocabulary, merges or tokenizer file contradict themselves.
     #[error("malformed tokenizer: {0}")]
