@@ -522,6 +522,9 @@ fn check_irpa<'m>(
             irpa_rec.bytes
         )));
     }
+    // kiln's own reader reads the index: a damaged archive is named with
+    // what is wrong before anything is copied.
+    crate::params::open_any(&irpa_src)?;
     Ok((irpa_src, irpa_rec))
 }
 

@@ -354,14 +354,19 @@ fn export_manifest(
     }
 }
 
-/// A fake export `dir/NAME.json` with a 4 KiB irpa and the given modules
+/// A fake export `dir/NAME.json` with an irpa of one 4 KiB tensor and the given modules
 /// (`arm64`, `arm32`, `vulkan`, `host`); its source is a folder with the
 /// tiny tokenizer.
 fn fake_export(dir: &Path, name: &str, modules: &[&str]) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let irpa = dir.join(format!("{name}.irpa"));
-    let bytes: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
-    std::fs::write(&irpa, &bytes).unwrap();
+    let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+    let spec = kiln::params::irpa::EntrySpec::data("w", data.len() as u64);
+    use kiln::params::TensorWriter;
+    let mut w = kiln::params::irpa::IrpaWriter::new(&irpa, vec![spec]).unwrap();
+    w.write_tensor("w", &data).unwrap();
+    w.finish().unwrap();
+    let bytes = std::fs::read(&irpa).unwrap();
     std::fs::write(dir.join(format!("{name}-gen.mlir")), "module {}\n").unwrap();
     for t in modules {
         std::fs::write(
@@ -496,8 +501,17 @@ fn changed_irpa_is_an_error_and_leaves_assets_alone() {
         })
         .collect();
     let irpa = dir.path().join("exp/fake.irpa");
-    let mut bytes = std::fs::read(&irpa).unwrap();
-    bytes[100] ^= 1;
+    let good = std::fs::read(&irpa).unwrap();
+    // A damaged index (same size): kiln's reader names the file and the
+    // fault before anything is copied.
+    let mut bytes = good.clone();
+    bytes[0] ^= 1;
+    std::fs::write(&irpa, &bytes).unwrap();
+    let o = kiln_output(&["package", s(&m), "--out", s(&assets)]);
+    assert_one_line_error(&o, "fake.irpa: not a parameter file");
+    // Changed tensor bytes (same size): the manifest's sha256 differs.
+    let mut bytes = good;
+    *bytes.last_mut().unwrap() ^= 1;
     std::fs::write(&irpa, &bytes).unwrap();
     // A new module too, so a partial run would show.
     std::fs::write(dir.path().join("exp/fake-arm32.vmfb"), "new").unwrap();

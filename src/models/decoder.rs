@@ -18,7 +18,7 @@ use crate::params::blocks::{part_key, BlockForm};
 /// Every weight a checkpoint must provide, as (HF name, shape), in the
 /// order the graph uses them: the parameters of the forward graph (at SEQ
 /// 1, f32, unchunked), so each weight is named once, where
-/// [`Decoder`] declares it. A tied model has no `lm_head.weight`.
+/// the decoder declares it. A tied model has no `lm_head.weight`.
 pub fn expected_tensors(cfg: &DecoderConfig) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
     let g = build_graph(
         cfg,

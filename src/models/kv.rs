@@ -54,7 +54,7 @@ pub struct KvOptions {
     pub prefill: String,
     /// Name of the decode function.
     pub decode: String,
-    /// The tensor bound ([`super::GraphOptions::max_tensor_bytes`]).
+    /// The tensor bound ([`super::decoder::GraphOptions::max_tensor_bytes`]).
     pub max_tensor_bytes: u64,
     /// `Some(K)`: both functions also return the K largest logits of the
     /// predicted position and their ids, for sampling on the host.
