@@ -35,14 +35,8 @@ use std::path::Path;
 const P: usize = 4;
 
 fn export_kv(name: &str, seq: usize, dir: &Path, cache: DType) -> ExportReport {
-    let exp = hf_expected(name);
-    let weights = if exp.weights_dtype == "BF16" {
-        DType::BF16
-    } else {
-        DType::F32
-    };
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
-    export_kv_of(&ckpt, weights.into(), seq, dir, cache)
+    export_kv_of(&ckpt, hf_expected(name).dtype().into(), seq, dir, cache)
 }
 
 /// The KV export of `ckpt` (P = [`P`], N = `seq`) with `weights`.
@@ -53,17 +47,8 @@ fn export_kv_of(
     dir: &Path,
     cache: DType,
 ) -> ExportReport {
-    export(
-        ckpt,
-        &ExportOptions::new(seq, dir)
-            .name("tiny")
-            .weights(weights)
-            .kv(KvCacheOptions::default()
-                .prompt_len(P)
-                .max_context(seq)
-                .cache_dtype(cache)),
-    )
-    .unwrap()
+    let kv = KvCacheOptions::default().prompt_len(P).cache_dtype(cache);
+    export_tiny_kv(ckpt, weights, seq, dir, kv)
 }
 
 /// A KV session over `vmfb` (compiled from `r`'s KV module) on `device`.

@@ -14,12 +14,11 @@
 
 use crate::common;
 use common::*;
-use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
+use kiln::export::{ExportReport, KvCacheOptions};
 use kiln::generate::{
     generate_kv, generate_kv_with, Conversation, KvInterpreted, KvRunModule, KvStep, Prediction,
     RunModule, Sampler, SamplingParams,
 };
-use kiln::graph::DType;
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{Emulation, RunOptions};
 use kiln::iree::session::KvSession;
@@ -46,24 +45,9 @@ struct TopKAt {
 }
 
 fn export_kv(name: &str, seq: usize, dir: &Path, top_k: Option<usize>) -> ExportReport {
-    let weights = if hf_expected(name).weights_dtype == "BF16" {
-        DType::BF16
-    } else {
-        DType::F32
-    };
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
-    export(
-        &ckpt,
-        &ExportOptions::new(seq, dir)
-            .name("tiny")
-            .weights(weights)
-            .kv(KvCacheOptions::default()
-                .prompt_len(P)
-                .max_context(seq)
-                .cache_dtype(DType::F32)
-                .top_k(top_k)),
-    )
-    .unwrap()
+    let kv = KvCacheOptions::default().prompt_len(P).top_k(top_k);
+    export_tiny_kv(&ckpt, hf_expected(name).dtype(), seq, dir, kv)
 }
 
 fn interp_kv(r: &ExportReport) -> KvInterpreted {

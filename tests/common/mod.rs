@@ -76,6 +76,37 @@ pub struct HfExpected {
     pub seqs: Vec<RefSeq>,
 }
 
+impl HfExpected {
+    /// The dtype of the weights transformers ran on: a fixture is
+    /// exported with exactly those.
+    pub fn dtype(&self) -> kiln::graph::DType {
+        if self.weights_dtype == "BF16" {
+            kiln::graph::DType::BF16
+        } else {
+            kiln::graph::DType::F32
+        }
+    }
+}
+
+/// The KV export `tiny` of `ckpt` into `dir`: SEQ and N = `seq`, the rest
+/// of the pair (prompt bucket, caches, top-K) from `kv`.
+pub fn export_tiny_kv(
+    ckpt: &kiln::models::Checkpoint,
+    weights: impl Into<kiln::export::Weights>,
+    seq: usize,
+    dir: &Path,
+    kv: kiln::export::KvCacheOptions,
+) -> kiln::export::ExportReport {
+    kiln::export::export(
+        ckpt,
+        &kiln::export::ExportOptions::new(seq, dir)
+            .name("tiny")
+            .weights(weights)
+            .kv(kv.max_context(seq)),
+    )
+    .unwrap()
+}
+
 /// Reads a tiny checkpoint's expectations.
 pub fn hf_expected(name: &str) -> HfExpected {
     let p = fixture(&format!("hf/{name}/expected.json"));
@@ -300,11 +331,7 @@ pub fn fixture_export_mismatches_at<S>(
     for name in HF_FIXTURES {
         let exp = hf_expected(name);
         let ckpt = kiln::models::Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
-        let weights = if exp.weights_dtype == "BF16" {
-            kiln::graph::DType::BF16
-        } else {
-            kiln::graph::DType::F32
-        };
+        let weights = exp.dtype();
         let largest = exp.seqs.iter().map(|rs| rs.seq).max();
         for rs in &exp.seqs {
             if seqs == Seqs::Largest && Some(rs.seq) != largest {
