@@ -11,6 +11,9 @@
 //! (`kiln_export.schema.json`, `kiln_assets.schema.json`), generated from
 //! these types by [`export_schema`] and [`assets_schema`]; a test keeps
 //! them current. A change of layout bumps the `/N` of the format.
+//!
+//! Every type is `#[non_exhaustive]`: a new field is not a breaking change
+//! for code that reads them; outside kiln they are made by deserializing.
 
 use crate::graph::DType;
 use crate::iree::flags::{Device, Target};
@@ -36,6 +39,7 @@ pub const ASSETS_FORMAT: &str = "kiln-android-assets/1";
 /// ([`crate::package::read_export_manifest`]) and `kiln run` / `kiln
 /// generate` ([`RunManifest::read`]) read it back with the same type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
 pub struct ExportManifest {
     /// [`EXPORT_FORMAT`]: the layout of this file (absent in manifests of
     /// kiln 0.1 before the field existed, which have the same layout).
@@ -86,6 +90,7 @@ pub struct ExportManifest {
 
 /// Size and hash of one written file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[non_exhaustive]
 pub struct FileRecord {
     /// File name, relative to the manifest's directory.
     pub path: String,
@@ -97,6 +102,7 @@ pub struct FileRecord {
 
 /// The KV-cache module's record in the manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
 pub struct KvManifest {
     /// The module file (`<name>-kv-gen.mlir`).
     pub mlir: String,
@@ -109,6 +115,7 @@ pub struct KvManifest {
 /// them. Recorded in the export manifest ([`KvManifest`]) and in a
 /// package's assets (`package::AssetsKv`), flattened into each.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
 pub struct KvPair {
     /// Prefill function: `(tokens: tensor<1xPxi32>, start: tensor<i32>,
     /// length: tensor<i32>, K, V) -> (tensor<i32>, K, V)`.
@@ -177,6 +184,7 @@ impl KvPair {
 /// an export manifest and must read as one, so a damaged export manifest
 /// is an error rather than a silent loss of its EOS ids and source.
 #[derive(Debug, Default, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RunManifest {
     /// SEQ, function, scope and parameter archive (from either form).
     pub defaults: RunDefaults,
@@ -186,6 +194,7 @@ pub struct RunManifest {
 
 /// The keys `kiln run` takes its defaults from.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunDefaults {
     /// Sequence length.
     pub seq: Option<usize>,
@@ -312,6 +321,7 @@ impl RunManifest {
 /// `NAME.manifest.json`: everything an app needs to drive the assets and
 /// to tell a changed model from a cached copy.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[non_exhaustive]
 pub struct AssetsManifest {
     /// [`ASSETS_FORMAT`].
     pub format: String,
@@ -360,6 +370,7 @@ pub struct AssetsManifest {
 
 /// One packaged module.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[non_exhaustive]
 pub struct ModuleEntry {
     /// File name in the assets directory.
     pub path: String,
@@ -375,6 +386,7 @@ pub struct ModuleEntry {
 /// tokenizer config) and, for apps without a Jinja engine, the text it
 /// writes around each message.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[non_exhaustive]
 pub struct AssetsChat {
     /// The Jinja `chat_template`.
     pub template: String,
@@ -387,6 +399,7 @@ pub struct AssetsChat {
 /// packaged `NAME-kv-<key>.vmfb` modules (same keys as `modules`), over the
 /// same `.irpa`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[non_exhaustive]
 pub struct AssetsKv {
     /// The functions and shapes, as in the export manifest (flattened).
     #[serde(flatten)]

@@ -329,29 +329,32 @@ fn export_manifest(
         eos_token_ids: vec![3],
         arch: Default::default(),
     };
-    kiln::manifest::ExportManifest {
-        format: kiln::manifest::EXPORT_FORMAT.into(),
-        kiln_version: kiln::VERSION.to_string(),
-        name: name.to_string(),
-        function: name.to_string(),
-        seq: 16,
-        scope: "model".into(),
-        input: "tensor<1x16xi32>".into(),
-        output: "tensor<16xi32>".into(),
-        architecture: "llama".into(),
-        vocab_size: config.vocab_size,
-        bos_token_id: config.bos_token_id,
-        eos_token_ids: config.eos_token_ids.clone(),
-        config,
-        weights_dtype: "bf16".into(),
-        constants: "external".into(),
-        parameter_tensors: 1,
-        parameter_count: 2048,
-        parameter_bytes: 4096,
-        source: source.to_string(),
-        files,
-        kv: None,
-    }
+    // The manifest types are #[non_exhaustive]: built from their JSON, as
+    // any reader outside kiln sees them.
+    serde_json::from_value(serde_json::json!({
+        "format": kiln::manifest::EXPORT_FORMAT,
+        "kiln_version": kiln::VERSION,
+        "name": name,
+        "function": name,
+        "seq": 16,
+        "scope": "model",
+        "input": "tensor<1x16xi32>",
+        "output": "tensor<16xi32>",
+        "architecture": "llama",
+        "vocab_size": config.vocab_size,
+        "bos_token_id": config.bos_token_id,
+        "eos_token_ids": config.eos_token_ids,
+        "config": config,
+        "weights_dtype": "bf16",
+        "constants": "external",
+        "parameter_tensors": 1,
+        "parameter_count": 2048,
+        "parameter_bytes": 4096,
+        "source": source,
+        "files": files,
+        "kv": null,
+    }))
+    .unwrap()
 }
 
 /// A fake export `dir/NAME.json` with an irpa of one 4 KiB tensor and the given modules
@@ -376,10 +379,9 @@ fn fake_export(dir: &Path, name: &str, modules: &[&str]) -> PathBuf {
         .unwrap();
     }
     let src = tiny_tokenizer_dir(dir);
-    let record = |path: String, bytes: u64, sha256: String| FileRecord {
-        path,
-        bytes,
-        sha256,
+    let record = |path: String, bytes: u64, sha256: String| -> FileRecord {
+        serde_json::from_value(serde_json::json!({"path": path, "bytes": bytes, "sha256": sha256}))
+            .unwrap()
     };
     let files = [
         (
