@@ -102,19 +102,14 @@ pub fn run(a: Args) -> Result<i32> {
 
 /// Opens the KV-cache pair `kv` of the module on the runtime that fits it.
 fn open_driver(a: &Args, r: &Resolved, kv: &KvPair) -> Result<Driver> {
-    Driver::open(&DriverOptions {
-        module: a.module.clone(),
-        params: r.params.clone(),
-        scope: r.scope.clone(),
-        function: r.function.clone(),
-        seq: r.seq,
-        kv: Some(kv.clone()),
-        device: a.device,
-        emulate: None,
-        task_groups: a.task_groups,
-        per_step: false,
-        iree_dir: a.iree_dir.clone(),
-    })
+    Driver::open(
+        &DriverOptions::new(&a.module, &r.params, &r.function, r.seq)
+            .scope(&r.scope)
+            .kv(kv.clone())
+            .device(a.device)
+            .task_groups(a.task_groups)
+            .iree_dir(a.iree_dir.clone()),
+    )
 }
 
 /// A running `kiln chat`: the messages, the caches and what they hold.

@@ -301,19 +301,16 @@ fn kv_pair(a: &Args, r: &Resolved, prompt_len: usize) -> Result<Option<KvPair>> 
 /// load time.
 fn open_model(a: &Args, r: &Resolved, kv: Option<&KvPair>, prompt_len: usize) -> Result<Driver> {
     let t0 = std::time::Instant::now();
-    let model = Driver::open(&DriverOptions {
-        module: a.module.clone(),
-        params: r.params.clone(),
-        scope: r.scope.clone(),
-        function: r.function.clone(),
-        seq: r.seq,
-        kv: kv.cloned(),
-        device: a.device,
-        emulate: a.emulate,
-        task_groups: a.task_groups,
-        per_step: a.per_step,
-        iree_dir: a.iree_dir.clone(),
-    })?;
+    let model = Driver::open(
+        &DriverOptions::new(&a.module, &r.params, &r.function, r.seq)
+            .scope(&r.scope)
+            .kv(kv.cloned())
+            .device(a.device)
+            .emulate(a.emulate)
+            .task_groups(a.task_groups)
+            .per_step(a.per_step)
+            .iree_dir(a.iree_dir.clone()),
+    )?;
     let load = t0.elapsed().as_secs_f64();
     match kv {
         Some(kv) => crate::status!(

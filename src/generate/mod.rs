@@ -709,8 +709,10 @@ impl KvDriver<Interpreter> {
 /// The KV-cache pair through `iree-run-module`, one process per call.
 pub type KvRunModule = KvDriver<RunModule>;
 
-/// Where and how to run a module for [`Driver::open`].
+/// Where and how to run a module for [`Driver::open`]:
+/// [`DriverOptions::new`] and the setters.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DriverOptions {
     /// A `.vmfb` (run by IREE) or a `.mlir` (run by kiln's interpreter).
     pub module: PathBuf,
@@ -734,6 +736,74 @@ pub struct DriverOptions {
     pub per_step: bool,
     /// The IREE venv or tool directory (default: kiln's search).
     pub iree_dir: Option<PathBuf>,
+}
+
+impl DriverOptions {
+    /// The redecode function `function` (SEQ `seq`) of `module` over the
+    /// parameter file `params` in scope `model`, on the default device, a
+    /// loaded session, kiln's IREE search.
+    pub fn new(
+        module: impl Into<PathBuf>,
+        params: impl Into<PathBuf>,
+        function: impl Into<String>,
+        seq: usize,
+    ) -> Self {
+        DriverOptions {
+            module: module.into(),
+            params: params.into(),
+            scope: "model".into(),
+            function: function.into(),
+            seq,
+            kv: None,
+            device: Default::default(),
+            emulate: None,
+            task_groups: None,
+            per_step: false,
+            iree_dir: None,
+        }
+    }
+
+    /// Sets the parameter scope.
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scope = scope.into();
+        self
+    }
+
+    /// Drives the KV-cache pair `kv` (`None`: the redecode function).
+    pub fn kv(mut self, kv: impl Into<Option<crate::manifest::KvPair>>) -> Self {
+        self.kv = kv.into();
+        self
+    }
+
+    /// Sets the runtime device.
+    pub fn device(mut self, device: crate::iree::flags::Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Runs under an emulator (`None`: natively).
+    pub fn emulate(mut self, emulate: impl Into<Option<crate::iree::run::Emulation>>) -> Self {
+        self.emulate = emulate.into();
+        self
+    }
+
+    /// Sets the local-task worker groups (`None`: IREE's default).
+    pub fn task_groups(mut self, task_groups: impl Into<Option<usize>>) -> Self {
+        self.task_groups = task_groups.into();
+        self
+    }
+
+    /// One `iree-run-module` per call instead of a loaded session.
+    pub fn per_step(mut self, per_step: bool) -> Self {
+        self.per_step = per_step;
+        self
+    }
+
+    /// Sets the IREE venv or tool directory (`None`: kiln's search).
+    pub fn iree_dir(mut self, iree_dir: impl Into<Option<PathBuf>>) -> Self {
+        self.iree_dir = iree_dir.into();
+        self
+    }
 }
 
 /// The loop a generation runs (redecode or KV cache) over the runtime that
