@@ -57,7 +57,7 @@ pub enum IreeError {
     #[error("unknown target '{0}': expected host, arm64, arm32 or vulkan (comma-separated)")]
     UnknownTarget(String),
     /// A Vulkan target name iree-compile would crash on.
-    #[error("unknown Vulkan target '{0}' for iree-compile {v}: use one of valhall (default), valhall1-4, mali-g57/g77/g78/g310/g510/g615/g710/g715/g720/g725, adreno, adreno-NNN, vp_android_baseline_2022, llvmpipe, rdna1-4, ampere, … (see spec/iree.md)", v = flags::IREE_VERSION)]
+    #[error("unknown Vulkan target '{0}' for iree-compile {v}: use one of vp_android_baseline_2022 (default), valhall, valhall1-4, mali-g57/g77/g78/g310/g510/g615/g710/g715/g720/g725, adreno, adreno-NNN, llvmpipe, rdna1-4, ampere, … (see spec/iree.md)", v = flags::IREE_VERSION)]
     UnknownVulkanTarget(String),
     /// `--device` named an unknown runtime device.
     #[error("unknown device '{0}': expected local-task, local-sync or vulkan")]
