@@ -65,6 +65,18 @@ impl Generation {
     }
 }
 
+/// A prompt must have a token and leave room for one more in `limit`
+/// positions (SEQ, or the KV pair's N); `too_long` says why it does not.
+fn check_prompt(prompt: &[i32], limit: usize, too_long: impl FnOnce() -> String) -> Result<()> {
+    if prompt.is_empty() {
+        return Err(Error::Input("the prompt is empty".into()));
+    }
+    if prompt.len() >= limit {
+        return Err(Error::Input(too_long()));
+    }
+    Ok(())
+}
+
 /// Runs the redecode loop from `prompt`, calling `on_token` with each new
 /// id as it arrives (`false` stops after it). The prompt must be shorter
 /// than SEQ.
@@ -76,16 +88,13 @@ pub fn generate(
     mut on_token: impl FnMut(i32) -> bool,
 ) -> Result<Generation> {
     let seq = model.seq();
-    if prompt.is_empty() {
-        return Err(Error::Input("the prompt is empty".into()));
-    }
-    if prompt.len() >= seq {
-        return Err(Error::Input(format!(
+    check_prompt(prompt, seq, || {
+        format!(
             "the prompt has {} tokens but SEQ is {seq}: it must be at most SEQ - 1 = {} (export with a larger --seq)",
             prompt.len(),
             seq - 1
-        )));
-    }
+        )
+    })?;
     let mut buf = vec![0i32; seq];
     buf[..prompt.len()].copy_from_slice(prompt);
     let mut ids = Vec::new();
@@ -347,15 +356,12 @@ pub fn generate_kv_with(
     on_token: impl FnMut(i32) -> bool,
 ) -> Result<Generation> {
     let n = model.max_context();
-    if prompt.is_empty() {
-        return Err(Error::Input("the prompt is empty".into()));
-    }
-    if prompt.len() >= n {
-        return Err(Error::Input(format!(
+    check_prompt(prompt, n, || {
+        format!(
             "the prompt has {} tokens but the max context N is {n}: no room for a new token (export with a larger --max-context)",
             prompt.len()
-        )));
-    }
+        )
+    })?;
     if max_new_tokens == 0 {
         return Ok(Generation::new(Vec::new(), Stop::MaxNewTokens));
     }

@@ -133,6 +133,24 @@ fn block(a: &[f32], b: &[f32], m: usize, nb: usize, k: usize, c: &mut [f32]) {
     block_impl::<false>(a, b, m, nb, k, c)
 }
 
+/// The batch size and contraction size of `d` over `lhs`, checked against
+/// the arranged operands (`(len, free size)` of each).
+fn batch_and_contraction(
+    lhs: &Tensor,
+    d: &DotDims,
+    (a_len, m): (usize, usize),
+    (b_len, n): (usize, usize),
+) -> Result<(usize, usize), InterpError> {
+    let bsize: usize = d.lhs_batch.iter().map(|&i| lhs.shape()[i]).product();
+    let k: usize = d.lhs_contract.iter().map(|&i| lhs.shape()[i]).product();
+    if a_len != bsize * m * k || b_len != bsize * n * k {
+        return Err(InterpError(
+            "dot_general operand sizes do not match the dims".into(),
+        ));
+    }
+    Ok((bsize, k))
+}
+
 /// Evaluates a `dot_general` with float operands; `out` is the result shape.
 pub(crate) fn dot_general(
     lhs: &Tensor,
@@ -140,16 +158,10 @@ pub(crate) fn dot_general(
     d: &DotDims,
     out: &[usize],
 ) -> Result<Tensor, InterpError> {
-    let bsize: usize = d.lhs_batch.iter().map(|&i| lhs.shape()[i]).product();
-    let k: usize = d.lhs_contract.iter().map(|&i| lhs.shape()[i]).product();
     let (a, m) = arrange(lhs, &d.lhs_batch, &d.lhs_contract)?;
     let (b, n) = arrange(rhs, &d.rhs_batch, &d.rhs_contract)?;
+    let (bsize, k) = batch_and_contraction(lhs, d, (a.len(), m), (b.len(), n))?;
     let total = bsize * m * n;
-    if a.len() != bsize * m * k || b.len() != bsize * n * k {
-        return Err(InterpError(
-            "dot_general operand sizes do not match the dims".into(),
-        ));
-    }
     let mut c = vec![0f32; total];
     if total == 0 || k == 0 {
         return Ok(Tensor::f32(out, c));
@@ -187,15 +199,9 @@ pub(crate) fn dot_general_i8(
     d: &DotDims,
     out: &[usize],
 ) -> Result<Tensor, InterpError> {
-    let bsize: usize = d.lhs_batch.iter().map(|&i| lhs.shape()[i]).product();
-    let k: usize = d.lhs_contract.iter().map(|&i| lhs.shape()[i]).product();
     let (a, m) = arrange_i32(lhs, &d.lhs_batch, &d.lhs_contract)?;
     let (b, n) = arrange_i32(rhs, &d.rhs_batch, &d.rhs_contract)?;
-    if a.len() != bsize * m * k || b.len() != bsize * n * k {
-        return Err(InterpError(
-            "dot_general operand sizes do not match the dims".into(),
-        ));
-    }
+    let (bsize, k) = batch_and_contraction(lhs, d, (a.len(), m), (b.len(), n))?;
     let c: Vec<i32> = (0..bsize * m)
         .into_par_iter()
         .flat_map_iter(|row| {

@@ -183,39 +183,35 @@ pub(super) fn scale_min_k4(sc: &[u8]) -> ([u8; 8], [u8; 8]) {
 
 /// Q4_K: 256-element super-blocks of eight 32-element sub-blocks.
 fn deq_q4_k(s: &[u8], d: &mut [f32]) {
-    for (y, b) in d.chunks_exact_mut(256).zip(s.chunks_exact(144)) {
-        let dd = f16_at(b, 0);
-        let dmin = f16_at(b, 2);
-        let (sc, mn) = scale_min_k4(&b[4..16]);
-        let qs = &b[16..144];
-        for j in 0..8 {
-            let dl = dd * sc[j] as f32;
-            let ml = dmin * mn[j] as f32;
-            let base = &qs[(j / 2) * 32..(j / 2) * 32 + 32];
-            let shift = 4 * (j % 2);
-            for (l, yi) in y[j * 32..j * 32 + 32].iter_mut().enumerate() {
-                let q = (base[l] >> shift) & 0x0f;
-                *yi = dl * q as f32 - ml;
-            }
-        }
-    }
+    deq_q4_5_k::<false>(s, d)
 }
 
 /// Q5_K: like Q4_K plus one high bit per element.
 fn deq_q5_k(s: &[u8], d: &mut [f32]) {
-    for (y, b) in d.chunks_exact_mut(256).zip(s.chunks_exact(176)) {
+    deq_q4_5_k::<true>(s, d)
+}
+
+/// Q4_K (144-byte blocks) and, with `HIGH`, Q5_K (176 bytes: 32 bytes of
+/// high bits before the nibbles): d, dmin, 6-bit scales and mins, then the
+/// 4-bit values of eight 32-element sub-blocks.
+fn deq_q4_5_k<const HIGH: bool>(s: &[u8], d: &mut [f32]) {
+    let (size, qs_at) = if HIGH { (176, 48) } else { (144, 16) };
+    for (y, b) in d.chunks_exact_mut(256).zip(s.chunks_exact(size)) {
         let dd = f16_at(b, 0);
         let dmin = f16_at(b, 2);
         let (sc, mn) = scale_min_k4(&b[4..16]);
         let qh = &b[16..48];
-        let qs = &b[48..176];
+        let qs = &b[qs_at..size];
         for j in 0..8 {
             let dl = dd * sc[j] as f32;
             let ml = dmin * mn[j] as f32;
             let base = &qs[(j / 2) * 32..(j / 2) * 32 + 32];
             let shift = 4 * (j % 2);
             for (l, yi) in y[j * 32..j * 32 + 32].iter_mut().enumerate() {
-                let q = ((base[l] >> shift) & 0x0f) | (((qh[l] >> j) & 1) << 4);
+                let mut q = (base[l] >> shift) & 0x0f;
+                if HIGH {
+                    q |= ((qh[l] >> j) & 1) << 4;
+                }
                 *yi = dl * q as f32 - ml;
             }
         }

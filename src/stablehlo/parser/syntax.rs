@@ -807,13 +807,7 @@ fn generic_stmt<'a>(
     if c.eat("(") {
         st.region = Some(generic_region(c, depth)?);
     }
-    if c.peek("{") {
-        attr_dict(c, &mut st.attrs)?;
-    }
-    c.expect(":")?;
-    let (t, p) = types(c)?;
-    st.types = t;
-    st.types_pos = p;
+    type_section(c, &mut st)?;
     if st.name == "func.return" || st.name == "stablehlo.return" {
         st.name = "return".into();
     }
@@ -861,10 +855,8 @@ fn plain_form<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
 /// `return operands` with an optional `: types`.
 fn pretty_return<'a>(c: &mut Cursor<'a>, st: &mut Stmt<'a>) -> PResult<()> {
     operands(c, st)?;
-    if c.eat(":") {
-        let (t, p) = types(c)?;
-        st.types = t;
-        st.types_pos = p;
+    if c.peek(":") {
+        type_section(c, st)?;
     }
     Ok(())
 }
