@@ -168,6 +168,18 @@ impl CompareDir {
         CompareDir::Ge,
     ];
 
+    /// Whether `x` compares to `y` in this direction (`x < y` for `Lt`).
+    pub fn holds<T: PartialOrd>(self, x: T, y: T) -> bool {
+        match self {
+            CompareDir::Eq => x == y,
+            CompareDir::Ne => x != y,
+            CompareDir::Lt => x < y,
+            CompareDir::Le => x <= y,
+            CompareDir::Gt => x > y,
+            CompareDir::Ge => x >= y,
+        }
+    }
+
     /// MLIR spelling (`EQ`, `NE`, …).
     pub fn name(self) -> &'static str {
         match self {

@@ -454,28 +454,17 @@ fn bitwise_and(a: &Tensor, b: &Tensor) -> KResult<Tensor> {
     }
 }
 
-fn cmp<T: PartialOrd>(dir: CompareDir, x: T, y: T) -> bool {
-    match dir {
-        CompareDir::Eq => x == y,
-        CompareDir::Ne => x != y,
-        CompareDir::Lt => x < y,
-        CompareDir::Le => x <= y,
-        CompareDir::Gt => x > y,
-        CompareDir::Ge => x >= y,
-    }
-}
-
 fn compare(dir: CompareDir, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
     let shape = a.shape().to_vec();
     let data: Vec<bool> = match (a, b) {
         (Tensor::F32 { data: x, .. }, Tensor::F32 { data: y, .. }) => {
-            x.iter().zip(y).map(|(&p, &q)| cmp(dir, p, q)).collect()
+            x.iter().zip(y).map(|(&p, &q)| dir.holds(p, q)).collect()
         }
         (Tensor::I32 { data: x, .. }, Tensor::I32 { data: y, .. }) => {
-            x.iter().zip(y).map(|(&p, &q)| cmp(dir, p, q)).collect()
+            x.iter().zip(y).map(|(&p, &q)| dir.holds(p, q)).collect()
         }
         (Tensor::I1 { data: x, .. }, Tensor::I1 { data: y, .. }) => {
-            x.iter().zip(y).map(|(&p, &q)| cmp(dir, p, q)).collect()
+            x.iter().zip(y).map(|(&p, &q)| dir.holds(p, q)).collect()
         }
         _ => {
             return kerr(format!(

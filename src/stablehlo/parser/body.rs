@@ -53,15 +53,7 @@ fn eval_body(r: &Region<'_>, args: &[f64]) -> Option<Vec<f64>> {
                     _ => return None,
                 };
                 let (x, y) = (*vals.first()?, *vals.get(1)?);
-                let b = match dir {
-                    CompareDir::Eq => x == y,
-                    CompareDir::Ne => x != y,
-                    CompareDir::Lt => x < y,
-                    CompareDir::Le => x <= y,
-                    CompareDir::Gt => x > y,
-                    CompareDir::Ge => x >= y,
-                };
-                b as u8 as f64
+                dir.holds(x, y) as u8 as f64
             }
             "stablehlo.and" => ((*vals.first()? != 0.0) && (*vals.get(1)? != 0.0)) as u8 as f64,
             "stablehlo.or" => ((*vals.first()? != 0.0) || (*vals.get(1)? != 0.0)) as u8 as f64,
