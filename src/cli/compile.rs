@@ -57,32 +57,12 @@ pub fn module_name(module: &std::path::Path) -> kiln::Result<String> {
     Ok(stem.strip_suffix("-gen").unwrap_or(&stem).to_string())
 }
 
-/// The targets of `--target` in order, each once, a plain `vulkan` (the
-/// default Vulkan target) given `--vulkan-target`'s name.
-fn targets(list: &[Target], vulkan_target: Option<&str>) -> kiln::Result<Vec<Target>> {
-    let mut out: Vec<Target> = Vec::new();
-    for t in list {
-        let t = match (t, vulkan_target) {
-            (Target::Vulkan { target }, Some(name))
-                if target == kiln::iree::flags::DEFAULT_VULKAN_TARGET =>
-            {
-                Target::vulkan(name)?
-            }
-            _ => t.clone(),
-        };
-        if !out.contains(&t) {
-            out.push(t);
-        }
-    }
-    Ok(out)
-}
-
 /// Runs `kiln compile`.
 pub fn run(args: Args) -> kiln::Result<i32> {
     if args.json {
         super::set_quiet();
     }
-    let targets = targets(&args.target, args.vulkan_target.as_deref())?;
+    let targets = Target::resolve_list(args.target, args.vulkan_target.as_deref())?;
     if args.vulkan_target.is_some() && !targets.iter().any(|t| matches!(t, Target::Vulkan { .. })) {
         return Err(Error::Usage(
             "--vulkan-target given but no vulkan target in --target".into(),

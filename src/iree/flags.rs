@@ -202,18 +202,36 @@ impl Target {
     /// Parses a comma-separated list (`host,arm64`); `vulkan_target`
     /// replaces the default Vulkan target name. Duplicates are dropped.
     pub fn parse_list(list: &str, vulkan_target: Option<&str>) -> Result<Vec<Target>, IreeError> {
+        let items = list.split(',').map(str::trim).filter(|s| !s.is_empty());
+        let out = Target::resolve_list(
+            items.map(Target::parse).collect::<Result<Vec<_>, _>>()?,
+            vulkan_target,
+        )?;
+        if out.is_empty() {
+            return Err(IreeError::UnknownTarget(list.to_string()));
+        }
+        Ok(out)
+    }
+
+    /// `targets` in order, each once, a Vulkan target of the default name
+    /// ([`DEFAULT_VULKAN_TARGET`]) given `vulkan_target`'s name instead
+    /// (validated) when there is one: what `kiln compile --target LIST
+    /// --vulkan-target NAME` compiles.
+    pub fn resolve_list(
+        targets: impl IntoIterator<Item = Target>,
+        vulkan_target: Option<&str>,
+    ) -> Result<Vec<Target>, IreeError> {
         let mut out: Vec<Target> = Vec::new();
-        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let t = match (item, vulkan_target) {
-                ("vulkan", Some(name)) => Target::vulkan(name)?,
-                _ => Target::parse(item)?,
+        for t in targets {
+            let t = match (&t, vulkan_target) {
+                (Target::Vulkan { target }, Some(name)) if target == DEFAULT_VULKAN_TARGET => {
+                    Target::vulkan(name)?
+                }
+                _ => t,
             };
             if !out.contains(&t) {
                 out.push(t);
             }
-        }
-        if out.is_empty() {
-            return Err(IreeError::UnknownTarget(list.to_string()));
         }
         Ok(out)
     }
