@@ -41,12 +41,20 @@ fn dir() -> &'static Path {
     })
 }
 
-/// The slot of one (module text, target, flags) key, and its file name.
-fn slot(mlir: &Path, target: &Target, extra: &[String]) -> (u64, Slot) {
+/// A hash of the module's text, read once per request.
+fn module_hash(mlir: &Path) -> u64 {
     let mut h = DefaultHasher::new();
     std::fs::read(mlir)
         .unwrap_or_else(|e| panic!("{}: {e}", mlir.display()))
         .hash(&mut h);
+    h.finish()
+}
+
+/// The key of (module, target, flags) and its slot (the cached vmfb once
+/// compiled).
+fn slot(module: u64, target: &Target, extra: &[String]) -> (u64, Slot) {
+    let mut h = DefaultHasher::new();
+    module.hash(&mut h);
     format!("{target:?}").hash(&mut h);
     extra.hash(&mut h);
     let key = h.finish();
@@ -90,7 +98,7 @@ pub fn compile(
     out: &Path,
     extra: &[String],
 ) -> kiln::Result<()> {
-    let (key, s) = slot(mlir, target, extra);
+    let (key, s) = slot(module_hash(mlir), target, extra);
     let mut got = s.lock().unwrap();
     if got.is_none() {
         let cached = dir().join(format!("{key:016x}.vmfb"));
@@ -120,20 +128,20 @@ pub fn compile_many(
     name: &str,
     jobs: usize,
 ) -> kiln::Result<Vec<PathBuf>> {
+    let module = module_hash(mlir);
     let keyed: Vec<(u64, Slot, &Target)> = targets
         .iter()
         .map(|t| {
-            let (k, s) = slot(mlir, t, &[]);
+            let (k, s) = slot(module, t, &[]);
             (k, s, t)
         })
         .collect();
     // Locks in key order, so two callers never wait on each other in a cycle.
     let mut order: Vec<usize> = (0..keyed.len()).collect();
     order.sort_by_key(|&i| keyed[i].0);
-    let slots: Vec<Slot> = keyed.iter().map(|k| k.1.clone()).collect();
     let mut guards: Vec<_> = order
         .iter()
-        .map(|&i| (i, slots[i].lock().unwrap()))
+        .map(|&i| (i, keyed[i].1.lock().unwrap()))
         .collect();
     guards.sort_by_key(|g| g.0);
     let missing: Vec<Target> = guards
