@@ -37,6 +37,7 @@ mod parser_errors;
 mod parser_roundtrip;
 mod parser_spellings;
 mod quantized;
+mod reproducible;
 mod sampling;
 mod smollm2;
 mod tokenizer_chat;

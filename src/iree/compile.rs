@@ -9,21 +9,22 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// The full `iree-compile` argument list for one compile (without the tool).
-pub fn compile_args(
-    mlir: &Path,
-    target: &Target,
-    out: &Path,
-    extra: &[String],
-) -> Vec<std::ffi::OsString> {
+/// The full `iree-compile` argument list for one compile (without the
+/// tool): the module is read from standard input (`-`), so no path of the
+/// caller's reaches the module's bytes (iree-compile embeds its input's
+/// name in the module's locations; `spec/iree.md`, "Reproducible modules").
+pub fn compile_args(target: &Target, out: &Path, extra: &[String]) -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> =
         target.compile_flags().into_iter().map(Into::into).collect();
     args.extend(extra.iter().map(Into::into));
-    args.push(mlir.as_os_str().to_owned());
+    args.push("-".into());
     args.push("-o".into());
     args.push(out.as_os_str().to_owned());
     args
 }
+
+/// iree-compile's name for its standard input in diagnostics.
+const STDIN_NAME: &str = "<stdin>";
 
 /// Compiles `mlir` for `target` into `out` (a `.vmfb`).
 ///
@@ -31,7 +32,12 @@ pub fn compile_args(
 /// unknown names). iree-compile writes into a temporary file beside `out`,
 /// renamed into place only on success, so a failed compile leaves no
 /// `.vmfb`. On failure the error carries iree-compile's stderr; on success
-/// its warnings are forwarded to stderr.
+/// its warnings are forwarded to stderr (in both, the module's path stands
+/// where iree-compile names its input).
+///
+/// The module text goes to iree-compile on standard input, so the same
+/// text and flags give the same bytes whatever the file's name, folder or
+/// the working directory.
 pub fn compile(
     tc: &Toolchain,
     mlir: &Path,
@@ -56,20 +62,14 @@ pub fn compile(
         .suffix(".vmfb")
         .tempfile_in(&dir)
         .map_err(|e| Error::io(&dir, e))?;
-    let lowered = match target {
-        Target::Vulkan { target: name } => lower_for_vulkan(mlir, &dir, name)?,
-        _ => None,
+    let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
+    let text = match target {
+        Target::Vulkan { target: name } => lower_for_vulkan(text, mlir, name)?,
+        _ => text,
     };
-    let input = lowered.as_ref().map_or(mlir, |t| t.path());
-    let output = Command::new(&tc.compile)
-        .args(compile_args(input, target, tmp.path(), extra))
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| IreeError::Spawn {
-            tool: tc.compile.clone(),
-            source,
-        })?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let output = run_with_stdin(&tc.compile, compile_args(target, tmp.path(), extra), &text)?;
+    let stderr =
+        String::from_utf8_lossy(&output.stderr).replace(STDIN_NAME, &mlir.display().to_string());
     if !output.status.success() {
         let log = super::trim_log(&stderr, 60);
         // `tmp` is dropped here, removing the partial output.
@@ -103,16 +103,11 @@ pub fn compile(
 /// can take it ([`crate::graph::lower::lower_for_vulkan`]: bf16 parameters
 /// re-declared as 32-bit words, the two-reduction argmax as one variadic
 /// reduce), written to a temporary file in `dir`. MLIR outside the subset
-/// kiln parses is compiled as it is (`None`) unless it declares bf16
+/// kiln parses is compiled as it is unless it declares bf16
 /// globals. Functions taking or returning bf16 tensors (bf16 KV caches)
 /// are an error, and so is a tensor over the device's storage-buffer range
-/// ([`super::limits::check_vulkan`]).
-fn lower_for_vulkan(
-    mlir: &Path,
-    dir: &Path,
-    target: &str,
-) -> Result<Option<tempfile::NamedTempFile>> {
-    let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
+/// ([`super::limits::check_vulkan`]). `mlir` names the file in errors.
+fn lower_for_vulkan(text: String, mlir: &Path, target: &str) -> Result<String> {
     super::limits::check_vulkan(&text, mlir, target)?;
     if let Some(f) = text
         .lines()
@@ -136,19 +131,42 @@ fn lower_for_vulkan(
             if bf16_global {
                 return Err(e.with_file(mlir).into());
             }
-            return Ok(None);
+            return Ok(text);
         }
     };
     let lowered = crate::graph::lower::lower_for_vulkan(&parsed.module)
         .map_err(|e| Error::Input(format!("{}: {e}", mlir.display())))?;
-    let out = crate::stablehlo::print_module(&lowered, &parsed.print_options(), None)?;
-    let mut f = tempfile::Builder::new()
-        .prefix(".kiln-vulkan-")
-        .suffix(".mlir")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir, e))?;
-    std::io::Write::write_all(&mut f, out.as_bytes()).map_err(|e| Error::io(f.path(), e))?;
-    Ok(Some(f))
+    crate::stablehlo::print_module(&lowered, &parsed.print_options(), None)
+}
+
+/// Runs `tool` with `args`, writing `input` to its standard input from a
+/// second thread (so neither side can block on a full pipe), and collects
+/// its exit status and output.
+fn run_with_stdin(
+    tool: &Path,
+    args: Vec<std::ffi::OsString>,
+    input: &str,
+) -> Result<std::process::Output> {
+    let spawn_err = |source| IreeError::Spawn {
+        tool: tool.to_path_buf(),
+        source,
+    };
+    let mut child = Command::new(tool)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_err)?;
+    let mut stdin = child.stdin.take().expect("stdin was piped");
+    std::thread::scope(|s| {
+        // A tool that exits early closes the pipe: its status and stderr
+        // say why, so a failed write is not an error of its own.
+        s.spawn(move || {
+            let _ = std::io::Write::write_all(&mut stdin, input.as_bytes());
+        });
+        child.wait_with_output().map_err(|e| spawn_err(e).into())
+    })
 }
 
 /// The output path `kiln compile` uses: `out_dir/NAME-<suffix>.vmfb`.
