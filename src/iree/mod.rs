@@ -15,6 +15,7 @@
 
 pub mod compile;
 pub mod flags;
+pub mod inspect;
 pub mod limits;
 pub mod run;
 pub mod session;
@@ -111,6 +112,16 @@ pub enum IreeError {
     /// An input tensor is inconsistent (shape vs. data).
     #[error("bad input tensor: {0}")]
     BadInput(String),
+    /// iree-dump-module could not read a module.
+    #[error("iree-dump-module cannot read {} ({status}): {stderr}", module.display())]
+    InspectFailed {
+        /// The module read.
+        module: PathBuf,
+        /// Exit status as text.
+        status: String,
+        /// iree-dump-module's stderr (trimmed).
+        stderr: String,
+    },
 }
 
 impl IreeError {
