@@ -2,12 +2,9 @@
 # once with IREE's own Python runtime (iree-base-runtime), then answers one
 # line on stdin with one line on stdout.
 #
-# Arguments: VMFB PARAMS SPEC, where SPEC is one JSON object built by
-# session.rs from its typed spec: {"scope", "device", "task_groups" (null:
-# IREE's default), "seq"} and either "function" (redecode) or "kv":
-# {"prefill", "decode", "caches": [{"shape": [L, KV, N, D], "dtype": "f32"
-# or "bf16"}, ...]} (every cache tensor in argument order, K_0... then
-# V_0...).
+# Arguments: VMFB PARAMS SPEC; SPEC is one JSON object (session.rs builds it
+# in runner_args): scope, device, task_groups (null: IREE's default), seq, and
+# "function" (redecode) or "kv": {prefill, decode, caches: [{shape, dtype}]}.
 #
 # Redecode mode: a line of SEQ token ids -> a line of SEQ predicted ids.
 # KV-cache mode (SEQ is the prompt bucket P):
@@ -26,9 +23,7 @@ import sys
 import numpy as np
 import iree.runtime as rt
 
-vmfb, params, spec = sys.argv[1:4]
-spec = json.loads(spec)
-seq = spec["seq"]
+vmfb, params, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 if spec["task_groups"] is not None:
     rt.flags.parse_flags("--task_topology_group_count=" + str(spec["task_groups"]))
 config = rt.Config(spec["device"])
@@ -47,12 +42,14 @@ modules = rt.load_vm_modules(param_module, module, config=config)
 kv = spec.get("kv")
 if kv is not None:
     prefill_fn, decode_fn = (getattr(modules[-1], kv[f]) for f in ("prefill", "decode"))
-    if any(c["dtype"] == "bf16" for c in kv["caches"]):
-        import ml_dtypes
-    cache_types = [
-        (tuple(c["shape"]), ml_dtypes.bfloat16 if c["dtype"] == "bf16" else np.float32)
-        for c in kv["caches"]
-    ]
+    def cache_dtype(name):
+        if name == "bf16":
+            import ml_dtypes
+
+            return ml_dtypes.bfloat16
+        return np.float32
+
+    cache_types = [(tuple(c["shape"]), cache_dtype(c["dtype"])) for c in kv["caches"]]
 else:
     fn = getattr(modules[-1], spec["function"])
 
@@ -91,7 +88,7 @@ def to_numpy(arr):
 
 def serve_redecode():
     for line in sys.stdin:
-        ids = np.array([int(x) for x in line.split()], dtype=np.int32).reshape(1, seq)
+        ids = np.array([int(x) for x in line.split()], dtype=np.int32).reshape(1, spec["seq"])
         out = to_numpy(fn(ids)).reshape(-1)
         print(" ".join(str(int(x)) for x in out), flush=True)
 
@@ -109,7 +106,7 @@ def serve_kv():
         if words[0] == "p":
             start = np.array(int(words[1]), dtype=np.int32)
             length = np.array(int(words[2]), dtype=np.int32)
-            ids = np.array([int(x) for x in words[3:]], dtype=np.int32).reshape(1, seq)
+            ids = np.array([int(x) for x in words[3:]], dtype=np.int32).reshape(1, spec["seq"])
             nxt, *rest = prefill_fn(ids, start, length, *caches)
         elif words[0] == "d":
             token = np.array([int(words[1])], dtype=np.int32)
