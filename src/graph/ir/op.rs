@@ -198,7 +198,7 @@ pub enum Literal {
 }
 
 /// What a node computes. Attributes live here; operands are in
-/// [`Node::args`]; the result type in [`Node::ty`].
+/// [`Node::args`](super::Node::args); the result type in [`Node::ty`](super::Node::ty).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     /// Function argument number `index`.
@@ -213,7 +213,7 @@ pub enum Op {
         /// `None`: the whole archive entry. `Some(bytes)`: the part of the
         /// entry that starts `bytes` into it and is as long as the node's
         /// type, e.g. a row chunk of a table too large for one device
-        /// buffer ([`Graph::parameter_part`]).
+        /// buffer ([`Graph::parameter_part`](super::Graph::parameter_part)).
         offset: Option<u64>,
     },
     /// A constant tensor.
