@@ -6,7 +6,7 @@ use crate::params::gguf::GgmlType;
 use crate::stablehlo::ConstantPolicy;
 use std::path::PathBuf;
 
-/// Options of [`export`]: [`ExportOptions::new`] (or `default()`) and the
+/// Options of [`export`](super::export()): [`ExportOptions::new`] (or `default()`) and the
 /// setters, or assign the `pub` fields of a `let mut` value.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -131,7 +131,7 @@ impl ExportOptions {
     }
 }
 
-/// How [`export`] stores the weights (`kiln export --weights`).
+/// How [`export`](super::export()) stores the weights (`kiln export --weights`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Weights {
     /// Every weight widened and stored in this dtype: bf16, f16 or f32.
