@@ -762,21 +762,11 @@ fn stage_files(
         files.push(staged_record(staging, f)?);
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    let seq = m.seq;
     Ok(AssetsManifest {
         format: ASSETS_FORMAT.to_string(),
         kiln_version: crate::VERSION.to_string(),
         iree_version: crate::iree::flags::IREE_VERSION.to_string(),
-        name: m.name.clone(),
-        function: m.function.clone(),
-        seq,
-        scope: m.scope.clone(),
-        input: format!("tensor<1x{seq}xi32>"),
-        output: format!("tensor<{seq}xi32>"),
-        vocab_size: m.vocab_size,
-        bos_token_id: m.bos_token_id,
-        eos_token_ids: m.eos_token_ids.clone(),
-        weights_dtype: Some(m.weights_dtype.clone()),
+        contract: m.contract.with_model(()),
         parameters: irpa_name,
         modules,
         kv,
@@ -801,7 +791,7 @@ fn previous_files(path: &Path) -> Vec<String> {
 /// manifest last; then removes the files of an earlier package of this
 /// model that this one does not have.
 fn commit(staging: Staging, out: &Path, manifest: AssetsManifest) -> Result<Staged> {
-    let name = &manifest.name;
+    let name = &manifest.contract.name;
     let manifest_name = Layout::new(out, name).file(Artifact::AssetsManifest);
     crate::util::write_atomic(staging.path(&manifest_name), &json_bytes(&manifest)?)?;
     // The files an earlier package of this model listed (read before its

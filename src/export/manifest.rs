@@ -6,7 +6,9 @@ use super::layout::Artifact;
 use super::options::ExportOptions;
 use super::write::WeightFiles;
 use super::Names;
-use crate::manifest::{ExportManifest, FileRecord, KvManifest, KvPair, EXPORT_FORMAT};
+use crate::manifest::{
+    io_types, Contract, ExportManifest, FileRecord, KvManifest, KvPair, ModelInfo, EXPORT_FORMAT,
+};
 use crate::models::kv::KvOptions;
 use crate::models::Checkpoint;
 use crate::params::Written;
@@ -35,22 +37,27 @@ pub(super) fn export_manifest(
         files.insert("kv_mlir".to_string(), text_record(&kv_mlir, kv_text));
         kv_manifest(ckpt, ko, &kv_mlir)
     });
-    let seq = opts.seq;
-    ExportManifest {
-        format: EXPORT_FORMAT.to_string(),
-        kiln_version: crate::VERSION.to_string(),
+    let (input, output) = io_types(opts.seq);
+    let contract = Contract {
         name: names.layout.name().to_string(),
         function: names.function.clone(),
-        seq,
+        seq: opts.seq,
         scope: policy_scope(&opts.constants),
-        input: format!("tensor<1x{seq}xi32>"),
-        output: format!("tensor<{seq}xi32>"),
-        architecture: ckpt.config.family.name().to_string(),
-        config: ckpt.config.clone(),
+        input,
+        output,
+        model: ModelInfo {
+            architecture: ckpt.config.family.name().to_string(),
+            config: ckpt.config.clone(),
+        },
         vocab_size: ckpt.config.vocab_size,
         bos_token_id: ckpt.config.bos_token_id,
         eos_token_ids: ckpt.config.eos_token_ids.clone(),
         weights_dtype: opts.weights.to_string(),
+    };
+    ExportManifest {
+        format: EXPORT_FORMAT.to_string(),
+        kiln_version: crate::VERSION.to_string(),
+        contract,
         constants: policy_name(&opts.constants),
         parameter_tensors,
         parameter_count: weights.count,
