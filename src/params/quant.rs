@@ -13,6 +13,11 @@ pub(super) fn f16_at(b: &[u8], o: usize) -> f32 {
     f16_bits_to_f32(u16::from_le_bytes([b[o], b[o + 1]]))
 }
 
+/// The archive parts of a matrix stored as i8 rows, each `NAME.<suffix>`:
+/// the codes (i8 `[rows, K]`) and one f32 scale per row (`[rows, 1]`),
+/// as [`quantize_rows_i8`] makes them.
+pub const I8_ROWS_PARTS: [&str; 2] = ["q8", "scale"];
+
 /// Rounds each row of `cols` values to i8 codes with one f32 scale per
 /// row, `max|w|/127` (0 for an all-zero row): `w ≈ code · scale`, the
 /// codes `round_ties_even(w / scale)`.
