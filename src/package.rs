@@ -28,7 +28,8 @@
 use crate::export::{Artifact, Layout};
 use crate::iree::flags::{Device, Target, DEFAULT_VULKAN_TARGET};
 use crate::manifest::{
-    AssetsChat, AssetsKv, AssetsManifest, ExportManifest, FileRecord, ModuleEntry, ASSETS_FORMAT,
+    AssetsChat, AssetsKv, AssetsManifest, AssetsProvenance, ExportManifest, FileRecord,
+    ModuleEntry, ASSETS_FORMAT,
 };
 use crate::params::gguf::GgufFile;
 use crate::progress::Progress;
@@ -652,7 +653,7 @@ fn copy_irpa(
 /// `files`; returns their manifest entries by key.
 fn copy_modules(
     staging: &Staging,
-    layout: &Layout,
+    (layout, m): (&Layout, &ExportManifest),
     list: &[Found],
     kv: bool,
     progress: &dyn Progress,
@@ -665,21 +666,55 @@ fn copy_modules(
             false => Artifact::AssetModule(k.key),
         });
         let (bytes, sha256) = copy_hashed(src, &staging.path(&file), progress)?;
-        files.push(FileRecord {
-            path: file.clone(),
-            bytes,
-            sha256,
-        });
         entries.insert(
             k.key.to_string(),
             ModuleEntry {
-                path: file,
+                path: file.clone(),
                 target: k.target.clone(),
                 device: k.device,
+                compiled: compile_record(m, src, &sha256),
             },
         );
+        files.push(FileRecord {
+            path: file,
+            bytes,
+            sha256,
+        });
     }
     Ok(entries)
+}
+
+/// How the module at `src` (whose contents hash to `sha256`) was compiled,
+/// as `kiln compile` recorded it in export manifest `m`: `None` when it
+/// recorded nothing for that file, or for other contents.
+fn compile_record(
+    m: &ExportManifest,
+    src: &Path,
+    sha256: &str,
+) -> Option<crate::manifest::CompileInfo> {
+    let name = src.file_name()?.to_str()?;
+    m.modules
+        .get(name)
+        .filter(|r| r.sha256 == sha256)
+        .map(|r| r.compile.clone())
+}
+
+/// What the assets were made from: export manifest `m`'s recipe, with the
+/// compiler of the packaged modules when they all name the same one.
+fn provenance<'a>(
+    m: &ExportManifest,
+    modules: impl Iterator<Item = &'a ModuleEntry>,
+) -> Option<AssetsProvenance> {
+    let recipe = m.recipe.clone()?;
+    let mut compilers = modules.filter_map(|e| e.compiled.as_ref().map(|c| c.iree_compile.clone()));
+    let first = compilers.next();
+    let iree_compile = first.filter(|c| compilers.all(|o| &o == c));
+    Some(AssetsProvenance {
+        source: m.source.clone(),
+        recipe,
+        iree_compile,
+        iree_runtime: crate::iree::flags::IREE_VERSION.to_string(),
+    })
 }
 
 /// Writes the tokenizer of `plan` into `staging` as
@@ -738,10 +773,17 @@ fn stage_files(
     let layout = Layout::new("", &m.name);
     let irpa_name = layout.file(Artifact::Irpa);
     let mut files = vec![copy_irpa(src.irpa, staging, &irpa_name, progress)?];
-    let modules = copy_modules(staging, &layout, &src.modules, false, progress, &mut files)?;
+    let modules = copy_modules(
+        staging,
+        (&layout, m),
+        &src.modules,
+        false,
+        progress,
+        &mut files,
+    )?;
     let kv_entries = copy_modules(
         staging,
-        &layout,
+        (&layout, m),
         &src.kv_modules,
         true,
         progress,
@@ -762,6 +804,8 @@ fn stage_files(
         files.push(staged_record(staging, f)?);
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    let kv_modules = kv.iter().flat_map(|kv| kv.modules.values());
+    let provenance = provenance(m, modules.values().chain(kv_modules));
     Ok(AssetsManifest {
         format: ASSETS_FORMAT.to_string(),
         kiln_version: crate::VERSION.to_string(),
@@ -774,6 +818,7 @@ fn stage_files(
         tokenizer_config: cfg,
         chat,
         files,
+        provenance,
     })
 }
 

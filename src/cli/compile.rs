@@ -1,6 +1,6 @@
 //! `kiln compile`: run iree-compile for one or more targets.
 
-use kiln::export::Layout;
+use kiln::export::{record_compiles, Layout, Recorded};
 use kiln::iree::compile::compile_many;
 use kiln::iree::flags::Target;
 use kiln::iree::Toolchain;
@@ -107,6 +107,17 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         .extra(extra)
         .progress(super::progress::bars());
     let outs = compile_many(&tc, &args.module, &targets, &out_dir, &name, &opts)?;
+    let compiled: Vec<(Target, PathBuf)> = targets.iter().cloned().zip(outs.clone()).collect();
+    let recorded = match record_compiles(&tc, &args.module, &compiled, &opts.extra)? {
+        Recorded::Recorded(manifest) => {
+            crate::status!(
+                "kiln: recorded how they were compiled in {}",
+                manifest.display()
+            );
+            Some(manifest)
+        }
+        _ => None,
+    };
     if args.json {
         let modules: Vec<serde_json::Value> = targets
             .iter()
@@ -116,6 +127,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         super::print_json(&serde_json::json!({
             "module": args.module,
             "modules": modules,
+            "recorded_in": recorded,
             "seconds": start.elapsed().as_secs_f64(),
         }));
     } else {

@@ -17,6 +17,7 @@
 //! | `manifest` | the export manifest `NAME.json` |
 //! | `layout` | every file name, both ways ([`Layout`]) |
 
+mod compiled;
 mod graphs;
 mod layout;
 mod manifest;
@@ -24,6 +25,7 @@ mod options;
 mod plan;
 mod write;
 
+pub use compiled::{record_compiles, Recorded};
 pub use graphs::{build_kv_module, build_module, identifier, kv_options};
 pub use layout::{Artifact, Layout, ModuleFile};
 pub use options::{ExportOptions, KvCacheOptions, Weights};
@@ -109,7 +111,16 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let weights = write::write_weights(ckpt, &plan, &stored, &staging, &names, progress)?;
     let weights_seconds = t1.elapsed().as_secs_f64();
 
-    let manifest = manifest::export_manifest(ckpt, opts, &names, &graphs, stored.len(), weights);
+    let checkpoint = manifest::checkpoint_record(&ckpt.path)?;
+    let manifest = manifest::export_manifest(
+        ckpt,
+        opts,
+        &names,
+        &graphs,
+        stored.len(),
+        weights,
+        checkpoint,
+    );
     write::commit(staging, &names, &graphs, &manifest)?;
     let path = |a| names.layout.path(a);
     Ok(ExportReport {
