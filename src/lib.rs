@@ -82,6 +82,7 @@ pub mod stablehlo;
 pub mod step;
 pub mod tokenizer;
 mod util;
+pub mod verify;
 
 pub use util::cache_dir;
 

@@ -44,4 +44,5 @@ mod tokenizer_chat;
 mod tokenizer_errors;
 mod tokenizer_smollm2;
 mod tokenizer_vocabs;
+mod verify;
 mod vulkan;

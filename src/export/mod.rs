@@ -28,6 +28,7 @@ mod write;
 pub use compiled::{record_compiles, Recorded};
 pub use graphs::{build_kv_module, build_module, identifier, kv_options};
 pub use layout::{Artifact, Layout, ModuleFile};
+pub(crate) use manifest::checkpoint_record;
 pub use options::{ExportOptions, KvCacheOptions, Weights};
 pub use plan::weight_plan;
 
