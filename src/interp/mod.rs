@@ -23,6 +23,7 @@
 
 pub mod files;
 mod kernels;
+mod layout;
 mod matmul;
 
 use crate::graph::{DType, Graph, Literal, Module, Op, TensorType};
