@@ -56,9 +56,9 @@ pub mod safetensors;
 pub mod source;
 mod stream;
 
-pub use dtype::DType;
+pub use dtype::{DType, GgmlType, SourceDType};
 pub use error::ParamsError;
-pub use source::{open_any, Format, ParamSource, SourceDType, StorageKind, TensorMeta};
+pub use source::{open_any, Format, ParamSource, StorageKind, TensorMeta};
 pub use stream::{TensorWriter, Written};
 
 /// `Result` with [`ParamsError`].
