@@ -12,9 +12,8 @@ pub mod kv;
 pub mod rope;
 pub mod weights;
 
-pub use config::{Activation, Arch, DecoderConfig, RopeScaling};
+pub use config::{Activation, Arch, DecoderConfig, Family, RopeScaling};
 pub use decoder::{MAX_TABLE_ROWS, MAX_TENSOR_BYTES};
-pub use family::Family;
 pub use weights::{Storage, WeightPlan};
 
 /// A checkpoint that cannot be turned into a graph: names what is wrong
