@@ -24,6 +24,7 @@ mod iree_flags;
 mod iree_ops;
 mod iree_run;
 mod kv_cache;
+mod layering;
 mod manifest;
 mod op_cases_selfcheck;
 mod package;
