@@ -5,9 +5,7 @@
 
 use kiln::export::{export, ExportOptions, ExportReport};
 use kiln::graph::DType;
-use kiln::iree::flags::Target;
-use kiln::iree::run::{run_module, HostTensor, RunOptions};
-use kiln::iree::Toolchain;
+use kiln::iree::{run_module, HostTensor, RunOptions, Target, Toolchain};
 use kiln::models::{Checkpoint, DecoderConfig, Family, RopeScaling};
 use kiln::Result;
 use std::path::Path;
@@ -89,8 +87,8 @@ pub fn run(out: &Path) -> Result<bool> {
     let t = Instant::now();
     let tc = Toolchain::find_or_install(true)?;
     crate::status!("toolchain: {} ({})", tc.compile.display(), tc.source);
-    let vmfb = kiln::iree::compile::output_path(out, NAME, &Target::Host);
-    kiln::iree::compile::compile(&tc, &report.mlir, &Target::Host, &vmfb, &[])?;
+    let vmfb = kiln::iree::output_path(out, NAME, &Target::Host);
+    kiln::iree::compile(&tc, &report.mlir, &Target::Host, &vmfb, &[])?;
     let size = std::fs::metadata(&vmfb).map(|m| m.len()).unwrap_or(0);
     crate::status!(
         "compiled for host in {}\n  {:>9} B  {}",

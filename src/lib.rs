@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use kiln::export::{export, ExportOptions};
-//! use kiln::iree::{compile::compile, flags::Target, run, Toolchain};
+//! use kiln::iree::{compile, run_module, HostTensor, RunOptions, Target, Toolchain};
 //! use kiln::models::{Checkpoint, DecoderConfig};
 //!
 //! let config = DecoderConfig::from_hf_json(
@@ -50,11 +50,11 @@
 //!     Ok(tc) => {
 //!         let vmfb = dir.path().join("tiny-host.vmfb");
 //!         compile(&tc, &report.mlir, &Target::Host, &vmfb, &[])?;
-//!         let opts = run::RunOptions::default()
+//!         let opts = RunOptions::default()
 //!             .function(report.manifest.function.clone())
 //!             .params(vec![("model".into(), report.irpa.clone())]);
-//!         let input = run::HostTensor::i32(vec![1, 8], tokens.to_vec())?;
-//!         let outs = run::run_module(&tc, &vmfb, &opts, &[input])?;
+//!         let input = HostTensor::i32(vec![1, 8], tokens.to_vec())?;
+//!         let outs = run_module(&tc, &vmfb, &opts, &[input])?;
 //!         assert_eq!(outs[0].as_i32(), Some(&by_kiln[..]));
 //!     }
 //!     // CI sets KILN_REQUIRE_IREE: there a missing toolchain fails the example.

@@ -17,8 +17,7 @@ use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport};
 use kiln::graph::DType;
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::Emulation;
+use kiln::iree::{Device, Emulation, Target};
 use kiln::models::Checkpoint;
 use std::path::Path;
 

@@ -13,8 +13,7 @@ use crate::common;
 use common::op_cases::{self, Data, HostT};
 use common::*;
 use kiln::graph::{DType, Graph, Module, TensorType};
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{run_module, HostTensor, RunOptions, TensorData};
+use kiln::iree::{run_module, Device, HostTensor, RunOptions, Target, TensorData};
 use kiln::params::TensorWriter;
 use kiln::stablehlo::{print_module, PrintOptions};
 

@@ -24,10 +24,7 @@ use kiln::generate::{
     RunModule, Stop,
 };
 use kiln::graph::DType;
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{Emulation, RunOptions};
-use kiln::iree::session::{KvSession, SessionSpec};
-use kiln::iree::Toolchain;
+use kiln::iree::{Device, Emulation, KvSession, RunOptions, SessionSpec, Target, Toolchain};
 use kiln::models::Checkpoint;
 use kiln::step::KvSpec;
 use std::path::Path;

@@ -53,7 +53,7 @@ fn check_assets(dir: &Path, name: &str) -> AssetsManifest {
     let m: AssetsManifest = serde_json::from_str(&std::fs::read_to_string(&mp).unwrap()).unwrap();
     assert_eq!(m.format, kiln::manifest::ASSETS_FORMAT);
     assert_eq!(m.kiln_version, kiln::VERSION);
-    assert_eq!(m.iree_version, kiln::iree::flags::IREE_VERSION);
+    assert_eq!(m.iree_version, kiln::iree::IREE_VERSION);
     assert_eq!(m.name, name);
     for f in &m.files {
         let p = dir.join(&f.path);
@@ -122,7 +122,7 @@ fn kv_pair_is_packaged_beside_the_redecode_modules() {
     let Some(tc) = common::toolchain() else {
         return;
     };
-    use kiln::iree::flags::Target;
+    use kiln::iree::Target;
     let dir = tmpdir();
     let exp = dir.path().join("exp");
     let ckpt = kiln::models::Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
@@ -172,7 +172,7 @@ fn export_compile_package_run() {
     let Some(tc) = common::toolchain() else {
         return;
     };
-    use kiln::iree::flags::Target;
+    use kiln::iree::Target;
     let dir = tmpdir();
     let exp = dir.path().join("exp");
     let ckpt = kiln::models::Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();

@@ -11,9 +11,7 @@
 use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, Weights};
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::Emulation;
-use kiln::iree::Toolchain;
+use kiln::iree::{Device, Emulation, Target, Toolchain};
 use kiln::models::Checkpoint;
 use kiln::params::gguf::GgmlType;
 use kiln::params::source::open_any;

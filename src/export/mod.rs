@@ -84,7 +84,7 @@ pub struct ExportReport {
     /// KV cache at a large N, attention scores at a long SEQ, a weight
     /// matrix over 2^27 bytes as f32, any table with `--max-tensor-bytes
     /// 0`), as `kiln compile --target vulkan` would refuse it
-    /// ([`crate::iree::limits::first_vulkan_problem`]). CPU targets are fine.
+    /// (`iree::limits::first_vulkan_problem`). CPU targets are fine.
     pub vulkan_issues: Vec<String>,
 }
 
