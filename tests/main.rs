@@ -30,7 +30,6 @@ mod op_cases_selfcheck;
 mod package;
 mod params_attacks;
 mod params_cli;
-mod params_convert;
 mod params_gguf;
 mod params_irpa;
 mod params_safetensors;

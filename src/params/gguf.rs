@@ -16,11 +16,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Default data alignment.
-pub const DEFAULT_ALIGNMENT: u64 = 32;
+pub(crate) const DEFAULT_ALIGNMENT: u64 = 32;
 /// Most dimensions a GGML tensor has.
-pub const MAX_DIMS: u32 = 4;
+pub(crate) const MAX_DIMS: u32 = 4;
 /// Deepest nesting of arrays accepted in metadata.
-pub const MAX_ARRAY_DEPTH: u32 = 8;
+pub(crate) const MAX_ARRAY_DEPTH: u32 = 8;
 
 /// A typed metadata value.
 #[derive(Debug, Clone, PartialEq)]
@@ -607,9 +607,4 @@ impl GgufFile {
         })?;
         self.dequantize(t)
     }
-}
-
-/// Dequantizes `tensor` of `file` to f32 (see [`GgufFile::dequantize`]).
-pub fn dequantize(file: &GgufFile, tensor: &GgufTensorInfo) -> Result<Vec<f32>> {
-    file.dequantize(tensor)
 }
