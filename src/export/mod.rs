@@ -11,7 +11,7 @@
 //! | file | job |
 //! |---|---|
 //! | `options` | what is asked for: [`ExportOptions`], [`Weights`], [`KvCacheOptions`] |
-//! | `plan` | how each weight is stored ([`weight_plan`]) and its stored bytes |
+//! | `plan` | how each weight is stored (`weight_plan`) and its stored bytes |
 //! | `graphs` | the forward module and the KV-cache pair, built and printed |
 //! | `write` | the weights streamed into both archives; the commit |
 //! | `manifest` | the export manifest `NAME.json` |
@@ -24,10 +24,11 @@ mod options;
 mod plan;
 mod write;
 
-pub use graphs::{build_kv_module, build_module, identifier, kv_options};
 pub use layout::{Artifact, Layout, ModuleFile};
 pub use options::{ExportOptions, KvCacheOptions, Weights};
-pub use plan::weight_plan;
+
+use graphs::identifier;
+use plan::weight_plan;
 
 use crate::manifest::ExportManifest;
 use crate::models::Checkpoint;
