@@ -196,7 +196,7 @@ impl Checkpoint {
     /// with the row order that gives HF layout. `None` for another source,
     /// a tensor that is not a matrix, or one whose values the loader
     /// changes (Gemma's norms).
-    pub fn ggml_rows(&self, name: &str) -> Option<GgmlRows<'_>> {
+    pub(crate) fn ggml_rows(&self, name: &str) -> Option<GgmlRows<'_>> {
         let Source::Gguf { file, map } = &self.source else {
             return None;
         };
