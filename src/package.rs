@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 /// ABI, or `vulkan`/`host`), the `kiln compile` target it comes from, and
 /// the IREE runtime device that runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModuleKind {
+pub(crate) struct ModuleKind {
     /// Key in [`AssetsManifest::modules`] and the file-name suffix.
     pub key: &'static str,
     /// `kiln compile` target whose `NAME-<suffix>.vmfb` is packaged.
@@ -58,7 +58,7 @@ pub struct ModuleKind {
 /// The modules for Android, in the order they are looked for: arm64-v8a,
 /// armeabi-v7a and vulkan (the default Vulkan target: the file name does
 /// not say which one a `NAME-vulkan.vmfb` was compiled for).
-pub fn android_modules() -> [ModuleKind; 3] {
+pub(crate) fn android_modules() -> [ModuleKind; 3] {
     [
         ModuleKind {
             key: "arm64-v8a",
@@ -82,7 +82,7 @@ pub fn android_modules() -> [ModuleKind; 3] {
 
 /// The host module, packaged only on request (for testing the assets on
 /// the build machine).
-pub fn host_module() -> ModuleKind {
+pub(crate) fn host_module() -> ModuleKind {
     ModuleKind {
         key: "host",
         target: Target::Host,
