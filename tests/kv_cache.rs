@@ -487,7 +487,7 @@ fn bad_input_is_a_clear_error() {
     let text = std::fs::read_to_string(r.kv_mlir.as_ref().unwrap()).unwrap();
     let m = kiln::stablehlo::parse_module(&text).unwrap();
     let kvm = &r.manifest.kv.as_ref().unwrap().pair;
-    let params = kiln::interp::files::FileParams::open(&r.irpa).unwrap();
+    let params = kiln::interp::FileParams::open(&r.irpa).unwrap();
     let bad = kiln::interp::Tensor::f32(&[2, 2, 4, 12], vec![0.0; 2 * 2 * 4 * 12]);
     let e = kiln::interp::run_module(
         &m,

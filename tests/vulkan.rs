@@ -244,7 +244,7 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
     }
     // The interpreter reads the parts from the archive.
     let module = kiln::stablehlo::parse_module(&std::fs::read_to_string(&r.mlir).unwrap()).unwrap();
-    let params = kiln::interp::files::FileParams::open(&r.irpa).unwrap();
+    let params = kiln::interp::FileParams::open(&r.irpa).unwrap();
     let mut failures = Vec::new();
     for (ci, c) in rs.cases.iter().enumerate() {
         let x = kiln::interp::Tensor::i32(&[1, rs.seq], c.input.clone());
