@@ -13,8 +13,7 @@ use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, Weights};
 use kiln::iree::{Device, Emulation, Target, Toolchain};
 use kiln::models::Checkpoint;
-use kiln::params::gguf::GgmlType;
-use kiln::params::open_any;
+use kiln::params::{open_any, GgmlType};
 use std::path::Path;
 
 const FIXTURES: [&str; 2] = ["tiny-llama-quant-mix", "tiny-llama-quant-tied"];

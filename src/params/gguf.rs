@@ -6,7 +6,7 @@
 //! innermost first, type u32, offset u64), padding to `general.alignment`
 //! (default 32) and the data section. See `spec/gguf.md` for every rule.
 
-pub use super::dtype::GgmlType;
+pub(crate) use super::dtype::GgmlType;
 
 use super::error::FileErrors;
 use super::{align_up, quant, Backing, ParamsError, Result};

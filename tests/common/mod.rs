@@ -414,7 +414,7 @@ pub fn kiln(args: &[&str]) -> (i32, String, String) {
 
 /// One tensor of a GGUF written by [`write_gguf`]: name, ggml type, dims
 /// (GGUF order, innermost first) and the stored bytes.
-pub type GgufTensorBytes = (String, kiln::params::gguf::GgmlType, Vec<u64>, Vec<u8>);
+pub type GgufTensorBytes = (String, kiln::params::GgmlType, Vec<u64>, Vec<u8>);
 
 /// The metadata and tensors of a GGUF file, to edit and write back.
 pub fn read_gguf(
