@@ -32,7 +32,7 @@ use crate::manifest::{
 };
 use crate::params::gguf::GgufFile;
 use crate::progress::Progress;
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{gguf_tokenizer_files, Tokenizer, TokenizerFiles};
 use crate::util::Staging;
 use crate::{Error, Result};
 use serde::Serialize;
@@ -158,8 +158,6 @@ pub struct PackageReport {
     pub warnings: Vec<String>,
 }
 
-pub use crate::tokenizer::TokenizerFiles;
-
 /// An input error with `msg`.
 fn input_error(msg: impl Into<String>) -> Error {
     Error::Input(msg.into())
@@ -176,7 +174,7 @@ fn not_found(path: &Path, what: &str) -> Error {
 /// Reads an export manifest ([`crate::manifest::ExportManifest`], `NAME.json`)
 /// and checks that its name is a plain file name and its function and seq
 /// are set.
-pub fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
+pub(crate) fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
     if !path.is_file() {
         return Err(not_found(path, "export manifest not found"));
     }
@@ -809,25 +807,4 @@ fn commit(staging: Staging, out: &Path, manifest: AssetsManifest) -> Result<Stag
         }
     }
     Ok((manifest, out.join(manifest_name), written))
-}
-
-// --- tokenizer.json from GGUF metadata -----------------------------------
-
-pub use crate::tokenizer::gguf_tokenizer_files;
-
-/// Writes [`gguf_tokenizer_files`] of the GGUF at `gguf` as
-/// `dir/NAME.tokenizer.json` and `dir/NAME.tokenizer_config.json`
-/// (atomically); returns the tokenizer.json path.
-pub fn write_gguf_tokenizer(gguf: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
-    let f = GgufFile::open(gguf)?;
-    let t =
-        gguf_tokenizer_files(&f).map_err(|e| input_error(format!("{}: {e}", gguf.display())))?;
-    let layout = Layout::new(dir, name);
-    let json = layout.path(Artifact::Tokenizer);
-    crate::util::write_atomic(
-        layout.path(Artifact::TokenizerConfig),
-        t.tokenizer_config_json.as_bytes(),
-    )?;
-    crate::util::write_atomic(&json, t.tokenizer_json.as_bytes())?;
-    Ok(json)
 }
