@@ -657,3 +657,34 @@ mod tests {
     assert_eq!(found, expect);
     assert_eq!(src.names["G"], ["stablehlo", "Global"]);
 }
+
+#[test]
+fn architecture_doc_draws_the_same_floors() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Rows `| N | `a`, `b` | what it holds |`, in order.
+    let drawn: Vec<Vec<String>> = text
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let floor = cells.get(1)?.parse::<usize>().ok()?;
+            let names = cells[2]
+                .split(',')
+                .map(|n| n.trim().trim_matches('`').to_string());
+            Some((floor, names.collect()))
+        })
+        .enumerate()
+        .map(|(i, (floor, names))| {
+            assert_eq!(floor, i, "docs/architecture.md: floor {floor} out of order");
+            names
+        })
+        .collect();
+    let table: Vec<Vec<String>> = LAYERS
+        .iter()
+        .map(|f| f.iter().map(|m| m.to_string()).collect())
+        .collect();
+    assert_eq!(
+        drawn, table,
+        "docs/architecture.md's floors differ from LAYERS in tests/layering.rs"
+    );
+}
