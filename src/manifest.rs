@@ -36,7 +36,7 @@ pub const ASSETS_FORMAT: &str = "kiln-android-assets/1";
 /// The export manifest, written as `<name>.json`.
 ///
 /// The one declaration of its fields: `kiln package`
-/// ([`crate::package::read_export_manifest`]) and `kiln run` / `kiln
+/// (`package::read_export_manifest`) and `kiln run` / `kiln
 /// generate` ([`RunManifest::read`]) read it back with the same type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[non_exhaustive]

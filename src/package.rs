@@ -33,7 +33,7 @@ use crate::manifest::{
 };
 use crate::params::gguf::GgufFile;
 use crate::progress::Progress;
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{gguf_tokenizer_files, Tokenizer, TokenizerFiles};
 use crate::util::Staging;
 use crate::{Error, Result};
 use serde::Serialize;
@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 /// ABI, or `vulkan`/`host`), the `kiln compile` target it comes from, and
 /// the IREE runtime device that runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModuleKind {
+pub(crate) struct ModuleKind {
     /// Key in [`AssetsManifest::modules`] and the file-name suffix.
     pub key: &'static str,
     /// `kiln compile` target whose `NAME-<suffix>.vmfb` is packaged.
@@ -59,7 +59,7 @@ pub struct ModuleKind {
 /// The modules for Android, in the order they are looked for: arm64-v8a,
 /// armeabi-v7a and vulkan (the default Vulkan target: the file name does
 /// not say which one a `NAME-vulkan.vmfb` was compiled for).
-pub fn android_modules() -> [ModuleKind; 3] {
+pub(crate) fn android_modules() -> [ModuleKind; 3] {
     [
         ModuleKind {
             key: "arm64-v8a",
@@ -83,7 +83,7 @@ pub fn android_modules() -> [ModuleKind; 3] {
 
 /// The host module, packaged only on request (for testing the assets on
 /// the build machine).
-pub fn host_module() -> ModuleKind {
+pub(crate) fn host_module() -> ModuleKind {
     ModuleKind {
         key: "host",
         target: Target::Host,
@@ -159,8 +159,6 @@ pub struct PackageReport {
     pub warnings: Vec<String>,
 }
 
-pub use crate::tokenizer::TokenizerFiles;
-
 /// An input error with `msg`.
 fn input_error(msg: impl Into<String>) -> Error {
     Error::Input(msg.into())
@@ -177,7 +175,7 @@ fn not_found(path: &Path, what: &str) -> Error {
 /// Reads an export manifest ([`crate::manifest::ExportManifest`], `NAME.json`)
 /// and checks that its name is a plain file name and its function and seq
 /// are set.
-pub fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
+pub(crate) fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
     if !path.is_file() {
         return Err(not_found(path, "export manifest not found"));
     }
@@ -854,25 +852,4 @@ fn commit(staging: Staging, out: &Path, manifest: AssetsManifest) -> Result<Stag
         }
     }
     Ok((manifest, out.join(manifest_name), written))
-}
-
-// --- tokenizer.json from GGUF metadata -----------------------------------
-
-pub use crate::tokenizer::gguf_tokenizer_files;
-
-/// Writes [`gguf_tokenizer_files`] of the GGUF at `gguf` as
-/// `dir/NAME.tokenizer.json` and `dir/NAME.tokenizer_config.json`
-/// (atomically); returns the tokenizer.json path.
-pub fn write_gguf_tokenizer(gguf: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
-    let f = GgufFile::open(gguf)?;
-    let t =
-        gguf_tokenizer_files(&f).map_err(|e| input_error(format!("{}: {e}", gguf.display())))?;
-    let layout = Layout::new(dir, name);
-    let json = layout.path(Artifact::Tokenizer);
-    crate::util::write_atomic(
-        layout.path(Artifact::TokenizerConfig),
-        t.tokenizer_config_json.as_bytes(),
-    )?;
-    crate::util::write_atomic(&json, t.tokenizer_json.as_bytes())?;
-    Ok(json)
 }

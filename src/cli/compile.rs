@@ -1,9 +1,7 @@
 //! `kiln compile`: run iree-compile for one or more targets.
 
 use kiln::export::{record_compiles, Layout, Recorded};
-use kiln::iree::compile::compile_many;
-use kiln::iree::flags::Target;
-use kiln::iree::Toolchain;
+use kiln::iree::{compile_many, Target, Toolchain};
 use kiln::Error;
 use std::path::PathBuf;
 
@@ -98,11 +96,11 @@ pub fn run(args: Args) -> kiln::Result<i32> {
     // After the preset, before the user's flags (a later flag wins).
     let extra: Vec<String> = args
         .low_memory
-        .then(|| kiln::iree::flags::NO_DATA_TILING_FLAG.to_string())
+        .then(|| kiln::iree::NO_DATA_TILING_FLAG.to_string())
         .into_iter()
         .chain(args.extra.iter().cloned())
         .collect();
-    let opts = kiln::iree::compile::CompileOptions::default()
+    let opts = kiln::iree::CompileOptions::default()
         .jobs(jobs)
         .extra(extra)
         .progress(super::progress::bars());

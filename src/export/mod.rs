@@ -11,7 +11,7 @@
 //! | file | job |
 //! |---|---|
 //! | `options` | what is asked for: [`ExportOptions`], [`Weights`], [`KvCacheOptions`] |
-//! | `plan` | how each weight is stored ([`weight_plan`]) and its stored bytes |
+//! | `plan` | how each weight is stored (`weight_plan`) and its stored bytes |
 //! | `graphs` | the forward module and the KV-cache pair, built and printed |
 //! | `write` | the weights streamed into both archives; the commit |
 //! | `manifest` | the export manifest `NAME.json` |
@@ -26,11 +26,12 @@ mod plan;
 mod write;
 
 pub use compiled::{record_compiles, Recorded};
-pub use graphs::{build_kv_module, build_module, identifier, kv_options};
 pub use layout::{Artifact, Layout, ModuleFile};
 pub(crate) use manifest::checkpoint_record;
 pub use options::{ExportOptions, KvCacheOptions, Weights};
-pub use plan::weight_plan;
+
+use graphs::identifier;
+use plan::weight_plan;
 
 use crate::manifest::ExportManifest;
 use crate::models::Checkpoint;
@@ -87,7 +88,7 @@ pub struct ExportReport {
     /// KV cache at a large N, attention scores at a long SEQ, a weight
     /// matrix over 2^27 bytes as f32, any table with `--max-tensor-bytes
     /// 0`), as `kiln compile --target vulkan` would refuse it
-    /// ([`crate::iree::limits::first_vulkan_problem`]). CPU targets are fine.
+    /// (`iree::limits::first_vulkan_problem`). CPU targets are fine.
     pub vulkan_issues: Vec<String>,
 }
 
