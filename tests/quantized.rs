@@ -559,6 +559,39 @@ fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
     );
 }
 
+/// `--constants inline` prints every weight part as an exact constant,
+/// i8 codes and bf16 pairs included: the inline module gives the ids of the
+/// externalized one, for every stored form.
+#[test]
+fn inline_constants_equal_parameters_for_every_weight_form() {
+    use kiln::stablehlo::ConstantPolicy;
+    let ckpt = Checkpoint::open(fixture("hf/tiny-llama-untied-mha")).unwrap();
+    let tokens = [1, 5, 9, 2, 7, 3, 0, 0];
+    for weights in [
+        Weights::Dtype(kiln::graph::DType::BF16),
+        Weights::Quantize(GgmlType::Q4_0),
+        Weights::W8A8,
+    ] {
+        let (ext, inl) = (tmpdir(), tmpdir());
+        let a = export(&ckpt, &ExportOptions::new(8, ext.path()).weights(weights)).unwrap();
+        let b = export(
+            &ckpt,
+            &ExportOptions::new(8, inl.path())
+                .weights(weights)
+                .constants(ConstantPolicy::InlineAlways),
+        )
+        .unwrap_or_else(|e| panic!("--weights {weights} --constants inline: {e}"));
+        let text = std::fs::read_to_string(&b.mlir).unwrap();
+        assert!(
+            !text.contains("flow.parameter.named"),
+            "{weights}: a parameter left"
+        );
+        let by_params = kiln::interp::predict_file(&a.mlir, &a.irpa, None, &tokens).unwrap();
+        let inline = kiln::interp::predict_file(&b.mlir, &b.irpa, None, &tokens).unwrap();
+        assert_eq!(inline, by_params, "--weights {weights}");
+    }
+}
+
 /// `--weights-for PATTERN=FORM`: per-tensor exceptions to `--weights`
 /// (the last match wins); a pattern that names no tensor and an unknown
 /// form are errors naming the flag.

@@ -165,29 +165,57 @@ pub fn encode_weights(values: &[f32], dtype: impl Into<crate::params::DType>) ->
     }
 }
 
-/// Little-endian stored values as f64: i32 and f16 exactly, every other
-/// dtype read as 4-byte f32 values.
+/// Little-endian `bytes` of `dtype` as f64 values, exactly (every dtype a
+/// parameter part can have: floats, integers, booleans). A ragged tail
+/// shorter than one element is ignored.
 pub fn bytes_to_f64(dtype: crate::params::DType, bytes: &[u8]) -> Vec<f64> {
     use crate::params::DType as D;
+    use byteorder::{ByteOrder, LittleEndian as LE};
+    fn each<const N: usize>(bytes: &[u8], f: impl Fn(&[u8]) -> f64) -> Vec<f64> {
+        bytes.chunks_exact(N).map(f).collect()
+    }
     match dtype {
-        D::I32 => bytes
-            .chunks_exact(4)
-            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
-            .collect(),
-        D::F16 => bytes
-            .chunks_exact(2)
-            .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
-            .collect(),
-        _ => bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
-            .collect(),
+        D::F64 => each::<8>(bytes, LE::read_f64),
+        D::F32 => each::<4>(bytes, |c| LE::read_f32(c) as f64),
+        D::F16 => each::<2>(bytes, |c| f16::from_bits(LE::read_u16(c)).to_f64()),
+        D::BF16 => each::<2>(bytes, |c| half::bf16::from_bits(LE::read_u16(c)).to_f64()),
+        D::I64 => each::<8>(bytes, |c| LE::read_i64(c) as f64),
+        D::I32 => each::<4>(bytes, |c| LE::read_i32(c) as f64),
+        D::I16 => each::<2>(bytes, |c| LE::read_i16(c) as f64),
+        D::I8 => bytes.iter().map(|&b| b as i8 as f64).collect(),
+        D::U8 | D::Bool => bytes.iter().map(|&b| b as f64).collect(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every dtype reads back exactly, little-endian, signed where signed.
+    #[test]
+    fn bytes_to_f64_reads_every_dtype() {
+        use crate::params::DType as D;
+        assert_eq!(
+            bytes_to_f64(D::I8, &[0x80, 0x7f, 0xff]),
+            [-128.0, 127.0, -1.0]
+        );
+        assert_eq!(bytes_to_f64(D::U8, &[0x80, 0xff]), [128.0, 255.0]);
+        assert_eq!(bytes_to_f64(D::Bool, &[0, 1]), [0.0, 1.0]);
+        assert_eq!(bytes_to_f64(D::I16, &(-300i16).to_le_bytes()), [-300.0]);
+        assert_eq!(bytes_to_f64(D::I32, &(-70000i32).to_le_bytes()), [-70000.0]);
+        assert_eq!(
+            bytes_to_f64(D::I64, &(-(1i64 << 40)).to_le_bytes()),
+            [-(2f64.powi(40))]
+        );
+        assert_eq!(bytes_to_f64(D::F64, &0.1f64.to_le_bytes()), [0.1]);
+        assert_eq!(bytes_to_f64(D::F32, &1.5f32.to_le_bytes()), [1.5]);
+        assert_eq!(
+            bytes_to_f64(D::F16, &f16::from_f32(-2.5).to_le_bytes()),
+            [-2.5]
+        );
+        let bf = half::bf16::from_f32(3.0).to_bits().to_le_bytes();
+        assert_eq!(bytes_to_f64(D::BF16, &bf), [3.0]);
+    }
 
     /// The chunked encoder gives each element's own rounding, in order,
     /// across chunk boundaries and a ragged tail.
