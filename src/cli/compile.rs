@@ -31,8 +31,9 @@ pub struct Args {
     pub jobs: Option<usize>,
     /// CPU targets without data tiling: the weights stay in the archive's
     /// layout instead of a packed copy made at load, so about half the
-    /// resident memory (SmolLM2: 302 vs 564 MB), for a slower forward (181
-    /// vs 117 ms at SEQ 64 on the host). No effect on Vulkan.
+    /// resident memory of a forward module (SmolLM2: 302 vs 564 MB), for a
+    /// slower forward (181 vs 117 ms at SEQ 64 on the host). A KV module
+    /// gains nothing from it (spec/iree.md). No effect on Vulkan.
     #[arg(long)]
     pub low_memory: bool,
     /// Use the IREE venv (or tool directory) at DIR.
@@ -94,10 +95,14 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         jobs.min(targets.len())
     );
     // After the preset, before the user's flags (a later flag wins).
-    let extra: Vec<String> = args
-        .low_memory
-        .then(|| kiln::iree::NO_DATA_TILING_FLAG.to_string())
-        .into_iter()
+    let low_memory: &[&str] = if args.low_memory {
+        &kiln::iree::NO_DATA_TILING_FLAGS
+    } else {
+        &[]
+    };
+    let extra: Vec<String> = low_memory
+        .iter()
+        .map(|s| s.to_string())
         .chain(args.extra.iter().cloned())
         .collect();
     let opts = kiln::iree::CompileOptions::default()

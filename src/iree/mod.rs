@@ -24,7 +24,7 @@ pub(crate) mod toolchain;
 
 pub use compile::{compile, compile_many, output_path, CompileOptions};
 pub use flags::{
-    Device, Target, DEFAULT_VULKAN_TARGET, IREE_VERSION, NO_DATA_TILING_FLAG, VULKAN_TARGETS,
+    Device, Target, DEFAULT_VULKAN_TARGET, IREE_VERSION, NO_DATA_TILING_FLAGS, VULKAN_TARGETS,
 };
 pub use run::{run_module, Emulation, HostTensor, RunOptions, TensorData};
 pub use session::{KvSession, Session, SessionSpec};
