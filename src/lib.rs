@@ -81,9 +81,10 @@
 //!
 //! - `docs/architecture.md`: the layers, which module may import which,
 //!   and the path of one export and one generation through the code.
-//! - `README.md`: installing kiln and the IREE toolchain, and the `kiln`
-//!   command line (`kiln --help`), which is built on this API and is not
-//!   part of it (`src/cli/`, one file per verb).
+//! - `README.md`: installing kiln and the IREE toolchain, and a
+//!   five-minute path to generated text; `docs/cli.md`: the `kiln` command
+//!   line (`kiln --help`), which is built on this API and is not part of it
+//!   (`src/cli/`, one file per verb).
 //! - `spec/`: the formats kiln reads, writes and emits (StableHLO subset,
 //!   irpa, safetensors, gguf, the KV-cache pair, IREE flags, Vulkan limits).
 
