@@ -12,12 +12,13 @@ bench_setup() {
 }
 
 # bm VMFB FUNCTION PARAMS INPUT...: the median real time (ms) of one call
-# over $runs repetitions.
+# over $runs repetitions (the one time when $runs is 1: iree-benchmark-module
+# prints no median row then).
 bm() {
   local vmfb="$1" fn="$2" params="$3"; shift 3
   local args=()
   for i in "$@"; do args+=("--input=$i"); done
   "$bench" --device=local-task --module="$vmfb" --parameters=model="$params" --function="$fn" \
     "${args[@]}" --benchmark_repetitions="$runs" --benchmark_min_time=1x 2>/dev/null |
-    awk '/_median/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}'
+    awk -v runs="$runs" '(runs == 1 && /^BM_/) || /_median/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}'
 }
