@@ -35,7 +35,8 @@
 //! See `spec/kv-cache.md`.
 
 use super::config::DecoderConfig;
-use super::decoder::{check_positions, CausalMasks, Decoder, Table};
+use super::decoder::{check_positions, Decoder, Table};
+use super::masks::CausalMasks;
 use super::ModelError;
 use crate::graph::{DType, TensorType, Value};
 

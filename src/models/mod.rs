@@ -10,6 +10,7 @@ mod config;
 pub(crate) mod decoder;
 mod family;
 pub(crate) mod kv;
+mod masks;
 mod rope;
 mod weights;
 
