@@ -79,3 +79,12 @@ impl Error {
         }
     }
 }
+
+impl From<crate::util::IoError> for Error {
+    fn from(e: crate::util::IoError) -> Self {
+        Error::Io {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}

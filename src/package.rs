@@ -443,11 +443,13 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
         }
     }
     let created = !out.exists();
-    let result = Staging::create(out, ".kiln-package-", "assets directory").and_then(|staging| {
-        let progress = crate::progress::or_silent(&opts.progress);
-        let manifest = stage_files(&staging, &m, sources, progress, &mut warnings)?;
-        commit(staging, out, manifest)
-    });
+    let result = Staging::create(out, ".kiln-package-", "assets directory")
+        .map_err(Error::from)
+        .and_then(|staging| {
+            let progress = crate::progress::or_silent(&opts.progress);
+            let manifest = stage_files(&staging, &m, sources, progress, &mut warnings)?;
+            commit(staging, out, manifest)
+        });
     if result.is_err() && created {
         // Only removes the directory when it is still empty.
         let _ = std::fs::remove_dir(out);

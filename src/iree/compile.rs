@@ -96,7 +96,7 @@ pub fn compile(
     }
     // 0644 like every output, replacing an earlier module without the
     // rename-over flush.
-    crate::util::persist(tmp, out)
+    Ok(crate::util::persist(tmp, out)?)
 }
 
 /// For a Vulkan compile: the module as the pinned IREE's SPIR-V backend

@@ -488,24 +488,21 @@ impl FileErrors<'_> {
     }
 }
 
+impl From<crate::util::IoError> for ParamsError {
+    fn from(e: crate::util::IoError) -> Self {
+        ParamsError::Io {
+            file: e.path,
+            source: e.source,
+        }
+    }
+}
+
 impl ParamsError {
     /// Wraps an I/O error with its path.
     pub fn io(file: impl AsRef<Path>, source: std::io::Error) -> Self {
         ParamsError::Io {
             file: file.as_ref().to_path_buf(),
             source,
-        }
-    }
-
-    /// Converts a crate error from `util` (atomic files) into a params error.
-    pub(crate) fn from_crate(file: &Path, e: crate::Error) -> Self {
-        match e {
-            crate::Error::Io { path, source } => ParamsError::Io { file: path, source },
-            other => ParamsError::Write {
-                file: file.to_path_buf(),
-                tensor: None,
-                msg: other.to_string(),
-            },
         }
     }
 
