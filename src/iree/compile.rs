@@ -136,7 +136,11 @@ fn lower_for_vulkan(text: String, mlir: &Path, target: &str) -> Result<String> {
     };
     let lowered = crate::graph::lower::lower_for_vulkan(&parsed.module)
         .map_err(|e| Error::Input(format!("{}: {e}", mlir.display())))?;
-    crate::stablehlo::print_module(&lowered, &parsed.print_options(), None)
+    Ok(crate::stablehlo::print_module(
+        &lowered,
+        &parsed.print_options(),
+        None,
+    )?)
 }
 
 /// Runs `tool` with `args`, writing `input` to its standard input from a
