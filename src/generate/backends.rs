@@ -213,7 +213,7 @@ impl Interpreter {
 
     /// The module's function `name`.
     fn function(&self, name: &str) -> Result<&crate::graph::Graph> {
-        crate::interp::find_function(&self.module, Some(name))
+        Ok(crate::interp::find_function(&self.module, Some(name))?)
     }
 }
 
@@ -233,7 +233,11 @@ impl Backend for Interpreter {
         Ok(crate::interp::Tensor::f32(&ty.shape, vec![0.0; ty.numel()]))
     }
     fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
-        crate::interp::run(self.function(function)?, &inputs, &self.params)
+        Ok(crate::interp::run(
+            self.function(function)?,
+            &inputs,
+            &self.params,
+        )?)
     }
     fn shape<'t>(&self, t: &'t Self::Tensor) -> &'t [usize] {
         t.shape()
