@@ -265,7 +265,7 @@ impl Session<'_, '_> {
                 }
             })?;
         if let Some(e) = err {
-            return Err(e);
+            return Err(e.into());
         }
         let _ = writeln!(out, "{}", decoder.finish(tokenizer)?);
         Ok(g)

@@ -284,7 +284,7 @@ fn stream(
     };
     let g = model.generate(prompt, a.max_new_tokens, eos, sampler, on_token)?;
     if let Some(e) = stream_err {
-        return Err(e);
+        return Err(e.into());
     }
     let mut rest = String::new();
     if g.stop != Stop::Caller {
