@@ -266,7 +266,7 @@ pub struct RunModule {
 impl Backend for RunModule {
     type Tensor = HostTensor;
     fn i32(&self, shape: &[usize], data: Vec<i32>) -> Result<Self::Tensor> {
-        HostTensor::i32(shape.to_vec(), data)
+        Ok(HostTensor::i32(shape.to_vec(), data)?)
     }
     fn zeros(&self, ty: &crate::graph::TensorType) -> Result<Self::Tensor> {
         if ty.dtype != crate::graph::DType::F32 {
@@ -274,12 +274,12 @@ impl Backend for RunModule {
                 "{ty} caches cannot go through iree-run-module's files (emulated or per-step runs): export with --kv-dtype f32"
             )));
         }
-        HostTensor::f32(ty.shape.to_vec(), vec![0.0; ty.numel()])
+        Ok(HostTensor::f32(ty.shape.to_vec(), vec![0.0; ty.numel()])?)
     }
     fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
         let mut opts = self.options.clone();
         opts.function = function.to_string();
-        run_module(&self.toolchain, &self.vmfb, &opts, &inputs)
+        Ok(run_module(&self.toolchain, &self.vmfb, &opts, &inputs)?)
     }
     fn shape<'t>(&self, t: &'t Self::Tensor) -> &'t [usize] {
         &t.shape
