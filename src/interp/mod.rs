@@ -42,7 +42,7 @@ pub enum InterpError {
     Params(#[from] crate::params::ParamsError),
     /// A module's StableHLO text does not parse.
     #[error(transparent)]
-    Parse(#[from] crate::stablehlo::ParseError),
+    Parse(Box<crate::stablehlo::ParseError>),
     /// Reading a module file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -52,6 +52,13 @@ pub enum InterpError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Boxed: a parse error is large, and the crate's `Error` stays small.
+impl From<crate::stablehlo::ParseError> for InterpError {
+    fn from(e: crate::stablehlo::ParseError) -> Self {
+        InterpError::Parse(Box::new(e))
+    }
 }
 
 /// Result of the interpreter.

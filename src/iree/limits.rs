@@ -228,8 +228,8 @@ pub enum VulkanLimit {
         file: PathBuf,
         /// The Vulkan target.
         target: String,
-        /// The first such product.
-        first: TensorUse,
+        /// The first such product (boxed: the crate's `Error` stays small).
+        first: Box<TensorUse>,
         /// How many more there are.
         more: usize,
     },
@@ -281,7 +281,7 @@ pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<(), VulkanL
         return Err(VulkanLimit::Workgroups {
             file: file.to_path_buf(),
             target: target.to_string(),
-            first: w.clone(),
+            first: Box::new(w.clone()),
             more: wide.len() - 1,
         });
     }

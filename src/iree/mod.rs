@@ -146,7 +146,7 @@ pub enum IreeError {
     /// A module to compile for Vulkan does not parse (and has bf16
     /// globals, which must be lowered).
     #[error(transparent)]
-    Parse(#[from] crate::stablehlo::ParseError),
+    Parse(Box<crate::stablehlo::ParseError>),
     /// The Vulkan lowering of a module failed.
     #[error("{}: {source}", mlir.display())]
     Lowering {
@@ -188,6 +188,13 @@ pub enum IreeError {
     /// A module for Vulkan is past a limit every Vulkan device guarantees.
     #[error(transparent)]
     VulkanLimit(#[from] limits::VulkanLimit),
+}
+
+/// Boxed: a parse error is large, and the crate's `Error` stays small.
+impl From<crate::stablehlo::ParseError> for IreeError {
+    fn from(e: crate::stablehlo::ParseError) -> Self {
+        IreeError::Parse(Box::new(e))
+    }
 }
 
 /// `Result` of the IREE driver.
