@@ -1,6 +1,8 @@
 //! The crate-wide error type. Each stage has its own error enum; this one
 //! wraps them so a caller can `?` across stages and still print one line
-//! that names the file, tensor, op or flag at fault.
+//! that names the file, tensor or op at fault. Messages state facts (what,
+//! where, what is supported); what to type about it (a flag, a `kiln` verb)
+//! is the command line's to add.
 
 use std::path::PathBuf;
 
@@ -32,6 +34,17 @@ pub enum Error {
     /// Tokenizer data is malformed or text cannot be encoded.
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    /// A step call outside the caches, or a KV pair that cannot be one.
+    #[error(transparent)]
+    Step(#[from] crate::step::StepError),
+    /// A module's function does not have the signature its step contract
+    /// gives it.
+    #[error(transparent)]
+    Signature(#[from] crate::step::SignatureError),
+    /// A generation cannot run as asked (a prompt that does not fit,
+    /// sampling a module cannot serve).
+    #[error(transparent)]
+    Generate(#[from] crate::generate::GenerateError),
     /// An I/O operation on a named path failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -41,7 +54,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A command-line argument or option value is invalid.
+    /// A command-line argument or option value is invalid (raised by the
+    /// `kiln` binary, never by the library).
     #[error("{0}")]
     Usage(String),
     /// An input to a library call is out of the range it accepts (an empty

@@ -202,7 +202,7 @@ fn render_chat(a: &Args, t: &Tokenizer, text: &str, tok_path: Option<&Path>) -> 
 fn kv_pair(a: &Args, r: &Resolved, prompt_len: usize) -> Result<Option<KvPair>> {
     if a.kv_cache {
         return Ok(Some(r.manifest.kv_pair().ok_or_else(|| {
-            Error::Module(format!(
+            Error::Usage(format!(
                 "--kv-cache: the manifest beside {} records no KV-cache export (re-export with `kiln export … --kv-cache`)",
                 a.module.display()
             ))
@@ -304,6 +304,6 @@ fn stop_reason(stop: Stop, kv: Option<&KvPair>, seq: usize) -> String {
             Some(kv) => format!("context full (N = {})", kv.max_context),
             None => format!("window full (SEQ = {seq})"),
         },
-        other => other.to_string(),
+        other => super::hint::stop(other),
     }
 }

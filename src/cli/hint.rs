@@ -1,19 +1,44 @@
-//! How the binary prints a library error. kiln's errors state facts (what
-//! is wrong, where, what is supported); what to type about it (a flag, a
-//! `kiln` verb, an install script) is the command line's to say, so it is
-//! added here, matched on the error's variant.
+//! How the binary prints what the library reports. kiln's errors and
+//! warnings state facts (what is wrong, where, what is supported); what to
+//! type about it (a flag, a `kiln` verb, an install script) is the command
+//! line's to say, so it is added here, matched on the variant: [`render`]
+//! for an error, [`stop`] for why a generation stopped.
+//!
+//! Most hints follow the library's message ([`hint`]); a few messages whose
+//! subject is a setting are said in the flag's words instead ([`message`]).
 
+use kiln::generate::{GenerateError, Stop};
 use kiln::iree::limits::VulkanLimit;
 use kiln::iree::IreeError;
+use kiln::step::StepError;
 use kiln::Error;
 
 /// What to run when the IREE toolchain is missing.
 const INSTALL: &str = "run `kiln toolchain install` (or scripts/install-deps.sh)";
 
-/// The line `kiln` prints for `e` (after `kiln: error: `): the error's own
-/// message in the command line's terms, then what to do about it.
+/// Export with a larger max context N.
+const LARGER_N: &str = " (export with a larger --max-context)";
+
+/// The line `kiln` prints for `e` (after `kiln: error: `): its message,
+/// in the flags' words where it names a setting, then what to do about it.
 pub fn render(e: &Error) -> String {
-    let message = match e {
+    let text = message(e).unwrap_or_else(|| e.to_string());
+    format!("{text}{}", hint(e).unwrap_or_default())
+}
+
+/// Why a generation stopped, as `kiln generate` and `kiln chat` say it.
+pub fn stop(stop: Stop) -> String {
+    match stop {
+        Stop::MaxNewTokens => "--max-new-tokens reached".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The message of `e` in the command line's words, when its subject is a
+/// setting the binary takes as a flag (the library names the option or
+/// field); `None` for every other error.
+pub fn message(e: &Error) -> Option<String> {
+    Some(match e {
         Error::Iree(IreeError::BadToolPath { what, path })
             if what == kiln::iree::toolchain::EXPLICIT_DIR =>
         {
@@ -22,9 +47,21 @@ pub fn render(e: &Error) -> String {
                 path.display()
             )
         }
-        _ => e.to_string(),
-    };
-    format!("{message}{}", hint(e).unwrap_or_default())
+        Error::Generate(GenerateError::OutOfRange {
+            param,
+            value,
+            range,
+        }) => format!("--{} {value}: must be {range}", param.replace('_', "-")),
+        Error::Generate(GenerateError::NoCandidates) => {
+            "sampling (--temperature > 0 or --repeat-penalty) needs the top-K candidates: \
+             export with --kv-cache --sampling topk=K and generate with --kv-cache"
+                .into()
+        }
+        Error::Generate(GenerateError::TooFewCandidates { top_k, k }) => {
+            format!("--top-k {top_k}: the module returns only K = {k} candidates")
+        }
+        _ => return None,
+    })
 }
 
 /// What the command line adds to `e`'s message: the flag, verb or script
@@ -32,6 +69,8 @@ pub fn render(e: &Error) -> String {
 pub fn hint(e: &Error) -> Option<String> {
     match e {
         Error::Iree(e) => iree(e),
+        Error::Step(StepError::PastContext { .. }) => Some(LARGER_N.into()),
+        Error::Generate(e) => generate(e),
         _ => None,
     }
 }
@@ -58,6 +97,23 @@ fn iree(e: &IreeError) -> Option<String> {
              remains (attention scores at a long --seq or --prompt-len) export with a shorter --seq or a smaller \
              --prompt-len, or use the KV pair"
                 .into()
+        }
+        _ => return None,
+    })
+}
+
+/// Hints for generate's errors.
+fn generate(e: &GenerateError) -> Option<String> {
+    Some(match e {
+        GenerateError::PromptOverSeq { .. } => " (export with a larger --seq)".into(),
+        GenerateError::PromptOverContext { .. } => LARGER_N.into(),
+        GenerateError::ConversationFull { .. } => " (start a new conversation from a shorter history, or export with a larger --max-context)".into(),
+        GenerateError::CacheThroughFiles { .. } => ": export with --kv-dtype f32".into(),
+        GenerateError::SamplingNeedsKv => {
+            ": export with --kv-cache --sampling topk=K and generate with --kv-cache".into()
+        }
+        GenerateError::TooFewCandidates { top_k, .. } => {
+            format!(" (export with --sampling topk={top_k})")
         }
         _ => return None,
     })
