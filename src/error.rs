@@ -45,6 +45,10 @@ pub enum Error {
     /// sampling a module cannot serve).
     #[error(transparent)]
     Generate(#[from] crate::generate::GenerateError),
+    /// An export cannot be written as asked (its name, or a weight form
+    /// the checkpoint's tensors cannot take).
+    #[error(transparent)]
+    Export(#[from] crate::export::ExportError),
     /// An I/O operation on a named path failed.
     #[error("{}: {source}", path.display())]
     Io {

@@ -7,9 +7,13 @@
 //! Most hints follow the library's message ([`hint`]); a few messages whose
 //! subject is a setting are said in the flag's words instead ([`message`]).
 
+use kiln::export::{ExportError, KEPT_TYPES};
 use kiln::generate::{GenerateError, Stop};
+use kiln::interp::InterpError;
 use kiln::iree::limits::VulkanLimit;
 use kiln::iree::IreeError;
+use kiln::models::ModelError;
+use kiln::params::ParamsError;
 use kiln::step::StepError;
 use kiln::Error;
 
@@ -47,6 +51,42 @@ pub fn message(e: &Error) -> Option<String> {
                 path.display()
             )
         }
+        Error::Export(ExportError::BadName { name }) => {
+            format!("--name \"{name}\" must be a plain file name")
+        }
+        Error::Export(e @ ExportError::NoTensorMatches { pattern, .. }) => {
+            format!("--weights-for {pattern}=…: {e}")
+        }
+        Error::Export(ExportError::WeightDtype { dtype }) => {
+            format!("--weights must be bf16, f16, f32, keep, q8_0, q4_0 or w8a8, not {dtype}")
+        }
+        Error::Export(ExportError::QuantizeType { ty }) => {
+            format!("--weights quantizes to q8_0 or q4_0, not {ty}")
+        }
+        Error::Export(ExportError::PartialBlocks {
+            checkpoint,
+            tensor,
+            shape,
+            block,
+            weights,
+        }) => format!(
+            "{}: tensor \"{tensor}\" {shape:?}: rows of {} are not whole {block}-element blocks, \
+             so --weights {weights} cannot store it (use bf16)",
+            checkpoint.display(),
+            shape.get(1).copied().unwrap_or(0)
+        ),
+        Error::Export(ExportError::Unkeepable {
+            checkpoint,
+            tensor,
+            ty,
+        }) => format!(
+            "{}: tensor \"{tensor}\" is {ty}, which --weights keep cannot store (it keeps {KEPT_TYPES} matrices)",
+            checkpoint.display()
+        ),
+        Error::Export(ExportError::KeepNeedsGguf { checkpoint }) => format!(
+            "--weights keep keeps a GGUF file's quantization; {} is not a GGUF file",
+            checkpoint.display()
+        ),
         Error::Generate(GenerateError::OutOfRange {
             param,
             value,
@@ -71,6 +111,9 @@ pub fn hint(e: &Error) -> Option<String> {
         Error::Iree(e) => iree(e),
         Error::Step(StepError::PastContext { .. }) => Some(LARGER_N.into()),
         Error::Generate(e) => generate(e),
+        Error::Export(e) => export(e),
+        Error::Model(e) => model(e),
+        Error::Params(e) | Error::Interp(InterpError::Params(e)) => params(e),
         _ => None,
     }
 }
@@ -117,4 +160,31 @@ fn generate(e: &GenerateError) -> Option<String> {
         }
         _ => return None,
     })
+}
+
+/// Hints for the export's errors.
+fn export(e: &ExportError) -> Option<String> {
+    Some(match e {
+        ExportError::KeepNeedsGguf { .. } => " (use --weights bf16, f16, f32, q8_0 or q4_0)".into(),
+        ExportError::Unkeepable { .. } => "; use --weights bf16".into(),
+        _ => return None,
+    })
+}
+
+/// Hints for the model loaders' errors (also when they name their file).
+fn model(e: &ModelError) -> Option<String> {
+    match e {
+        ModelError::KvLayerOverBound { .. } => Some(": export with a smaller --max-context".into()),
+        ModelError::InFile { source, .. } => model(source),
+        _ => None,
+    }
+}
+
+/// Hints for the parameter files' errors (also when the interpreter
+/// reports them).
+fn params(e: &ParamsError) -> Option<String> {
+    match e {
+        ParamsError::Undescribed { .. } => Some(" (write it with --describe)".into()),
+        _ => None,
+    }
 }

@@ -17,6 +17,7 @@
 //! | `manifest` | the export manifest `NAME.json` |
 //! | `layout` | every file name, both ways ([`Layout`]) |
 
+mod error;
 mod graphs;
 mod layout;
 mod manifest;
@@ -24,6 +25,7 @@ mod options;
 mod plan;
 mod write;
 
+pub use error::{ExportError, KEPT_TYPES};
 pub use graphs::{build_kv_module, build_module, identifier, kv_options};
 pub use layout::{Artifact, Layout, ModuleFile};
 pub use options::{ExportOptions, KvCacheOptions, Weights};
@@ -32,7 +34,7 @@ pub use plan::weight_plan;
 use crate::manifest::ExportManifest;
 use crate::models::Checkpoint;
 use crate::util::Staging;
-use crate::{Error, Result};
+use crate::Result;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -49,9 +51,7 @@ impl Names {
     fn resolve(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<Names> {
         let name = opts.name.clone().unwrap_or_else(|| ckpt.name.clone());
         if name.is_empty() || name.contains(['/', '\\']) {
-            return Err(Error::Input(format!(
-                "--name \"{name}\" must be a plain file name"
-            )));
+            return Err(ExportError::BadName { name }.into());
         }
         Ok(Names {
             function: opts.function.clone().unwrap_or_else(|| identifier(&name)),

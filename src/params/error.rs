@@ -246,6 +246,15 @@ pub enum ParamsError {
         /// What is not supported.
         msg: String,
     },
+    /// An IRPA entry stored as plain bytes, without the dtype and shape
+    /// description that would let it be read as numbers.
+    #[error("{}: tensor `{tensor}`: entry has no dtype description", .file.display())]
+    Undescribed {
+        /// The file involved.
+        file: PathBuf,
+        /// The tensor involved.
+        tensor: String,
+    },
     /// No tensor of that name.
     #[error("{}: no tensor named `{tensor}`", .file.display())]
     NotFound {
@@ -533,6 +542,7 @@ impl ParamsError {
             | Misaligned { file, .. }
             | InvalidMetadata { file, .. }
             | Unsupported { file, .. }
+            | Undescribed { file, .. }
             | NotFound { file, .. }
             | Write { file, .. } => file,
         }
@@ -556,6 +566,7 @@ impl ParamsError {
             | InvalidSplat { tensor, .. }
             | Misaligned { tensor, .. }
             | Unsupported { tensor, .. }
+            | Undescribed { tensor, .. }
             | NotFound { tensor, .. } => Some(tensor),
             _ => None,
         }
