@@ -49,6 +49,12 @@ pub enum Error {
     /// the checkpoint's tensors cannot take).
     #[error(transparent)]
     Export(#[from] crate::export::ExportError),
+    /// A manifest cannot be read as one.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+    /// The files of an export cannot be packaged as they are.
+    #[error(transparent)]
+    Package(#[from] crate::package::PackageError),
     /// An I/O operation on a named path failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -62,15 +68,6 @@ pub enum Error {
     /// `kiln` binary, never by the library).
     #[error("{0}")]
     Usage(String),
-    /// An input to a library call is out of the range it accepts (an empty
-    /// prompt, a token id outside the vocabulary, a weight form the
-    /// checkpoint cannot take).
-    #[error("{0}")]
-    Input(String),
-    /// A compiled or exported module does not match what it is used as: its
-    /// manifest, kiln's function contract, or the other module of a pair.
-    #[error("{0}")]
-    Module(String),
 }
 
 /// `Result` with kiln's [`Error`].

@@ -2,7 +2,8 @@
 //! warnings state facts (what is wrong, where, what is supported); what to
 //! type about it (a flag, a `kiln` verb, an install script) is the command
 //! line's to say, so it is added here, matched on the variant: [`render`]
-//! for an error, [`stop`] for why a generation stopped.
+//! for an error, [`warning`] for a package warning, [`stop`] for why a
+//! generation stopped.
 //!
 //! Most hints follow the library's message ([`hint`]); a few messages whose
 //! subject is a setting are said in the flag's words instead ([`message`]).
@@ -12,7 +13,9 @@ use kiln::generate::{GenerateError, Stop};
 use kiln::interp::InterpError;
 use kiln::iree::limits::VulkanLimit;
 use kiln::iree::IreeError;
+use kiln::manifest::ManifestError;
 use kiln::models::ModelError;
+use kiln::package::{PackageError, PackageWarning};
 use kiln::params::ParamsError;
 use kiln::step::StepError;
 use kiln::Error;
@@ -23,11 +26,32 @@ const INSTALL: &str = "run `kiln toolchain install` (or scripts/install-deps.sh)
 /// Export with a larger max context N.
 const LARGER_N: &str = " (export with a larger --max-context)";
 
+/// Where a package's tokenizer can come from instead.
+const TOKENIZER: &str =
+    "pass --tokenizer FILE (a GGUF, a tokenizer.json or an HF folder) or --no-tokenizer";
+
 /// The line `kiln` prints for `e` (after `kiln: error: `): its message,
 /// in the flags' words where it names a setting, then what to do about it.
 pub fn render(e: &Error) -> String {
     let text = message(e).unwrap_or_else(|| e.to_string());
     format!("{text}{}", hint(e).unwrap_or_default())
+}
+
+/// `w` as `kiln package` prints it (after `kiln: warning: `, or in the
+/// `--json` report's `warnings`).
+pub fn warning(w: &PackageWarning) -> String {
+    let hint = match w {
+        PackageWarning::Stale { .. } => "; recompile with `kiln compile`".to_string(),
+        PackageWarning::MissingKvModule {
+            kv_mlir, target, ..
+        } => format!(
+            " (`kiln compile {} --target {}`)",
+            kv_mlir.display(),
+            target.suffix()
+        ),
+        _ => String::new(),
+    };
+    format!("{w}{hint}")
 }
 
 /// Why a generation stopped, as `kiln generate` and `kiln chat` say it.
@@ -100,6 +124,14 @@ pub fn message(e: &Error) -> Option<String> {
         Error::Generate(GenerateError::TooFewCandidates { top_k, k }) => {
             format!("--top-k {top_k}: the module returns only K = {k} candidates")
         }
+        Error::Manifest(ManifestError::NotExport { path, source }) => format!(
+            "{}: not a kiln export manifest (NAME.json written by `kiln export`): {source}",
+            path.display()
+        ),
+        Error::Package(e @ PackageError::OutIsExportDir { .. }) => format!("--out {e}"),
+        Error::Package(PackageError::NoHostModule { path }) => {
+            format!("{}: --include-host: host module not found", path.display())
+        }
         _ => return None,
     })
 }
@@ -113,6 +145,7 @@ pub fn hint(e: &Error) -> Option<String> {
         Error::Generate(e) => generate(e),
         Error::Export(e) => export(e),
         Error::Model(e) => model(e),
+        Error::Package(e) => package(e),
         Error::Params(e) | Error::Interp(InterpError::Params(e)) => params(e),
         _ => None,
     }
@@ -178,6 +211,22 @@ fn model(e: &ModelError) -> Option<String> {
         ModelError::InFile { source, .. } => model(source),
         _ => None,
     }
+}
+
+/// Hints for the package's errors.
+fn package(e: &PackageError) -> Option<String> {
+    Some(match e {
+        PackageError::NoSource { .. } => format!(": {TOKENIZER}"),
+        PackageError::TokenizerBuild { .. } | PackageError::NoTokenizerJson { .. } => {
+            format!("; {TOKENIZER}")
+        }
+        PackageError::IrpaSize { .. } | PackageError::IrpaSha { .. } => "; re-export".into(),
+        PackageError::NoModules { mlir, .. } => format!(
+            ": run `kiln compile {} --target arm64,arm32,vulkan`",
+            mlir.display()
+        ),
+        _ => return None,
+    })
 }
 
 /// Hints for the parameter files' errors (also when the interpreter
