@@ -25,6 +25,7 @@ mod iree_ops;
 mod iree_run;
 mod kv_cache;
 mod manifest;
+mod messages;
 mod op_cases_selfcheck;
 mod package;
 mod params_attacks;
