@@ -3,7 +3,7 @@
 # host: SmolLM2-135M Q4_1 and Gemma 3 270M Q4_K_M, each exported as bf16
 # (the default), with `--weights keep` (exact) and with `--weights w8a8`
 # (lossy: i8 weights and activations), KV pair P 64 / N 128 and the
-# SEQ-64 forward, compiled with kiln's CPU preset (data tiling):
+# SEQ-64 forward, compiled with kiln's CPU preset (spec/iree.md):
 #   - archive bytes against the GGUF file;
 #   - one decode step (N 128), the P-64 prefill and the SEQ-64 forward
 #     (iree-benchmark-module, median of RUNS, default 3);
@@ -29,9 +29,9 @@ for model in smollm2 gemma3; do
     exp_rss=$(tail -1 "$out/rss")
     $kiln compile "$out/$n-kv-gen.mlir" --target host >/dev/null 2>&1
     $kiln compile "$out/$n-gen.mlir" --target host >/dev/null 2>&1
-    read -r cache count < <(python3 -c "import json; k=json.load(open('$out/$n.json'))['kv']; print('x'.join(map(str, k['cache_shape'])), k.get('cache_count', 1))")
+    read -r cache count dtype < <(python3 -c "import json; k=json.load(open('$out/$n.json'))['kv']; print('x'.join(map(str, k['cache_shape'])), k.get('cache_count', 1), k['cache_dtype'])")
     caches=()
-    for _ in $(seq $((2 * count))); do caches+=("${cache}xf32=0"); done
+    for _ in $(seq $((2 * count))); do caches+=("${cache}x${dtype}=0"); done
     decode=$(bm "$out/$n-kv-host.vmfb" "${n}_decode" "$out/$n.irpa" "1xi32=1234" "i32=127" "${caches[@]}")
     prefill=$(bm "$out/$n-kv-host.vmfb" "${n}_prefill" "$out/$n.irpa" "1x64xi32=$ids64" "i32=0" "i32=64" "${caches[@]}")
     fwd=$(bm "$out/$n-host.vmfb" "$n" "$out/$n.irpa" "1x64xi32=$ids64")

@@ -55,6 +55,10 @@ pub enum Error {
     /// The files of an export cannot be packaged as they are.
     #[error(transparent)]
     Package(#[from] crate::package::PackageError),
+    /// A folder could not be verified at all (`kiln verify`; a mismatch is
+    /// a fault in its report, not an error).
+    #[error(transparent)]
+    Verify(#[from] crate::verify::VerifyError),
     /// An I/O operation on a named path failed.
     #[error("{}: {source}", path.display())]
     Io {

@@ -343,7 +343,7 @@ fn export_errors_name_the_file_the_tensor_and_the_flag() {
     );
     let e = export_lib(&ckpt, &ExportOptions::new(8, out).weights(Weights::Keep)).unwrap_err();
     assert!(states_facts(&e).contains("is not a GGUF file"), "{e}");
-    let q4 = Weights::Quantize(kiln::params::gguf::GgmlType::Q4_0);
+    let q4 = Weights::Quantize(kiln::params::GgmlType::Q4_0);
     let e = export_lib(&ckpt, &ExportOptions::new(8, out).weights(q4)).unwrap_err();
     assert!(
         states_facts(&e).contains("so q4_0 weights cannot store it"),

@@ -11,12 +11,9 @@
 use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, Weights};
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::Emulation;
-use kiln::iree::Toolchain;
+use kiln::iree::{Device, Emulation, Target, Toolchain};
 use kiln::models::Checkpoint;
-use kiln::params::gguf::GgmlType;
-use kiln::params::source::open_any;
+use kiln::params::{open_any, GgmlType};
 use std::path::Path;
 
 const FIXTURES: [&str; 2] = ["tiny-llama-quant-mix", "tiny-llama-quant-tied"];
@@ -482,7 +479,7 @@ fn quantizer_bytes_equal_the_gguf_packages() {
         .map(|b| f32::from_bits(b.as_u64().unwrap() as u32))
         .collect();
     for (ty, key) in [(GgmlType::Q8_0, "Q8_0"), (GgmlType::Q4_0, "Q4_0")] {
-        let got = kiln::params::blocks::quantize(ty, &x).unwrap();
+        let got = kiln::params::quantize(ty, &x).unwrap();
         let hex: String = got.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex, v[key].as_str().unwrap(), "{key}");
     }
@@ -560,6 +557,39 @@ fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
             "--weights q4_0",
         ],
     );
+}
+
+/// `--constants inline` prints every weight part as an exact constant,
+/// i8 codes and bf16 pairs included: the inline module gives the ids of the
+/// externalized one, for every stored form.
+#[test]
+fn inline_constants_equal_parameters_for_every_weight_form() {
+    use kiln::stablehlo::ConstantPolicy;
+    let ckpt = Checkpoint::open(fixture("hf/tiny-llama-untied-mha")).unwrap();
+    let tokens = [1, 5, 9, 2, 7, 3, 0, 0];
+    for weights in [
+        Weights::Dtype(kiln::graph::DType::BF16),
+        Weights::Quantize(GgmlType::Q4_0),
+        Weights::W8A8,
+    ] {
+        let (ext, inl) = (tmpdir(), tmpdir());
+        let a = export(&ckpt, &ExportOptions::new(8, ext.path()).weights(weights)).unwrap();
+        let b = export(
+            &ckpt,
+            &ExportOptions::new(8, inl.path())
+                .weights(weights)
+                .constants(ConstantPolicy::InlineAlways),
+        )
+        .unwrap_or_else(|e| panic!("--weights {weights} --constants inline: {e}"));
+        let text = std::fs::read_to_string(&b.mlir).unwrap();
+        assert!(
+            !text.contains("flow.parameter.named"),
+            "{weights}: a parameter left"
+        );
+        let by_params = kiln::interp::predict_file(&a.mlir, &a.irpa, None, &tokens).unwrap();
+        let inline = kiln::interp::predict_file(&b.mlir, &b.irpa, None, &tokens).unwrap();
+        assert_eq!(inline, by_params, "--weights {weights}");
+    }
 }
 
 /// `--weights-for PATTERN=FORM`: per-tensor exceptions to `--weights`

@@ -4,7 +4,7 @@ use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
 use kiln::graph::DType;
 use kiln::manifest::KvPair;
 use kiln::models::Checkpoint;
-use kiln::params::gguf::GgmlType;
+use kiln::params::GgmlType;
 use kiln::stablehlo::ConstantPolicy;
 use kiln::{Error, Result};
 use std::path::{Path, PathBuf};

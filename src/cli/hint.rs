@@ -11,8 +11,8 @@
 use kiln::export::{ExportError, KEPT_TYPES};
 use kiln::generate::{GenerateError, Stop};
 use kiln::interp::InterpError;
-use kiln::iree::limits::VulkanLimit;
 use kiln::iree::IreeError;
+use kiln::iree::VulkanLimit;
 use kiln::manifest::ManifestError;
 use kiln::models::ModelError;
 use kiln::package::{PackageError, PackageWarning};
@@ -68,7 +68,7 @@ pub fn stop(stop: Stop) -> String {
 pub fn message(e: &Error) -> Option<String> {
     Some(match e {
         Error::Iree(IreeError::BadToolPath { what, path })
-            if what == kiln::iree::toolchain::EXPLICIT_DIR =>
+            if what == kiln::iree::EXPLICIT_DIR =>
         {
             format!(
                 "--iree-dir points to {}, which is not an executable",

@@ -12,8 +12,12 @@ pub const IREE_VERSION: &str = "3.13.0";
 pub const INPUT_TYPE_FLAG: &str = "--iree-input-type=stablehlo";
 
 /// What `kiln compile --low-memory` appends: the CPU presets without data
-/// tiling (no packed copy of the weights at load).
-pub const NO_DATA_TILING_FLAG: &str = "--iree-opt-data-tiling=false";
+/// tiling on either path (no packed copy of the weights at load; slower
+/// matmuls).
+pub const NO_DATA_TILING_FLAGS: [&str; 2] = [
+    "--iree-opt-data-tiling=false",
+    "--iree-global-opt-data-tiling=false",
+];
 
 /// Vulkan target used when none is named: the Android Vulkan baseline
 /// profile (Vulkan 1.1, 32-bit storage, no subgroup operations). Its
@@ -27,7 +31,7 @@ pub const DEFAULT_VULKAN_TARGET: &str = "vp_android_baseline_2022";
 
 /// Vulkan target names `iree-compile` 3.13.0 accepts for `--iree-vulkan-target`
 /// (each one checked against the real compiler). `adreno-NNN` and
-/// `adreno-NNNl` product names are accepted as well (see [`is_known_vulkan_target`]).
+/// `adreno-NNNl` product names are accepted as well (see [`Target::vulkan`]).
 /// An unknown name makes iree-compile 3.13.0 print `Unknown Vulkan target`
 /// and crash, so kiln rejects it first.
 pub const VULKAN_TARGETS: &[&str] = &[
@@ -254,18 +258,22 @@ impl Target {
         }
     }
 
-    /// The `iree-compile` flags for this target, [`INPUT_TYPE_FLAG`] first.
+    /// The `iree-compile` flags for this target, `--iree-input-type=stablehlo`
+    /// first.
     pub fn compile_flags(&self) -> Vec<String> {
-        // Data tiling: matmul operands are packed into the tiles the CPU
-        // kernels want (the weights once, at load): a SmolLM2 forward at
-        // SEQ 128 352 -> 275 ms and a one-token decode 37 -> 23 ms on the
-        // host, at the cost of a packed copy of the weights in memory
-        // (resident 302 -> 564 MB). `kiln compile --low-memory` appends
-        // NO_DATA_TILING_FLAG for the smaller footprint (the last flag wins).
-        const LOCAL: [&str; 3] = [
+        // Data tiling on the global-optimization path: matmul operands are
+        // packed into the tiles the CPU kernels want, the weights once, at
+        // load, as globals shared by a module's functions where IREE can
+        // (the dispatch-creation path, `--iree-opt-data-tiling=true`, packs
+        // a KV module's weights once per function: twice the resident
+        // memory at the same ids). Measured in spec/iree.md ("Data
+        // tiling"). `kiln compile --low-memory` appends NO_DATA_TILING_FLAGS
+        // (the last flag wins).
+        const LOCAL: [&str; 4] = [
             "--iree-hal-target-device=local",
             "--iree-hal-local-target-device-backends=llvm-cpu",
-            "--iree-opt-data-tiling=true",
+            "--iree-opt-data-tiling=false",
+            "--iree-global-opt-data-tiling",
         ];
         let mut f: Vec<String> = vec![INPUT_TYPE_FLAG.to_string()];
         match self {
@@ -457,5 +465,21 @@ mod tests {
         let e = serde_json::from_str::<Device>("\"cuda\"").unwrap_err();
         assert!(e.to_string().contains("unknown device 'cuda'"), "{e}");
         assert!(serde_json::from_str::<Target>("\"vulkan:nope\"").is_err());
+    }
+
+    #[test]
+    fn install_script_pins_the_same_version() {
+        let script = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/install-deps.sh"
+        ))
+        .unwrap();
+        assert!(
+            script.contains(&format!("IREE_VERSION={}", IREE_VERSION)),
+            "scripts/install-deps.sh must pin IREE {}",
+            IREE_VERSION
+        );
+        assert!(script.contains(AARCH64_WHEEL_PLATFORM));
+        assert!(script.contains(&format!("--python-version {}", AARCH64_WHEEL_PYTHON)));
     }
 }

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# kiln against llama.cpp, in one run, on the host (2 threads): SmolLM2-135M
+# Q4_1 and Gemma 3 270M Q4_K_M, the same GGUF files. For each model:
+#   - llama.cpp's llama-bench (built once by scripts/build-llama.sh):
+#     pp64 (prefill of 64 tokens) and tg64 (decode), -t 2 -r RUNS, peak RSS
+#     of the llama-bench process;
+#   - kiln's weight forms (bf16, keep, w8a8): `kiln export GGUF --seq 64
+#     --kv-cache --prompt-len 64 --max-context 128 --weights FORM`, `kiln
+#     compile … -t host` (kiln's CPU preset), one decode call at position 127
+#     and the 64-token prefill by iree-benchmark-module (median of RUNS),
+#     peak RSS of `kiln generate --kv-cache` (64-token prompt, 32 new tokens).
+# Prints a markdown table (file MB, prefill 64 ms, decode ms/token, peak RSS
+# MB) and a mermaid bar chart of decode ms/token, for docs/benchmarks.md.
+# The machine must be idle: llama.cpp's threads spin-wait and collapse
+# under CPU contention (20-100x), where IREE slows 4-5x; `uptime` is
+# printed before and after. Usage: scripts/bench-llama.sh [RUNS] (default 3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs="${1:-3}"
+llama_bench="$(bash scripts/build-llama.sh)"
+smol="$(bash scripts/fetch-smollm2.sh)"
+gemma="$(bash scripts/fetch-gemma3.sh)"
+. scripts/bench-lib.sh
+bench_setup bench-llama
+ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
+mb() { python3 -c "print(f'{$1 / 1e6:.0f}')"; }
+echo "start: $(uptime)" >&2
+rows=()
+chart_labels=()
+chart_values=()
+for model in smollm2 gemma3; do
+  gguf=$smol; [[ $model == gemma3 ]] && gguf=$gemma
+  LD_LIBRARY_PATH="$(dirname "$llama_bench")" /usr/bin/time -f %M -o "$out/rss" \
+    "$llama_bench" -m "$gguf" -p 64 -n 64 -t 2 -r "$runs" -o json >"$out/llama.json" 2>/dev/null
+  read -r pre dec < <(python3 - "$out/llama.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+pp = next(r for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0)
+tg = next(r for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0)
+print(f"{pp['n_prompt'] / pp['avg_ts'] * 1000:.1f} {1000 / tg['avg_ts']:.1f}")
+PY
+  )
+  rows+=("| $model | llama.cpp | $(mb "$(stat -c %s "$gguf")") | $pre | $dec | $(( $(tail -1 "$out/rss") / 1024 )) |")
+  chart_labels+=("\"$model llama.cpp\""); chart_values+=("$dec")
+  for form in bf16 keep w8a8; do
+    n="${model}_${form}"
+    "$kiln" export "$gguf" --seq 64 --out "$out" --name "$n" --weights "$form" \
+      --kv-cache --prompt-len 64 --max-context 128 -q >/dev/null 2>&1
+    "$kiln" compile "$out/$n-kv-gen.mlir" --target host -q >/dev/null 2>&1
+    read -r cache count dtype < <(python3 -c "import json; k=json.load(open('$out/$n.json'))['kv']; print('x'.join(map(str, k['cache_shape'])), k.get('cache_count', 1), k['cache_dtype'])")
+    caches=()
+    for _ in $(seq $((2 * count))); do caches+=("${cache}x${dtype}=0"); done
+    decode=$(bm "$out/$n-kv-host.vmfb" "${n}_decode" "$out/$n.irpa" "1xi32=1234" "i32=127" "${caches[@]}")
+    prefill=$(bm "$out/$n-kv-host.vmfb" "${n}_prefill" "$out/$n.irpa" "1x64xi32=$ids64" "i32=0" "i32=64" "${caches[@]}")
+    /usr/bin/time -f %M -o "$out/rss" "$kiln" generate "$out/$n-kv-host.vmfb" --kv-cache --tokens "$ids64" \
+      --max-new-tokens 32 >/dev/null 2>&1
+    rows+=("| | kiln $form | $(mb "$(stat -c %s "$out/$n.irpa")") | $prefill | $decode | $(( $(tail -1 "$out/rss") / 1024 )) |")
+    chart_labels+=("\"$model $form\""); chart_values+=("$decode")
+    rm -f "$out/$n"*
+  done
+done
+echo "end: $(uptime)" >&2
+echo "| model | runtime / form | file MB | prefill 64 ms | decode ms/token | peak RSS MB |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
+echo
+echo '```mermaid'
+echo 'xychart-beta horizontal'
+echo '    title "decode, ms per token (host, 2 threads; lower is better)"'
+echo "    x-axis [$(IFS=,; echo "${chart_labels[*]}")]"
+echo '    y-axis "ms per token"'
+echo "    bar [$(IFS=,; echo "${chart_values[*]}")]"
+echo '```'
