@@ -208,7 +208,7 @@ fn carrier(line: &str) -> String {
 }
 
 /// A module past a limit every Vulkan device guarantees, found by
-/// [`check_vulkan`] before `iree-compile` runs.
+/// kiln's own check of the module text before `iree-compile` runs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum VulkanLimit {
