@@ -1,6 +1,8 @@
 //! The crate-wide error type. Each stage has its own error enum; this one
 //! wraps them so a caller can `?` across stages and still print one line
-//! that names the file, tensor, op or flag at fault.
+//! that names the file, tensor or op at fault. Messages state facts (what,
+//! where, what is supported); what to type about it (a flag, a `kiln` verb)
+//! is the command line's to add.
 
 use std::path::PathBuf;
 
@@ -32,6 +34,27 @@ pub enum Error {
     /// Tokenizer data is malformed or text cannot be encoded.
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    /// A step call outside the caches, or a KV pair that cannot be one.
+    #[error(transparent)]
+    Step(#[from] crate::step::StepError),
+    /// A module's function does not have the signature its step contract
+    /// gives it.
+    #[error(transparent)]
+    Signature(#[from] crate::step::SignatureError),
+    /// A generation cannot run as asked (a prompt that does not fit,
+    /// sampling a module cannot serve).
+    #[error(transparent)]
+    Generate(#[from] crate::generate::GenerateError),
+    /// An export cannot be written as asked (its name, or a weight form
+    /// the checkpoint's tensors cannot take).
+    #[error(transparent)]
+    Export(#[from] crate::export::ExportError),
+    /// A manifest cannot be read as one.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+    /// The files of an export cannot be packaged as they are.
+    #[error(transparent)]
+    Package(#[from] crate::package::PackageError),
     /// A folder could not be verified at all (`kiln verify`; a mismatch is
     /// a fault in its report, not an error).
     #[error(transparent)]
@@ -45,18 +68,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A command-line argument or option value is invalid.
+    /// A command-line argument or option value is invalid (raised by the
+    /// `kiln` binary, never by the library).
     #[error("{0}")]
     Usage(String),
-    /// An input to a library call is out of the range it accepts (an empty
-    /// prompt, a token id outside the vocabulary, a weight form the
-    /// checkpoint cannot take).
-    #[error("{0}")]
-    Input(String),
-    /// A compiled or exported module does not match what it is used as: its
-    /// manifest, kiln's function contract, or the other module of a pair.
-    #[error("{0}")]
-    Module(String),
 }
 
 /// `Result` with kiln's [`Error`].
@@ -80,6 +95,15 @@ impl Error {
         Error::Io {
             path: path.into(),
             source,
+        }
+    }
+}
+
+impl From<crate::util::IoError> for Error {
+    fn from(e: crate::util::IoError) -> Self {
+        Error::Io {
+            path: e.path,
+            source: e.source,
         }
     }
 }

@@ -71,7 +71,7 @@
 //!         assert_eq!(outs[0].as_i32(), Some(&by_kiln[..]));
 //!     }
 //!     // CI sets KILN_REQUIRE_IREE: there a missing toolchain fails the example.
-//!     Err(e) if std::env::var_os("KILN_REQUIRE_IREE").is_some() => return Err(e),
+//!     Err(e) if std::env::var_os("KILN_REQUIRE_IREE").is_some() => return Err(e.into()),
 //!     Err(_) => {}
 //! }
 //! # Ok::<(), kiln::Error>(())

@@ -23,6 +23,74 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// A manifest that cannot be read as one.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// The file is not JSON.
+    #[error("{}: not valid JSON: {source}", path.display())]
+    Json {
+        /// The manifest.
+        path: PathBuf,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// The file is JSON but not an export manifest (a key missing or of
+    /// another type).
+    #[error("{}: not a kiln export manifest (an export's NAME.json): {source}", path.display())]
+    NotExport {
+        /// The manifest.
+        path: PathBuf,
+        /// What does not fit.
+        source: serde_json::Error,
+    },
+    /// A key of another type or value than the manifest's.
+    #[error("{}: key \"{key}\" must be {want}", path.display())]
+    Key {
+        /// The manifest.
+        path: PathBuf,
+        /// The key.
+        key: String,
+        /// What it must be.
+        want: &'static str,
+    },
+    /// An export name that is not a plain file name.
+    #[error("{}: name {name:?} is not a plain file name", path.display())]
+    BadName {
+        /// The manifest.
+        path: PathBuf,
+        /// The name it records.
+        name: String,
+    },
+    /// A file name in a manifest that is not a plain file name (it would
+    /// leave the manifest's folder).
+    #[error("{}: file {file:?} is not a plain file name", path.display())]
+    BadFile {
+        /// The manifest.
+        path: PathBuf,
+        /// The file name it records.
+        file: String,
+    },
+    /// An export manifest that lists no parameter archive.
+    #[error("{}: the export manifest lists no irpa file", path.display())]
+    NoIrpa {
+        /// The manifest.
+        path: PathBuf,
+    },
+    /// An export manifest without a function or SEQ.
+    #[error("{}: function and seq must be set", path.display())]
+    Incomplete {
+        /// The manifest.
+        path: PathBuf,
+    },
+    /// A KV cache dtype other than f32 or bf16.
+    #[error("the manifest's KV cache dtype \"{dtype}\" is neither f32 nor bf16 (re-export)")]
+    CacheDtype {
+        /// The dtype recorded.
+        dtype: String,
+    },
+}
+
 /// The `format` of `kiln export`'s `NAME.json`.
 pub const EXPORT_FORMAT: &str = "kiln-export/1";
 
@@ -369,14 +437,14 @@ impl KvPair {
     }
 
     /// The type of each cache (`cache_dtype` over `cache_shape`).
-    pub fn cache_type(&self) -> Result<crate::graph::TensorType> {
+    pub fn cache_type(&self) -> Result<crate::graph::TensorType, ManifestError> {
         let dtype = match self.cache_dtype.as_str() {
             "f32" => DType::F32,
             "bf16" => DType::BF16,
             other => {
-                return Err(Error::Module(format!(
-                    "the manifest's KV cache dtype \"{other}\" is neither f32 nor bf16 (re-export)"
-                )))
+                return Err(ManifestError::CacheDtype {
+                    dtype: other.to_string(),
+                })
             }
         };
         Ok(crate::graph::TensorType::new(dtype, &self.cache_shape))
@@ -479,20 +547,24 @@ impl RunManifest {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(path, e)),
         };
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| Error::Module(format!("{}: not valid JSON: {e}", path.display())))?;
-        let bad = |k: &str, want: &str| {
-            Error::Module(format!("{}: key \"{k}\" must be {want}", path.display()))
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| ManifestError::Json {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let bad = |key: &str, want: &'static str| ManifestError::Key {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+            want,
         };
         if v.get("kiln_version").is_some() {
-            let m: ExportManifest = serde_json::from_value(v).map_err(|e| {
-                Error::Module(format!(
-                    "{}: not a kiln export manifest (NAME.json written by `kiln export`): {e}",
-                    path.display()
-                ))
-            })?;
+            let m: ExportManifest =
+                serde_json::from_value(v).map_err(|source| ManifestError::NotExport {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
             if m.seq == 0 {
-                return Err(bad("seq", "a positive integer"));
+                return Err(bad("seq", "a positive integer").into());
             }
             return Ok(Some(RunManifest {
                 defaults: RunDefaults::from(&m),

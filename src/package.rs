@@ -29,11 +29,11 @@ use crate::export::{Artifact, Layout};
 use crate::iree::flags::{Device, Target, DEFAULT_VULKAN_TARGET};
 use crate::manifest::{
     AssetsChat, AssetsKv, AssetsManifest, AssetsProvenance, ExportManifest, FileRecord,
-    ModuleEntry, ASSETS_FORMAT,
+    ManifestError, ModuleEntry, ASSETS_FORMAT,
 };
 use crate::params::gguf::GgufFile;
 use crate::progress::Progress;
-use crate::tokenizer::{gguf_tokenizer_files, Tokenizer, TokenizerFiles};
+use crate::tokenizer::{gguf_tokenizer_files, Tokenizer, TokenizerError, TokenizerFiles};
 use crate::util::Staging;
 use crate::{Error, Result};
 use serde::Serialize;
@@ -93,11 +93,13 @@ pub(crate) fn host_module() -> ModuleKind {
 
 /// The chat template of the packaged tokenizer at `tokenizer_json`, or
 /// `None` (with a warning when kiln cannot read the tokenizer).
-fn packaged_chat(tokenizer_json: &Path, warnings: &mut Vec<String>) -> Option<AssetsChat> {
+fn packaged_chat(tokenizer_json: &Path, warnings: &mut Vec<PackageWarning>) -> Option<AssetsChat> {
     let tok = match Tokenizer::from_tokenizer_json(tokenizer_json) {
         Ok(t) => t,
         Err(e) => {
-            warnings.push(format!("no chat template in the manifest: {e}"));
+            warnings.push(PackageWarning::NoChatTemplate {
+                reason: e.to_string(),
+            });
             return None;
         }
     };
@@ -108,9 +110,9 @@ fn packaged_chat(tokenizer_json: &Path, warnings: &mut Vec<String>) -> Option<As
         }),
         Ok(None) => None,
         Err(e) => {
-            warnings.push(format!(
-                "the chat template does not compile ({e}); recorded without affixes"
-            ));
+            warnings.push(PackageWarning::TemplateDoesNotCompile {
+                reason: e.to_string(),
+            });
             tok.chat_template().map(|t| AssetsChat {
                 template: t.to_string(),
                 affixes: Default::default(),
@@ -146,6 +148,208 @@ pub struct PackageOptions {
     pub progress: Option<crate::progress::SharedProgress>,
 }
 
+/// What [`package`] refuses: a tokenizer it cannot find or read, an
+/// archive that changed since the export, no module to ship.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PackageError {
+    /// The export's source checkpoint, where the tokenizer would come
+    /// from, is gone.
+    #[error(
+        "the export's source {source_path:?} no longer exists, so its tokenizer cannot be read"
+    )]
+    NoSource {
+        /// The source the export manifest records.
+        source_path: String,
+    },
+    /// A GGUF file whose tokenizer metadata does not make a tokenizer.json.
+    #[error("{}: cannot build a tokenizer.json: {source}", path.display())]
+    TokenizerBuild {
+        /// The GGUF file.
+        path: PathBuf,
+        /// Why not.
+        source: Box<TokenizerError>,
+    },
+    /// A folder without a tokenizer.json.
+    #[error("{}: no tokenizer.json in this folder", dir.display())]
+    NoTokenizerJson {
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// A tokenizer file that is not JSON.
+    #[error("{}: not a tokenizer.json: {source}", path.display())]
+    NotTokenizerJson {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// A JSON file without a tokenizer `model`.
+    #[error("{}: not a tokenizer.json (no \"model\")", path.display())]
+    NoTokenizerModel {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A tokenizer config that is not a JSON object.
+    #[error("{}: not a JSON object: {source}", path.display())]
+    ConfigNotObject {
+        /// The config file.
+        path: PathBuf,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// The assets directory is the export's own.
+    #[error("{} is the export's own directory: choose a separate assets directory", out.display())]
+    OutIsExportDir {
+        /// The assets directory.
+        out: PathBuf,
+    },
+    /// The parameter archive has another size than the export recorded.
+    #[error(
+        "{}: {found} bytes, but the export manifest {} records {recorded}: the archive changed since it was exported",
+        irpa.display(),
+        manifest.display()
+    )]
+    IrpaSize {
+        /// The archive.
+        irpa: PathBuf,
+        /// The export manifest.
+        manifest: PathBuf,
+        /// Its size now.
+        found: u64,
+        /// The size recorded.
+        recorded: u64,
+    },
+    /// The parameter archive has another sha256 than the export recorded.
+    #[error(
+        "{}: sha256 {found} does not match the export manifest's {recorded}: the archive changed since it was exported",
+        irpa.display()
+    )]
+    IrpaSha {
+        /// The archive.
+        irpa: PathBuf,
+        /// Its sha256 now.
+        found: String,
+        /// The sha256 recorded.
+        recorded: String,
+    },
+    /// The host module, asked for, is not there.
+    #[error("{}: host module not found", path.display())]
+    NoHostModule {
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// No module for Android was compiled.
+    #[error(
+        "no compiled modules for {name} in {} (looked for {})",
+        dir.display(),
+        looked.join(", ")
+    )]
+    NoModules {
+        /// The model's name.
+        name: String,
+        /// The export's folder.
+        dir: PathBuf,
+        /// The module files looked for.
+        looked: Vec<String>,
+        /// The module they are compiled from.
+        mlir: PathBuf,
+    },
+    /// A JSON document could not be written.
+    #[error(transparent)]
+    Json(serde_json::Error),
+}
+
+/// Something [`package`] notes without failing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PackageWarning {
+    /// kiln cannot read the packaged tokenizer, so the manifest records no
+    /// chat template.
+    NoChatTemplate {
+        /// Why it cannot.
+        reason: String,
+    },
+    /// The chat template does not compile; it is recorded without affixes.
+    TemplateDoesNotCompile {
+        /// Why not.
+        reason: String,
+    },
+    /// kiln's own tokenizer cannot read a tokenizer.json that is packaged
+    /// anyway (the app may bring its own tokenizer library).
+    TokenizerUnreadable {
+        /// The tokenizer.json.
+        path: PathBuf,
+        /// Why not.
+        reason: String,
+    },
+    /// A module older than the MLIR it is compiled from.
+    Stale {
+        /// The module.
+        module: PathBuf,
+        /// The MLIR.
+        mlir: PathBuf,
+    },
+    /// A module for one ABI or the GPU that was not compiled.
+    MissingModule {
+        /// The module looked for.
+        path: PathBuf,
+        /// Its key in the assets (`armeabi-v7a`, `vulkan`, …).
+        key: &'static str,
+    },
+    /// The KV-cache module for a packaged target that was not compiled.
+    MissingKvModule {
+        /// The module looked for.
+        path: PathBuf,
+        /// Its key in the assets.
+        key: &'static str,
+        /// The KV-cache MLIR it is compiled from.
+        kv_mlir: PathBuf,
+        /// The target it is compiled for.
+        target: Target,
+    },
+}
+
+impl std::fmt::Display for PackageWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PackageWarning::NoChatTemplate { reason } => {
+                write!(f, "no chat template in the manifest: {reason}")
+            }
+            PackageWarning::TemplateDoesNotCompile { reason } => write!(
+                f,
+                "the chat template does not compile ({reason}); recorded without affixes"
+            ),
+            PackageWarning::TokenizerUnreadable { path, reason } => write!(
+                f,
+                "kiln's own tokenizer cannot read {} ({reason}); packaged anyway",
+                path.display()
+            ),
+            PackageWarning::Stale { module, mlir } => write!(
+                f,
+                "{} is older than {}: it may be stale",
+                module.display(),
+                mlir.display()
+            ),
+            PackageWarning::MissingModule { path, key } => {
+                write!(f, "{} not found: no {key} module packaged", path.display())
+            }
+            PackageWarning::MissingKvModule { path, key, .. } => write!(
+                f,
+                "{} not found: no KV-cache {key} module packaged",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// A warning is reported (`kiln package --json`) as its text.
+impl Serialize for PackageWarning {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// What [`package`] wrote.
 #[derive(Debug, Clone, Serialize)]
 pub struct PackageReport {
@@ -156,12 +360,7 @@ pub struct PackageReport {
     /// Every written file, the manifest last.
     pub written: Vec<PathBuf>,
     /// Notes for the user (modules not found, possibly stale modules).
-    pub warnings: Vec<String>,
-}
-
-/// An input error with `msg`.
-fn input_error(msg: impl Into<String>) -> Error {
-    Error::Input(msg.into())
+    pub warnings: Vec<PackageWarning>,
 }
 
 /// A not-found I/O error for `path`, saying `what`.
@@ -180,24 +379,23 @@ pub(crate) fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
         return Err(not_found(path, "export manifest not found"));
     }
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let m: ExportManifest = serde_json::from_str(&text).map_err(|e| {
-        input_error(format!(
-            "{}: not a kiln export manifest (NAME.json written by `kiln export`): {e}",
-            path.display()
-        ))
-    })?;
+    let m: ExportManifest =
+        serde_json::from_str(&text).map_err(|source| ManifestError::NotExport {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if m.name.is_empty() || m.name.contains(['/', '\\']) || m.name.starts_with('.') {
-        return Err(input_error(format!(
-            "{}: name {:?} is not a plain file name",
-            path.display(),
-            m.name
-        )));
+        return Err(ManifestError::BadName {
+            path: path.to_path_buf(),
+            name: m.name.clone(),
+        }
+        .into());
     }
     if m.function.is_empty() || m.seq == 0 {
-        return Err(input_error(format!(
-            "{}: function and seq must be set",
-            path.display()
-        )));
+        return Err(ManifestError::Incomplete {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok(m)
 }
@@ -208,11 +406,11 @@ fn plain_file(rec: &FileRecord, manifest: &Path) -> Result<String> {
     let ok = p.components().count() == 1
         && matches!(p.components().next(), Some(std::path::Component::Normal(_)));
     if !ok {
-        return Err(input_error(format!(
-            "{}: file {:?} is not a plain file name",
-            manifest.display(),
-            rec.path
-        )));
+        return Err(ManifestError::BadFile {
+            path: manifest.to_path_buf(),
+            file: rec.path.clone(),
+        }
+        .into());
     }
     Ok(rec.path.clone())
 }
@@ -301,9 +499,8 @@ fn plan_tokenizer(
     choice: &TokenizerChoice,
     m: &ExportManifest,
     base: &Path,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<PackageWarning>,
 ) -> Result<TokenizerPlan> {
-    let hint = "pass --tokenizer FILE (a GGUF, a tokenizer.json or an HF folder) or --no-tokenizer";
     let path = match choice {
         TokenizerChoice::None => return Ok(TokenizerPlan::None),
         TokenizerChoice::Path(p) => {
@@ -312,30 +509,24 @@ fn plan_tokenizer(
             }
             p.clone()
         }
-        TokenizerChoice::FromSource => resolve_source(&m.source, base).ok_or_else(|| {
-            input_error(format!(
-                "the export's source {:?} no longer exists, so its tokenizer cannot be read: {hint}",
-                m.source
-            ))
-        })?,
+        TokenizerChoice::FromSource => {
+            resolve_source(&m.source, base).ok_or_else(|| PackageError::NoSource {
+                source_path: m.source.clone(),
+            })?
+        }
     };
     if path.is_file() && is_gguf(&path) {
         let gguf = GgufFile::open(&path)?;
-        let files = gguf_tokenizer_files(&gguf).map_err(|e| {
-            input_error(format!(
-                "{}: cannot build a tokenizer.json: {e}; {hint}",
-                path.display()
-            ))
+        let files = gguf_tokenizer_files(&gguf).map_err(|source| PackageError::TokenizerBuild {
+            path: path.clone(),
+            source: Box::new(source),
         })?;
         return Ok(TokenizerPlan::Built(files));
     }
     let json = if path.is_dir() {
         let j = path.join("tokenizer.json");
         if !j.is_file() {
-            return Err(input_error(format!(
-                "{}: no tokenizer.json in this folder; {hint}",
-                path.display()
-            )));
+            return Err(PackageError::NoTokenizerJson { dir: path.clone() }.into());
         }
         j
     } else {
@@ -349,21 +540,24 @@ fn plan_tokenizer(
 /// Checks that `json` is a tokenizer.json; kiln's own reader supporting it
 /// is only advisory (a warning), as the app may bring its own tokenizer
 /// library.
-fn check_tokenizer_json(json: &Path, warnings: &mut Vec<String>) -> Result<()> {
+fn check_tokenizer_json(json: &Path, warnings: &mut Vec<PackageWarning>) -> Result<()> {
     let text = std::fs::read_to_string(json).map_err(|e| Error::io(json, e))?;
-    let parsed: Value = serde_json::from_str(&text)
-        .map_err(|e| input_error(format!("{}: not a tokenizer.json: {e}", json.display())))?;
+    let parsed: Value =
+        serde_json::from_str(&text).map_err(|source| PackageError::NotTokenizerJson {
+            path: json.to_path_buf(),
+            source,
+        })?;
     if parsed.get("model").is_none() {
-        return Err(input_error(format!(
-            "{}: not a tokenizer.json (no \"model\")",
-            json.display()
-        )));
+        return Err(PackageError::NoTokenizerModel {
+            path: json.to_path_buf(),
+        }
+        .into());
     }
     if let Err(e) = Tokenizer::from_tokenizer_json(json) {
-        warnings.push(format!(
-            "kiln's own tokenizer cannot read {} ({e}); packaged anyway",
-            json.display()
-        ));
+        warnings.push(PackageWarning::TokenizerUnreadable {
+            path: json.to_path_buf(),
+            reason: e.to_string(),
+        });
     }
     Ok(())
 }
@@ -393,8 +587,9 @@ fn tokenizer_config(json: &Path) -> Result<Option<Vec<u8>>> {
         let mut cfg: Map<String, Value> = if config_path.is_file() {
             let t =
                 std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
-            serde_json::from_str(&t).map_err(|e| {
-                input_error(format!("{}: not a JSON object: {e}", config_path.display()))
+            serde_json::from_str(&t).map_err(|source| PackageError::ConfigNotObject {
+                path: config_path.clone(),
+                source,
             })?
         } else {
             Map::new()
@@ -405,8 +600,11 @@ fn tokenizer_config(json: &Path) -> Result<Option<Vec<u8>>> {
         Ok(Some(json_bytes(&Value::Object(cfg))?))
     } else if config_path.is_file() {
         let bytes = std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?;
-        serde_json::from_slice::<Map<String, Value>>(&bytes).map_err(|e| {
-            input_error(format!("{}: not a JSON object: {e}", config_path.display()))
+        serde_json::from_slice::<Map<String, Value>>(&bytes).map_err(|source| {
+            PackageError::ConfigNotObject {
+                path: config_path.clone(),
+                source,
+            }
         })?;
         Ok(Some(bytes))
     } else {
@@ -416,7 +614,7 @@ fn tokenizer_config(json: &Path) -> Result<Option<Vec<u8>>> {
 
 /// `v` as pretty JSON with a trailing newline.
 fn json_bytes(v: &impl Serialize) -> Result<Vec<u8>> {
-    let mut s = serde_json::to_string_pretty(v).map_err(|e| input_error(e.to_string()))?;
+    let mut s = serde_json::to_string_pretty(v).map_err(PackageError::Json)?;
     s.push('\n');
     Ok(s.into_bytes())
 }
@@ -435,18 +633,17 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
     let out = &opts.out_dir;
     if let (Ok(a), Ok(b)) = (out.canonicalize(), base.canonicalize()) {
         if a == b {
-            return Err(input_error(format!(
-                "--out {} is the export's own directory: choose a separate assets directory",
-                out.display()
-            )));
+            return Err(PackageError::OutIsExportDir { out: out.clone() }.into());
         }
     }
     let created = !out.exists();
-    let result = Staging::create(out, ".kiln-package-", "assets directory").and_then(|staging| {
-        let progress = crate::progress::or_silent(&opts.progress);
-        let manifest = stage_files(&staging, &m, sources, progress, &mut warnings)?;
-        commit(staging, out, manifest)
-    });
+    let result = Staging::create(out, ".kiln-package-", "assets directory")
+        .map_err(Error::from)
+        .and_then(|staging| {
+            let progress = crate::progress::or_silent(&opts.progress);
+            let manifest = stage_files(&staging, &m, sources, progress, &mut warnings)?;
+            commit(staging, out, manifest)
+        });
     if result.is_err() && created {
         // Only removes the directory when it is still empty.
         let _ = std::fs::remove_dir(out);
@@ -482,7 +679,7 @@ fn gather<'m>(
     manifest_path: &Path,
     base: &Path,
     opts: &PackageOptions,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<PackageWarning>,
 ) -> Result<Sources<'m>> {
     let irpa = check_irpa(m, base, manifest_path)?;
     let modules = find_modules(m, base, opts.include_host, warnings)?;
@@ -503,23 +700,21 @@ fn check_irpa<'m>(
     base: &Path,
     manifest_path: &Path,
 ) -> Result<(PathBuf, &'m FileRecord)> {
-    let irpa_rec = m.files.get("irpa").ok_or_else(|| {
-        input_error(format!(
-            "{}: the export manifest lists no irpa file",
-            manifest_path.display()
-        ))
+    let irpa_rec = m.files.get("irpa").ok_or_else(|| ManifestError::NoIrpa {
+        path: manifest_path.to_path_buf(),
     })?;
     let irpa_src = base.join(plain_file(irpa_rec, manifest_path)?);
     let irpa_len = std::fs::metadata(&irpa_src)
         .map_err(|e| Error::io(&irpa_src, e))?
         .len();
     if irpa_len != irpa_rec.bytes {
-        return Err(input_error(format!(
-            "{}: {irpa_len} bytes, but the export manifest {} records {}: the archive changed since `kiln export`; re-export",
-            irpa_src.display(),
-            manifest_path.display(),
-            irpa_rec.bytes
-        )));
+        return Err(PackageError::IrpaSize {
+            irpa: irpa_src,
+            manifest: manifest_path.to_path_buf(),
+            found: irpa_len,
+            recorded: irpa_rec.bytes,
+        }
+        .into());
     }
     // kiln's own reader reads the index: a damaged archive is named with
     // what is wrong before anything is copied.
@@ -529,14 +724,13 @@ fn check_irpa<'m>(
 
 /// Warns when the module `vmfb` is older than the `mlir` it is compiled
 /// from.
-fn warn_if_stale(vmfb: &Path, mlir: &Path, warnings: &mut Vec<String>) {
+fn warn_if_stale(vmfb: &Path, mlir: &Path, warnings: &mut Vec<PackageWarning>) {
     if let (Some(a), Some(b)) = (mtime(vmfb), mtime(mlir)) {
         if a < b {
-            warnings.push(format!(
-                "{} is older than {}: it may be stale; recompile with `kiln compile`",
-                vmfb.display(),
-                mlir.display()
-            ));
+            warnings.push(PackageWarning::Stale {
+                module: vmfb.to_path_buf(),
+                mlir: mlir.to_path_buf(),
+            });
         }
     }
 }
@@ -547,7 +741,7 @@ fn find_modules(
     m: &ExportManifest,
     base: &Path,
     include_host: bool,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<PackageWarning>,
 ) -> Result<Vec<Found>> {
     let layout = Layout::new(base, &m.name);
     let mlir = m
@@ -566,13 +760,12 @@ fn find_modules(
             warn_if_stale(&p, &mlir, warnings);
             modules.push((k, p));
         } else if k.target == Target::Host {
-            return Err(not_found(&p, "--include-host: host module not found"));
+            return Err(PackageError::NoHostModule { path: p }.into());
         } else {
-            warnings.push(format!(
-                "{} not found: no {} module packaged",
-                p.display(),
-                k.key
-            ));
+            warnings.push(PackageWarning::MissingModule {
+                path: p,
+                key: k.key,
+            });
         }
     }
     if modules.iter().all(|(k, _)| k.target == Target::Host) {
@@ -580,13 +773,13 @@ fn find_modules(
             .iter()
             .map(|k| layout.file(Artifact::Module(&k.target)))
             .collect();
-        return Err(input_error(format!(
-            "no compiled modules for {} in {} (looked for {}): run `kiln compile {} --target arm64,arm32,vulkan`",
-            m.name,
-            base.display(),
-            looked.join(", "),
-            mlir.display()
-        )));
+        return Err(PackageError::NoModules {
+            name: m.name.clone(),
+            dir: base.to_path_buf(),
+            looked,
+            mlir,
+        }
+        .into());
     }
     Ok(modules)
 }
@@ -597,7 +790,7 @@ fn find_kv_modules(
     m: &ExportManifest,
     base: &Path,
     modules: &[Found],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<PackageWarning>,
 ) -> Vec<Found> {
     let mut kv_modules: Vec<Found> = Vec::new();
     let Some(kv) = &m.kv else {
@@ -606,15 +799,14 @@ fn find_kv_modules(
     let kv_mlir = base.join(&kv.mlir);
     let layout = Layout::new(base, &m.name);
     for (k, _) in modules {
-        let suffix = k.target.suffix();
         let p = layout.path(Artifact::KvModule(&k.target));
         if !p.is_file() {
-            warnings.push(format!(
-                "{} not found: no KV-cache {} module packaged (`kiln compile {} --target {suffix}`)",
-                p.display(),
-                k.key,
-                kv_mlir.display(),
-            ));
+            warnings.push(PackageWarning::MissingKvModule {
+                path: p,
+                key: k.key,
+                kv_mlir: kv_mlir.clone(),
+                target: k.target.clone(),
+            });
             continue;
         }
         warn_if_stale(&p, &kv_mlir, warnings);
@@ -633,11 +825,12 @@ fn copy_irpa(
 ) -> Result<FileRecord> {
     let (bytes, sha) = copy_hashed(&src, &staging.path(file), progress)?;
     if sha != rec.sha256 || bytes != rec.bytes {
-        return Err(input_error(format!(
-            "{}: sha256 {sha} does not match the export manifest's {}: the archive changed since `kiln export`; re-export",
-            src.display(),
-            rec.sha256
-        )));
+        return Err(PackageError::IrpaSha {
+            irpa: src,
+            found: sha,
+            recorded: rec.sha256.clone(),
+        }
+        .into());
     }
     Ok(FileRecord {
         path: file.to_string(),
@@ -765,7 +958,7 @@ fn stage_files(
     m: &ExportManifest,
     src: Sources<'_>,
     progress: &dyn Progress,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<PackageWarning>,
 ) -> Result<AssetsManifest> {
     // File names only: the files are staged, then moved into the assets.
     let layout = Layout::new("", &m.name);

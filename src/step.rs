@@ -15,7 +15,148 @@
 //! This module imports neither `iree` nor `generate`: both import it.
 
 use crate::graph::TensorType;
-use crate::{Error, Result};
+use crate::Result;
+use std::path::PathBuf;
+
+/// A step call outside what the caches hold, or a KV pair that cannot be
+/// one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StepError {
+    /// Caches that are not `[L, KV, N, D]`, or a prompt bucket P outside
+    /// 1..=N ([`KvSpec::new`]).
+    #[error(
+        "a KV pair needs caches [L, KV, N, D] and 1 ≤ P ≤ N, not {cache} and P = {prompt_len}"
+    )]
+    BadSpec {
+        /// The cache type given.
+        cache: TensorType,
+        /// The prompt bucket P given.
+        prompt_len: usize,
+    },
+    /// A prefill chunk that is not P ids with 1..=P real inside the caches.
+    #[error("a prefill chunk is P = {prompt_len} ids at start + P ≤ N = {max_context} with 1..=P real; got {ids} ids at {start}, {length} real")]
+    BadChunk {
+        /// Ids given.
+        ids: usize,
+        /// The pair's prompt bucket P.
+        prompt_len: usize,
+        /// The chunk's first position.
+        start: usize,
+        /// Real ids in it.
+        length: usize,
+        /// The pair's max context N.
+        max_context: usize,
+    },
+    /// A decode at or past the max context N: never a silent wrap-around.
+    #[error("decode position {position} is past the max context N = {max_context}")]
+    PastContext {
+        /// The position asked for.
+        position: usize,
+        /// The pair's max context N.
+        max_context: usize,
+    },
+}
+
+/// A module's function does not have the signature its step contract
+/// gives it: the redecode forward (`[1, SEQ]` ids in, SEQ ids out) or the
+/// KV pair (`spec/kv-cache.md`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SignatureError {
+    /// A function without a token-id argument.
+    #[error("function @{function} takes no token ids")]
+    NoTokenIds {
+        /// The function.
+        function: String,
+    },
+    /// A function whose first argument is not `[1, SEQ]` or `[SEQ]`.
+    #[error(
+        "the module's first argument has shape {shape:?}; expected [1, SEQ] or [SEQ] token ids"
+    )]
+    IdsShape {
+        /// The argument's shape.
+        shape: Vec<usize>,
+    },
+    /// A forward taking more than its token ids, or ids of another type.
+    #[error("function @{function} must take one i32 token tensor, it takes {count} argument(s) starting with {first}")]
+    Arguments {
+        /// The function.
+        function: String,
+        /// How many arguments it takes.
+        count: usize,
+        /// The type of the first.
+        first: TensorType,
+    },
+    /// A function that returns nothing.
+    #[error("function @{function} returns nothing")]
+    NoResults {
+        /// The function.
+        function: String,
+    },
+    /// A forward whose result is not i32 ids.
+    #[error("the function returns {found}, not i32 token ids")]
+    NotIds {
+        /// What it returns.
+        found: String,
+    },
+    /// A forward call that did not return SEQ ids.
+    #[error("@{function} did not return tensor<{seq}xi32>")]
+    NotSeqIds {
+        /// The function.
+        function: String,
+        /// SEQ.
+        seq: usize,
+    },
+    /// A compiled forward with another number of results than one.
+    #[error("{} returned {count} results, expected one tensor<{seq}xi32>", module.display())]
+    ResultCount {
+        /// The module.
+        module: PathBuf,
+        /// How many results it returned.
+        count: usize,
+        /// SEQ.
+        seq: usize,
+    },
+    /// A compiled forward whose result is not `tensor<SEQxi32>`.
+    #[error("{} returned tensor<{found}>, expected tensor<{seq}xi32>", module.display())]
+    ResultType {
+        /// The module.
+        module: PathBuf,
+        /// The result's type (`8xf32`).
+        found: String,
+        /// SEQ.
+        seq: usize,
+    },
+    /// A KV function without the pair's arguments.
+    #[error("function @{function} does not have the KV-cache signature (see spec/kv-cache.md)")]
+    NotKvPair {
+        /// The function.
+        function: String,
+    },
+    /// A KV call whose results are not `(id, K, V[, values, ids])`.
+    #[error("@{function} must return (id, K, V[, values, ids])")]
+    KvResults {
+        /// The function.
+        function: String,
+    },
+    /// A KV call whose first result is not an i32 id.
+    #[error("@{function} does not return an i32 id")]
+    NoId {
+        /// The function.
+        function: String,
+    },
+    /// A KV call returning a cache of another shape than the pair's.
+    #[error("@{function} returned a cache of shape {found:?}, expected {expected:?}: the module does not match its manifest (re-export)")]
+    CacheShape {
+        /// The function.
+        function: String,
+        /// The shape returned.
+        found: Vec<usize>,
+        /// The pair's cache shape.
+        expected: Vec<usize>,
+    },
+}
 
 /// One forward pass of a `tensor<1xSEQxi32> -> tensor<SEQxi32>` function.
 pub trait Forward {
@@ -100,11 +241,9 @@ impl KvSpec {
         prompt_len: usize,
         cache: TensorType,
         count: usize,
-    ) -> Result<KvSpec> {
+    ) -> Result<KvSpec, StepError> {
         if cache.rank() != 4 || prompt_len == 0 || prompt_len > cache.shape[2] {
-            return Err(Error::Input(format!(
-                "a KV pair needs caches [L, KV, N, D] and 1 ≤ P ≤ N, not {cache} and P = {prompt_len}"
-            )));
+            return Err(StepError::BadSpec { cache, prompt_len });
         }
         Ok(KvSpec {
             prefill: prefill.into(),
@@ -173,22 +312,27 @@ pub(crate) fn check_chunk(
     start: usize,
     length: usize,
     n: usize,
-) -> Result<()> {
+) -> Result<(), StepError> {
     if ids != p || length == 0 || length > p || start + p > n {
-        return Err(Error::Input(format!(
-            "a prefill chunk is P = {p} ids at start + P ≤ N = {n} with 1..=P real; got {ids} ids at {start}, {length} real"
-        )));
+        return Err(StepError::BadChunk {
+            ids,
+            prompt_len: p,
+            start,
+            length,
+            max_context: n,
+        });
     }
     Ok(())
 }
 
 /// Checks a decode position against N: a generation past the max context
 /// is an error, never a silent wrap-around.
-pub(crate) fn check_position(position: usize, max_context: usize) -> Result<()> {
+pub(crate) fn check_position(position: usize, max_context: usize) -> Result<(), StepError> {
     if position >= max_context {
-        return Err(Error::Input(format!(
-            "decode position {position} is past the max context N = {max_context} (export with a larger --max-context)"
-        )));
+        return Err(StepError::PastContext {
+            position,
+            max_context,
+        });
     }
     Ok(())
 }

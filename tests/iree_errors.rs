@@ -178,7 +178,7 @@ fn failing_compile_leaves_no_vmfb_and_carries_stderr() {
     let out = dir.path().join("broken-host.vmfb");
     let e = compile(&tc, &mlir, &Target::Host, &out, &[]).unwrap_err();
     match &e {
-        kiln::Error::Iree(IreeError::CompileFailed { stderr, target, .. }) => {
+        IreeError::CompileFailed { stderr, target, .. } => {
             assert_eq!(target, "host");
             assert!(stderr.contains("error"), "{stderr}");
         }

@@ -194,7 +194,7 @@ fn vulkan_on_lavapipe_matches_host() {
     .unwrap();
     match run_module(&tc, &b.outs[3], &opts(b, Device::Vulkan, None), &[input()]) {
         Ok(v) => assert_eq!(v, host),
-        Err(kiln::Error::Iree(IreeError::VulkanUnavailable(m))) => {
+        Err(IreeError::VulkanUnavailable(m)) => {
             require(false, &format!("a Vulkan driver (lavapipe): {m}"));
         }
         Err(e) => panic!("{e}"),
@@ -217,7 +217,7 @@ fn other_vulkan_targets_compile_and_run() {
         compile(&tc, &mlir, &Target::vulkan(name).unwrap(), &out, &[]).unwrap();
         match run_module(&tc, &out, &opts(b, Device::Vulkan, None), &[input()]) {
             Ok(v) => assert_eq!(ids_of(&v), expected_ids(&prompt()), "{name}"),
-            Err(kiln::Error::Iree(IreeError::VulkanUnavailable(m))) => {
+            Err(IreeError::VulkanUnavailable(m)) => {
                 require(false, &format!("a Vulkan driver (lavapipe): {m}"));
                 return;
             }

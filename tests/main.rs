@@ -26,6 +26,7 @@ mod iree_run;
 mod kv_cache;
 mod layering;
 mod manifest;
+mod messages;
 mod op_cases_selfcheck;
 mod package;
 mod params_attacks;

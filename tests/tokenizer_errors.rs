@@ -45,7 +45,7 @@ fn write(dir: &tempfile::TempDir, doc: &Value) -> PathBuf {
     path
 }
 
-fn load(doc: &Value) -> kiln::Result<Tokenizer> {
+fn load(doc: &Value) -> kiln::tokenizer::Result<Tokenizer> {
     let dir = tempfile::tempdir().unwrap();
     Tokenizer::from_tokenizer_json(write(&dir, doc))
 }
@@ -192,7 +192,7 @@ fn gguf_vocab() -> GgufVocab {
     }
 }
 
-fn from_vocab(v: &GgufVocab) -> kiln::Result<Tokenizer> {
+fn from_vocab(v: &GgufVocab) -> kiln::tokenizer::Result<Tokenizer> {
     Tokenizer::from_gguf_vocab(v, std::path::Path::new("tiny.gguf"))
 }
 

@@ -58,7 +58,7 @@ pub fn run(a: Args) -> Result<i32> {
     let sampler = a.sampling.sampler()?;
     let r = resolve(&a.module, None, None, None, a.params.clone())?;
     let kv = r.manifest.kv_pair().ok_or_else(|| {
-        Error::Module(format!(
+        Error::Usage(format!(
             "{}: kiln chat needs a KV-cache module (export with `kiln export … --kv-cache`)",
             a.module.display()
         ))
@@ -234,7 +234,7 @@ impl Session<'_, '_> {
             g.ids.len() as f64 / secs.max(1e-9),
             match g.stop {
                 Stop::Eos(_) => "end of turn".to_string(),
-                other => other.to_string(),
+                other => super::hint::stop(other),
             },
             self.conv.tokens().len() + 1,
             self.max_context
@@ -265,7 +265,7 @@ impl Session<'_, '_> {
                 }
             })?;
         if let Some(e) = err {
-            return Err(e);
+            return Err(e.into());
         }
         let _ = writeln!(out, "{}", decoder.finish(tokenizer)?);
         Ok(g)

@@ -156,10 +156,10 @@ pub fn run_in(out: &Path) -> Result<bool> {
 
 /// Runs the exported MLIR through kiln's interpreter with the written archive.
 fn interpret(report: &ExportReport) -> Result<Vec<i32>> {
-    kiln::interp::predict_file(
+    Ok(kiln::interp::predict_file(
         &report.mlir,
         &report.irpa,
         Some(&report.manifest.function),
         &TOKENS,
-    )
+    )?)
 }

@@ -351,7 +351,7 @@ fn print_vulkan_notes(issues: &[String]) {
     for issue in issues {
         // An i8 weight is a form choice (spec/quantized-weights.md), the
         // rest are device limits.
-        let spec = match issue.contains("--weights w8a8") {
+        let spec = match issue.contains("an i8 weight") {
             true => "spec/quantized-weights.md",
             false => "spec/vulkan-limits.md",
         };

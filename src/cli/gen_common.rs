@@ -79,7 +79,7 @@ impl SamplingArgs {
                 }
             };
         }
-        Sampler::new(p)
+        Ok(Sampler::new(p)?)
     }
 }
 

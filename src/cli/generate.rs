@@ -201,7 +201,7 @@ fn render_chat(a: &Args, t: &Tokenizer, text: &str, tok_path: Option<&Path>) -> 
 fn kv_pair(a: &Args, r: &Resolved, prompt_len: usize) -> Result<Option<KvPair>> {
     if a.kv_cache {
         return Ok(Some(r.manifest.kv_pair().ok_or_else(|| {
-            Error::Module(format!(
+            Error::Usage(format!(
                 "--kv-cache: the manifest beside {} records no KV-cache export (re-export with `kiln export … --kv-cache`)",
                 a.module.display()
             ))
@@ -283,7 +283,7 @@ fn stream(
     };
     let g = model.generate(prompt, a.max_new_tokens, eos, sampler, on_token)?;
     if let Some(e) = stream_err {
-        return Err(e);
+        return Err(e.into());
     }
     let mut rest = String::new();
     if g.stop != Stop::Caller {
@@ -303,6 +303,6 @@ fn stop_reason(stop: Stop, kv: Option<&KvPair>, seq: usize) -> String {
             Some(kv) => format!("context full (N = {})", kv.max_context),
             None => format!("window full (SEQ = {seq})"),
         },
-        other => other.to_string(),
+        other => super::hint::stop(other),
     }
 }

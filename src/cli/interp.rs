@@ -3,6 +3,7 @@
 
 use kiln::graph::DType;
 use kiln::interp::{self, ParamSource, Tensor};
+use kiln::step::SignatureError;
 use kiln::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -36,9 +37,10 @@ pub fn open_params(path: &Path) -> Result<Box<dyn ParamSource>> {
 pub fn token_input(tokens: &[i32], shape: &[usize]) -> Result<Tensor> {
     let seq: usize = shape.iter().product();
     if !(shape.len() == 1 || (shape.len() == 2 && shape[0] == 1)) {
-        return Err(Error::Module(format!(
-            "the module's first argument has shape {shape:?}; expected [1, SEQ] or [SEQ] token ids"
-        )));
+        return Err(SignatureError::IdsShape {
+            shape: shape.to_vec(),
+        }
+        .into());
     }
     if tokens.len() > seq {
         return Err(Error::Usage(format!(
@@ -53,11 +55,8 @@ pub fn token_input(tokens: &[i32], shape: &[usize]) -> Result<Tensor> {
 
 /// Formats predicted ids the way `kiln run` prints them: one line, spaces.
 pub fn format_ids(t: &Tensor) -> Result<String> {
-    let ids = t.as_i32().ok_or_else(|| {
-        Error::Module(format!(
-            "the function returns {}, not i32 token ids",
-            t.describe()
-        ))
+    let ids = t.as_i32().ok_or_else(|| SignatureError::NotIds {
+        found: t.describe(),
     })?;
     Ok(ids
         .iter()
@@ -80,18 +79,19 @@ pub fn run(args: Args) -> Result<i32> {
     }
     let g = interp::find_function(&module, args.function.as_deref())?;
     let Some(&arg0) = g.inputs().first() else {
-        return Err(Error::Module(format!(
-            "function @{} takes no token ids",
-            g.name
-        )));
+        return Err(SignatureError::NoTokenIds {
+            function: g.name.clone(),
+        }
+        .into());
     };
     let ty = g.ty(arg0).clone();
     if ty.dtype != DType::I32 || g.inputs().len() != 1 {
-        return Err(Error::Module(format!(
-            "function @{} must take one i32 token tensor, it takes {} argument(s) starting with {ty}",
-            g.name,
-            g.inputs().len()
-        )));
+        return Err(SignatureError::Arguments {
+            function: g.name.clone(),
+            count: g.inputs().len(),
+            first: ty,
+        }
+        .into());
     }
     let seq: usize = ty.shape.iter().product();
     if let Some(s) = args.seq {
@@ -116,9 +116,9 @@ pub fn run(args: Args) -> Result<i32> {
         }
     };
     let out = interp::run(g, &[input], params.as_ref())?;
-    let first = out
-        .first()
-        .ok_or_else(|| Error::Module(format!("function @{} returns nothing", g.name)))?;
+    let first = out.first().ok_or_else(|| SignatureError::NoResults {
+        function: g.name.clone(),
+    })?;
     println!("{}", format_ids(first)?);
     Ok(0)
 }

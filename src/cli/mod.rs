@@ -12,6 +12,7 @@ pub mod demo;
 pub mod export;
 pub mod gen_common;
 pub mod generate;
+pub mod hint;
 pub mod interp;
 pub mod package;
 pub mod params;
@@ -164,7 +165,7 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("kiln: error: {e}");
+            eprintln!("kiln: error: {}", hint::render(&e));
             e.exit_code()
         }
     }

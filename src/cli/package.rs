@@ -52,14 +52,18 @@ pub fn run(args: Args) -> kiln::Result<i32> {
             progress: super::progress::bars(),
         },
     )?;
+    // Each warning with what the command line says to do about it.
+    let warnings: Vec<String> = report.warnings.iter().map(super::hint::warning).collect();
     if !args.json {
         // Under --json they are the report's "warnings".
-        for w in &report.warnings {
+        for w in &warnings {
             eprintln!("kiln: warning: {w}");
         }
     }
     if args.json {
-        super::print_json(&report);
+        let mut json = serde_json::to_value(&report).expect("kiln's reports serialize");
+        json["warnings"] = warnings.into();
+        super::print_json(&json);
     } else {
         for p in &report.written {
             println!("{}", p.display());

@@ -3,6 +3,7 @@
 use kiln::export::{Artifact, Layout};
 use kiln::iree::{run_module, Device, Emulation, HostTensor, RunOptions, Toolchain};
 use kiln::manifest::RunManifest;
+use kiln::step::SignatureError;
 use kiln::Error;
 use std::path::{Path, PathBuf};
 
@@ -88,7 +89,7 @@ pub struct Resolved {
 
 /// The error for calling a KV-cache module as a redecode forward.
 pub fn kv_module_error(module: &Path, verb: &str) -> Error {
-    Error::Module(format!(
+    Error::Usage(format!(
         "{} is a KV-cache module (a prefill and a decode function, not the SEQ-token forward `kiln {verb}` calls): generate with `kiln generate {} --kv-cache`, or {verb} the redecode module",
         module.display(),
         module.display()
@@ -238,19 +239,21 @@ fn predicted_ids<'o>(module: &Path, outs: &'o [HostTensor], seq: usize) -> kiln:
     let out = match outs {
         [one] => one,
         _ => {
-            return Err(Error::Module(format!(
-                "{} returned {} results; kiln run expects one tensor<{seq}xi32>",
-                module.display(),
-                outs.len()
-            )))
+            return Err(SignatureError::ResultCount {
+                module: module.to_path_buf(),
+                count: outs.len(),
+                seq,
+            }
+            .into())
         }
     };
     match (out.as_i32(), out.shape.as_slice()) {
         (Some(v), [n]) if *n == seq => Ok(v),
-        _ => Err(Error::Module(format!(
-            "{} returned tensor<{}>, expected tensor<{seq}xi32>",
-            module.display(),
-            out.type_string()
-        ))),
+        _ => Err(SignatureError::ResultType {
+            module: module.to_path_buf(),
+            found: out.type_string(),
+            seq,
+        }
+        .into()),
     }
 }

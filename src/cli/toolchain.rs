@@ -67,7 +67,9 @@ fn show(tc: &Toolchain) -> kiln::Result<()> {
         .as_ref()
         .map(|r| format!(" ({})", r.display()))
         .unwrap_or_default();
-    println!("found via:               {}{root}", tc.source);
+    // The directory given to `Toolchain::locate` is this verb's --iree-dir.
+    let source = tc.source.replace(kiln::iree::EXPLICIT_DIR, "--iree-dir");
+    println!("found via:               {source}{root}");
     println!("iree-compile:            {}", tc.compile.display());
     println!("  version:               {}", v.compile);
     println!("iree-run-module:         {}", tc.run_module.display());

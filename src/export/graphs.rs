@@ -11,7 +11,7 @@ use crate::models::decoder::{build_graph, GraphOptions};
 use crate::models::kv::{build_decode, build_prefill, KvOptions};
 use crate::models::{Checkpoint, DecoderConfig, WeightPlan};
 use crate::params::convert::bytes_to_f64;
-use crate::stablehlo::{print_module, PrintOptions, WeightSource};
+use crate::stablehlo::{print_module, PrintError, PrintOptions, WeightSource};
 use crate::Result;
 
 /// The printed modules of an export.
@@ -139,7 +139,14 @@ pub fn identifier(name: &str) -> String {
 struct CheckpointWeights<'a>(&'a Checkpoint, &'a WeightPlan);
 
 impl WeightSource for CheckpointWeights<'_> {
-    fn values(&self, key: &str, ty: &crate::graph::TensorType) -> Result<Vec<f64>> {
+    fn values(&self, key: &str, ty: &crate::graph::TensorType) -> Result<Vec<f64>, PrintError> {
+        self.read(key, ty).map_err(|e| PrintError::weights(key, e))
+    }
+}
+
+impl CheckpointWeights<'_> {
+    /// [`WeightSource::values`] with the checkpoint's own errors.
+    fn read(&self, key: &str, ty: &crate::graph::TensorType) -> Result<Vec<f64>> {
         if let Some((tensor, suffix)) = key.rsplit_once('.') {
             let shape = self.0.tensors().iter().find(|(n, _)| n == tensor);
             let storage = self.1.storage(tensor);

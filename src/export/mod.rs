@@ -18,6 +18,7 @@
 //! | `layout` | every file name, both ways ([`Layout`]) |
 
 mod compiled;
+mod error;
 mod graphs;
 mod layout;
 mod manifest;
@@ -26,6 +27,7 @@ mod plan;
 mod write;
 
 pub use compiled::{record_compiles, Recorded};
+pub use error::{ExportError, KEPT_TYPES};
 pub use layout::{Artifact, Layout, ModuleFile};
 pub(crate) use manifest::checkpoint_record;
 pub use options::{ExportOptions, KvCacheOptions, Weights};
@@ -36,7 +38,7 @@ use plan::weight_plan;
 use crate::manifest::ExportManifest;
 use crate::models::Checkpoint;
 use crate::util::Staging;
-use crate::{Error, Result};
+use crate::Result;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -53,9 +55,7 @@ impl Names {
     fn resolve(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<Names> {
         let name = opts.name.clone().unwrap_or_else(|| ckpt.name.clone());
         if name.is_empty() || name.contains(['/', '\\']) {
-            return Err(Error::Input(format!(
-                "--name \"{name}\" must be a plain file name"
-            )));
+            return Err(ExportError::BadName { name }.into());
         }
         Ok(Names {
             function: opts.function.clone().unwrap_or_else(|| identifier(&name)),

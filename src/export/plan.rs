@@ -3,6 +3,7 @@
 //! of each entry, row chunk by row chunk.
 
 use super::options::Weights;
+use super::ExportError;
 use crate::graph::DType;
 use crate::models::checkpoint::file_rows;
 use crate::models::{Checkpoint, Storage, WeightPlan};
@@ -10,7 +11,7 @@ use crate::params::blocks::{self, part_key, BlockForm};
 use crate::params::convert::encode_weights;
 use crate::params::gguf::GgmlType;
 use crate::params::quant::quantize_rows_i8;
-use crate::{Error, Result};
+use crate::Result;
 
 /// How each weight of `ckpt` is stored under `weights`, with
 /// `overrides` (`--weights-for PATTERN=FORM`: every tensor whose HF name
@@ -32,10 +33,11 @@ pub fn weight_plan(
             .iter()
             .any(|(n, _)| n.contains(pattern.as_str()))
         {
-            return Err(Error::Input(format!(
-                "--weights-for {pattern}=…: no tensor of {} has \"{pattern}\" in its name",
-                ckpt.path.display()
-            )));
+            return Err(ExportError::NoTensorMatches {
+                checkpoint: ckpt.path.clone(),
+                pattern: pattern.clone(),
+            }
+            .into());
         }
     }
     for (name, shape) in ckpt.tensors() {
@@ -53,62 +55,55 @@ pub fn weight_plan(
 }
 
 /// How tensor `name` of `shape` is stored under `w`.
-fn storage_for(ckpt: &Checkpoint, name: &str, shape: &[usize], w: Weights) -> Result<Storage> {
-    let whole_blocks = |form: &BlockForm, what: &str| -> Result<Storage> {
+fn storage_for(
+    ckpt: &Checkpoint,
+    name: &str,
+    shape: &[usize],
+    w: Weights,
+) -> Result<Storage, ExportError> {
+    let whole_blocks = |form: &BlockForm| -> Result<Storage, ExportError> {
         if shape[1] % form.block() != 0 {
-            return Err(Error::Input(format!(
-                "{}: tensor \"{name}\" {shape:?}: rows of {} are not whole {}-element blocks, \
-                 so {what} cannot store it (use bf16)",
-                ckpt.path.display(),
-                shape[1],
-                form.block()
-            )));
+            return Err(ExportError::PartialBlocks {
+                checkpoint: ckpt.path.clone(),
+                tensor: name.to_string(),
+                shape: shape.to_vec(),
+                block: form.block(),
+                weights: w,
+            });
         }
         Ok(Storage::Blocks(*form))
     };
     match w {
         Weights::Dtype(d @ (DType::BF16 | DType::F16 | DType::F32)) => Ok(Storage::Plain(d)),
-        Weights::Dtype(d) => Err(Error::Input(format!(
-            "--weights must be bf16, f16, f32, keep, q8_0, q4_0 or w8a8, not {d}"
-        ))),
+        Weights::Dtype(dtype) => Err(ExportError::WeightDtype { dtype }),
         Weights::W8A8 if shape.len() == 2 => Ok(Storage::Int8Rows),
         Weights::W8A8 => Ok(Storage::Plain(DType::BF16)),
         Weights::Quantize(ty) => {
             let form = BlockForm::of(ty)
                 .filter(|_| matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0))
-                .ok_or_else(|| {
-                    Error::Input(format!("--weights quantizes to q8_0 or q4_0, not {ty}"))
-                })?;
+                .ok_or(ExportError::QuantizeType { ty })?;
             if shape.len() != 2 {
                 return Ok(Storage::Plain(DType::BF16));
             }
-            whole_blocks(&form, &format!("--weights {w}"))
+            whole_blocks(&form)
         }
         Weights::Keep => {
             let Some(ty) = ckpt.ggml_type(name) else {
-                return Err(Error::Input(format!(
-                    "--weights keep keeps a GGUF file's quantization; {} is not a GGUF file \
-                     (use --weights bf16, f16, f32, q8_0 or q4_0)",
-                    ckpt.path.display()
-                )));
+                return Err(ExportError::KeepNeedsGguf {
+                    checkpoint: ckpt.path.clone(),
+                });
             };
             match (DType::try_from(ty).ok(), BlockForm::of(ty)) {
                 (Some(d @ (DType::F16 | DType::BF16 | DType::F32)), _) => Ok(Storage::Plain(d)),
-                (None, Some(form)) if shape.len() == 2 => whole_blocks(&form, "--weights keep"),
-                _ => Err(unkeepable(ckpt, name, ty)),
+                (None, Some(form)) if shape.len() == 2 => whole_blocks(&form),
+                _ => Err(ExportError::Unkeepable {
+                    checkpoint: ckpt.path.clone(),
+                    tensor: name.to_string(),
+                    ty,
+                }),
             }
         }
     }
-}
-
-/// The error for tensor `name` of a type `--weights keep` cannot store.
-fn unkeepable(ckpt: &Checkpoint, name: &str, ty: GgmlType) -> Error {
-    Error::Input(format!(
-        "{}: tensor \"{name}\" is {ty}, which --weights keep cannot store \
-         (it keeps F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrices); \
-         use --weights bf16",
-        ckpt.path.display()
-    ))
 }
 
 /// One archive entry of an export: a whole tensor, or one part of a
@@ -182,13 +177,18 @@ pub(super) fn tensor_rows_bytes(
     storage: Storage,
     rows: std::ops::Range<usize>,
 ) -> Result<Vec<Vec<u8>>> {
-    let named =
-        |e: String| Error::Input(format!("{}: tensor \"{tensor}\": {e}", ckpt.path.display()));
+    let named = |message: String| {
+        crate::Error::from(ExportError::Tensor {
+            checkpoint: ckpt.path.clone(),
+            tensor: tensor.to_string(),
+            message,
+        })
+    };
     let cols = cols_of(shape);
     match storage {
         Storage::Plain(d) => {
             let bytes = encode_weights(&ckpt.read_f32_rows(tensor, rows)?, d)
-                .ok_or_else(|| Error::Input(format!("weights cannot be stored as {d}")))?;
+                .ok_or(ExportError::Unencodable { dtype: d })?;
             Ok(vec![bytes])
         }
         Storage::Blocks(form) => {

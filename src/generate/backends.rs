@@ -3,10 +3,12 @@
 //! [`KvStep`]); and the two such runtimes, kiln's [`Interpreter`] and
 //! [`RunModule`] (one `iree-run-module` per call).
 
+use super::GenerateError;
 use crate::iree::run::{run_module, HostTensor, RunOptions};
 use crate::iree::Toolchain;
 use crate::step::{
     candidates, check_chunk, check_position, Backend, Forward, KvSpec, KvStep, Prediction,
+    SignatureError,
 };
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -42,10 +44,11 @@ impl<B: Backend> Forward for Redecode<B> {
             .filter(|v| v.len() == self.seq)
             .map(<[i32]>::to_vec)
             .ok_or_else(|| {
-                Error::Module(format!(
-                    "@{} did not return tensor<{}xi32>",
-                    self.function, self.seq
-                ))
+                SignatureError::NotSeqIds {
+                    function: self.function.clone(),
+                    seq: self.seq,
+                }
+                .into()
             })
     }
 }
@@ -58,8 +61,10 @@ impl Redecode<Interpreter> {
     /// signature.
     pub fn open(mlir: &Path, params: &Path, function: &str) -> Result<Interpreted> {
         let backend = Interpreter::open(mlir, params)?;
-        let seq = ids_len(backend.function(function)?)
-            .ok_or_else(|| Error::Module(format!("function @{function} takes no token ids")))?;
+        let seq =
+            ids_len(backend.function(function)?).ok_or_else(|| SignatureError::NoTokenIds {
+                function: function.to_string(),
+            })?;
         Ok(Redecode::new(backend, function, seq))
     }
 }
@@ -89,16 +94,17 @@ impl<B: Backend> KvDriver<B> {
     /// Runs `function` on `inputs` then the kept caches, and keeps the
     /// caches it returns; returns its prediction.
     fn call(&mut self, function: &str, mut inputs: Vec<B::Tensor>) -> Result<Prediction> {
-        let caches = self
-            .caches
-            .take()
-            .ok_or_else(|| Error::Input(format!("@{function} called before a reset")))?;
+        let caches = self.caches.take().ok_or_else(|| GenerateError::NotReset {
+            function: function.to_string(),
+        })?;
         inputs.extend(caches);
         let mut out = self.backend.run(function, inputs)?;
-        let bad = || Error::Module(format!("@{function} must return (id, K, V[, values, ids])"));
+        let bad = || SignatureError::KvResults {
+            function: function.to_string(),
+        };
         let n = self.spec.caches.len();
         if out.len() < 1 + n {
-            return Err(bad());
+            return Err(bad().into());
         }
         let top = out.split_off(1 + n);
         let caches = out.split_off(1);
@@ -108,16 +114,18 @@ impl<B: Backend> KvDriver<B> {
         let id = b
             .i32s(&next)
             .and_then(|x| x.first().copied())
-            .ok_or_else(|| Error::Module(format!("@{function} does not return an i32 id")))?;
+            .ok_or_else(|| SignatureError::NoId {
+                function: function.to_string(),
+            })?;
         let top = match top.as_slice() {
             [] => Vec::new(),
             [values, ids] => {
                 let (Some(values), Some(ids)) = (b.f32s(values), b.i32s(ids)) else {
-                    return Err(bad());
+                    return Err(bad().into());
                 };
                 candidates(ids, values).ok_or_else(bad)?
             }
-            _ => return Err(bad()),
+            _ => return Err(bad().into()),
         };
         self.caches = Some(caches);
         Ok(Prediction { id, top })
@@ -129,13 +137,14 @@ fn check_caches<'a>(
     shapes: impl IntoIterator<Item = &'a [usize]>,
     spec: &KvSpec,
     function: &str,
-) -> Result<()> {
+) -> Result<(), SignatureError> {
     for (s, want) in shapes.into_iter().zip(&spec.caches) {
         if s != &want.shape[..] {
-            return Err(Error::Module(format!(
-                "@{function} returned a cache of shape {s:?}, expected {:?}: the module does not match its manifest (re-export)",
-                &want.shape[..]
-            )));
+            return Err(SignatureError::CacheShape {
+                function: function.to_string(),
+                found: s.to_vec(),
+                expected: want.shape.to_vec(),
+            });
         }
     }
     Ok(())
@@ -213,7 +222,7 @@ impl Interpreter {
 
     /// The module's function `name`.
     fn function(&self, name: &str) -> Result<&crate::graph::Graph> {
-        crate::interp::find_function(&self.module, Some(name))
+        Ok(crate::interp::find_function(&self.module, Some(name))?)
     }
 }
 
@@ -233,7 +242,11 @@ impl Backend for Interpreter {
         Ok(crate::interp::Tensor::f32(&ty.shape, vec![0.0; ty.numel()]))
     }
     fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
-        crate::interp::run(self.function(function)?, &inputs, &self.params)
+        Ok(crate::interp::run(
+            self.function(function)?,
+            &inputs,
+            &self.params,
+        )?)
     }
     fn shape<'t>(&self, t: &'t Self::Tensor) -> &'t [usize] {
         t.shape()
@@ -262,20 +275,18 @@ pub struct RunModule {
 impl Backend for RunModule {
     type Tensor = HostTensor;
     fn i32(&self, shape: &[usize], data: Vec<i32>) -> Result<Self::Tensor> {
-        HostTensor::i32(shape.to_vec(), data)
+        Ok(HostTensor::i32(shape.to_vec(), data)?)
     }
     fn zeros(&self, ty: &crate::graph::TensorType) -> Result<Self::Tensor> {
         if ty.dtype != crate::graph::DType::F32 {
-            return Err(Error::Input(format!(
-                "{ty} caches cannot go through iree-run-module's files (emulated or per-step runs): export with --kv-dtype f32"
-            )));
+            return Err(GenerateError::CacheThroughFiles { cache: ty.clone() }.into());
         }
-        HostTensor::f32(ty.shape.to_vec(), vec![0.0; ty.numel()])
+        Ok(HostTensor::f32(ty.shape.to_vec(), vec![0.0; ty.numel()])?)
     }
     fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
         let mut opts = self.options.clone();
         opts.function = function.to_string();
-        run_module(&self.toolchain, &self.vmfb, &opts, &inputs)
+        Ok(run_module(&self.toolchain, &self.vmfb, &opts, &inputs)?)
     }
     fn shape<'t>(&self, t: &'t Self::Tensor) -> &'t [usize] {
         &t.shape
@@ -299,10 +310,8 @@ impl KvDriver<Interpreter> {
         let backend = Interpreter::open(mlir, params)?;
         let pf = backend.function(prefill)?;
         let df = backend.function(decode)?;
-        let bad = |f: &str| {
-            Error::Module(format!(
-                "function @{f} does not have the KV-cache signature (see spec/kv-cache.md)"
-            ))
+        let bad = |f: &str| SignatureError::NotKvPair {
+            function: f.to_string(),
         };
         let prompt_len = ids_len(pf).ok_or_else(|| bad(prefill))?;
         let cache = df

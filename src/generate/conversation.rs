@@ -6,8 +6,9 @@
 use super::redecode::check_prompt;
 use super::sample::Sampler;
 use super::stop::{Generation, Stop};
+use super::GenerateError;
 use crate::step::{KvStep, Prediction};
-use crate::{Error, Result};
+use crate::Result;
 
 /// A conversation over the KV-cache pair: every token so far sits in the
 /// caches, so a new turn costs only its own tokens. [`Conversation::append`]
@@ -67,15 +68,15 @@ impl<'m> Conversation<'m> {
     pub fn append(&mut self, tokens: &[i32]) -> Result<Prediction> {
         let (p, n) = (self.model.prompt_len(), self.model.max_context());
         if tokens.is_empty() {
-            return Err(Error::Input("nothing to append: no tokens".into()));
+            return Err(GenerateError::NothingToAppend.into());
         }
         if self.tokens.len() + tokens.len() > n {
-            return Err(Error::Input(format!(
-                "the conversation holds {} tokens and this adds {}: more than the max context N = {n} \
-                 (start a new conversation from a shorter history, or export with a larger --max-context)",
-                self.tokens.len(),
-                tokens.len()
-            )));
+            return Err(GenerateError::ConversationFull {
+                held: self.tokens.len(),
+                adding: tokens.len(),
+                max_context: n,
+            }
+            .into());
         }
         let mut next = Prediction::greedy(0);
         let mut fed = 0;
@@ -170,11 +171,9 @@ pub fn generate_kv_with(
     on_token: impl FnMut(i32) -> bool,
 ) -> Result<Generation> {
     let n = model.max_context();
-    check_prompt(prompt, n, || {
-        format!(
-            "the prompt has {} tokens but the max context N is {n}: no room for a new token (export with a larger --max-context)",
-            prompt.len()
-        )
+    check_prompt(prompt, n, || GenerateError::PromptOverContext {
+        tokens: prompt.len(),
+        max_context: n,
     })?;
     if max_new_tokens == 0 {
         return Ok(Generation::new(Vec::new(), Stop::MaxNewTokens));

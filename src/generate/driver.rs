@@ -7,6 +7,7 @@ use super::conversation::generate_kv_with;
 use super::redecode::generate;
 use super::sample::Sampler;
 use super::stop::Generation;
+use super::GenerateError;
 use crate::iree::run::RunOptions;
 use crate::iree::session::{KvSession, Session, SessionSpec};
 use crate::iree::Toolchain;
@@ -19,13 +20,13 @@ use std::path::PathBuf;
 impl TryFrom<&KvPair> for KvSpec {
     type Error = Error;
     fn try_from(kv: &KvPair) -> Result<KvSpec> {
-        KvSpec::new(
+        Ok(KvSpec::new(
             &kv.prefill,
             &kv.decode,
             kv.prompt_len,
             kv.cache_type()?,
             kv.cache_count,
-        )
+        )?)
     }
 }
 
@@ -210,9 +211,9 @@ impl Driver {
         on_token: impl FnMut(i32) -> bool,
     ) -> Result<Generation> {
         match self {
-            Driver::Redecode(_) if !sampler.params().is_greedy() => Err(Error::Input(
-                "sampling needs the KV-cache pair: export with --kv-cache --sampling topk=K and generate with --kv-cache".into(),
-            )),
+            Driver::Redecode(_) if !sampler.params().is_greedy() => {
+                Err(GenerateError::SamplingNeedsKv.into())
+            }
             Driver::Redecode(m) => generate(m.as_mut(), prompt, max_new_tokens, eos, on_token),
             Driver::Kv(m) => {
                 generate_kv_with(m.as_mut(), prompt, max_new_tokens, eos, sampler, on_token)

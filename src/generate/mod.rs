@@ -20,6 +20,7 @@
 mod backends;
 mod conversation;
 mod driver;
+mod error;
 mod redecode;
 mod sample;
 mod stop;
@@ -31,6 +32,7 @@ pub use backends::{
 };
 pub use conversation::{generate_kv, generate_kv_with, Conversation};
 pub use driver::{Driver, DriverOptions};
+pub use error::GenerateError;
 pub use redecode::generate;
 pub use sample::{Sampler, SamplingParams};
 pub use stop::{Generation, Stop, StopStrings};

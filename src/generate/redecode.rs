@@ -4,21 +4,22 @@
 //! at an end-of-sequence id, after `max_new_tokens`, or when SEQ is full.
 
 use super::stop::{Generation, Stop};
+use super::GenerateError;
 use crate::step::Forward;
-use crate::{Error, Result};
+use crate::Result;
 
 /// A prompt must have a token and leave room for one more in `limit`
 /// positions (SEQ, or the KV pair's N); `too_long` says why it does not.
 pub(super) fn check_prompt(
     prompt: &[i32],
     limit: usize,
-    too_long: impl FnOnce() -> String,
-) -> Result<()> {
+    too_long: impl FnOnce() -> GenerateError,
+) -> Result<(), GenerateError> {
     if prompt.is_empty() {
-        return Err(Error::Input("the prompt is empty".into()));
+        return Err(GenerateError::EmptyPrompt);
     }
     if prompt.len() >= limit {
-        return Err(Error::Input(too_long()));
+        return Err(too_long());
     }
     Ok(())
 }
@@ -34,12 +35,9 @@ pub fn generate(
     mut on_token: impl FnMut(i32) -> bool,
 ) -> Result<Generation> {
     let seq = model.seq();
-    check_prompt(prompt, seq, || {
-        format!(
-            "the prompt has {} tokens but SEQ is {seq}: it must be at most SEQ - 1 = {} (export with a larger --seq)",
-            prompt.len(),
-            seq - 1
-        )
+    check_prompt(prompt, seq, || GenerateError::PromptOverSeq {
+        tokens: prompt.len(),
+        seq,
     })?;
     let mut buf = vec![0i32; seq];
     buf[..prompt.len()].copy_from_slice(prompt);

@@ -12,8 +12,9 @@
 //! token), so a seed gives the same ids on every run and every runtime
 //! (the candidates are the same on every target).
 
+use super::GenerateError;
 use crate::step::{Candidate, Prediction};
-use crate::{Error, Result};
+use crate::Result;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -95,22 +96,26 @@ impl SamplingParams {
         self.temperature == 0.0 && self.repeat_penalty == 1.0
     }
 
-    /// Checks every value's range; the error names the flag.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |flag: &str, v: f32, range: &str| {
-            Err(Error::Input(format!("{flag} {v}: must be {range}")))
+    /// Checks every value's range; the error names the field.
+    pub fn validate(&self) -> Result<(), GenerateError> {
+        let bad = |param: &'static str, value: f32, range: &'static str| {
+            Err(GenerateError::OutOfRange {
+                param,
+                value,
+                range,
+            })
         };
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return bad("--temperature", self.temperature, "≥ 0 (0 is greedy)");
+            return bad("temperature", self.temperature, "≥ 0 (0 is greedy)");
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return bad("--top-p", self.top_p, "in (0, 1]");
+            return bad("top_p", self.top_p, "in (0, 1]");
         }
         if !(0.0..=1.0).contains(&self.min_p) {
-            return bad("--min-p", self.min_p, "in [0, 1]");
+            return bad("min_p", self.min_p, "in [0, 1]");
         }
         if !(self.repeat_penalty > 0.0 && self.repeat_penalty.is_finite()) {
-            return bad("--repeat-penalty", self.repeat_penalty, "> 0 (1 is off)");
+            return bad("repeat_penalty", self.repeat_penalty, "> 0 (1 is off)");
         }
         Ok(())
     }
@@ -125,7 +130,7 @@ pub struct Sampler {
 
 impl Sampler {
     /// A sampler for `params` (checked).
-    pub fn new(params: SamplingParams) -> Result<Sampler> {
+    pub fn new(params: SamplingParams) -> Result<Sampler, GenerateError> {
         params.validate()?;
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         Ok(Sampler { params, rng })
@@ -143,30 +148,23 @@ impl Sampler {
 
     /// Checks that a module returning `k` candidates a call (`None`: a
     /// greedy module) can serve this sampler: before loading it, say.
-    pub fn check_candidates(&self, k: Option<usize>) -> Result<()> {
+    pub fn check_candidates(&self, k: Option<usize>) -> Result<(), GenerateError> {
         let o = &self.params;
         if o.is_greedy() {
             return Ok(());
         }
         let Some(k) = k else {
-            return Err(Error::Input(
-                "sampling (--temperature > 0 or --repeat-penalty) needs the top-K candidates: \
-                 export with --kv-cache --sampling topk=K and generate with --kv-cache"
-                    .into(),
-            ));
+            return Err(GenerateError::NoCandidates);
         };
         if o.top_k > k {
-            return Err(Error::Input(format!(
-                "--top-k {}: the module returns only K = {k} candidates (export with --sampling topk={})",
-                o.top_k, o.top_k
-            )));
+            return Err(GenerateError::TooFewCandidates { top_k: o.top_k, k });
         }
         Ok(())
     }
 
     /// Chooses the next id from `p`; `history` (the conversation so far)
     /// is what the repetition penalty applies to.
-    pub fn choose(&mut self, p: &Prediction, history: &[i32]) -> Result<i32> {
+    pub fn choose(&mut self, p: &Prediction, history: &[i32]) -> Result<i32, GenerateError> {
         let o = &self.params;
         if o.is_greedy() {
             return Ok(p.id);
@@ -323,18 +321,18 @@ mod tests {
     }
 
     #[test]
-    fn bad_values_name_their_flag() {
+    fn bad_values_name_their_field() {
         for (f, flag) in [
             (
                 &(|o: &mut SamplingParams| o.temperature = -1.0) as &dyn Fn(&mut SamplingParams),
-                "--temperature",
+                "temperature -1",
             ),
-            (&|o: &mut SamplingParams| o.top_p = 0.0, "--top-p"),
-            (&|o: &mut SamplingParams| o.top_p = 1.5, "--top-p"),
-            (&|o: &mut SamplingParams| o.min_p = 2.0, "--min-p"),
+            (&|o: &mut SamplingParams| o.top_p = 0.0, "top_p 0"),
+            (&|o: &mut SamplingParams| o.top_p = 1.5, "top_p 1.5"),
+            (&|o: &mut SamplingParams| o.min_p = 2.0, "min_p 2"),
             (
                 &|o: &mut SamplingParams| o.repeat_penalty = 0.0,
-                "--repeat-penalty",
+                "repeat_penalty 0",
             ),
         ] {
             let mut p = SamplingParams::default();
@@ -347,11 +345,11 @@ mod tests {
             .choose(&Prediction::greedy(1), &[])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--sampling topk"), "{e}");
+        assert!(e.contains("needs the top-K candidates"), "{e}");
         let e = sampler(|o| o.top_k = 9)
             .choose(&pred(&[1.0; 4]), &[])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--top-k 9"), "{e}");
+        assert!(e.contains("top_k 9: the module returns only K = 4"), "{e}");
     }
 }

@@ -19,7 +19,7 @@ impl std::fmt::Display for Stop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Stop::Eos(id) => write!(f, "end of sequence (id {id})"),
-            Stop::MaxNewTokens => f.write_str("--max-new-tokens reached"),
+            Stop::MaxNewTokens => f.write_str("max_new_tokens reached"),
             Stop::ContextFull => f.write_str("context full"),
             Stop::Caller => f.write_str("stop string"),
         }

@@ -4,7 +4,7 @@
 //! graph loads it (and dropped after its last use), so the whole model is
 //! never copied at once.
 
-use super::{InterpError, ParamSource, Tensor};
+use super::{InterpError, ParamSource, Result, Tensor};
 use crate::graph::{DType, TensorType};
 use std::path::Path;
 
@@ -15,7 +15,7 @@ pub struct FileParams {
 
 impl FileParams {
     /// Opens `path` (format chosen by its magic bytes).
-    pub fn open(path: &Path) -> crate::Result<Self> {
+    pub fn open(path: &Path) -> Result<Self> {
         Ok(FileParams {
             src: crate::params::open_any(path)?,
         })
@@ -72,12 +72,12 @@ fn reads_as(stored: crate::params::DType, dtype: DType) -> bool {
 }
 
 impl ParamSource for FileParams {
-    fn load(&self, key: &str, ty: &TensorType) -> crate::Result<Tensor> {
+    fn load(&self, key: &str, ty: &TensorType) -> Result<Tensor> {
         let file = self.src.path().display().to_string();
         let meta = self
             .src
             .meta(key)
-            .ok_or_else(|| InterpError(format!("{file}: no tensor \"{key}\"")))?;
+            .ok_or_else(|| InterpError::Eval(format!("{file}: no tensor \"{key}\"")))?;
         let shape_ok = meta.shape.len() == ty.rank()
             && meta
                 .shape
@@ -106,19 +106,18 @@ impl ParamSource for FileParams {
                 return Ok(t);
             }
         }
-        Err(InterpError(format!(
+        Err(InterpError::Eval(format!(
             "{file}: tensor \"{key}\" is {} {:?} ({} bytes), the module declares {ty}",
             meta.dtype, meta.shape, meta.nbytes
-        ))
-        .into())
+        )))
     }
 
-    fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> crate::Result<Tensor> {
+    fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> Result<Tensor> {
         let file = self.src.path().display().to_string();
         let meta = self
             .src
             .meta(key)
-            .ok_or_else(|| InterpError(format!("{file}: no tensor \"{key}\"")))?;
+            .ok_or_else(|| InterpError::Eval(format!("{file}: no tensor \"{key}\"")))?;
         let len = ty.byte_size() as u64;
         // A part is typed by the graph over the stored bytes (bytes of an
         // entry without a dtype too); quantized GGUF blocks are not.
@@ -128,12 +127,11 @@ impl ParamSource for FileParams {
         };
         if bytes_ok {
             if offset.checked_add(len).is_none_or(|end| end > meta.nbytes) {
-                return Err(InterpError(format!(
+                return Err(InterpError::Eval(format!(
                     "{file}: tensor \"{key}\" has {} bytes; the module declares bytes {offset}..{} of it",
                     meta.nbytes,
                     offset.saturating_add(len)
-                ))
-                .into());
+                )));
             }
             let raw = self.src.raw(key)?;
             let part = &raw[offset as usize..(offset + len) as usize];
@@ -155,10 +153,9 @@ impl ParamSource for FileParams {
                 ));
             }
         }
-        Err(InterpError(format!(
+        Err(InterpError::Eval(format!(
             "{file}: tensor \"{key}\" is {} {:?} ({} bytes), the module declares {ty} at byte {offset} of it",
             meta.dtype, meta.shape, meta.nbytes
-        ))
-        .into())
+        )))
     }
 }

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 type KResult<T> = Result<T, InterpError>;
 
 fn kerr<T>(msg: impl Into<String>) -> KResult<T> {
-    Err(InterpError(msg.into()))
+    Err(InterpError::Eval(msg.into()))
 }
 
 /// An operand: borrowed, or owned because this op is its last use (so its
@@ -320,7 +320,9 @@ fn bitcast_convert(t: &Tensor, from: Option<DType>, to: DType) -> KResult<Tensor
                 .iter()
                 .map(|&x| bits16(x).map(|b| b as i16 as i32))
                 .collect::<Option<Vec<i32>>>()
-                .ok_or_else(|| InterpError("bitcast_convert: unknown 16-bit source".into()))?,
+                .ok_or_else(|| {
+                    InterpError::Eval("bitcast_convert: unknown 16-bit source".into())
+                })?,
         }),
         (Tensor::F32 { data, .. }, DType::BF16 | DType::F16) => {
             let v: Option<Vec<f32>> = data
@@ -334,8 +336,9 @@ fn bitcast_convert(t: &Tensor, from: Option<DType>, to: DType) -> KResult<Tensor
                 .collect();
             Ok(Tensor::F32 {
                 shape,
-                data: v
-                    .ok_or_else(|| InterpError("bitcast_convert: unknown 16-bit source".into()))?,
+                data: v.ok_or_else(|| {
+                    InterpError::Eval("bitcast_convert: unknown 16-bit source".into())
+                })?,
             })
         }
         (t, to) => kerr(format!("bitcast_convert of {} to {to}", t.describe())),
@@ -482,7 +485,7 @@ fn dynamic_update_slice(operand: Arg<'_>, update: &Tensor, starts: &[Arg<'_>]) -
         };
         // Clamped so the update lies inside the operand, as StableHLO specifies.
         let hi = os[d].checked_sub(us[d]).ok_or_else(|| {
-            InterpError(format!(
+            InterpError::Eval(format!(
                 "update dim {d} ({}) exceeds the operand's ({})",
                 us[d], os[d]
             ))
@@ -532,7 +535,7 @@ fn concatenate(args: &[Arg<'_>], dim: usize, out: &[usize]) -> KResult<Tensor> {
                 .iter()
                 .map(|a| a.t().as_f32().map(|d| (d, chunk(a.t()))))
                 .collect();
-            let parts = parts.ok_or_else(|| InterpError("mixed operand kinds".into()))?;
+            let parts = parts.ok_or_else(|| InterpError::Eval("mixed operand kinds".into()))?;
             Ok(Tensor::F32 {
                 shape,
                 data: cat(parts, outer, total),
@@ -543,7 +546,7 @@ fn concatenate(args: &[Arg<'_>], dim: usize, out: &[usize]) -> KResult<Tensor> {
                 .iter()
                 .map(|a| a.t().as_i32().map(|d| (d, chunk(a.t()))))
                 .collect();
-            let parts = parts.ok_or_else(|| InterpError("mixed operand kinds".into()))?;
+            let parts = parts.ok_or_else(|| InterpError::Eval("mixed operand kinds".into()))?;
             Ok(Tensor::I32 {
                 shape,
                 data: cat(parts, outer, total),
@@ -554,7 +557,7 @@ fn concatenate(args: &[Arg<'_>], dim: usize, out: &[usize]) -> KResult<Tensor> {
                 .iter()
                 .map(|a| a.t().as_i1().map(|d| (d, chunk(a.t()))))
                 .collect();
-            let parts = parts.ok_or_else(|| InterpError("mixed operand kinds".into()))?;
+            let parts = parts.ok_or_else(|| InterpError::Eval("mixed operand kinds".into()))?;
             Ok(Tensor::I1 {
                 shape,
                 data: cat(parts, outer, total),

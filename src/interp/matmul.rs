@@ -37,12 +37,17 @@ fn arrange<'t>(
     let data = if identity {
         Cow::Borrowed(
             t.as_f32()
-                .ok_or_else(|| InterpError(format!("dot_general of {}", t.describe())))?,
+                .ok_or_else(|| InterpError::Eval(format!("dot_general of {}", t.describe())))?,
         )
     } else {
         match transpose(t, &perm) {
             Tensor::F32 { data, .. } => Cow::Owned(data),
-            other => return Err(InterpError(format!("dot_general of {}", other.describe()))),
+            other => {
+                return Err(InterpError::Eval(format!(
+                    "dot_general of {}",
+                    other.describe()
+                )))
+            }
         }
     };
     Ok((data, fsize))
@@ -144,7 +149,7 @@ fn batch_and_contraction(
     let bsize: usize = d.lhs_batch.iter().map(|&i| lhs.shape()[i]).product();
     let k: usize = d.lhs_contract.iter().map(|&i| lhs.shape()[i]).product();
     if a_len != bsize * m * k || b_len != bsize * n * k {
-        return Err(InterpError(
+        return Err(InterpError::Eval(
             "dot_general operand sizes do not match the dims".into(),
         ));
     }
@@ -225,6 +230,9 @@ fn arrange_i32(
     let (perm, fsize) = contract_last(t.shape(), batch, contract);
     match transpose(t, &perm) {
         Tensor::I32 { data, .. } => Ok((data, fsize)),
-        other => Err(InterpError(format!("dot_general of {}", other.describe()))),
+        other => Err(InterpError::Eval(format!(
+            "dot_general of {}",
+            other.describe()
+        ))),
     }
 }

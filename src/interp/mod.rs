@@ -31,10 +31,38 @@ pub use files::FileParams;
 use crate::graph::{DType, Graph, Literal, Module, Op, TensorType};
 use std::collections::HashMap;
 
-/// A graph the interpreter cannot evaluate.
+/// A graph the interpreter cannot evaluate, or a module or parameter file
+/// it cannot read.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InterpError(pub(crate) String);
+#[non_exhaustive]
+pub enum InterpError {
+    /// The graph cannot be evaluated on what it was given (an argument or
+    /// parameter of another type, an op on operands it does not take).
+    #[error("{0}")]
+    Eval(String),
+    /// A parameter file is malformed or does not hold a tensor.
+    #[error(transparent)]
+    Params(#[from] crate::params::ParamsError),
+    /// A module's StableHLO text does not parse.
+    #[error(transparent)]
+    Parse(Box<crate::stablehlo::ParseError>),
+    /// Reading a module file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Boxed: a parse error is large, and the crate's `Error` stays small.
+impl From<crate::stablehlo::ParseError> for InterpError {
+    fn from(e: crate::stablehlo::ParseError) -> Self {
+        InterpError::Parse(Box::new(e))
+    }
+}
 
 /// Result of the interpreter.
 pub type Result<T, E = InterpError> = std::result::Result<T, E>;
@@ -177,7 +205,7 @@ impl Tensor {
 pub trait ParamSource {
     /// The values of parameter `key`, whose stored type is `ty`; float
     /// dtypes are returned upcast to f32.
-    fn load(&self, key: &str, ty: &TensorType) -> crate::Result<Tensor>;
+    fn load(&self, key: &str, ty: &TensorType) -> Result<Tensor>;
 
     /// The part of parameter `key` that starts `offset` bytes into its
     /// stored entry and is as long as `ty` ([`Graph::parameter_part`]).
@@ -185,41 +213,38 @@ pub trait ParamSource {
     /// elements `offset / element size ..` from it.
     ///
     /// [`Graph::parameter_part`]: crate::graph::Graph::parameter_part
-    fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> crate::Result<Tensor> {
+    fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> Result<Tensor> {
         let _ = (key, ty, offset);
-        Err(InterpError(format!(
+        Err(InterpError::Eval(format!(
             "parameter \"{key}\": this parameter source cannot load parts of an entry"
-        ))
-        .into())
+        )))
     }
 }
 
 impl ParamSource for HashMap<String, Tensor> {
-    fn load(&self, key: &str, ty: &TensorType) -> crate::Result<Tensor> {
+    fn load(&self, key: &str, ty: &TensorType) -> Result<Tensor> {
         let t = self
             .get(key)
-            .ok_or_else(|| InterpError(format!("no value for parameter \"{key}\"")))?;
+            .ok_or_else(|| InterpError::Eval(format!("no value for parameter \"{key}\"")))?;
         if !t.fits(ty) {
-            return Err(InterpError(format!(
+            return Err(InterpError::Eval(format!(
                 "parameter \"{key}\" is {} but the graph declares {ty}",
                 t.describe()
-            ))
-            .into());
+            )));
         }
         Ok(t.clone())
     }
 
-    fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> crate::Result<Tensor> {
+    fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> Result<Tensor> {
         let t = self
             .get(key)
-            .ok_or_else(|| InterpError(format!("no value for parameter \"{key}\"")))?;
+            .ok_or_else(|| InterpError::Eval(format!("no value for parameter \"{key}\"")))?;
         let start = (offset / ty.dtype.size() as u64) as usize;
         t.elements(start, &ty.shape).ok_or_else(|| {
-            InterpError(format!(
+            InterpError::Eval(format!(
                 "parameter \"{key}\" is {}; the graph declares {ty} at byte {offset} of it",
                 t.describe()
             ))
-            .into()
         })
     }
 }
@@ -266,44 +291,38 @@ fn literal_tensor(lit: &Literal, ty: &TensorType) -> Tensor {
 
 /// Evaluates `graph` on `inputs` (one per function argument, in order),
 /// reading parameters from `params`. Returns the function's results.
-pub fn run(
-    graph: &Graph,
-    inputs: &[Tensor],
-    params: &dyn ParamSource,
-) -> crate::Result<Vec<Tensor>> {
+pub fn run(graph: &Graph, inputs: &[Tensor], params: &dyn ParamSource) -> Result<Vec<Tensor>> {
     if inputs.len() != graph.inputs().len() {
-        return Err(InterpError(format!(
+        return Err(InterpError::Eval(format!(
             "function @{} takes {} argument(s), {} given",
             graph.name,
             graph.inputs().len(),
             inputs.len()
-        ))
-        .into());
+        )));
     }
     let last = last_uses(graph);
     let mut vals: Vec<Option<Tensor>> = vec![None; graph.nodes().len()];
     for (i, node) in graph.nodes().iter().enumerate() {
-        let ctx = |e: InterpError| {
-            InterpError(format!(
-                "@{} node %{i} ({}): {}",
+        let ctx = |e: InterpError| match e {
+            InterpError::Eval(msg) => InterpError::Eval(format!(
+                "@{} node %{i} ({}): {msg}",
                 graph.name,
-                node.op.name(),
-                e.0
-            ))
+                node.op.name()
+            )),
+            other => other,
         };
         let out = match &node.op {
             Op::Input { index } => {
                 let t = inputs
                     .get(*index)
-                    .ok_or_else(|| InterpError(format!("missing argument {index}")))?;
+                    .ok_or_else(|| InterpError::Eval(format!("missing argument {index}")))?;
                 if !t.fits(&node.ty) {
-                    return Err(InterpError(format!(
+                    return Err(InterpError::Eval(format!(
                         "argument {index} of @{} must be {}, got {}",
                         graph.name,
                         node.ty,
                         t.describe()
-                    ))
-                    .into());
+                    )));
                 }
                 t.clone()
             }
@@ -313,12 +332,11 @@ pub fn run(
                     Some(o) => params.load_part(key, &node.ty, *o)?,
                 };
                 if !t.fits(&node.ty) {
-                    return Err(InterpError(format!(
+                    return Err(InterpError::Eval(format!(
                         "parameter \"{key}\" loaded as {}, the graph declares {}",
                         t.describe(),
                         node.ty
-                    ))
-                    .into());
+                    )));
                 }
                 // Sources return values exact in the stored dtype: no rounding.
                 t
@@ -342,11 +360,10 @@ pub fn run(
                         None => match &vals[a.index()] {
                             Some(t) => args.push(kernels::Arg::Ref(t)),
                             None => {
-                                return Err(ctx(InterpError(format!(
+                                return Err(ctx(InterpError::Eval(format!(
                                     "operand %{} was freed or never computed",
                                     a.0
-                                )))
-                                .into())
+                                ))))
                             }
                         },
                     }
@@ -357,14 +374,13 @@ pub fn run(
             }
         };
         if !out.fits(&node.ty) {
-            return Err(InterpError(format!(
+            return Err(InterpError::Eval(format!(
                 "@{} node %{i} ({}): computed {} for {}",
                 graph.name,
                 node.op.name(),
                 out.describe(),
                 node.ty
-            ))
-            .into());
+            )));
         }
         vals[i] = Some(out);
         for a in &node.args {
@@ -382,7 +398,7 @@ pub fn run(
         .map(|o| {
             vals[o.index()]
                 .clone()
-                .ok_or_else(|| InterpError(format!("output %{} was not computed", o.0)).into())
+                .ok_or_else(|| InterpError::Eval(format!("output %{} was not computed", o.0)))
         })
         .collect()
 }
@@ -393,18 +409,18 @@ pub fn run_module(
     function: Option<&str>,
     inputs: &[Tensor],
     params: &dyn ParamSource,
-) -> crate::Result<Vec<Tensor>> {
+) -> Result<Vec<Tensor>> {
     let g = find_function(module, function)?;
     run(g, inputs, params)
 }
 
 /// The function called `name` (the first when `None`).
-pub fn find_function<'m>(module: &'m Module, name: Option<&str>) -> crate::Result<&'m Graph> {
+pub fn find_function<'m>(module: &'m Module, name: Option<&str>) -> Result<&'m Graph> {
     match name {
         None => module
             .functions
             .first()
-            .ok_or_else(|| InterpError(format!("module @{} has no functions", module.name)).into()),
+            .ok_or_else(|| InterpError::Eval(format!("module @{} has no functions", module.name))),
         Some(n) => module
             .functions
             .iter()
@@ -415,12 +431,11 @@ pub fn find_function<'m>(module: &'m Module, name: Option<&str>) -> crate::Resul
                     .iter()
                     .map(|f| format!("@{}", f.name))
                     .collect();
-                InterpError(format!(
+                InterpError::Eval(format!(
                     "module @{} has no function @{n} (it has {})",
                     module.name,
                     names.join(", ")
                 ))
-                .into()
             }),
     }
 }
@@ -433,18 +448,24 @@ pub fn predict_file(
     params: &std::path::Path,
     function: Option<&str>,
     ids: &[i32],
-) -> crate::Result<Vec<i32>> {
-    let text = std::fs::read_to_string(mlir).map_err(|e| crate::Error::io(mlir, e))?;
+) -> Result<Vec<i32>> {
+    let text = std::fs::read_to_string(mlir).map_err(|source| InterpError::Io {
+        path: mlir.to_path_buf(),
+        source,
+    })?;
     let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
     let g = find_function(&module, function)?;
     let arg = g
         .inputs()
         .first()
-        .ok_or_else(|| InterpError(format!("function @{} takes no token ids", g.name)))?;
+        .ok_or_else(|| InterpError::Eval(format!("function @{} takes no token ids", g.name)))?;
     let shape = g.ty(*arg).shape.to_vec();
     let seq = shape.last().copied().unwrap_or(0);
     if ids.len() > seq {
-        return Err(InterpError(format!("{} ids do not fit SEQ = {seq}", ids.len())).into());
+        return Err(InterpError::Eval(format!(
+            "{} ids do not fit SEQ = {seq}",
+            ids.len()
+        )));
     }
     let mut data = ids.to_vec();
     data.resize(seq, 0);
@@ -453,5 +474,5 @@ pub fn predict_file(
     out.first()
         .and_then(Tensor::as_i32)
         .map(<[i32]>::to_vec)
-        .ok_or_else(|| InterpError(format!("function @{} does not return i32 ids", g.name)).into())
+        .ok_or_else(|| InterpError::Eval(format!("function @{} does not return i32 ids", g.name)))
 }

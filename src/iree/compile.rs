@@ -2,8 +2,7 @@
 
 use super::flags::Target;
 use super::toolchain::Toolchain;
-use super::IreeError;
-use crate::{Error, Result};
+use super::{IreeError, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,7 +55,7 @@ pub fn compile(
 ) -> Result<()> {
     target.validate()?;
     if !mlir.is_file() {
-        return Err(Error::io(
+        return Err(io(
             mlir,
             std::io::Error::new(std::io::ErrorKind::NotFound, "MLIR module not found"),
         ));
@@ -65,13 +64,13 @@ pub fn compile(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
     let tmp = tempfile::Builder::new()
         .prefix(".kiln-tmp-")
         .suffix(".vmfb")
         .tempfile_in(&dir)
-        .map_err(|e| Error::io(&dir, e))?;
-    let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
+        .map_err(|e| io(&dir, e))?;
+    let text = std::fs::read_to_string(mlir).map_err(|e| io(mlir, e))?;
     let text = match target {
         Target::Vulkan { target: name } => lower_for_vulkan(text, mlir, name)?,
         _ => text,
@@ -87,8 +86,7 @@ pub fn compile(
             target: target.to_string(),
             status: super::status_text(&output.status),
             stderr: log,
-        }
-        .into());
+        });
     }
     let size = std::fs::metadata(tmp.path()).map(|m| m.len()).unwrap_or(0);
     if size == 0 {
@@ -97,15 +95,22 @@ pub fn compile(
             target: target.to_string(),
             status: "empty output".into(),
             stderr: super::trim_log(&stderr, 60),
-        }
-        .into());
+        });
     }
     for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
         eprintln!("iree-compile ({target}): {line}");
     }
     // 0644 like every output, replacing an earlier module without the
     // rename-over flush.
-    crate::util::persist(tmp, out)
+    Ok(crate::util::persist(tmp, out)?)
+}
+
+/// [`IreeError::Io`] on `path`.
+fn io(path: &Path, source: std::io::Error) -> IreeError {
+    IreeError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// For a Vulkan compile: the module as the pinned IREE's SPIR-V backend
@@ -114,8 +119,9 @@ pub fn compile(
 /// reduce), written to a temporary file in `dir`. MLIR outside the subset
 /// kiln parses is compiled as it is unless it declares bf16
 /// globals. Functions taking or returning bf16 tensors (bf16 KV caches)
-/// are an error, and so is a tensor over the device's storage-buffer range
-/// ([`super::limits::check_vulkan`]). `mlir` names the file in errors.
+/// are an error, and so are i8 weights and a tensor over the device's
+/// storage-buffer range ([`super::limits::check_vulkan`]). `mlir` names the
+/// file in errors.
 fn lower_for_vulkan(text: String, mlir: &Path, target: &str) -> Result<String> {
     super::limits::check_vulkan(&text, mlir, target)?;
     if let Some(f) = text
@@ -124,10 +130,10 @@ fn lower_for_vulkan(text: String, mlir: &Path, target: &str) -> Result<String> {
         .find(|l| l.starts_with("func.func") && l.contains("xbf16>"))
     {
         let name = f.split(['@', '(']).nth(1).unwrap_or("?");
-        return Err(Error::Input(format!(
-            "{}: function @{name} takes or returns bf16 tensors, which the pinned IREE's Vulkan backend cannot store (the Android baseline profile has no 16-bit storage; lavapipe returns wrong values): re-export with --kv-dtype f32 for Vulkan",
-            mlir.display()
-        )));
+        return Err(IreeError::Bf16Function {
+            mlir: mlir.to_path_buf(),
+            function: name.to_string(),
+        });
     }
     let parsed = match crate::stablehlo::parse_module_full(&text) {
         Ok(p) => p,
@@ -143,9 +149,28 @@ fn lower_for_vulkan(text: String, mlir: &Path, target: &str) -> Result<String> {
             return Ok(text);
         }
     };
-    let lowered = crate::graph::lower::lower_for_vulkan(&parsed.module)
-        .map_err(|e| Error::Input(format!("{}: {e}", mlir.display())))?;
-    crate::stablehlo::print_module(&lowered, &parsed.print_options(), None)
+    if let Some((function, key)) = parsed.module.functions.iter().find_map(|f| {
+        f.parameters()
+            .find(|d| d.ty.dtype == crate::graph::DType::I8)
+            .map(|d| (f.name.clone(), d.key))
+    }) {
+        return Err(IreeError::I8Weights {
+            mlir: mlir.to_path_buf(),
+            function,
+            key,
+        });
+    }
+    let lowered = crate::graph::lower::lower_for_vulkan(&parsed.module).map_err(|source| {
+        IreeError::Lowering {
+            mlir: mlir.to_path_buf(),
+            source,
+        }
+    })?;
+    Ok(crate::stablehlo::print_module(
+        &lowered,
+        &parsed.print_options(),
+        None,
+    )?)
 }
 
 /// Runs `tool` with `args`, writing `input` to its standard input from a
@@ -174,7 +199,7 @@ fn run_with_stdin(
         s.spawn(move || {
             let _ = std::io::Write::write_all(&mut stdin, input.as_bytes());
         });
-        child.wait_with_output().map_err(|e| spawn_err(e).into())
+        child.wait_with_output().map_err(spawn_err)
     })
 }
 
@@ -248,10 +273,9 @@ pub fn compile_many(
     let mut seen = std::collections::BTreeSet::new();
     for t in targets {
         if !seen.insert(t.suffix()) {
-            return Err(Error::Input(format!(
-                "two targets would both write {}: name each target once",
-                output_path(out_dir, name, t).display()
-            )));
+            return Err(IreeError::DuplicateTarget {
+                path: output_path(out_dir, name, t),
+            });
         }
     }
     let outs: Vec<PathBuf> = targets

@@ -4,8 +4,7 @@
 //! byte range). `kiln verify` checks these against a manifest and an
 //! archive.
 
-use super::{IreeError, Toolchain};
-use crate::{Error, Result};
+use super::{IreeError, Result, Toolchain};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
@@ -75,14 +74,12 @@ impl ModuleInfo {
 /// Reads `vmfb`'s exported functions and parameter loads with
 /// `iree-dump-module` (its metadata and the disassembly of `__init`).
 pub fn inspect_module(tc: &Toolchain, vmfb: &Path) -> Result<ModuleInfo> {
-    let tool = tc.dump_module.as_ref().ok_or_else(|| {
-        Error::from(IreeError::NotFound {
-            looked: format!(
-                "iree-dump-module beside {}, needed to read {}",
-                tc.run_module.display(),
-                vmfb.display()
-            ),
-        })
+    let tool = tc.dump_module.as_ref().ok_or_else(|| IreeError::NotFound {
+        looked: format!(
+            "iree-dump-module beside {}, needed to read {}",
+            tc.run_module.display(),
+            vmfb.display()
+        ),
     })?;
     let metadata = dump(tool, vmfb, &["--output=metadata"])?;
     let functions = parse_functions(&metadata).map_err(|e| bad(vmfb, e))?;
@@ -94,8 +91,8 @@ pub fn inspect_module(tc: &Toolchain, vmfb: &Path) -> Result<ModuleInfo> {
     })
 }
 
-fn bad(vmfb: &Path, what: String) -> Error {
-    IreeError::BadOutput(format!("iree-dump-module on {}: {what}", vmfb.display())).into()
+fn bad(vmfb: &Path, what: String) -> IreeError {
+    IreeError::BadOutput(format!("iree-dump-module on {}: {what}", vmfb.display()))
 }
 
 fn dump(tool: &Path, vmfb: &Path, args: &[&str]) -> Result<String> {
@@ -112,8 +109,7 @@ fn dump(tool: &Path, vmfb: &Path, args: &[&str]) -> Result<String> {
             module: vmfb.to_path_buf(),
             status: super::status_text(&out.status),
             stderr: super::trim_log(&String::from_utf8_lossy(&out.stderr), 20),
-        }
-        .into());
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -14,8 +14,7 @@
 //! embedding or LM head in row chunks ([`crate::models::MAX_TENSOR_BYTES`],
 //! `spec/vulkan-limits.md`).
 
-use crate::{Error, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `maxStorageBufferRange` assumed for every Vulkan target: 2^27 bytes,
 /// the minimum the Vulkan specification requires of every device (and what
@@ -71,7 +70,7 @@ pub fn first_vulkan_problem(text: &str) -> Option<String> {
         .position(|l| l.contains("util.global") && l.contains("xi8>"))
     {
         return Some(format!(
-            "line {}: an i8 weight (`kiln export --weights w8a8`), a CPU-only form: \
+            "line {}: an i8 weight (w8a8 weights), a CPU-only form: \
              the Android Vulkan baseline has no 8-bit storage",
             i + 1
         ));
@@ -208,28 +207,53 @@ fn carrier(line: &str) -> String {
     t.split_whitespace().next().unwrap_or("").to_string()
 }
 
-/// Checks that `text` (the module in `file`) names no tensor over the
-/// storage-buffer range of Vulkan target `target`: an error naming the
-/// tensors, their sizes and the limit otherwise.
-pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<()> {
+/// A module past a limit every Vulkan device guarantees, found by
+/// kiln's own check of the module text before `iree-compile` runs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VulkanLimit {
+    /// A product with more result columns than the workgroup count (and no
+    /// tensor over the storage-buffer range).
+    #[error(
+        "{}:{}: {}, more than the {VULKAN_MAX_WORKGROUP_COUNT} workgroups per dimension \
+         of Vulkan target {target} (maxComputeWorkGroupCount, the minimum every Vulkan device guarantees): IREE \
+         launches about one per column and a GPU would silently leave the rest uncomputed{}",
+        file.display(),
+        first.line,
+        first.wide(),
+        if *more > 0 { format!(" (and {more} more such products)") } else { String::new() }
+    )]
+    Workgroups {
+        /// The module.
+        file: PathBuf,
+        /// The Vulkan target.
+        target: String,
+        /// The first such product (boxed: the crate's `Error` stays small).
+        first: Box<TensorUse>,
+        /// How many more there are.
+        more: usize,
+    },
+    /// Tensors over the storage-buffer range.
+    #[error("{}", storage_text(file, target, over))]
+    StorageBuffer {
+        /// The module.
+        file: PathBuf,
+        /// The Vulkan target.
+        target: String,
+        /// Every tensor over the range, in text order (at least one).
+        over: Vec<TensorUse>,
+    },
+}
+
+/// [`VulkanLimit::StorageBuffer`]'s message: the first tensor over the
+/// range, up to four more, and how many beyond those.
+fn storage_text(file: &Path, target: &str, over: &[TensorUse]) -> String {
     let limit = VULKAN_MAX_STORAGE_BUFFER_RANGE;
-    let over = tensors_over(text, limit);
-    let wide = products_wider_than(text, VULKAN_MAX_WORKGROUP_COUNT);
-    if let (None, Some(w)) = (over.first(), wide.first()) {
-        return Err(Error::Input(format!(
-            "{}:{}: {}, more than the {VULKAN_MAX_WORKGROUP_COUNT} workgroups per dimension \
-             of Vulkan target {target} (maxComputeWorkGroupCount, the minimum every Vulkan device guarantees): IREE \
-             launches about one per column and a GPU would silently leave the rest uncomputed{}\n\
-             hint: kiln export uses an LM head over a larger vocabulary in row chunks of at most {} rows",
-            file.display(),
-            w.line,
-            w.wide(),
-            if wide.len() > 1 { format!(" (and {} more such products)", wide.len() - 1) } else { String::new() },
-            crate::models::MAX_TABLE_ROWS
-        )));
-    }
     let Some(first) = over.first() else {
-        return Ok(());
+        return format!(
+            "{}: no tensor over the storage-buffer range",
+            file.display()
+        );
     };
     let mut msg = format!(
         "{}:{}: {}, over the {limit}-byte storage-buffer range of Vulkan target {target} \
@@ -244,13 +268,31 @@ pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<()> {
     if over.len() > 5 {
         msg.push_str(&format!("\n  and {} more", over.len() - 5));
     }
-    msg.push_str(
-        "\nhint: kiln export keeps its tables, weight matrices and KV caches under the range (row chunks over \
-         the same archive entry, caches in groups of layers; --max-tensor-bytes, default 2^27); for what \
-         remains (attention scores at a long --seq or --prompt-len) export with a shorter --seq or a smaller \
-         --prompt-len, or use the KV pair",
-    );
-    Err(Error::Input(msg))
+    msg
+}
+
+/// Checks that `text` (the module in `file`) names no tensor over the
+/// storage-buffer range of Vulkan target `target`, and no product wider
+/// than the workgroup count: the first limit passed otherwise.
+pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<(), VulkanLimit> {
+    let over = tensors_over(text, VULKAN_MAX_STORAGE_BUFFER_RANGE);
+    let wide = products_wider_than(text, VULKAN_MAX_WORKGROUP_COUNT);
+    if let (None, Some(w)) = (over.first(), wide.first()) {
+        return Err(VulkanLimit::Workgroups {
+            file: file.to_path_buf(),
+            target: target.to_string(),
+            first: Box::new(w.clone()),
+            more: wide.len() - 1,
+        });
+    }
+    if over.is_empty() {
+        return Ok(());
+    }
+    Err(VulkanLimit::StorageBuffer {
+        file: file.to_path_buf(),
+        target: target.to_string(),
+        over,
+    })
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! use kiln::iree::{compile, Target, Toolchain};
-//! # fn main() -> kiln::Result<()> {
+//! # fn main() -> kiln::iree::Result<()> {
 //! let tc = Toolchain::find()?;
 //! let out = std::path::Path::new("out/model-host.vmfb");
 //! compile(&tc, "model-gen.mlir".as_ref(), &Target::Host, out, &[])?;
@@ -26,31 +26,30 @@ pub use compile::{compile, compile_many, output_path, CompileOptions};
 pub use flags::{
     Device, Target, DEFAULT_VULKAN_TARGET, IREE_VERSION, NO_DATA_TILING_FLAGS, VULKAN_TARGETS,
 };
+pub use limits::{TensorUse, VulkanLimit};
 pub use run::{run_module, Emulation, HostTensor, RunOptions, TensorData};
 pub use session::{KvSession, Session, SessionSpec};
-pub use toolchain::{arm64_libc_present, Toolchain, Versions};
+pub use toolchain::{arm64_libc_present, Toolchain, Versions, EXPLICIT_DIR};
 
 use std::path::PathBuf;
 
-/// What to run when the toolchain or an emulator piece is missing.
-const INSTALL_HINT: &str = "run `kiln toolchain install` (or scripts/install-deps.sh)";
-const EMULATOR_HINT: &str =
-    "run scripts/install-deps.sh (or `kiln toolchain install --emulators` for the aarch64 runtime)";
-
-/// The IREE toolchain is missing or one of its tools failed.
+/// The IREE toolchain is missing or one of its tools failed, or a module
+/// given to it cannot be compiled as it is.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IreeError {
     /// No usable IREE installation was found.
-    #[error("IREE {IREE_VERSION} not found ({looked}); {INSTALL_HINT}", IREE_VERSION = flags::IREE_VERSION)]
+    #[error("IREE {IREE_VERSION} not found ({looked})", IREE_VERSION = flags::IREE_VERSION)]
     NotFound {
         /// Where kiln looked, in order.
         looked: String,
     },
-    /// A tool named by a flag or environment variable does not exist.
-    #[error("{what} points to {}, which is not an executable; fix it or {INSTALL_HINT}", path.display())]
+    /// A tool named by the caller or an environment variable does not
+    /// exist.
+    #[error("{what} points to {}, which is not an executable", path.display())]
     BadToolPath {
-        /// The flag or variable that named it.
+        /// What named it: an environment variable, or
+        /// [`EXPLICIT_DIR`].
         what: String,
         /// The path given.
         path: PathBuf,
@@ -58,6 +57,13 @@ pub enum IreeError {
     /// Installing the pinned venv failed.
     #[error("installing IREE failed: {0}")]
     Install(String),
+    /// Installing the aarch64 runtime needs the pinned venv (for pip),
+    /// which is not installed.
+    #[error("installing IREE failed: {} missing", python.display())]
+    NoVenv {
+        /// The venv's Python that is missing.
+        python: PathBuf,
+    },
     /// `--target` named something other than host, arm64, arm32 or vulkan.
     #[error("unknown target '{0}': expected host, arm64, arm32 or vulkan (comma-separated)")]
     UnknownTarget(String),
@@ -104,8 +110,8 @@ pub enum IreeError {
     /// `--device vulkan` on a machine without a Vulkan driver.
     #[error("no Vulkan driver available ({0}); install one: apt-get install mesa-vulkan-drivers libvulkan1 (or run scripts/install-deps.sh)")]
     VulkanUnavailable(String),
-    /// qemu or the aarch64 runtime for `--emulate arm64` is missing.
-    #[error("{0} not found; {EMULATOR_HINT}")]
+    /// qemu or the aarch64 runtime for an emulated run is missing.
+    #[error("{0} not found")]
     EmulatorMissing(String),
     /// iree-run-module printed something kiln cannot parse.
     #[error("cannot parse iree-run-module output: {0}")]
@@ -113,6 +119,13 @@ pub enum IreeError {
     /// The long-lived IREE runtime session failed.
     #[error("{0}")]
     Session(String),
+    /// The IREE runtime session needs the Python venv of the pinned
+    /// runtime, and the toolchain has none.
+    #[error("no Python venv with IREE's runtime beside {}", run_module.display())]
+    NoSessionVenv {
+        /// The toolchain's iree-run-module.
+        run_module: PathBuf,
+    },
     /// An input tensor is inconsistent (shape vs. data).
     #[error("bad input tensor: {0}")]
     BadInput(String),
@@ -126,6 +139,79 @@ pub enum IreeError {
         /// iree-dump-module's stderr (trimmed).
         stderr: String,
     },
+    /// An I/O operation on a module, a parameter file or an output failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A module to compile for Vulkan does not parse (and has bf16
+    /// globals, which must be lowered).
+    #[error(transparent)]
+    Parse(Box<crate::stablehlo::ParseError>),
+    /// The Vulkan lowering of a module failed.
+    #[error("{}: {source}", mlir.display())]
+    Lowering {
+        /// The module.
+        mlir: PathBuf,
+        /// What the lowering refused.
+        source: crate::graph::GraphError,
+    },
+    /// The lowered module could not be printed.
+    #[error(transparent)]
+    Print(#[from] crate::stablehlo::PrintError),
+    /// A module for Vulkan has a parameter stored as i8 (the w8a8 form),
+    /// which the Android Vulkan baseline cannot store or multiply.
+    #[error("{}: @{function}: parameter \"{key}\" is i8 (w8a8 weights), a CPU-only form: the Android Vulkan baseline has no 8-bit storage and no i8 matmul", mlir.display())]
+    I8Weights {
+        /// The module.
+        mlir: PathBuf,
+        /// The function that loads it.
+        function: String,
+        /// The parameter's key.
+        key: String,
+    },
+    /// A module for Vulkan has a function taking or returning bf16 tensors
+    /// (bf16 KV caches), which the pinned IREE's Vulkan backend cannot
+    /// store.
+    #[error("{}: function @{function} takes or returns bf16 tensors, which the pinned IREE's Vulkan backend cannot store (the Android baseline profile has no 16-bit storage; lavapipe returns wrong values)", mlir.display())]
+    Bf16Function {
+        /// The module.
+        mlir: PathBuf,
+        /// The function.
+        function: String,
+    },
+    /// Two targets of one compile would write the same module.
+    #[error("two targets would both write {}: name each target once", path.display())]
+    DuplicateTarget {
+        /// The module both would write.
+        path: PathBuf,
+    },
+    /// A module for Vulkan is past a limit every Vulkan device guarantees.
+    #[error(transparent)]
+    VulkanLimit(#[from] limits::VulkanLimit),
+}
+
+/// Boxed: a parse error is large, and the crate's `Error` stays small.
+impl From<crate::stablehlo::ParseError> for IreeError {
+    fn from(e: crate::stablehlo::ParseError) -> Self {
+        IreeError::Parse(Box::new(e))
+    }
+}
+
+/// `Result` of the IREE driver.
+pub type Result<T, E = IreeError> = std::result::Result<T, E>;
+
+impl From<crate::util::IoError> for IreeError {
+    fn from(e: crate::util::IoError) -> Self {
+        IreeError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    }
 }
 
 impl IreeError {
@@ -140,6 +226,14 @@ impl IreeError {
                 | IreeError::UnknownDevice(_)
                 | IreeError::UnknownEmulation(_)
                 | IreeError::BadInput(_)
+                | IreeError::Io { .. }
+                | IreeError::Parse(_)
+                | IreeError::Lowering { .. }
+                | IreeError::Print(_)
+                | IreeError::I8Weights { .. }
+                | IreeError::Bf16Function { .. }
+                | IreeError::DuplicateTarget { .. }
+                | IreeError::VulkanLimit(_)
         )
     }
 }

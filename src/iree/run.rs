@@ -6,8 +6,7 @@
 
 use super::flags::{self, Device};
 use super::toolchain::{self, Toolchain};
-use super::IreeError;
-use crate::{Error, Result};
+use super::{IreeError, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -71,8 +70,7 @@ impl HostTensor {
             return Err(IreeError::BadInput(format!(
                 "shape {shape:?} needs {n} elements, got {}",
                 data.len()
-            ))
-            .into());
+            )));
         }
         Ok(HostTensor { shape, data })
     }
@@ -324,6 +322,14 @@ impl RunOptions {
     }
 }
 
+/// [`IreeError::Io`] on `path`.
+fn io(path: impl Into<PathBuf>, source: std::io::Error) -> IreeError {
+    IreeError::Io {
+        path: path.into(),
+        source,
+    }
+}
+
 /// Builds the command (runtime, or qemu + aarch64 runtime) without arguments.
 fn base_command(tc: &Toolchain, emulate: Option<Emulation>) -> Result<Command> {
     match emulate {
@@ -344,8 +350,7 @@ fn base_command(tc: &Toolchain, emulate: Option<Emulation>) -> Result<Command> {
             if !toolchain::arm64_libc_present() {
                 return Err(IreeError::EmulatorMissing(
                     "arm64 libc (/lib/ld-linux-aarch64.so.1; apt packages libc6:arm64 libstdc++6:arm64 libgcc-s1:arm64)".into(),
-                )
-                .into());
+                ));
             }
             let mut cmd = Command::new(qemu);
             if let Some(prefix) = toolchain::qemu_ld_prefix() {
@@ -382,14 +387,14 @@ pub fn run_module(
     inputs: &[HostTensor],
 ) -> Result<Vec<HostTensor>> {
     if !vmfb.is_file() {
-        return Err(Error::io(
+        return Err(io(
             vmfb,
             std::io::Error::new(std::io::ErrorKind::NotFound, "module not found"),
         ));
     }
     for (scope, p) in &opts.params {
         if !p.is_file() {
-            return Err(Error::io(
+            return Err(io(
                 p,
                 std::io::Error::new(
                     std::io::ErrorKind::NotFound,
@@ -412,7 +417,7 @@ pub fn run_module(
                 tempfile::Builder::new()
                     .prefix("kiln-run-")
                     .tempdir()
-                    .map_err(|e| Error::io(std::env::temp_dir(), e))?,
+                    .map_err(|e| io(std::env::temp_dir(), e))?,
             );
         }
         let dir = tmpdir
@@ -420,8 +425,8 @@ pub fn run_module(
             .map(|d| d.path().to_path_buf())
             .unwrap_or_default();
         let p = dir.join(format!("input{i}.npy"));
-        let mut f = std::fs::File::create(&p).map_err(|e| Error::io(&p, e))?;
-        f.write_all(&t.to_npy()).map_err(|e| Error::io(&p, e))?;
+        let mut f = std::fs::File::create(&p).map_err(|e| io(&p, e))?;
+        f.write_all(&t.to_npy()).map_err(|e| io(&p, e))?;
         cmd.arg(format!("--input=@{}", p.display()));
     }
     let outdir = match opts.exact_outputs {
@@ -429,7 +434,7 @@ pub fn run_module(
             let d = tempfile::Builder::new()
                 .prefix("kiln-out-")
                 .tempdir()
-                .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+                .map_err(|e| io(std::env::temp_dir(), e))?;
             for i in 0..n {
                 cmd.arg(format!(
                     "--output=@{}",
@@ -450,22 +455,21 @@ pub fn run_module(
     if !out.status.success() {
         let msg = super::trim_log(&stderr, 20).replace('\n', " ");
         if opts.device == Device::Vulkan && looks_like_missing_vulkan(&stderr) {
-            return Err(IreeError::VulkanUnavailable(msg).into());
+            return Err(IreeError::VulkanUnavailable(msg));
         }
         return Err(IreeError::RunFailed {
             module: vmfb.to_path_buf(),
             status: super::status_text(&out.status),
             stderr: msg,
-        }
-        .into());
+        });
     }
     match outdir {
         Some((d, n)) => (0..n)
             .map(|i| {
                 let p = d.path().join(format!("output{i}.npy"));
-                let bytes = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+                let bytes = std::fs::read(&p).map_err(|e| io(&p, e))?;
                 HostTensor::from_npy(&bytes)
-                    .map_err(|m| IreeError::BadOutput(format!("{}: {m}", p.display())).into())
+                    .map_err(|m| IreeError::BadOutput(format!("{}: {m}", p.display())))
             })
             .collect(),
         None => parse_outputs(&String::from_utf8_lossy(&out.stdout)),
@@ -524,7 +528,7 @@ pub fn parse_tensor_line(line: &str) -> Result<HostTensor> {
     let cleaned = vals.replace(['[', ']'], " ");
     let toks: Vec<&str> = cleaned.split_whitespace().collect();
     if toks.contains(&"...") {
-        return Err(bad("output elided").into());
+        return Err(bad("output elided"));
     }
     let data = match dtype {
         "i32" | "si32" | "ui32" => TensorData::I32(
@@ -542,9 +546,9 @@ pub fn parse_tensor_line(line: &str) -> Result<HostTensor> {
                 .map(|t| t.parse::<f32>().map_err(|_| bad("bad f32 value")))
                 .collect::<std::result::Result<_, _>>()?,
         ),
-        other => return Err(bad(&format!("unsupported element type {other}")).into()),
+        other => return Err(bad(&format!("unsupported element type {other}"))),
     };
-    HostTensor::new(shape, data).map_err(|_| bad("element count does not match the shape").into())
+    HostTensor::new(shape, data).map_err(|_| bad("element count does not match the shape"))
 }
 
 fn truncate(s: &str, n: usize) -> String {

@@ -16,9 +16,8 @@
 //! serves (a function and SEQ, or a [`KvSpec`]).
 
 use super::flags::Device;
-use super::{IreeError, Toolchain};
+use super::{IreeError, Result, Toolchain};
 use crate::step::{candidates, check_chunk, check_position, Forward, KvSpec, KvStep, Prediction};
-use crate::{Error, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -133,11 +132,8 @@ pub fn venv_python(tc: &Toolchain) -> Option<PathBuf> {
 impl Runner {
     /// Starts the runner on `program` and waits until the module is loaded.
     fn start(tc: &Toolchain, spec: &SessionSpec, program: &Program) -> Result<Runner> {
-        let py = venv_python(tc).ok_or_else(|| {
-            IreeError::Session(format!(
-                "no Python venv with IREE's runtime beside {} (run `kiln toolchain install`)",
-                tc.run_module.display()
-            ))
+        let py = venv_python(tc).ok_or_else(|| IreeError::NoSessionVenv {
+            run_module: tc.run_module.clone(),
         })?;
         let mut child = Command::new(&py)
             .arg("-c")
@@ -147,7 +143,10 @@ impl Runner {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| Error::io(&py, e))?;
+            .map_err(|source| IreeError::Io {
+                path: py.clone(),
+                source,
+            })?;
         let stdin = child
             .stdin
             .take()
@@ -183,7 +182,7 @@ impl Runner {
     }
 
     /// The runner died: its stderr, last lines, as the error.
-    fn failure(&mut self, what: &str) -> Error {
+    fn failure(&mut self, what: &str) -> IreeError {
         let _ = self.child.kill();
         let mut err = String::new();
         if let Some(mut e) = self.child.stderr.take() {
@@ -195,7 +194,6 @@ impl Runner {
             "IREE runtime session failed while {what}: {}",
             tail.join(" | ")
         ))
-        .into()
     }
 
     /// Sends one request line and reads the answer line.
@@ -248,8 +246,7 @@ impl Session {
                 "the runner returned {} ids, expected SEQ = {}",
                 v.len(),
                 self.seq
-            ))
-            .into());
+            )));
         }
         Ok(v)
     }
@@ -259,8 +256,8 @@ impl Forward for Session {
     fn seq(&self) -> usize {
         self.seq
     }
-    fn forward(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
-        self.run(ids)
+    fn forward(&mut self, ids: &[i32]) -> crate::Result<Vec<i32>> {
+        Ok(self.run(ids)?)
     }
 }
 
@@ -296,9 +293,8 @@ impl KvSession {
     /// module, `NEXT id_0 … id_{K-1} value_0 … value_{K-1}`.
     fn predict(&mut self, line: &str) -> Result<Prediction> {
         let out = self.runner.request(line)?;
-        parse_prediction(&out).ok_or_else(|| {
-            IreeError::Session(format!("unexpected runner output: {}", out.trim())).into()
-        })
+        parse_prediction(&out)
+            .ok_or_else(|| IreeError::Session(format!("unexpected runner output: {}", out.trim())))
     }
 }
 
@@ -309,7 +305,7 @@ impl KvStep for KvSession {
     fn max_context(&self) -> usize {
         self.max_context
     }
-    fn reset(&mut self) -> Result<()> {
+    fn reset(&mut self) -> crate::Result<()> {
         let out = self.runner.request("r")?;
         if out.trim() != "ok" {
             return Err(
@@ -318,7 +314,7 @@ impl KvStep for KvSession {
         }
         Ok(())
     }
-    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<Prediction> {
+    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> crate::Result<Prediction> {
         check_chunk(
             chunk.len(),
             self.prompt_len,
@@ -326,11 +322,11 @@ impl KvStep for KvSession {
             length,
             self.max_context,
         )?;
-        self.predict(&format!("p {start} {length} {}", join_ids(chunk)))
+        Ok(self.predict(&format!("p {start} {length} {}", join_ids(chunk)))?)
     }
-    fn decode(&mut self, token: i32, position: usize) -> Result<Prediction> {
+    fn decode(&mut self, token: i32, position: usize) -> crate::Result<Prediction> {
         check_position(position, self.max_context)?;
-        self.predict(&format!("d {token} {position}"))
+        Ok(self.predict(&format!("d {token} {position}"))?)
     }
 }
 

@@ -16,8 +16,8 @@
 //! wrappers, so no Python starts per call.
 
 use super::flags::{self, IREE_VERSION};
-use super::IreeError;
-use crate::{util, Error, Result};
+use super::{IreeError, Result};
+use crate::util;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -56,6 +56,10 @@ pub struct Versions {
     /// The runtime package version (iree-run-module 3.13 has no `--version`).
     pub runtime: String,
 }
+
+/// What names the directory given to [`Toolchain::locate`], in
+/// [`IreeError::BadToolPath`] and [`Toolchain::source`].
+pub const EXPLICIT_DIR: &str = "the given IREE directory";
 
 /// The pinned venv directory: `util::cache_dir()/iree-3.13.0`.
 pub fn pinned_venv_dir() -> PathBuf {
@@ -214,8 +218,8 @@ impl Toolchain {
         if let Some(dir) = explicit {
             found =
                 Some(
-                    Self::from_dir(dir, "--iree-dir").ok_or_else(|| IreeError::BadToolPath {
-                        what: "--iree-dir".into(),
+                    Self::from_dir(dir, EXPLICIT_DIR).ok_or_else(|| IreeError::BadToolPath {
+                        what: EXPLICIT_DIR.into(),
                         path: dir.to_path_buf(),
                     })?,
                 );
@@ -248,8 +252,7 @@ impl Toolchain {
                         Err(IreeError::BadToolPath {
                             what: var.into(),
                             path: p,
-                        }
-                        .into())
+                        })
                     }
                 }
             }
@@ -278,8 +281,7 @@ impl Toolchain {
             )),
             (None, _, _) => Err(IreeError::NotFound {
                 looked: looked.join(", "),
-            }
-            .into()),
+            }),
         }
     }
 
@@ -291,7 +293,7 @@ impl Toolchain {
     /// Finds the toolchain, installing the pinned venv when nothing is found.
     pub fn find_or_install(progress: bool) -> Result<Toolchain> {
         match Self::find() {
-            Err(Error::Iree(IreeError::NotFound { .. })) => Self::install(progress),
+            Err(IreeError::NotFound { .. }) => Self::install(progress),
             other => other,
         }
     }
@@ -334,11 +336,13 @@ impl Toolchain {
                     dir.display()
                 );
             }
-            return Self::from_dir(&dir, "pinned venv").ok_or_else(|| {
-                IreeError::Install(format!("{} is incomplete", dir.display())).into()
-            });
+            return Self::from_dir(&dir, "pinned venv")
+                .ok_or_else(|| IreeError::Install(format!("{} is incomplete", dir.display())));
         }
-        std::fs::create_dir_all(util::cache_dir()).map_err(|e| Error::io(util::cache_dir(), e))?;
+        std::fs::create_dir_all(util::cache_dir()).map_err(|source| IreeError::Io {
+            path: util::cache_dir(),
+            source,
+        })?;
         let py = dir.join("bin/python");
         if !is_executable(&py) {
             let python = std::env::var_os("KILN_PYTHON").unwrap_or_else(|| "python3".into());
@@ -373,11 +377,10 @@ impl Toolchain {
             return Err(IreeError::Install(format!(
                 "pip finished but {} lacks the native IREE tools",
                 dir.display()
-            ))
-            .into());
+            )));
         }
         Self::from_dir(&dir, "pinned venv")
-            .ok_or_else(|| IreeError::Install(format!("{} is incomplete", dir.display())).into())
+            .ok_or_else(|| IreeError::Install(format!("{} is incomplete", dir.display())))
     }
 
     /// Downloads the manylinux aarch64 `iree-base-runtime==3.13.0` wheel and
@@ -397,14 +400,13 @@ impl Toolchain {
         let venv = pinned_venv_dir();
         let py = venv.join("bin/python");
         if !is_executable(&py) {
-            return Err(IreeError::Install(format!(
-                "{} missing: run `kiln toolchain install` first",
-                py.display()
-            ))
-            .into());
+            return Err(IreeError::NoVenv { python: py });
         }
         let wheels = wheel_dir();
-        std::fs::create_dir_all(&wheels).map_err(|e| Error::io(&wheels, e))?;
+        std::fs::create_dir_all(&wheels).map_err(|source| IreeError::Io {
+            path: wheels.clone(),
+            source,
+        })?;
         let wheel = match find_aarch64_wheel(&wheels)? {
             Some(w) => w,
             None => {
@@ -444,9 +446,10 @@ impl Toolchain {
         cmd.arg("-c").arg(UNPACK_WHEEL_PY).arg(&wheel).arg(&dest);
         run_install_step(cmd, progress, "unpacking the wheel").map_err(IreeError::Install)?;
         if !is_executable(&run) {
-            return Err(
-                IreeError::Install(format!("{} missing after unpacking", run.display())).into(),
-            );
+            return Err(IreeError::Install(format!(
+                "{} missing after unpacking",
+                run.display()
+            )));
         }
         Ok(run)
     }
@@ -477,7 +480,10 @@ os.rename(tmp, dest)
 "#;
 
 fn find_aarch64_wheel(dir: &Path) -> Result<Option<PathBuf>> {
-    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let rd = std::fs::read_dir(dir).map_err(|source| IreeError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let prefix = format!("iree_base_runtime-{IREE_VERSION}-");
     let mut hits: Vec<PathBuf> = rd
         .filter_map(|e| e.ok())

@@ -110,12 +110,13 @@ impl KvOptions {
         }
         let layer = (cfg.num_kv_heads * self.max_context * cfg.head_dim * 4) as u64;
         if self.max_tensor_bytes != 0 && layer > self.max_tensor_bytes {
-            return Err(ModelError::Invalid(format!(
-                "one layer's KV cache at the max context N = {} takes {layer} bytes as f32 \
-                 ({} KV heads × N × head dim {} × 4), more than the {}-byte tensor bound \
-                 (Vulkan's storage-buffer range): export with a smaller --max-context",
-                self.max_context, cfg.num_kv_heads, cfg.head_dim, self.max_tensor_bytes
-            )));
+            return Err(ModelError::KvLayerOverBound {
+                max_context: self.max_context,
+                bytes: layer,
+                kv_heads: cfg.num_kv_heads,
+                head_dim: cfg.head_dim,
+                bound: self.max_tensor_bytes,
+            });
         }
         Ok(())
     }

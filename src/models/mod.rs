@@ -16,8 +16,7 @@ mod weights;
 
 pub use checkpoint::Checkpoint;
 pub use config::{Activation, Arch, DecoderConfig, Family, RopeScaling, SlidingRope};
-pub(crate) use decoder::MAX_TABLE_ROWS;
-pub use decoder::MAX_TENSOR_BYTES;
+pub use decoder::{MAX_TABLE_ROWS, MAX_TENSOR_BYTES};
 pub use rope::{attention_factor, rope_tables};
 pub(crate) use weights::{Storage, WeightPlan};
 
@@ -64,6 +63,25 @@ pub enum ModelError {
     /// out of range, a tensor the graph does not use).
     #[error("{0}")]
     Invalid(String),
+    /// One layer's KV cache at the max context N is over the tensor bound
+    /// (the caches are split by layers, never within one).
+    #[error(
+        "one layer's KV cache at the max context N = {max_context} takes {bytes} bytes as f32 \
+         ({kv_heads} KV heads × N × head dim {head_dim} × 4), more than the {bound}-byte tensor bound \
+         (Vulkan's storage-buffer range)"
+    )]
+    KvLayerOverBound {
+        /// The max context N.
+        max_context: usize,
+        /// One layer's cache, in bytes as f32.
+        bytes: u64,
+        /// KV heads.
+        kv_heads: usize,
+        /// Head dim.
+        head_dim: usize,
+        /// The tensor bound, in bytes.
+        bound: u64,
+    },
     /// One of the above, in the named file.
     #[error("{}: {source}", path.display())]
     InFile {

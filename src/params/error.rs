@@ -246,6 +246,15 @@ pub enum ParamsError {
         /// What is not supported.
         msg: String,
     },
+    /// An IRPA entry stored as plain bytes, without the dtype and shape
+    /// description that would let it be read as numbers.
+    #[error("{}: tensor `{tensor}`: entry has no dtype description", .file.display())]
+    Undescribed {
+        /// The file involved.
+        file: PathBuf,
+        /// The tensor involved.
+        tensor: String,
+    },
     /// No tensor of that name.
     #[error("{}: no tensor named `{tensor}`", .file.display())]
     NotFound {
@@ -488,24 +497,21 @@ impl FileErrors<'_> {
     }
 }
 
+impl From<crate::util::IoError> for ParamsError {
+    fn from(e: crate::util::IoError) -> Self {
+        ParamsError::Io {
+            file: e.path,
+            source: e.source,
+        }
+    }
+}
+
 impl ParamsError {
     /// Wraps an I/O error with its path.
     pub fn io(file: impl AsRef<Path>, source: std::io::Error) -> Self {
         ParamsError::Io {
             file: file.as_ref().to_path_buf(),
             source,
-        }
-    }
-
-    /// Converts a crate error from `util` (atomic files) into a params error.
-    pub(crate) fn from_crate(file: &Path, e: crate::Error) -> Self {
-        match e {
-            crate::Error::Io { path, source } => ParamsError::Io { file: path, source },
-            other => ParamsError::Write {
-                file: file.to_path_buf(),
-                tensor: None,
-                msg: other.to_string(),
-            },
         }
     }
 
@@ -536,6 +542,7 @@ impl ParamsError {
             | Misaligned { file, .. }
             | InvalidMetadata { file, .. }
             | Unsupported { file, .. }
+            | Undescribed { file, .. }
             | NotFound { file, .. }
             | Write { file, .. } => file,
         }
@@ -559,6 +566,7 @@ impl ParamsError {
             | InvalidSplat { tensor, .. }
             | Misaligned { tensor, .. }
             | Unsupported { tensor, .. }
+            | Undescribed { tensor, .. }
             | NotFound { tensor, .. } => Some(tensor),
             _ => None,
         }

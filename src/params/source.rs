@@ -304,10 +304,9 @@ impl ParamSource for IrpaSource {
             .get(name)
             .ok_or_else(|| not_found(self.r.path(), name))?;
         let Some(dt) = self.metas[i].dtype.plain() else {
-            return Err(ParamsError::Unsupported {
+            return Err(ParamsError::Undescribed {
                 file: self.r.path().to_path_buf(),
                 tensor: name.to_string(),
-                msg: "entry has no dtype description (write it with --describe)".into(),
             });
         };
         let raw = self.raw(name)?;

@@ -53,7 +53,7 @@ pub struct TensorStream {
 impl TensorStream {
     /// Creates the temporary output beside `path` and writes `head`.
     pub(crate) fn create(path: &Path, head: &[u8], slots: Vec<Slot>, hash: bool) -> Result<Self> {
-        let file = AtomicFile::create(path).map_err(|e| ParamsError::from_crate(path, e))?;
+        let file = AtomicFile::create(path)?;
         let mut s = TensorStream {
             path: path.to_path_buf(),
             out: BufWriter::with_capacity(1 << 20, file),
@@ -210,9 +210,7 @@ impl TensorStream {
             .out
             .into_inner()
             .map_err(|e| ParamsError::io(&path, e.into_error()))?;
-        let path = file
-            .commit()
-            .map_err(|e| ParamsError::from_crate(&path, e))?;
+        let path = file.commit()?;
         Ok(Written {
             path,
             bytes: self.pos,

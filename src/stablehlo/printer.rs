@@ -5,8 +5,9 @@
 //! (and the variadic reduce behind `argmax`) use the generic form, whose
 //! meaning does not depend on custom assembly formats.
 
-use crate::graph::{DType, DotDims, Graph, Literal, Module, Node, Op, ReduceKind, TensorType};
-use crate::Result;
+use crate::graph::{
+    DType, DotDims, Graph, GraphError, Literal, Module, Node, Op, ReduceKind, TensorType,
+};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -59,9 +60,22 @@ impl ConstantPolicy {
 
 /// A module StableHLO text cannot express, or parameter values the printer
 /// cannot inline exactly.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PrintError {
+    /// The module's parameters contradict each other (one key declared
+    /// with two types).
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A [`WeightSource`] could not give a parameter's values (a file it
+    /// reads failed, say).
+    #[error("{source}")]
+    Weights {
+        /// The parameter's key.
+        key: String,
+        /// What went wrong in the source.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A module or function name that is not a bare MLIR identifier.
     #[error("{what} name \"{name}\" is not a valid MLIR identifier (letters, digits, _ $ .; not starting with a digit)")]
     InvalidName {
@@ -111,6 +125,23 @@ pub enum PrintError {
     },
 }
 
+/// Result of the printer.
+pub type Result<T, E = PrintError> = std::result::Result<T, E>;
+
+impl PrintError {
+    /// [`PrintError::Weights`]: the source's error `source` for parameter
+    /// `key`.
+    pub fn weights(
+        key: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        PrintError::Weights {
+            key: key.into(),
+            source: source.into(),
+        }
+    }
+}
+
 /// Printer options.
 #[derive(Debug, Clone, Default)]
 pub struct PrintOptions {
@@ -121,7 +152,8 @@ pub struct PrintOptions {
 /// Where inlined parameter values come from.
 pub trait WeightSource {
     /// The values of parameter `key` (row-major, `ty.numel()` of them),
-    /// exact in `ty.dtype`.
+    /// exact in `ty.dtype`. A source's own failures come back as
+    /// [`PrintError::weights`].
     fn values(&self, key: &str, ty: &TensorType) -> Result<Vec<f64>>;
 }
 
@@ -135,8 +167,7 @@ impl WeightSource for HashMap<String, Vec<f64>> {
                 key: key.to_string(),
                 count: v.len(),
                 ty: ty.clone(),
-            }
-            .into());
+            });
         }
         Ok(v.clone())
     }
@@ -270,7 +301,7 @@ fn compare_type(dtype: DType) -> &'static str {
     }
 }
 
-fn check_identifier(what: &'static str, name: &str) -> Result<(), PrintError> {
+fn check_identifier(what: &'static str, name: &str) -> Result<()> {
     let ok = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name
             .chars()
@@ -420,7 +451,7 @@ impl std::fmt::Display for Graph {
 
 /// Rejects a function StableHLO text cannot express: a bad name, no
 /// results, or an output storage that does not fit.
-fn check_function(g: &Graph) -> Result<(), PrintError> {
+fn check_function(g: &Graph) -> Result<()> {
     check_identifier("function", &g.name)?;
     if g.outputs().is_empty() {
         return Err(PrintError::NoResults {
@@ -611,8 +642,7 @@ impl NodeText<'_> {
                 key: key.to_string(),
                 value: bad,
                 ty: t.clone(),
-            }
-            .into());
+            });
         }
         Ok(format!(
             "{res} = stablehlo.constant dense<{}> : {t}",

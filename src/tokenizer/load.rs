@@ -3,9 +3,8 @@
 //! beside it) or a GGUF checkpoint's own vocabulary, chosen by the file's
 //! magic bytes.
 
-use super::{GgufVocab, Tokenizer, TokenizerError};
+use super::{GgufVocab, Result, Tokenizer, TokenizerError};
 use crate::params::gguf::GgufFile;
-use crate::Result;
 use serde_json::Value;
 use std::path::Path;
 
@@ -57,11 +56,14 @@ fn post_processor_adds(v: &Value, bos: &str) -> bool {
 }
 
 fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))
+    std::fs::read_to_string(path).map_err(|source| TokenizerError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn parse_json(text: &str, path: &Path) -> Result<Value> {
-    serde_json::from_str(text).map_err(|e| file_error(path, e).into())
+    serde_json::from_str(text).map_err(|e| file_error(path, e))
 }
 
 impl Tokenizer {
@@ -110,8 +112,7 @@ impl Tokenizer {
                             "token ids run to {} but there are only {count} tokens",
                             size - 1
                         ),
-                    )
-                    .into());
+                    ));
                 }
                 size
             }
@@ -131,7 +132,6 @@ impl Tokenizer {
                     config_label,
                     format!("{key} {content:?} is not a token of {}", label.display()),
                 )
-                .into()
             })
         };
         let bos = lookup("bos_token")?;

@@ -57,7 +57,22 @@ pub enum TokenizerError {
     /// The `tokenizers` crate failed to encode or decode.
     #[error("tokenizer: {0}")]
     Engine(String),
+    /// A GGUF file's tensors or metadata could not be read.
+    #[error(transparent)]
+    Params(#[from] crate::params::ParamsError),
+    /// Reading a tokenizer file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
 }
+
+/// Result of the tokenizer.
+pub type Result<T, E = TokenizerError> = std::result::Result<T, E>;
 
 /// A tokenizer (any HF `tokenizer.json`) with its special tokens and chat
 /// template.
@@ -94,7 +109,7 @@ impl Tokenizer {
     /// Token ids of `text`, without adding any special token (HF
     /// `encode(text, add_special_tokens=False)`). Special tokens written in
     /// the text, like `<|im_start|>`, become their ids.
-    pub fn encode(&self, text: &str) -> crate::Result<Vec<u32>> {
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let enc = self.inner.encode_fast(text, false).map_err(engine)?;
         Ok(enc.get_ids().to_vec())
     }
@@ -105,7 +120,7 @@ impl Tokenizer {
     /// (which writes its own special tokens) is encoded without it, as
     /// transformers' `apply_chat_template(tokenize=True)` does: pass
     /// `templated`.
-    pub fn encode_prompt(&self, text: &str, templated: bool) -> crate::Result<Vec<u32>> {
+    pub fn encode_prompt(&self, text: &str, templated: bool) -> Result<Vec<u32>> {
         let mut ids = Vec::new();
         if !templated && self.adds_bos() {
             ids.extend(self.bos);
@@ -122,16 +137,16 @@ impl Tokenizer {
     }
 
     /// Text of `ids` (HF `decode(ids)` with special tokens kept).
-    pub fn decode(&self, ids: &[u32]) -> crate::Result<String> {
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.check_ids(ids)?;
-        Ok(self.inner.decode(ids, false).map_err(engine)?)
+        self.inner.decode(ids, false).map_err(engine)
     }
 
     /// Like [`Tokenizer::decode`], leaving out special tokens (HF
     /// `decode(ids, skip_special_tokens=True)`).
-    pub fn decode_skipping_special(&self, ids: &[u32]) -> crate::Result<String> {
+    pub fn decode_skipping_special(&self, ids: &[u32]) -> Result<String> {
         self.check_ids(ids)?;
-        Ok(self.inner.decode(ids, true).map_err(engine)?)
+        self.inner.decode(ids, true).map_err(engine)
     }
 
     /// Whether HF's `encode(text)` (with `add_special_tokens`) puts the bos
@@ -187,7 +202,7 @@ impl Tokenizer {
 
     /// The template [`Tokenizer::apply_chat`] renders with: the tokenizer's
     /// own, compiled, or `None` when it has none.
-    pub fn template(&self) -> crate::Result<Option<ChatTemplate>> {
+    pub fn template(&self) -> Result<Option<ChatTemplate>> {
         let Some(source) = self.chat_template.as_deref() else {
             return Ok(None);
         };
@@ -207,11 +222,11 @@ impl Tokenizer {
         &self,
         messages: &[(R, C)],
         add_generation_prompt: bool,
-    ) -> crate::Result<String> {
+    ) -> Result<String> {
         let template = self.template()?.ok_or_else(|| {
             TokenizerError::ChatTemplate("the tokenizer has no chat template".into())
         })?;
-        Ok(template.render(messages, add_generation_prompt)?)
+        template.render(messages, add_generation_prompt)
     }
 
     fn unknown(&self, id: u32) -> TokenizerError {
@@ -243,7 +258,7 @@ impl StreamDecoder {
     }
 
     /// Adds one token and returns the text it completes (maybe empty).
-    pub fn push(&mut self, tokenizer: &Tokenizer, id: u32) -> crate::Result<String> {
+    pub fn push(&mut self, tokenizer: &Tokenizer, id: u32) -> Result<String> {
         tokenizer.check_ids(&[id])?;
         self.all.push(id);
         let out = tokenizers::tokenizer::step_decode_stream(
@@ -261,7 +276,7 @@ impl StreamDecoder {
     }
 
     /// The text not given out yet (an incomplete character as U+FFFD).
-    pub fn finish(self, tokenizer: &Tokenizer) -> crate::Result<String> {
+    pub fn finish(self, tokenizer: &Tokenizer) -> Result<String> {
         let text = tokenizer.decode(&self.all)?;
         Ok(text.get(self.out_len..).unwrap_or_default().to_string())
     }

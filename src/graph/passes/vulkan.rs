@@ -57,9 +57,8 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
                 return Err(GraphError {
                     op: "lower_for_vulkan",
                     msg: format!(
-                        "@{}: parameter \"{key}\" is i8 (`kiln export --weights w8a8`), a CPU-only form: \
-                         the Android Vulkan baseline has no 8-bit storage and no i8 matmul; \
-                         export with --weights keep, q8_0 or q4_0 for Vulkan",
+                        "@{}: parameter \"{key}\" is i8 (w8a8 weights), a CPU-only form: \
+                         the Android Vulkan baseline has no 8-bit storage and no i8 matmul",
                         f.name
                     ),
                 });

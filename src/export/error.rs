@@ -1,0 +1,98 @@
+//! What the export refuses: a name that is not a file name, and weight
+//! forms the checkpoint's tensors cannot take.
+
+use super::options::Weights;
+use crate::graph::DType;
+use crate::params::gguf::GgmlType;
+use std::path::PathBuf;
+
+/// The weight forms `keep` stores as they are: GGUF tensor types of
+/// matrices kiln widens in-graph.
+pub const KEPT_TYPES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K";
+
+/// An export cannot be written as asked.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// An export name that is not a plain file name.
+    #[error("the export name \"{name}\" must be a plain file name")]
+    BadName {
+        /// The name given.
+        name: String,
+    },
+    /// A weight override whose pattern matches no tensor.
+    #[error("no tensor of {} has \"{pattern}\" in its name", checkpoint.display())]
+    NoTensorMatches {
+        /// The checkpoint.
+        checkpoint: PathBuf,
+        /// The pattern of the override.
+        pattern: String,
+    },
+    /// A plain weight dtype other than bf16, f16 or f32.
+    #[error("weights are stored as bf16, f16, f32, keep, q8_0, q4_0 or w8a8, not {dtype}")]
+    WeightDtype {
+        /// The dtype asked for.
+        dtype: DType,
+    },
+    /// A quantized form other than Q8_0 or Q4_0.
+    #[error("weights are quantized to q8_0 or q4_0, not {ty}")]
+    QuantizeType {
+        /// The type asked for.
+        ty: GgmlType,
+    },
+    /// A matrix whose rows are not whole blocks of a block-quantized form.
+    #[error(
+        "{}: tensor \"{tensor}\" {shape:?}: rows of {} are not whole {block}-element blocks, \
+         so {weights} weights cannot store it (use bf16)",
+        checkpoint.display(),
+        shape.get(1).copied().unwrap_or(0)
+    )]
+    PartialBlocks {
+        /// The checkpoint.
+        checkpoint: PathBuf,
+        /// The tensor.
+        tensor: String,
+        /// Its shape.
+        shape: Vec<usize>,
+        /// The form's block length.
+        block: usize,
+        /// The weight form asked for.
+        weights: Weights,
+    },
+    /// `keep` on a checkpoint that is not a GGUF file.
+    #[error("keep weights keep a GGUF file's quantization; {} is not a GGUF file", checkpoint.display())]
+    KeepNeedsGguf {
+        /// The checkpoint.
+        checkpoint: PathBuf,
+    },
+    /// `keep` on a tensor of a type it cannot store.
+    #[error(
+        "{}: tensor \"{tensor}\" is {ty}, which keep weights cannot store (they keep {KEPT_TYPES} matrices)",
+        checkpoint.display()
+    )]
+    Unkeepable {
+        /// The checkpoint.
+        checkpoint: PathBuf,
+        /// The tensor.
+        tensor: String,
+        /// Its GGUF type.
+        ty: GgmlType,
+    },
+    /// A tensor whose stored bytes could not be made (its blocks do not
+    /// repack, say).
+    #[error("{}: tensor \"{tensor}\": {message}", checkpoint.display())]
+    Tensor {
+        /// The checkpoint.
+        checkpoint: PathBuf,
+        /// The tensor.
+        tensor: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A stored dtype weights cannot be encoded in.
+    #[error("weights cannot be stored as {dtype}")]
+    Unencodable {
+        /// The dtype.
+        dtype: DType,
+    },
+}
