@@ -657,6 +657,7 @@ pub fn kv_options(
         decode: format!("{function}_decode"),
         max_tensor_bytes,
         top_k: kv.top_k,
+        spans: Vec::new(),
     }
 }
 
