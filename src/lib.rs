@@ -79,6 +79,7 @@ pub mod package;
 pub mod params;
 pub mod progress;
 pub mod stablehlo;
+pub mod step;
 pub mod tokenizer;
 mod util;
 

@@ -10,7 +10,7 @@ use kiln::export::{export, ExportOptions};
 use kiln::generate::{generate, Interpreted, IreeRunModule, RunModule};
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{Emulation, RunOptions};
-use kiln::iree::session::Session;
+use kiln::iree::session::{Session, SessionSpec};
 use kiln::models::Checkpoint;
 
 #[test]
@@ -31,13 +31,9 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
     let prompt = [5, 17, 3];
     let mut session = Session::start(
         &tc,
-        &outs[0],
-        &r.irpa,
-        "model",
+        &SessionSpec::new(&outs[0], &r.irpa).device(Device::LocalTask),
         "tiny",
-        Device::LocalTask,
         8,
-        None,
     )
     .unwrap();
     let host = generate(&mut session, &prompt, 10, &[], |_| true).unwrap();

@@ -26,9 +26,10 @@ use kiln::generate::{
 use kiln::graph::DType;
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{Emulation, RunOptions};
-use kiln::iree::session::KvSession;
+use kiln::iree::session::{KvSession, SessionSpec};
 use kiln::iree::Toolchain;
 use kiln::models::Checkpoint;
+use kiln::step::KvSpec;
 use std::path::Path;
 
 /// Prompt bucket used for the fixtures: positions 0..P go through prefill.
@@ -54,7 +55,8 @@ fn export_kv_of(
 /// A KV session over `vmfb` (compiled from `r`'s KV module) on `device`.
 fn kv_session(tc: &Toolchain, r: &ExportReport, vmfb: &Path, device: Device) -> KvSession {
     let kv = &r.manifest.kv.as_ref().unwrap().pair;
-    KvSession::start(tc, vmfb, &r.irpa, "model", kv, device, None).unwrap()
+    let spec = SessionSpec::new(vmfb, &r.irpa).device(device);
+    KvSession::start(tc, &spec, &KvSpec::try_from(kv).unwrap()).unwrap()
 }
 
 fn interp_kv(r: &ExportReport) -> KvInterpreted {
@@ -284,11 +286,8 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
                 .emulate(Emulation::Arm64)
                 .exact_outputs(3),
         },
-        (kv.prefill.clone(), kv.decode.clone()),
-        kv.prompt_len,
-        kv.cache_type().unwrap(),
-    )
-    .unwrap();
+        KvSpec::try_from(&kv).unwrap(),
+    );
     assert_eq!(two_turns(&mut arm), host);
     if lavapipe_present() {
         let mut vk = session(&outs[3], Device::Vulkan);
@@ -349,12 +348,8 @@ fn caches_over_the_bound_are_split_into_layer_groups() {
                 .params(vec![("model".into(), split.irpa.clone())])
                 .exact_outputs(kv.outputs()),
         },
-        (kv.prefill.clone(), kv.decode.clone()),
-        kv.prompt_len,
-        kv.cache_type().unwrap(),
-    )
-    .unwrap()
-    .with_cache_count(kv.cache_count);
+        KvSpec::try_from(&kv).unwrap(),
+    );
     assert_eq!(two_turns(&mut per_call), want, "iree-run-module per call");
     if lavapipe_present() {
         let mut vk = kv_session(&tc, &split, &outs[1], Device::Vulkan);

@@ -21,8 +21,9 @@ use kiln::generate::{
 };
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{Emulation, RunOptions};
-use kiln::iree::session::KvSession;
+use kiln::iree::session::{KvSession, SessionSpec};
 use kiln::models::Checkpoint;
+use kiln::step::KvSpec;
 use std::path::Path;
 
 /// Prompt bucket of the fixtures' KV pairs.
@@ -209,8 +210,10 @@ fn sampled_ids_agree_on_host_arm64_and_vulkan() {
         2,
     )
     .unwrap();
-    let session =
-        |vmfb: &Path, device| KvSession::start(&tc, vmfb, &r.irpa, "model", &kv, device, None);
+    let spec = KvSpec::try_from(&kv).unwrap();
+    let session = |vmfb: &Path, device| {
+        KvSession::start(&tc, &SessionSpec::new(vmfb, &r.irpa).device(device), &spec)
+    };
     let want = sampled_turns(&mut interp_kv(&r));
     let mut host = session(&outs[0], Device::LocalTask).unwrap();
     assert_eq!(sampled_turns(&mut host), want, "host");
@@ -239,11 +242,8 @@ fn sampled_ids_agree_on_host_arm64_and_vulkan() {
                 .emulate(Emulation::Arm64)
                 .exact_outputs(5),
         },
-        (kv.prefill.clone(), kv.decode.clone()),
-        kv.prompt_len,
-        kv.cache_type().unwrap(),
-    )
-    .unwrap();
+        spec.clone(),
+    );
     assert_eq!(sampled_turns(&mut arm), want, "arm64 under qemu");
     if lavapipe_present() {
         let mut vk = session(&outs[2], Device::Vulkan).unwrap();

@@ -27,8 +27,9 @@ use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
 use kiln::generate::{generate, generate_kv, IreeRunModule, KvInterpreted, RunModule};
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
-use kiln::iree::session::{KvSession, Session};
+use kiln::iree::session::{KvSession, Session, SessionSpec};
 use kiln::models::Checkpoint;
+use kiln::step::KvSpec;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -194,13 +195,9 @@ fn redecode_generation_matches_transformers() {
     let mut failures = Vec::new();
     let mut session = Session::start(
         &tc,
-        &vmfb,
-        &e.report.irpa,
-        "model",
+        &SessionSpec::new(&vmfb, &e.report.irpa).device(Device::LocalTask),
         "smollm2",
-        Device::LocalTask,
         exp.seq,
-        None,
     )
     .unwrap();
     for p in &exp.prompts {
@@ -212,10 +209,14 @@ fn redecode_generation_matches_transformers() {
             |_| true,
         )
         .unwrap();
-        if g.ids != p.generate.ids || g.stopped_at_eos != p.generate.stopped_at_eos {
+        if g.ids != p.generate.ids || g.stopped_at_eos() != p.generate.stopped_at_eos {
             failures.push(format!(
                 "{} (session): generated {:?} (eos {}), transformers {:?} (eos {})",
-                p.name, g.ids, g.stopped_at_eos, p.generate.ids, p.generate.stopped_at_eos
+                p.name,
+                g.ids,
+                g.stopped_at_eos(),
+                p.generate.ids,
+                p.generate.stopped_at_eos
             ));
         }
     }
@@ -239,7 +240,7 @@ fn redecode_generation_matches_transformers() {
         |_| true,
     )
     .unwrap();
-    if g.ids != chat.generate.ids || !g.stopped_at_eos {
+    if g.ids != chat.generate.ids || !g.stopped_at_eos() {
         failures.push(format!(
             "chat (per step): generated {:?}, transformers {:?}",
             g.ids, chat.generate.ids
@@ -255,10 +256,14 @@ fn check_generation(
     p: &SmolPrompt,
     g: &kiln::generate::Generation,
 ) {
-    if g.ids != p.generate.ids || g.stopped_at_eos != p.generate.stopped_at_eos {
+    if g.ids != p.generate.ids || g.stopped_at_eos() != p.generate.stopped_at_eos {
         failures.push(format!(
             "{} ({what}): generated {:?} (eos {}), transformers {:?} (eos {})",
-            p.name, g.ids, g.stopped_at_eos, p.generate.ids, p.generate.stopped_at_eos
+            p.name,
+            g.ids,
+            g.stopped_at_eos(),
+            p.generate.ids,
+            p.generate.stopped_at_eos
         ));
     }
 }
@@ -277,7 +282,8 @@ fn kv_generations_on_host(
     let kv_mlir = r.kv_mlir.as_ref().unwrap();
     let vmfb = kv_mlir.with_file_name("smollm2-kv-host.vmfb");
     common::compiled::compile(tc, kv_mlir, &Target::Host, &vmfb, &[]).unwrap();
-    let mut s = KvSession::start(tc, &vmfb, &r.irpa, "model", kv, Device::LocalTask, None).unwrap();
+    let spec = SessionSpec::new(&vmfb, &r.irpa).device(Device::LocalTask);
+    let mut s = KvSession::start(tc, &spec, &KvSpec::try_from(kv).unwrap()).unwrap();
     for p in &exp.prompts {
         let g = generate_kv(
             &mut s,

@@ -20,10 +20,11 @@ use kiln::generate::generate;
 use kiln::graph::{DType, Graph, Module, TensorType};
 use kiln::iree::flags::{Device, Target};
 use kiln::iree::run::{run_module, HostTensor, RunOptions};
-use kiln::iree::session::Session;
+use kiln::iree::session::{KvSession, Session, SessionSpec};
 use kiln::iree::Toolchain;
 use kiln::models::Checkpoint;
 use kiln::stablehlo::{print_module, PrintOptions};
+use kiln::step::KvSpec;
 use std::path::{Path, PathBuf};
 
 const FIXTURE: &str = "tiny-llama-bf16";
@@ -92,13 +93,9 @@ fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
     let continue_on = |vmfb: &Path, device: Device| {
         let mut s = Session::start(
             &tc,
-            vmfb,
-            &r.irpa,
-            "model",
+            &SessionSpec::new(vmfb, &r.irpa).device(device),
             &r.manifest.function,
-            device,
             rs.seq,
-            None,
         )
         .unwrap();
         generate(&mut s, &c.input[..3], 4, &[], |_| true).unwrap()
@@ -297,9 +294,8 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
     }
     let pair = r.manifest.kv.clone().unwrap().pair;
     let greedy = |vmfb: &Path, device: Device| {
-        let mut s =
-            kiln::iree::session::KvSession::start(&tc, vmfb, &r.irpa, "model", &pair, device, None)
-                .unwrap();
+        let spec = SessionSpec::new(vmfb, &r.irpa).device(device);
+        let mut s = KvSession::start(&tc, &spec, &KvSpec::try_from(&pair).unwrap()).unwrap();
         let n = exp.greedy.new.len();
         kiln::generate::generate_kv(&mut s, &exp.greedy.prompt, n, &[], |_| true)
             .unwrap()

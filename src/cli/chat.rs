@@ -4,11 +4,12 @@
 //! hold yet; replies stream as they are generated. `/reset` starts over,
 //! `/exit` (or end of input) quits.
 
+use super::gen_common::{chat_template, SamplingArgs};
 use super::run::{resolve, Resolved};
 use kiln::generate::{Conversation, Driver, DriverOptions, Generation, Prediction, Stop};
 use kiln::iree::flags::Device;
 use kiln::manifest::KvPair;
-use kiln::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer, CHATML_TEMPLATE};
+use kiln::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer};
 use kiln::{Error, Result};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -49,7 +50,7 @@ pub struct Args {
     pub iree_dir: Option<PathBuf>,
     /// Sampling (a module exported with `--sampling topk=K`).
     #[command(flatten)]
-    pub sampling: super::generate::SamplingArgs,
+    pub sampling: SamplingArgs,
 }
 
 /// Runs `kiln chat`.
@@ -276,41 +277,6 @@ fn module_name(p: &Path) -> String {
     p.file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// The chat template `--chat` renders with: the `--chat-template` file,
-/// else the model's own, else ChatML (said on stderr).
-pub(super) fn chat_template(tokenizer: &Tokenizer, file: Option<&Path>) -> Result<ChatTemplate> {
-    let name = |id: Option<u32>| id.and_then(|i| tokenizer.id_to_token(i));
-    let source = match file {
-        Some(f) => std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?,
-        None => match tokenizer.chat_template() {
-            Some(t) => t.to_string(),
-            None => {
-                eprintln!("kiln: the model has no chat template; using ChatML (pass --chat-template FILE for another)");
-                CHATML_TEMPLATE.to_string()
-            }
-        },
-    };
-    ChatTemplate::new(&source, name(tokenizer.bos()), name(tokenizer.eos())).map_err(|e| match file
-    {
-        Some(f) => Error::Usage(format!("--chat-template {}: {e}", f.display())),
-        None => e.into(),
-    })
-}
-
-/// A rendering error, naming where the template came from: the
-/// `--chat-template` file, else the tokenizer file.
-pub(super) fn template_error(
-    file: Option<&Path>,
-    tokenizer: Option<&Path>,
-    e: kiln::tokenizer::TokenizerError,
-) -> Error {
-    match (file, tokenizer) {
-        (Some(f), _) => Error::Usage(format!("--chat-template {}: {e}", f.display())),
-        (None, Some(t)) => Error::Usage(format!("{}: {e}", t.display())),
-        (None, None) => e.into(),
-    }
 }
 
 /// The messages so far and their rendering with the chat template.

@@ -3,10 +3,9 @@
 //! with the prefill + decode pair, which gives the same ids. MODULE is a
 //! `.vmfb` (run by IREE) or a `.mlir` (run by kiln's interpreter).
 
+use super::gen_common::{chat_template, template_error, SamplingArgs};
 use super::run::{parse_tokens, resolve, Resolved};
-use kiln::generate::{
-    Driver, DriverOptions, Generation, Sampler, SamplingParams, Stop, StopStrings,
-};
+use kiln::generate::{Driver, DriverOptions, Generation, Sampler, Stop, StopStrings};
 use kiln::iree::flags::Device;
 use kiln::iree::run::Emulation;
 use kiln::manifest::KvPair;
@@ -82,83 +81,6 @@ pub struct Args {
     /// Sampling (a KV module exported with `--sampling topk=K`).
     #[command(flatten)]
     pub sampling: SamplingArgs,
-}
-
-/// Sampling flags of `kiln generate` and `kiln chat`: applied on the host
-/// to the top-K candidates a `--sampling topk=K` KV module returns, in
-/// transformers' order (repetition penalty, temperature, top-k, top-p,
-/// min-p). Without them, generation is greedy.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SamplingArgs {
-    /// Softmax temperature; 0 (the default) is greedy.
-    #[arg(
-        long,
-        default_value_t = 0.0,
-        value_name = "T",
-        allow_negative_numbers = true
-    )]
-    pub temperature: f32,
-    /// Sample among the K best candidates only (default: all the module returns).
-    #[arg(long, value_name = "K")]
-    pub top_k: Option<usize>,
-    /// Nucleus sampling: the smallest set of best candidates whose probability reaches P, in (0, 1].
-    #[arg(
-        long,
-        default_value_t = 1.0,
-        value_name = "P",
-        allow_negative_numbers = true
-    )]
-    pub top_p: f32,
-    /// Drop candidates less likely than P × the best one's probability, in [0, 1].
-    #[arg(
-        long,
-        default_value_t = 0.0,
-        value_name = "P",
-        allow_negative_numbers = true
-    )]
-    pub min_p: f32,
-    /// Penalise ids already in the conversation (transformers'
-    /// repetition_penalty; 1 is off).
-    #[arg(
-        long,
-        default_value_t = 1.0,
-        value_name = "R",
-        allow_negative_numbers = true
-    )]
-    pub repeat_penalty: f32,
-    /// Seed of the draws (default: from the clock, printed so a run can be repeated).
-    #[arg(long, value_name = "N")]
-    pub seed: Option<u64>,
-}
-
-impl SamplingArgs {
-    /// The sampler these flags ask for (checked; the error names the
-    /// flag). A seed taken from the clock is reported on stderr.
-    pub fn sampler(&self) -> Result<Sampler> {
-        let mut p = SamplingParams::default()
-            .temperature(self.temperature)
-            .top_k(self.top_k.unwrap_or(0))
-            .top_p(self.top_p)
-            .min_p(self.min_p)
-            .repeat_penalty(self.repeat_penalty);
-        if self.top_k == Some(0) {
-            return Err(Error::Usage("--top-k 0: must be at least 1".into()));
-        }
-        p.validate()?;
-        if !p.is_greedy() {
-            p.seed = match self.seed {
-                Some(s) => s,
-                None => {
-                    let s = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_nanos() as u64);
-                    crate::status!("sampling with --seed {s}");
-                    s
-                }
-            };
-        }
-        Sampler::new(p)
-    }
 }
 
 /// Runs `kiln generate`.
@@ -264,7 +186,7 @@ fn encode_prompt(a: &Args, t: &Tokenizer, text: &str, tok_path: Option<&Path>) -
 /// `--prompt` as a user message (after the `--system` one) rendered with
 /// the chat template.
 fn render_chat(a: &Args, t: &Tokenizer, text: &str, tok_path: Option<&Path>) -> Result<String> {
-    let template = super::chat::chat_template(t, a.chat_template.as_deref())?;
+    let template = chat_template(t, a.chat_template.as_deref())?;
     let mut messages = Vec::new();
     if let Some(system) = &a.system {
         messages.push(("system", system.as_str()));
@@ -272,7 +194,7 @@ fn render_chat(a: &Args, t: &Tokenizer, text: &str, tok_path: Option<&Path>) -> 
     messages.push(("user", text));
     template
         .render(&messages, true)
-        .map_err(|e| super::chat::template_error(a.chat_template.as_deref(), tok_path, e))
+        .map_err(|e| template_error(a.chat_template.as_deref(), tok_path, e))
 }
 
 /// With `--kv-cache`, the manifest's KV pair; without, checks that the

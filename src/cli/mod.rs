@@ -10,6 +10,7 @@ pub mod chat;
 pub mod compile;
 pub mod demo;
 pub mod export;
+pub mod gen_common;
 pub mod generate;
 pub mod interp;
 pub mod package;

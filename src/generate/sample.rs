@@ -12,39 +12,10 @@
 //! token), so a seed gives the same ids on every run and every runtime
 //! (the candidates are the same on every target).
 
+use crate::step::{Candidate, Prediction};
 use crate::{Error, Result};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-/// One candidate for the next position: an id and its logit.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Candidate {
-    /// The token id.
-    pub id: i32,
-    /// Its logit (after the model's final soft-capping, if any).
-    pub logit: f32,
-}
-
-/// What one prefill or decode call predicts for the next position.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Prediction {
-    /// The in-graph argmax: the greedy choice.
-    pub id: i32,
-    /// With a `--sampling topk=K` module: the K largest logits, largest
-    /// first (the lower id first among equal logits, so `top[0].id ==
-    /// id`); empty otherwise.
-    pub top: Vec<Candidate>,
-}
-
-impl Prediction {
-    /// A prediction with no candidates (a greedy module).
-    pub fn greedy(id: i32) -> Prediction {
-        Prediction {
-            id,
-            top: Vec::new(),
-        }
-    }
-}
 
 /// How to choose the next id (`kiln generate --temperature …`). The
 /// default is greedy; change it with the setters.

@@ -2,10 +2,12 @@
 # once with IREE's own Python runtime (iree-base-runtime), then answers one
 # line on stdin with one line on stdout.
 #
-# Redecode mode (FUNCTION is one name): a line of SEQ token ids -> a line of
-# SEQ predicted ids.
-# KV-cache mode (FUNCTION is "PREFILL,DECODE,LxKVxNxDxDTYPE,COUNT", SEQ is
-# the prompt bucket P; each of K and V is COUNT tensors of that shape):
+# Arguments: VMFB PARAMS SPEC; SPEC is one JSON object (session.rs builds it
+# in runner_args): scope, device, task_groups (null: IREE's default), seq, and
+# "function" (redecode) or "kv": {prefill, decode, caches: [{shape, dtype}]}.
+#
+# Redecode mode: a line of SEQ token ids -> a line of SEQ predicted ids.
+# KV-cache mode (SEQ is the prompt bucket P):
 #   "r"                                 -> ok        (zeroed caches: a new conversation)
 #   "p START LENGTH id_0 ... id_{P-1}"  -> prediction (prefill of a chunk at START)
 #   "d TOKEN POSITION"                  -> prediction (decode on the kept K, V)
@@ -15,16 +17,16 @@
 # The caches stay on the device between calls: the results of one call are
 # passed as arguments to the next (and written in place), never copied to
 # the host.
+import json
 import sys
 
 import numpy as np
 import iree.runtime as rt
 
-vmfb, params, scope, function, device, seq, groups = sys.argv[1:8]
-seq = int(seq)
-if groups:
-    rt.flags.parse_flags("--task_topology_group_count=" + groups)
-config = rt.Config(device)
+vmfb, params, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+if spec["task_groups"] is not None:
+    rt.flags.parse_flags("--task_topology_group_count=" + str(spec["task_groups"]))
+config = rt.Config(spec["device"])
 index = rt.ParameterIndex()
 # A file handle, not the default mapping: with a mapped (or preloaded)
 # archive, iree-base-runtime 3.13 ignores the offset of a parameter slice
@@ -33,25 +35,23 @@ index = rt.ParameterIndex()
 # bytes. iree-run-module reads slices right; so does this mode, at the same
 # decode speed and memory (spec/vulkan-limits.md).
 index.load(params, mode="file_async")
-provider = index.create_provider(scope=scope)
+provider = index.create_provider(scope=spec["scope"])
 param_module = rt.create_io_parameters_module(config.vm_instance, provider)
 module = rt.VmModule.mmap(config.vm_instance, vmfb)
 modules = rt.load_vm_modules(param_module, module, config=config)
-kv_mode = "," in function
-if kv_mode:
-    prefill_name, decode_name, cache_spec, cache_count = function.split(",")
-    cache_count = int(cache_count)
-    prefill_fn, decode_fn = (getattr(modules[-1], f) for f in (prefill_name, decode_name))
-    *dims, cache_dtype = cache_spec.split("x")
-    cache_shape = tuple(int(d) for d in dims)
-    if cache_dtype == "bf16":
-        import ml_dtypes
+kv = spec.get("kv")
+if kv is not None:
+    prefill_fn, decode_fn = (getattr(modules[-1], kv[f]) for f in ("prefill", "decode"))
+    def cache_dtype(name):
+        if name == "bf16":
+            import ml_dtypes
 
-        cache_np = ml_dtypes.bfloat16
-    else:
-        cache_np = np.float32
+            return ml_dtypes.bfloat16
+        return np.float32
+
+    cache_types = [(tuple(c["shape"]), cache_dtype(c["dtype"])) for c in kv["caches"]]
 else:
-    fn = getattr(modules[-1], function)
+    fn = getattr(modules[-1], spec["function"])
 
 
 def to_numpy(arr):
@@ -88,7 +88,7 @@ def to_numpy(arr):
 
 def serve_redecode():
     for line in sys.stdin:
-        ids = np.array([int(x) for x in line.split()], dtype=np.int32).reshape(1, seq)
+        ids = np.array([int(x) for x in line.split()], dtype=np.int32).reshape(1, spec["seq"])
         out = to_numpy(fn(ids)).reshape(-1)
         print(" ".join(str(int(x)) for x in out), flush=True)
 
@@ -98,7 +98,7 @@ def serve_kv():
     for line in sys.stdin:
         words = line.split()
         if words[0] == "r":
-            caches = tuple(np.zeros(cache_shape, dtype=cache_np) for _ in range(2 * cache_count))
+            caches = tuple(np.zeros(shape, dtype=dtype) for shape, dtype in cache_types)
             print("ok", flush=True)
             continue
         if caches is None:
@@ -106,7 +106,7 @@ def serve_kv():
         if words[0] == "p":
             start = np.array(int(words[1]), dtype=np.int32)
             length = np.array(int(words[2]), dtype=np.int32)
-            ids = np.array([int(x) for x in words[3:]], dtype=np.int32).reshape(1, seq)
+            ids = np.array([int(x) for x in words[3:]], dtype=np.int32).reshape(1, spec["seq"])
             nxt, *rest = prefill_fn(ids, start, length, *caches)
         elif words[0] == "d":
             token = np.array([int(words[1])], dtype=np.int32)
@@ -114,7 +114,7 @@ def serve_kv():
             nxt, *rest = decode_fn(token, position, *caches)
         else:
             raise SystemExit("unknown command " + words[0])
-        caches, top = tuple(rest[: 2 * cache_count]), rest[2 * cache_count :]
+        caches, top = tuple(rest[: len(cache_types)]), rest[len(cache_types) :]
         words = [str(int(to_numpy(nxt).reshape(-1)[0]))]
         if top:
             values, ids = (to_numpy(t).reshape(-1) for t in top)
@@ -123,4 +123,4 @@ def serve_kv():
 
 
 print("ready", flush=True)
-serve_kv() if kv_mode else serve_redecode()
+serve_kv() if kv is not None else serve_redecode()

@@ -9,22 +9,117 @@
 //! Python bindings. So the session is a small script (`session.py`,
 //! embedded in the binary) run by the pinned venv's Python, speaking one
 //! line of ids per step over pipes. Why and how much it saves: `spec/iree.md`.
+//!
+//! The sessions only implement the step interfaces of [`crate::step`]:
+//! [`Session`] is a [`Forward`], [`KvSession`] a [`KvStep`]. Each is
+//! started from a [`SessionSpec`] (module, parameters, device) and what it
+//! serves (a function and SEQ, or a [`KvSpec`]).
 
 use super::flags::Device;
 use super::{IreeError, Toolchain};
+use crate::step::{candidates, check_chunk, check_position, Forward, KvSpec, KvStep, Prediction};
 use crate::{Error, Result};
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 const SCRIPT: &str = include_str!("session.py");
 
-/// A running session over one module and one parameter file.
-pub struct Session {
+/// Where and how a session runs: the module, its parameter file and
+/// scope, the device. [`SessionSpec::new`] and the setters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionSpec {
+    /// The compiled module.
+    pub vmfb: PathBuf,
+    /// The parameter archive.
+    pub params: PathBuf,
+    /// Its scope in the module (`model`).
+    pub scope: String,
+    /// Runtime device.
+    pub device: Device,
+    /// local-task worker groups (`None`: IREE's default).
+    pub task_groups: Option<usize>,
+}
+
+impl SessionSpec {
+    /// `vmfb` over the parameter archive `params` in scope `model`, on the
+    /// default device with IREE's default worker groups.
+    pub fn new(vmfb: impl Into<PathBuf>, params: impl Into<PathBuf>) -> SessionSpec {
+        SessionSpec {
+            vmfb: vmfb.into(),
+            params: params.into(),
+            scope: "model".into(),
+            device: Device::default(),
+            task_groups: None,
+        }
+    }
+
+    /// Sets the parameter scope.
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scope = scope.into();
+        self
+    }
+
+    /// Sets the runtime device.
+    pub fn device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Sets the local-task worker groups (`None`: IREE's default).
+    pub fn task_groups(mut self, task_groups: impl Into<Option<usize>>) -> Self {
+        self.task_groups = task_groups.into();
+        self
+    }
+}
+
+/// What a runner serves: the redecode forward or the KV-cache pair.
+enum Program<'a> {
+    Redecode { function: &'a str, seq: usize },
+    Kv(&'a KvSpec),
+}
+
+/// The runner's command line after the script: the module and the
+/// parameter file (paths, passed as they are), then everything else as
+/// one JSON object (the one place the wire format is built; session.py
+/// reads it).
+fn runner_args(spec: &SessionSpec, program: &Program) -> [std::ffi::OsString; 3] {
+    let mut wire = serde_json::json!({
+        "scope": spec.scope,
+        "device": spec.device.name(),
+        "task_groups": spec.task_groups,
+    });
+    match program {
+        Program::Redecode { function, seq } => {
+            wire["function"] = (*function).into();
+            wire["seq"] = (*seq).into();
+        }
+        Program::Kv(kv) => {
+            wire["seq"] = kv.prompt_len.into();
+            wire["kv"] = serde_json::json!({
+                "prefill": kv.prefill,
+                "decode": kv.decode,
+                "caches": kv.caches.iter().map(|c| serde_json::json!({
+                    "shape": &c.shape[..],
+                    "dtype": c.dtype.to_string(),
+                })).collect::<Vec<_>>(),
+            });
+        }
+    }
+    [
+        spec.vmfb.clone().into(),
+        spec.params.clone().into(),
+        wire.to_string().into(),
+    ]
+}
+
+/// The runner process and its line protocol (one request line, one
+/// answer line).
+struct Runner {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
-    seq: usize,
 }
 
 /// The Python interpreter of the toolchain's venv, when it has one with
@@ -35,19 +130,9 @@ pub fn venv_python(tc: &Toolchain) -> Option<PathBuf> {
     py.is_file().then_some(py)
 }
 
-impl Session {
-    /// Starts the runner and waits until the module is loaded.
-    #[allow(clippy::too_many_arguments)]
-    pub fn start(
-        tc: &Toolchain,
-        vmfb: &Path,
-        params: &Path,
-        scope: &str,
-        function: &str,
-        device: Device,
-        seq: usize,
-        task_groups: Option<usize>,
-    ) -> Result<Session> {
+impl Runner {
+    /// Starts the runner on `program` and waits until the module is loaded.
+    fn start(tc: &Toolchain, spec: &SessionSpec, program: &Program) -> Result<Runner> {
         let py = venv_python(tc).ok_or_else(|| {
             IreeError::Session(format!(
                 "no Python venv with IREE's runtime beside {} (run `kiln toolchain install`)",
@@ -57,13 +142,7 @@ impl Session {
         let mut child = Command::new(&py)
             .arg("-c")
             .arg(SCRIPT)
-            .arg(vmfb)
-            .arg(params)
-            .arg(scope)
-            .arg(function)
-            .arg(device.name())
-            .arg(seq.to_string())
-            .arg(task_groups.map(|n| n.to_string()).unwrap_or_default())
+            .args(runner_args(spec, program))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -79,17 +158,16 @@ impl Session {
                 .take()
                 .ok_or_else(|| IreeError::Session("no stdout".into()))?,
         );
-        let mut s = Session {
+        let mut r = Runner {
             child,
             stdin,
             stdout,
-            seq,
         };
-        let first = s.read_line()?;
+        let first = r.read_line()?;
         if first.trim() != "ready" {
-            return Err(s.failure("loading the module"));
+            return Err(r.failure("loading the module"));
         }
-        Ok(s)
+        Ok(r)
     }
 
     fn read_line(&mut self) -> Result<String> {
@@ -127,11 +205,39 @@ impl Session {
             .map_err(|e| IreeError::Session(format!("writing to the runner: {e}")))?;
         self.read_line()
     }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running session over the redecode forward of one module: each step
+/// sends SEQ ids and reads SEQ predicted ids back.
+pub struct Session {
+    runner: Runner,
+    seq: usize,
+}
+
+impl Session {
+    /// Starts the runner on `spec`'s module, serving `function` (taking
+    /// `[1, seq]` ids), and waits until the module is loaded.
+    pub fn start(
+        tc: &Toolchain,
+        spec: &SessionSpec,
+        function: &str,
+        seq: usize,
+    ) -> Result<Session> {
+        let runner = Runner::start(tc, spec, &Program::Redecode { function, seq })?;
+        Ok(Session { runner, seq })
+    }
 
     /// Runs one forward pass on SEQ ids.
     pub fn run(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
         let line = join_ids(ids);
-        let out = self.request(&line)?;
+        let out = self.runner.request(&line)?;
         let v: Vec<i32> = out
             .split_whitespace()
             .map(|t| t.parse::<i32>())
@@ -149,6 +255,15 @@ impl Session {
     }
 }
 
+impl Forward for Session {
+    fn seq(&self) -> usize {
+        self.seq
+    }
+    fn forward(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
+        self.run(ids)
+    }
+}
+
 fn join_ids(ids: &[i32]) -> String {
     ids.iter()
         .map(|x| x.to_string())
@@ -161,61 +276,33 @@ fn join_ids(ids: &[i32]) -> String {
 /// calls (each call's result buffers are the next call's arguments, and
 /// IREE writes the results into them in place).
 pub struct KvSession {
-    inner: Session,
+    runner: Runner,
     prompt_len: usize,
     max_context: usize,
 }
 
 impl KvSession {
-    /// Starts the runner on the pair `kv` of `vmfb`.
-    pub fn start(
-        tc: &Toolchain,
-        vmfb: &Path,
-        params: &Path,
-        scope: &str,
-        kv: &crate::manifest::KvPair,
-        device: Device,
-        task_groups: Option<usize>,
-    ) -> Result<KvSession> {
-        let cache = kv.cache_type()?;
-        let shape = cache
-            .shape
-            .iter()
-            .map(|d| d.to_string())
-            .collect::<Vec<_>>()
-            .join("x");
-        // The runner reads "PREFILL,DECODE,SHAPExDTYPE,COUNT" as the function.
-        let inner = Session::start(
-            tc,
-            vmfb,
-            params,
-            scope,
-            &format!(
-                "{},{},{shape}x{},{}",
-                kv.prefill, kv.decode, cache.dtype, kv.cache_count
-            ),
-            device,
-            kv.prompt_len,
-            task_groups,
-        )?;
+    /// Starts the runner on the pair `kv` of `spec`'s module.
+    pub fn start(tc: &Toolchain, spec: &SessionSpec, kv: &KvSpec) -> Result<KvSession> {
+        let runner = Runner::start(tc, spec, &Program::Kv(kv))?;
         Ok(KvSession {
-            inner,
+            runner,
             prompt_len: kv.prompt_len,
-            max_context: kv.max_context,
+            max_context: kv.max_context(),
         })
     }
 
     /// Sends a prefill or decode line; reads `NEXT` or, from a sampling
     /// module, `NEXT id_0 … id_{K-1} value_0 … value_{K-1}`.
-    fn predict(&mut self, line: &str) -> Result<crate::generate::Prediction> {
-        let out = self.inner.request(line)?;
+    fn predict(&mut self, line: &str) -> Result<Prediction> {
+        let out = self.runner.request(line)?;
         parse_prediction(&out).ok_or_else(|| {
             IreeError::Session(format!("unexpected runner output: {}", out.trim())).into()
         })
     }
 }
 
-impl crate::generate::KvStep for KvSession {
+impl KvStep for KvSession {
     fn prompt_len(&self) -> usize {
         self.prompt_len
     }
@@ -223,7 +310,7 @@ impl crate::generate::KvStep for KvSession {
         self.max_context
     }
     fn reset(&mut self) -> Result<()> {
-        let out = self.inner.request("r")?;
+        let out = self.runner.request("r")?;
         if out.trim() != "ok" {
             return Err(
                 IreeError::Session(format!("unexpected runner output: {}", out.trim())).into(),
@@ -231,13 +318,8 @@ impl crate::generate::KvStep for KvSession {
         }
         Ok(())
     }
-    fn prefill(
-        &mut self,
-        chunk: &[i32],
-        start: usize,
-        length: usize,
-    ) -> Result<crate::generate::Prediction> {
-        crate::generate::check_chunk(
+    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<Prediction> {
+        check_chunk(
             chunk.len(),
             self.prompt_len,
             start,
@@ -246,14 +328,14 @@ impl crate::generate::KvStep for KvSession {
         )?;
         self.predict(&format!("p {start} {length} {}", join_ids(chunk)))
     }
-    fn decode(&mut self, token: i32, position: usize) -> Result<crate::generate::Prediction> {
-        crate::generate::check_position(position, self.max_context)?;
+    fn decode(&mut self, token: i32, position: usize) -> Result<Prediction> {
+        check_position(position, self.max_context)?;
         self.predict(&format!("d {token} {position}"))
     }
 }
 
 /// Reads a runner's prediction line (see [`KvSession::predict`]).
-fn parse_prediction(line: &str) -> Option<crate::generate::Prediction> {
+fn parse_prediction(line: &str) -> Option<Prediction> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let (first, rest) = words.split_first()?;
     let id = first.parse().ok()?;
@@ -271,23 +353,52 @@ fn parse_prediction(line: &str) -> Option<crate::generate::Prediction> {
     let top = if ids.is_empty() {
         Vec::new()
     } else {
-        crate::generate::candidates(&ids, &values)?
+        candidates(&ids, &values)?
     };
-    Some(crate::generate::Prediction { id, top })
+    Some(Prediction { id, top })
 }
 
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, TensorType};
 
-impl crate::generate::Forward for Session {
-    fn seq(&self) -> usize {
-        self.seq
-    }
-    fn forward(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
-        self.run(ids)
+    #[test]
+    fn the_runner_reads_the_spec_as_one_json_object() {
+        let spec = SessionSpec::new("m.vmfb", "m.irpa").task_groups(2);
+        let cache = TensorType::new(DType::BF16, &[2, 1, 8, 4]);
+        let kv = KvSpec::new("prefill", "decode", 4, cache, 1).unwrap();
+        let [vmfb, params, wire] = runner_args(&spec, &Program::Kv(&kv));
+        assert_eq!(
+            (vmfb.to_str(), params.to_str()),
+            (Some("m.vmfb"), Some("m.irpa"))
+        );
+        let wire: serde_json::Value = serde_json::from_str(wire.to_str().unwrap()).unwrap();
+        assert_eq!(
+            wire,
+            serde_json::json!({
+                "scope": "model", "device": "local-task", "task_groups": 2, "seq": 4,
+                "kv": {"prefill": "prefill", "decode": "decode", "caches": [
+                    {"shape": [2, 1, 8, 4], "dtype": "bf16"},
+                    {"shape": [2, 1, 8, 4], "dtype": "bf16"},
+                ]},
+            })
+        );
+        let spec = SessionSpec::new("m.vmfb", "m.irpa").device(Device::Vulkan);
+        let [_, _, wire] = runner_args(
+            &spec,
+            &Program::Redecode {
+                function: "m",
+                seq: 8,
+            },
+        );
+        let wire: serde_json::Value = serde_json::from_str(wire.to_str().unwrap()).unwrap();
+        assert_eq!(
+            wire,
+            serde_json::json!({
+                "scope": "model", "device": "vulkan", "task_groups": null,
+                "function": "m", "seq": 8,
+            })
+        );
     }
 }

@@ -22,6 +22,7 @@
 use super::gguf::GgmlType;
 use super::quant::{f16_at, scale_min_k4};
 use crate::graph::DType;
+use byteorder::{ByteOrder, LittleEndian};
 use rayon::prelude::*;
 
 /// How one GGML type is stored in kiln's block form.
@@ -273,19 +274,20 @@ pub fn quantize(ty: GgmlType, values: &[f32]) -> Result<Vec<u8>, String> {
             values.len()
         ));
     }
-    let one: fn(&[f32], &mut Vec<u8>) = match ty {
+    // Each block is the f16 `d`, then the codes.
+    let one: fn(&[f32], &mut [u8]) = match ty {
         GgmlType::Q8_0 => |x, out| {
             let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
             let d = amax / 127.0;
             let id = if d == 0.0 { 0.0 } else { 1.0 / d };
-            out.extend_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
-            out.extend(x.iter().map(|&v| {
+            LittleEndian::write_u16(out, half::f16::from_f32(d).to_bits());
+            for (q, &v) in out[2..].iter_mut().zip(x) {
                 // gguf's np_roundf: floor(|a|) + floor(2·(|a| − floor(|a|))), signed.
                 let a = (v * id).abs();
                 let f = a.floor();
                 let r = f + (2.0 * (a - f)).floor();
-                ((r.copysign(v * id)) as i8) as u8
-            }));
+                *q = ((r.copysign(v * id)) as i8) as u8;
+            }
         },
         GgmlType::Q4_0 => |x, out| {
             // The first element of largest magnitude, with its sign.
@@ -297,15 +299,18 @@ pub fn quantize(ty: GgmlType, values: &[f32]) -> Result<Vec<u8>, String> {
             }
             let d = max / -8.0;
             let id = if d == 0.0 { 0.0 } else { 1.0 / d };
-            out.extend_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+            LittleEndian::write_u16(out, half::f16::from_f32(d).to_bits());
             let q = |v: f32| ((v * id + 8.5).trunc() as u8).min(15);
-            out.extend((0..16).map(|j| q(x[j]) | (q(x[j + 16]) << 4)));
+            for (j, b) in out[2..].iter_mut().enumerate() {
+                *b = q(x[j]) | (q(x[j + 16]) << 4);
+            }
         },
         _ => return Err(format!("kiln quantizes to Q8_0 and Q4_0, not {ty}")),
     };
-    let mut out = Vec::with_capacity(values.len() / 32 * ty.type_size() as usize);
-    for block in values.chunks_exact(32) {
-        one(block, &mut out);
+    let ts = ty.type_size() as usize;
+    let mut out = vec![0u8; values.len() / 32 * ts];
+    for (block, dst) in values.chunks_exact(32).zip(out.chunks_exact_mut(ts)) {
+        one(block, dst);
     }
     Ok(out)
 }
@@ -350,7 +355,7 @@ fn decode(ty: GgmlType, b: &[u8], out: &mut Decoded) {
             if ty == G::Q5_1 {
                 out.mins.push(f16_at(b, 2));
             }
-            let qh = u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+            let qh = LittleEndian::read_u32(&b[o..]);
             nibbles(&b[o + 4..o + 20], &mut out.codes);
             for (i, c) in out.codes.iter_mut().enumerate() {
                 *c |= (((qh >> i) & 1) as u8) << 4;
@@ -401,27 +406,27 @@ fn decode(ty: GgmlType, b: &[u8], out: &mut Decoded) {
     }
 }
 
-/// Packs `codes` (each below 2^bits) into little-endian i32 words.
-fn pack(codes: impl Iterator<Item = u8>, bits: u32, out: &mut Vec<u8>) {
-    let per = 32 / bits;
-    let mut word = 0u32;
-    let mut n = 0;
-    for c in codes {
-        word |= (c as u32) << (bits * n);
-        n += 1;
-        if n == per {
-            out.extend_from_slice(&word.to_le_bytes());
-            word = 0;
-            n = 0;
-        }
+/// Packs `code(c)` of every `c` in `codes` (each below 2^bits) into
+/// little-endian i32 words, `out` (4 bytes a word, `32/bits` codes each).
+fn pack(codes: &[u8], code: impl Fn(u8) -> u8, bits: u32, out: &mut [u8]) {
+    let per = (32 / bits) as usize;
+    debug_assert_eq!(codes.len(), out.len() / 4 * per, "rows are whole words");
+    for (dst, group) in out.chunks_exact_mut(4).zip(codes.chunks_exact(per)) {
+        let word = group.iter().enumerate().fold(0u32, |word, (n, &c)| {
+            word | ((code(c) as u32) << (bits as usize * n))
+        });
+        LittleEndian::write_u32(dst, word);
     }
-    debug_assert_eq!(n, 0, "rows are whole words");
 }
 
-fn push_scale(x: f32, dtype: DType, out: &mut Vec<u8>) {
-    match dtype {
-        DType::F16 => out.extend_from_slice(&half::f16::from_f32(x).to_bits().to_le_bytes()),
-        _ => out.extend_from_slice(&x.to_le_bytes()),
+/// Writes `xs` as `dtype` (f16 or f32) little-endian scales into `out`.
+fn write_scales(xs: &[f32], dtype: DType, out: &mut [u8]) {
+    debug_assert_eq!(xs.len() * dtype.size(), out.len());
+    for (dst, &x) in out.chunks_exact_mut(dtype.size()).zip(xs) {
+        match dtype {
+            DType::F16 => LittleEndian::write_u16(dst, half::f16::from_f32(x).to_bits()),
+            _ => LittleEndian::write_f32(dst, x),
+        }
     }
 }
 
@@ -513,21 +518,15 @@ fn repack_rows(
             parts
                 .iter()
                 .map(|p| {
-                    let mut out = Vec::with_capacity(p.cols * p.dtype.size());
+                    let mut out = vec![0u8; p.cols * p.dtype.size()];
                     match p.suffix {
                         QS => {
                             let mask = ((1u32 << form.low_bits) - 1) as u8;
-                            pack(codes.iter().map(|c| c & mask), form.low_bits, &mut out)
+                            pack(&codes, |c| c & mask, form.low_bits, &mut out)
                         }
-                        QH => pack(
-                            codes.iter().map(|c| c >> form.low_bits),
-                            form.high_bits,
-                            &mut out,
-                        ),
-                        SCALE => scales
-                            .iter()
-                            .for_each(|&x| push_scale(x, p.dtype, &mut out)),
-                        _ => mins.iter().for_each(|&x| push_scale(x, p.dtype, &mut out)),
+                        QH => pack(&codes, |c| c >> form.low_bits, form.high_bits, &mut out),
+                        SCALE => write_scales(&scales, p.dtype, &mut out),
+                        _ => write_scales(&mins, p.dtype, &mut out),
                     }
                     out
                 })
@@ -546,16 +545,14 @@ pub fn widen(form: &BlockForm, parts: &[Vec<u8>], rows: usize, cols: usize) -> V
             .position(|p| p.suffix == suffix)
             .map(|i| &parts[i])
     };
-    let word = |b: &[u8], i: usize| {
-        u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
-    };
+    let word = |b: &[u8], i: usize| LittleEndian::read_u32(&b[4 * i..]);
     let code = |b: &[u8], bits: u32, row_words: usize, r: usize, i: usize| {
         let per = (32 / bits) as usize;
         (word(b, r * row_words + i / per) >> (bits as usize * (i % per))) & ((1 << bits) - 1)
     };
     let scale_at = |b: &[u8], i: usize| match form.scale {
-        DType::F16 => half::f16::from_bits(u16::from_le_bytes([b[2 * i], b[2 * i + 1]])).to_f32(),
-        _ => f32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]),
+        DType::F16 => half::f16::from_bits(LittleEndian::read_u16(&b[2 * i..])).to_f32(),
+        _ => LittleEndian::read_f32(&b[4 * i..]),
     };
     let qs = get(QS).expect("every form has codes");
     let (lw, hw) = (
@@ -605,7 +602,7 @@ mod tests {
         for b in out.chunks_exact_mut(ts) {
             for &o in scales {
                 let x = half::f16::from_f32((b[o] as f32 - 128.0) / 3000.0 + 1e-3);
-                b[o..o + 2].copy_from_slice(&x.to_bits().to_le_bytes());
+                LittleEndian::write_u16(&mut b[o..], x.to_bits());
             }
         }
         out

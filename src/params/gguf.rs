@@ -8,6 +8,7 @@
 
 use super::error::FileErrors;
 use super::{align_up, quant, Backing, ParamsError, Result};
+use byteorder::{ByteOrder, LittleEndian};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -388,14 +389,10 @@ impl<'a> Cursor<'a> {
         Ok(s)
     }
     fn u32(&mut self, what: &dyn Fn() -> String) -> Result<u32> {
-        let s = self.take(4, what)?;
-        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        Ok(LittleEndian::read_u32(self.take(4, what)?))
     }
     fn u64(&mut self, what: &dyn Fn() -> String) -> Result<u64> {
-        let s = self.take(8, what)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(s);
-        Ok(u64::from_le_bytes(a))
+        Ok(LittleEndian::read_u64(self.take(8, what)?))
     }
     fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
         let n = self.u64(what)?;
@@ -425,14 +422,8 @@ fn read_value(c: &mut Cursor, key: &str, t: u32, depth: u32) -> Result<GgufValue
     Ok(match t {
         0 => GgufValue::U8(c.take(1, &what)?[0]),
         1 => GgufValue::I8(c.take(1, &what)?[0] as i8),
-        2 => {
-            let s = c.take(2, &what)?;
-            GgufValue::U16(u16::from_le_bytes([s[0], s[1]]))
-        }
-        3 => {
-            let s = c.take(2, &what)?;
-            GgufValue::I16(i16::from_le_bytes([s[0], s[1]]))
-        }
+        2 => GgufValue::U16(LittleEndian::read_u16(c.take(2, &what)?)),
+        3 => GgufValue::I16(LittleEndian::read_i16(c.take(2, &what)?)),
         4 => GgufValue::U32(c.u32(&what)?),
         5 => GgufValue::I32(c.u32(&what)? as i32),
         6 => GgufValue::F32(f32::from_bits(c.u32(&what)?)),

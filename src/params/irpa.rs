@@ -11,6 +11,7 @@ use super::dtype::DType;
 use super::error::FileErrors;
 use super::stream::{sealed, Slot, TensorStream, TensorWriter};
 use super::{align_up, Backing, ParamsError, Result};
+use byteorder::{ByteOrder, LittleEndian, WriteBytesExt};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -141,18 +142,6 @@ pub struct IrpaReader {
     index: HashMap<String, usize>,
 }
 
-fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
-}
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
-}
-
 /// A `{offset, length}` pair.
 #[derive(Debug, Clone, Copy)]
 struct Range {
@@ -163,8 +152,8 @@ struct Range {
 impl Range {
     fn at(b: &[u8], o: usize) -> Range {
         Range {
-            offset: u64_at(b, o),
-            length: u64_at(b, o + 8),
+            offset: LittleEndian::read_u64(&b[o..]),
+            length: LittleEndian::read_u64(&b[o + 8..]),
         }
     }
     /// End of the range, if it fits in `limit`.
@@ -275,14 +264,17 @@ fn read_header(err: FileErrors, b: &[u8]) -> Result<Header> {
     if size < 32 {
         return Err(err.truncated(None, "IRPA header prefix", 32, size));
     }
-    if u32_at(b, 0) != MAGIC {
+    if LittleEndian::read_u32(b) != MAGIC {
         return Err(err.bad_magic("IRPA"));
     }
-    let (major, minor) = (u16_at(b, 4), u16_at(b, 6));
+    let (major, minor) = (
+        LittleEndian::read_u16(&b[4..]),
+        LittleEndian::read_u16(&b[6..]),
+    );
     if major != 0 || minor != 0 {
         return Err(err.unsupported_version("IRPA", format!("{major}.{minor}")));
     }
-    let header_size = u64_at(b, 8);
+    let header_size = LittleEndian::read_u64(&b[8..]);
     if header_size > size {
         return Err(err.truncated(None, "IRPA header", header_size, size));
     }
@@ -292,20 +284,18 @@ fn read_header(err: FileErrors, b: &[u8]) -> Result<Header> {
             format!("header_size is {header_size}, expected {HEADER_SIZE}"),
         ));
     }
-    if u64_at(b, 16) != 0 {
+    if LittleEndian::read_u64(&b[16..]) != 0 {
         return Err(err.invalid_header(
             None,
             "chained headers (next_header_offset ≠ 0) are not supported",
         ));
     }
-    if u64_at(b, 24) != 0 {
-        return Err(err.invalid_header(
-            None,
-            format!("reserved header flags are set ({:#x})", u64_at(b, 24)),
-        ));
+    let flags = LittleEndian::read_u64(&b[24..]);
+    if flags != 0 {
+        return Err(err.invalid_header(None, format!("reserved header flags are set ({flags:#x})")));
     }
     let h = Header {
-        count: u64_at(b, 32),
+        count: LittleEndian::read_u64(&b[32..]),
         entries: Range::at(b, 40),
         metadata: Range::at(b, 56),
         storage: Range::at(b, 72),
@@ -373,7 +363,7 @@ impl EntryTable<'_> {
             return Err(self.err.truncated(None, what, ENTRY_HEADER_SIZE, remaining));
         }
         let e = &self.bytes[cursor as usize..][..remaining as usize];
-        let entry_size = u64_at(e, 0);
+        let entry_size = LittleEndian::read_u64(e);
         if entry_size < ENTRY_HEADER_SIZE || entry_size > remaining {
             return Err(self.err.invalid_entry(
                 index,
@@ -383,14 +373,14 @@ impl EntryTable<'_> {
         }
         let e = &e[..entry_size as usize];
         let name = self.name(index, e)?;
-        let flags = u64_at(e, 12);
+        let flags = LittleEndian::read_u64(&e[12..]);
         if flags != 0 {
             let msg = format!("reserved entry flags are set ({flags:#x})");
             return Err(self.err.invalid_entry(index, Some(&name), msg));
         }
         let metadata = self.metadata(index, &name, e)?;
-        let min_alignment = u64_at(e, 52);
-        let kind = match u32_at(e, 8) {
+        let min_alignment = LittleEndian::read_u64(&e[52..]);
+        let kind = match LittleEndian::read_u32(&e[8..]) {
             0 => EntryKind::Skip,
             1 => self.splat(index, &name, e)?,
             2 => self.data(index, &name, e, min_alignment)?,
@@ -440,7 +430,7 @@ impl EntryTable<'_> {
             let msg = format!("SPLAT entry_size {entry_size} < {SPLAT_ENTRY_SIZE}");
             return Err(self.err.invalid_entry(index, Some(name), msg));
         }
-        let length = u64_at(e, 60);
+        let length = LittleEndian::read_u64(&e[60..]);
         let plen = e[84];
         if ![1u8, 2, 4, 8, 16].contains(&plen) {
             let msg = format!("pattern length {plen} is not 1, 2, 4, 8 or 16");
@@ -616,7 +606,7 @@ impl IrpaWriter {
         let err = FileErrors(path);
         check_specs(err, &specs)?;
         let layout = Layout::plan(err, &specs)?;
-        let head = layout.head(&specs);
+        let head = layout.head(&specs).map_err(|e| ParamsError::io(path, e))?;
         let slots = layout.slots(&specs);
         Ok(IrpaWriter {
             stream: TensorStream::create(path, &head, slots, hash)?,
@@ -712,28 +702,30 @@ impl Layout {
 
     /// Every byte before the storage segment: header, entry table (padded
     /// between entries) and metadata segment (padded after the table).
-    fn head(&self, specs: &[EntrySpec]) -> Vec<u8> {
+    /// (Writing to a `Vec` does not fail; the `io::Result` is
+    /// `WriteBytesExt`'s.)
+    fn head(&self, specs: &[EntrySpec]) -> std::io::Result<Vec<u8>> {
         let mut head = Vec::with_capacity(self.storage_start as usize);
-        self.write_header(&mut head, specs.len() as u64);
+        self.write_header(&mut head, specs.len() as u64)?;
         let mut name_off = 0u64;
         for (i, s) in specs.iter().enumerate() {
             head.resize(self.entry_at[i] as usize, 0);
-            name_off = write_entry(&mut head, s, name_off, self.data_rel[i]);
+            name_off = write_entry(&mut head, s, name_off, self.data_rel[i])?;
         }
         head.resize(self.meta_start as usize, 0);
         for s in specs {
             head.extend_from_slice(s.name.as_bytes());
             head.extend_from_slice(&s.metadata);
         }
-        head
+        Ok(head)
     }
 
     /// The 88-byte header: magic, version 0.0, header size, no chained
     /// header, no flags, the entry count and the three segments.
-    fn write_header(&self, head: &mut Vec<u8>, count: u64) {
-        head.extend_from_slice(&MAGIC.to_le_bytes());
-        head.extend_from_slice(&0u16.to_le_bytes());
-        head.extend_from_slice(&0u16.to_le_bytes());
+    fn write_header(&self, head: &mut Vec<u8>, count: u64) -> std::io::Result<()> {
+        head.write_u32::<LittleEndian>(MAGIC)?;
+        head.write_u16::<LittleEndian>(0)?;
+        head.write_u16::<LittleEndian>(0)?;
         for v in [
             HEADER_SIZE,
             0,
@@ -746,8 +738,9 @@ impl Layout {
             self.storage_start,
             self.storage_len,
         ] {
-            head.extend_from_slice(&v.to_le_bytes());
+            head.write_u64::<LittleEndian>(v)?;
         }
+        Ok(())
     }
 
     /// Where the writer streams each DATA entry's bytes, in order.
@@ -789,7 +782,12 @@ fn storage_offsets(err: FileErrors, specs: &[EntrySpec]) -> Result<(Vec<Option<u
 /// metadata segment (its metadata, if any, right after the name) and whose
 /// data, for a DATA entry, starts `data_rel` bytes into the storage segment.
 /// Returns where the next entry's name starts.
-fn write_entry(head: &mut Vec<u8>, s: &EntrySpec, name_off: u64, data_rel: Option<u64>) -> u64 {
+fn write_entry(
+    head: &mut Vec<u8>,
+    s: &EntrySpec,
+    name_off: u64,
+    data_rel: Option<u64>,
+) -> std::io::Result<u64> {
     let mut mcur = name_off + s.name.len() as u64;
     let (meta_off, meta_n) = if s.metadata.is_empty() {
         (0, 0)
@@ -802,26 +800,26 @@ fn write_entry(head: &mut Vec<u8>, s: &EntrySpec, name_off: u64, data_rel: Optio
         Some(_) => (SPLAT_ENTRY_SIZE, 1u32, 0u64),
         None => (DATA_ENTRY_SIZE, 2u32, DATA_ALIGNMENT),
     };
-    head.extend_from_slice(&size.to_le_bytes());
-    head.extend_from_slice(&ty.to_le_bytes());
-    head.extend_from_slice(&0u64.to_le_bytes());
+    head.write_u64::<LittleEndian>(size)?;
+    head.write_u32::<LittleEndian>(ty)?;
+    head.write_u64::<LittleEndian>(0)?;
     for v in [name_off, s.name.len() as u64, meta_off, meta_n, align] {
-        head.extend_from_slice(&v.to_le_bytes());
+        head.write_u64::<LittleEndian>(v)?;
     }
     match &s.splat {
         Some(p) => {
-            head.extend_from_slice(&s.length.to_le_bytes());
+            head.write_u64::<LittleEndian>(s.length)?;
             let mut pat = [0u8; 16];
             pat[..p.len()].copy_from_slice(p);
             head.extend_from_slice(&pat);
-            head.push(p.len() as u8);
+            head.write_u8(p.len() as u8)?;
         }
         None => {
-            head.extend_from_slice(&data_rel.unwrap_or(0).to_le_bytes());
-            head.extend_from_slice(&s.length.to_le_bytes());
+            head.write_u64::<LittleEndian>(data_rel.unwrap_or(0))?;
+            head.write_u64::<LittleEndian>(s.length)?;
         }
     }
-    mcur
+    Ok(mcur)
 }
 
 impl sealed::Streamed for IrpaWriter {

@@ -10,6 +10,7 @@ use super::dtype::{checked_nbytes, DType};
 use super::error::FileErrors;
 use super::stream::{sealed, Slot, TensorStream, TensorWriter};
 use super::{Backing, ParamsError, Result};
+use byteorder::{ByteOrder, LittleEndian, WriteBytesExt};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -189,9 +190,7 @@ fn read_header<'b>(err: FileErrors, bytes: &'b [u8]) -> Result<(usize, &'b str)>
     if size < 8 {
         return Err(err.truncated(None, "header length", 8, size));
     }
-    let mut len8 = [0u8; 8];
-    len8.copy_from_slice(&bytes[..8]);
-    let n = u64::from_le_bytes(len8);
+    let n = LittleEndian::read_u64(bytes);
     if n > MAX_HEADER_LEN {
         return Err(err.header_too_large(n, MAX_HEADER_LEN));
     }
@@ -574,7 +573,8 @@ impl SafetensorsWriter {
     ) -> Result<Self> {
         let header = build_header(path, specs, metadata)?;
         let mut head = Vec::with_capacity(8 + header.len());
-        head.extend_from_slice(&(header.len() as u64).to_le_bytes());
+        head.write_u64::<LittleEndian>(header.len() as u64)
+            .map_err(|e| ParamsError::io(path, e))?;
         head.extend_from_slice(&header);
         let mut at = head.len() as u64;
         let slots = specs

@@ -387,6 +387,37 @@ fn print_function(
     Ok(())
 }
 
+/// `{}` prints the module as [`print_module`] does with the default
+/// [`PrintOptions`] (every parameter an external `util.global` of scope
+/// `model`), so `println!("{module}")` shows it while debugging. A module
+/// the printer rejects prints as one `//` line naming the error.
+impl std::fmt::Display for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match print_module(self, &PrintOptions::default(), None) {
+            Ok(text) => f.write_str(&text),
+            Err(e) => writeln!(f, "// module @{} cannot be printed: {e}", self.name),
+        }
+    }
+}
+
+/// `{}` prints the function as a module of its own, named after it, with
+/// the default [`PrintOptions`] (see [`Module`]'s `Display`). A function
+/// the printer rejects, e.g. one whose outputs are not set yet, prints as
+/// one `//` line naming the error.
+impl std::fmt::Display for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let module = Module {
+            name: self.name.clone(),
+            attributes: Vec::new(),
+            functions: vec![self.clone()],
+        };
+        match print_module(&module, &PrintOptions::default(), None) {
+            Ok(text) => f.write_str(&text),
+            Err(e) => writeln!(f, "// function @{} cannot be printed: {e}", self.name),
+        }
+    }
+}
+
 /// Rejects a function StableHLO text cannot express: a bad name, no
 /// results, or an output storage that does not fit.
 fn check_function(g: &Graph) -> Result<(), PrintError> {
@@ -678,5 +709,58 @@ impl NodeText<'_> {
             ta(2),
             ta(3)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Module {
+        let mut g = Graph::new("f");
+        let x = g.input(TensorType::new(DType::F32, &[2, 3]));
+        let w = g
+            .parameter("w", TensorType::new(DType::F32, &[4, 3]))
+            .unwrap();
+        let y = g.linear(x, w).unwrap();
+        g.set_outputs(&[y]);
+        let mut m = Module::new("m");
+        m.functions.push(g);
+        m
+    }
+
+    #[test]
+    fn display_is_print_module_with_default_options() {
+        let m = tiny();
+        let printed = print_module(&m, &PrintOptions::default(), None).unwrap();
+        assert_eq!(m.to_string(), printed);
+        assert!(printed.contains("#flow.parameter.named<\"model\"::\"w\">"));
+    }
+
+    #[test]
+    fn a_graph_displays_as_a_module_of_its_own() {
+        let g = tiny().functions.remove(0);
+        let mut alone = Module::new("f");
+        alone.functions.push(g.clone());
+        let text = format!("{g}");
+        assert!(text.starts_with("module @f {\n"), "{text}");
+        assert_eq!(
+            text,
+            print_module(&alone, &PrintOptions::default(), None).unwrap()
+        );
+    }
+
+    #[test]
+    fn an_unprintable_module_displays_its_error() {
+        let mut g = Graph::new("f");
+        g.input(TensorType::scalar(DType::F32));
+        assert_eq!(
+            g.to_string(),
+            "// function @f cannot be printed: function @f returns nothing\n"
+        );
+        let bad = Module::new("not a name");
+        assert!(bad
+            .to_string()
+            .starts_with("// module @not a name cannot be printed: "));
     }
 }

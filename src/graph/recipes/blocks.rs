@@ -2,7 +2,7 @@
 //! `spec/quantized-weights.md`): codes unpacked from i32 words with shifts
 //! and masks, then `(code − zero)·scale + min` per group.
 
-use super::{DType, Graph, GraphError, Value};
+use crate::graph::{DType, Graph, GraphError, ReduceKind, UnaryOp, Value};
 
 /// A block-quantized matrix's parts as graph values, with the shape of
 /// its form ([`crate::params::blocks::BlockForm`]). Every part has the
@@ -159,8 +159,8 @@ impl Graph {
             });
         }
         let (s, n) = (tx.shape[0], tq.shape[0]);
-        let a = self.unary(super::UnaryOp::Abs, x)?;
-        let amax = self.reduce(a, super::ReduceKind::Max, &[1])?;
+        let a = self.unary(UnaryOp::Abs, x)?;
+        let amax = self.reduce(a, ReduceKind::Max, &[1])?;
         let inv127 = self.splat_like(amax, 127.0)?;
         let sx = self.div(amax, inv127)?;
         // An all-zero row keeps a positive scale (its codes are all 0).
@@ -168,7 +168,7 @@ impl Graph {
         let sx = self.max(sx, tiny)?;
         let sxb = self.broadcast_in_dim(sx, &tx.shape, &[0])?;
         let xs = self.div(x, sxb)?;
-        let xr = self.unary(super::UnaryOp::RoundNearestEven, xs)?;
+        let xr = self.unary(UnaryOp::RoundNearestEven, xs)?;
         let xq = self.convert(xr, DType::I8)?;
         let sums = self.linear(xq, codes)?;
         let y = self.convert(sums, DType::F32)?;

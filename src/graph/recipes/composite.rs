@@ -1,7 +1,7 @@
 //! Composite ops built only from the primitive builder methods: what a
 //! transformer block is written with.
 
-use super::{CompareDir, DType, DotDims, Graph, GraphError, Value};
+use crate::graph::{CompareDir, DType, DotDims, Graph, GraphError, Value};
 
 fn err<T>(op: &'static str, msg: impl Into<String>) -> Result<T, GraphError> {
     Err(GraphError {

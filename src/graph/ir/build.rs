@@ -2,23 +2,9 @@
 //! new value, or a [`GraphError`] that names the op and the offending types.
 
 use super::{
-    BinaryOp, CompareDir, DType, Graph, GraphError, Literal, Op, ReduceKind, Shape, TensorType,
-    UnaryOp, Value,
+    BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Op, ReduceKind, Shape,
+    TensorType, UnaryOp, Value,
 };
-
-/// Dimension numbers of a `dot_general`. The result's dims are the batch
-/// dims, then the lhs free dims, then the rhs free dims, each in order.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct DotDims {
-    /// Batch dims of the lhs.
-    pub lhs_batch: Vec<usize>,
-    /// Batch dims of the rhs (paired with `lhs_batch`).
-    pub rhs_batch: Vec<usize>,
-    /// Contracting dims of the lhs.
-    pub lhs_contract: Vec<usize>,
-    /// Contracting dims of the rhs (paired with `lhs_contract`).
-    pub rhs_contract: Vec<usize>,
-}
 
 fn err<T>(op: &'static str, msg: impl Into<String>) -> Result<T, GraphError> {
     Err(GraphError {
@@ -48,7 +34,9 @@ impl Graph {
         }
     }
 
-    pub(super) fn checked(&self, op: &'static str, vs: &[Value]) -> Result<(), GraphError> {
+    /// Errors (naming `op`) unless every value of `vs` is defined in this
+    /// graph: what a recipe checks before reading its operands' types.
+    pub(crate) fn checked(&self, op: &'static str, vs: &[Value]) -> Result<(), GraphError> {
         vs.iter().try_for_each(|&v| self.check_value(op, v))
     }
 
@@ -122,7 +110,7 @@ impl Graph {
     ///
     /// IREE's Vulkan backend cannot take bf16 parameters; before a Vulkan
     /// compile kiln re-declares them over the same bytes as 32-bit words
-    /// ([`crate::graph::lower::lower_for_vulkan`], see
+    /// ([`crate::graph::passes::vulkan::lower_for_vulkan`], see
     /// `spec/stablehlo-subset.md`).
     pub fn weight(
         &mut self,

@@ -1,4 +1,4 @@
-//! Lowering for IREE's Vulkan backend: bf16 parameters as 32-bit words.
+//! The lowering pass for IREE's Vulkan backend: bf16 parameters as 32-bit words.
 //!
 //! kiln's graphs declare a bf16 weight as a `bf16` global widened by
 //! `convert` ([`Graph::weight`]): the CPU backends load 16-bit values and
@@ -20,8 +20,8 @@
 //! index reduction fails to legalize (`failed to legalize operation
 //! 'memref.alloc' … memref<96xindex, #spirv.storage_class<Workgroup>>`).
 
-use super::{
-    bf16_pairs_shape, CompareDir, DType, Graph, GraphError, Literal, Module, Op, ReduceKind,
+use crate::graph::{
+    bf16_pairs_shape, CompareDir, DType, Graph, GraphError, Literal, Module, Node, Op, ReduceKind,
     TensorType, Value,
 };
 
@@ -49,9 +49,9 @@ pub fn lower_for_vulkan(m: &Module) -> Result<Module, GraphError> {
 fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
     let mut g = Graph::new(f.name.clone());
     // New value of each old node; for a bf16 parameter, its f32 widening.
-    let mut map: Vec<Value> = Vec::with_capacity(f.nodes.len());
-    let mut widened: Vec<bool> = vec![false; f.nodes.len()];
-    for (i, node) in f.nodes.iter().enumerate() {
+    let mut map: Vec<Value> = Vec::with_capacity(f.nodes().len());
+    let mut widened: Vec<bool> = vec![false; f.nodes().len()];
+    for (i, node) in f.nodes().iter().enumerate() {
         let v = match &node.op {
             Op::Parameter { key, .. } if node.ty.dtype == DType::I8 => {
                 return Err(GraphError {
@@ -121,26 +121,32 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
                             ),
                         });
                     }
-                    let args: Vec<Value> = node.args.iter().map(|a| map[a.index()]).collect();
-                    let v = g.push(op.clone(), &args, node.ty.clone());
+                    // An argument keeps its position: arguments are added
+                    // in order, as the builder numbers them.
                     if let Op::Input { .. } = op {
-                        g.inputs.push(v);
+                        g.input(node.ty.clone())
+                    } else {
+                        let args: Vec<Value> = node.args.iter().map(|a| map[a.index()]).collect();
+                        g.push(op.clone(), &args, node.ty.clone())
                     }
-                    v
                 }
             },
         };
         map.push(v);
     }
-    g.outputs = f.outputs.iter().map(|o| map[o.index()]).collect();
-    g.output_storage = f.output_storage.clone();
+    let outputs: Vec<Value> = f.outputs().iter().map(|o| map[o.index()]).collect();
+    g.set_outputs(&outputs);
+    for &(arg, result) in f.output_storage() {
+        let input = g.inputs()[arg];
+        g.store_output_in_input(result, input)?;
+    }
     Ok(g)
 }
 
 /// When `node` is [`Graph::argmax_two_pass`]'s final reduction,
 /// `reduce_min(select(x == broadcast(reduce_max(x, [dim])), iota(dim),
 /// i32::MAX), [dim])`, returns `(x, dim)`.
-fn two_pass_argmax(f: &Graph, node: &super::Node) -> Option<(Value, usize)> {
+fn two_pass_argmax(f: &Graph, node: &Node) -> Option<(Value, usize)> {
     let dim = match &node.op {
         Op::Reduce {
             kind: ReduceKind::Min,

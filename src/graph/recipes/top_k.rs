@@ -26,7 +26,7 @@
 //! first K: the same first index as [`Graph::argmax`]. The group size `s`
 //! (a power of two) is chosen to minimise the compares of stages 2–4.
 
-use super::{CompareDir, DType, Graph, GraphError, Value};
+use crate::graph::{CompareDir, DType, Graph, GraphError, Value};
 
 fn err<T>(msg: impl Into<String>) -> Result<T, GraphError> {
     Err(GraphError {

@@ -1,0 +1,186 @@
+//! A conversation over the KV-cache pair ([`Conversation`] over a
+//! [`KvStep`]): the prompt and each turn prefilled in chunks of at most P,
+//! one decode per generated token; and the one-shot KV loops
+//! [`generate_kv`] and [`generate_kv_with`] built on it.
+
+use super::redecode::check_prompt;
+use super::sample::Sampler;
+use super::stop::{Generation, Stop};
+use crate::step::{KvStep, Prediction};
+use crate::{Error, Result};
+
+/// A conversation over the KV-cache pair: every token so far sits in the
+/// caches, so a new turn costs only its own tokens. [`Conversation::append`]
+/// feeds a prompt or a turn of any length in prefill chunks of at most P;
+/// [`Conversation::step`] appends one token by decode.
+///
+/// When a call would pass the max context N it is an error (the
+/// conversation is unchanged): the app then stops, or starts a new
+/// conversation from a truncated history (`spec/kv-cache.md`).
+///
+/// [`Conversation::generate`] chooses ids with its [`Sampler`] (greedy
+/// unless [`Conversation::set_sampler`] gives another).
+pub struct Conversation<'m> {
+    model: &'m mut dyn KvStep,
+    tokens: Vec<i32>,
+    sampler: Sampler,
+}
+
+impl<'m> Conversation<'m> {
+    /// A new conversation on `model` (its caches zeroed).
+    pub fn new(model: &'m mut dyn KvStep) -> Result<Conversation<'m>> {
+        model.reset()?;
+        Ok(Conversation {
+            model,
+            tokens: Vec::new(),
+            sampler: Sampler::greedy(),
+        })
+    }
+
+    /// Chooses the ids of [`Conversation::generate`] with `sampler` from now on.
+    pub fn set_sampler(&mut self, sampler: Sampler) {
+        self.sampler = sampler;
+    }
+
+    /// Starts over on the same model: zeroed caches, no tokens.
+    pub fn restart(&mut self) -> Result<()> {
+        self.model.reset()?;
+        self.tokens.clear();
+        Ok(())
+    }
+
+    /// The tokens in the caches, in order.
+    pub fn tokens(&self) -> &[i32] {
+        &self.tokens
+    }
+
+    /// Positions left in the caches.
+    pub fn remaining(&self) -> usize {
+        self.model.max_context() - self.tokens.len()
+    }
+
+    /// Appends `tokens` (a prompt, or the next turn) from the current
+    /// position in prefill chunks of at most P; returns the id the model
+    /// predicts after the last one. A chunk that would pass N starts at
+    /// N − P instead and recomputes the positions it overlaps (the same
+    /// tokens, so the same keys and values).
+    pub fn append(&mut self, tokens: &[i32]) -> Result<Prediction> {
+        let (p, n) = (self.model.prompt_len(), self.model.max_context());
+        if tokens.is_empty() {
+            return Err(Error::Input("nothing to append: no tokens".into()));
+        }
+        if self.tokens.len() + tokens.len() > n {
+            return Err(Error::Input(format!(
+                "the conversation holds {} tokens and this adds {}: more than the max context N = {n} \
+                 (start a new conversation from a shorter history, or export with a larger --max-context)",
+                self.tokens.len(),
+                tokens.len()
+            )));
+        }
+        let mut next = Prediction::greedy(0);
+        let mut fed = 0;
+        while fed < tokens.len() {
+            let pos = self.tokens.len();
+            let start = pos.min(n - p);
+            let overlap = pos - start;
+            let take = (p - overlap).min(tokens.len() - fed);
+            let mut chunk = vec![0i32; p];
+            chunk[..overlap].copy_from_slice(&self.tokens[start..pos]);
+            chunk[overlap..overlap + take].copy_from_slice(&tokens[fed..fed + take]);
+            next = self.model.prefill(&chunk, start, overlap + take)?;
+            self.tokens.extend_from_slice(&tokens[fed..fed + take]);
+            fed += take;
+        }
+        Ok(next)
+    }
+
+    /// Appends `token` at the next position by decode; returns the model's
+    /// prediction after it.
+    pub fn step(&mut self, token: i32) -> Result<Prediction> {
+        let pos = self.tokens.len();
+        let next = self.model.decode(token, pos)?;
+        self.tokens.push(token);
+        Ok(next)
+    }
+
+    /// Generates from the current state, given the model's last prediction
+    /// (what [`Conversation::append`] or [`Conversation::step`] returned):
+    /// ids chosen by the sampler until an eos id, `max_new_tokens`, a full
+    /// cache, or `on_token` returning false. Generated ids enter the
+    /// caches except the last (it is returned, not yet decoded).
+    pub fn generate(
+        &mut self,
+        prediction: Prediction,
+        max_new_tokens: usize,
+        eos: &[i32],
+        mut on_token: impl FnMut(i32) -> bool,
+    ) -> Result<Generation> {
+        let n = self.model.max_context();
+        let mut ids = Vec::new();
+        let mut prediction = prediction;
+        loop {
+            let next = self.sampler.choose(&prediction, &self.tokens)?;
+            if eos.contains(&next) {
+                return Ok(Generation::new(ids, Stop::Eos(next)));
+            }
+            ids.push(next);
+            if !on_token(next) {
+                return Ok(Generation::new(ids, Stop::Caller));
+            }
+            if ids.len() >= max_new_tokens {
+                return Ok(Generation::new(ids, Stop::MaxNewTokens));
+            }
+            if self.tokens.len() + 1 >= n {
+                return Ok(Generation::new(ids, Stop::ContextFull));
+            }
+            prediction = self.step(next)?;
+        }
+    }
+}
+
+/// The KV-cache loop: exactly the ids [`generate`](super::generate) gives with SEQ = N (the
+/// same greedy choice and eos handling), the prompt prefilled in chunks of
+/// at most P, then one decode per new token instead of a whole-window
+/// forward. The prompt must leave room in N.
+pub fn generate_kv(
+    model: &mut dyn KvStep,
+    prompt: &[i32],
+    max_new_tokens: usize,
+    eos: &[i32],
+    on_token: impl FnMut(i32) -> bool,
+) -> Result<Generation> {
+    generate_kv_with(
+        model,
+        prompt,
+        max_new_tokens,
+        eos,
+        Sampler::greedy(),
+        on_token,
+    )
+}
+
+/// [`generate_kv`] with ids chosen by `sampler` (a module exported with
+/// `--sampling topk=K` unless it is greedy).
+pub fn generate_kv_with(
+    model: &mut dyn KvStep,
+    prompt: &[i32],
+    max_new_tokens: usize,
+    eos: &[i32],
+    sampler: Sampler,
+    on_token: impl FnMut(i32) -> bool,
+) -> Result<Generation> {
+    let n = model.max_context();
+    check_prompt(prompt, n, || {
+        format!(
+            "the prompt has {} tokens but the max context N is {n}: no room for a new token (export with a larger --max-context)",
+            prompt.len()
+        )
+    })?;
+    if max_new_tokens == 0 {
+        return Ok(Generation::new(Vec::new(), Stop::MaxNewTokens));
+    }
+    let mut c = Conversation::new(model)?;
+    c.set_sampler(sampler);
+    let next = c.append(prompt)?;
+    c.generate(next, max_new_tokens, eos, on_token)
+}

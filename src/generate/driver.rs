@@ -1,0 +1,222 @@
+//! Opening the runtime that fits a module ([`DriverOptions`] →
+//! [`Driver`]): kiln's interpreter for `.mlir`, a loaded IREE session, or
+//! one `iree-run-module` per call; and the loop each runs.
+
+use super::backends::{Interpreted, KvDriver, KvInterpreted, Redecode, RunModule};
+use super::conversation::generate_kv_with;
+use super::redecode::generate;
+use super::sample::Sampler;
+use super::stop::Generation;
+use crate::iree::run::RunOptions;
+use crate::iree::session::{KvSession, Session, SessionSpec};
+use crate::iree::Toolchain;
+use crate::manifest::KvPair;
+use crate::step::{Forward, KvSpec, KvStep};
+use crate::{Error, Result};
+use std::path::PathBuf;
+
+/// The pair a manifest records, checked (its cache dtype known, 1 ≤ P ≤ N).
+impl TryFrom<&KvPair> for KvSpec {
+    type Error = Error;
+    fn try_from(kv: &KvPair) -> Result<KvSpec> {
+        KvSpec::new(
+            &kv.prefill,
+            &kv.decode,
+            kv.prompt_len,
+            kv.cache_type()?,
+            kv.cache_count,
+        )
+    }
+}
+
+/// Where and how to run a module for [`Driver::open`]:
+/// [`DriverOptions::new`] and the setters.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DriverOptions {
+    /// A `.vmfb` (run by IREE) or a `.mlir` (run by kiln's interpreter).
+    pub module: PathBuf,
+    /// The parameter file.
+    pub params: PathBuf,
+    /// Its scope in the module (`model`).
+    pub scope: String,
+    /// The redecode function.
+    pub function: String,
+    /// SEQ of the redecode function.
+    pub seq: usize,
+    /// The KV-cache pair to drive instead of the redecode function.
+    pub kv: Option<KvPair>,
+    /// Runtime device.
+    pub device: crate::iree::flags::Device,
+    /// Run under an emulator (one `iree-run-module` per call).
+    pub emulate: Option<crate::iree::run::Emulation>,
+    /// local-task worker groups.
+    pub task_groups: Option<usize>,
+    /// One `iree-run-module` per call instead of a loaded session.
+    pub per_step: bool,
+    /// The IREE venv or tool directory (default: kiln's search).
+    pub iree_dir: Option<PathBuf>,
+}
+
+impl DriverOptions {
+    /// The redecode function `function` (SEQ `seq`) of `module` over the
+    /// parameter file `params` in scope `model`, on the default device, a
+    /// loaded session, kiln's IREE search.
+    pub fn new(
+        module: impl Into<PathBuf>,
+        params: impl Into<PathBuf>,
+        function: impl Into<String>,
+        seq: usize,
+    ) -> Self {
+        DriverOptions {
+            module: module.into(),
+            params: params.into(),
+            scope: "model".into(),
+            function: function.into(),
+            seq,
+            kv: None,
+            device: Default::default(),
+            emulate: None,
+            task_groups: None,
+            per_step: false,
+            iree_dir: None,
+        }
+    }
+
+    /// Sets the parameter scope.
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scope = scope.into();
+        self
+    }
+
+    /// Drives the KV-cache pair `kv` (`None`: the redecode function).
+    pub fn kv(mut self, kv: impl Into<Option<KvPair>>) -> Self {
+        self.kv = kv.into();
+        self
+    }
+
+    /// Sets the runtime device.
+    pub fn device(mut self, device: crate::iree::flags::Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Runs under an emulator (`None`: natively).
+    pub fn emulate(mut self, emulate: impl Into<Option<crate::iree::run::Emulation>>) -> Self {
+        self.emulate = emulate.into();
+        self
+    }
+
+    /// Sets the local-task worker groups (`None`: IREE's default).
+    pub fn task_groups(mut self, task_groups: impl Into<Option<usize>>) -> Self {
+        self.task_groups = task_groups.into();
+        self
+    }
+
+    /// One `iree-run-module` per call instead of a loaded session.
+    pub fn per_step(mut self, per_step: bool) -> Self {
+        self.per_step = per_step;
+        self
+    }
+
+    /// Sets the IREE venv or tool directory (`None`: kiln's search).
+    pub fn iree_dir(mut self, iree_dir: impl Into<Option<PathBuf>>) -> Self {
+        self.iree_dir = iree_dir.into();
+        self
+    }
+}
+
+/// The loop a generation runs (redecode or KV cache) over the runtime that
+/// fits the module: kiln's interpreter for `.mlir`, a loaded IREE session,
+/// or one `iree-run-module` per call (`per_step`, emulation).
+pub enum Driver {
+    /// The whole SEQ window every step.
+    Redecode(Box<dyn Forward>),
+    /// One prefill, then one decode per token.
+    Kv(Box<dyn KvStep>),
+}
+
+impl Driver {
+    /// Opens the driver `o` describes (starting the IREE session when that
+    /// is the runtime).
+    pub fn open(o: &DriverOptions) -> Result<Driver> {
+        let interpreted = o.module.extension().is_some_and(|e| e == "mlir");
+        if interpreted {
+            return Ok(match &o.kv {
+                None => Driver::Redecode(Box::new(Interpreted::open(
+                    &o.module,
+                    &o.params,
+                    &o.function,
+                )?)),
+                Some(kv) => Driver::Kv(Box::new(KvInterpreted::open(
+                    &o.module,
+                    &o.params,
+                    &kv.prefill,
+                    &kv.decode,
+                )?)),
+            });
+        }
+        let tc = Toolchain::locate(o.iree_dir.as_deref())?;
+        let per_call = o.per_step || o.emulate.is_some();
+        let backend = |exact_outputs| RunModule {
+            toolchain: tc.clone(),
+            vmfb: o.module.clone(),
+            options: RunOptions {
+                device: o.device,
+                function: String::new(),
+                params: vec![(o.scope.clone(), o.params.clone())],
+                task_groups: o.task_groups,
+                emulate: o.emulate,
+                exact_outputs,
+            },
+        };
+        let session = || {
+            SessionSpec::new(&o.module, &o.params)
+                .scope(&o.scope)
+                .device(o.device)
+                .task_groups(o.task_groups)
+        };
+        Ok(match (&o.kv, per_call) {
+            (None, true) => {
+                Driver::Redecode(Box::new(Redecode::new(backend(None), &o.function, o.seq)))
+            }
+            (Some(kv), true) => Driver::Kv(Box::new(KvDriver::new(
+                backend(Some(kv.outputs())),
+                KvSpec::try_from(kv)?,
+            ))),
+            (None, false) => Driver::Redecode(Box::new(Session::start(
+                &tc,
+                &session(),
+                &o.function,
+                o.seq,
+            )?)),
+            (Some(kv), false) => Driver::Kv(Box::new(KvSession::start(
+                &tc,
+                &session(),
+                &KvSpec::try_from(kv)?,
+            )?)),
+        })
+    }
+
+    /// Generates from `prompt` with this driver's loop ([`generate`] or
+    /// [`generate_kv_with`]), choosing ids with `sampler` (only greedy on
+    /// the redecode loop).
+    pub fn generate(
+        &mut self,
+        prompt: &[i32],
+        max_new_tokens: usize,
+        eos: &[i32],
+        sampler: Sampler,
+        on_token: impl FnMut(i32) -> bool,
+    ) -> Result<Generation> {
+        match self {
+            Driver::Redecode(_) if !sampler.params().is_greedy() => Err(Error::Input(
+                "sampling needs the KV-cache pair: export with --kv-cache --sampling topk=K and generate with --kv-cache".into(),
+            )),
+            Driver::Redecode(m) => generate(m.as_mut(), prompt, max_new_tokens, eos, on_token),
+            Driver::Kv(m) => {
+                generate_kv_with(m.as_mut(), prompt, max_new_tokens, eos, sampler, on_token)
+            }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! The phone's redecode loop (see `android-contract.md`): the prompt is
+//! padded with 0 to SEQ, the whole buffer is run every step, the
+//! prediction at the last real position is appended, and generation stops
+//! at an end-of-sequence id, after `max_new_tokens`, or when SEQ is full.
+
+use super::stop::{Generation, Stop};
+use crate::step::Forward;
+use crate::{Error, Result};
+
+/// A prompt must have a token and leave room for one more in `limit`
+/// positions (SEQ, or the KV pair's N); `too_long` says why it does not.
+pub(super) fn check_prompt(
+    prompt: &[i32],
+    limit: usize,
+    too_long: impl FnOnce() -> String,
+) -> Result<()> {
+    if prompt.is_empty() {
+        return Err(Error::Input("the prompt is empty".into()));
+    }
+    if prompt.len() >= limit {
+        return Err(Error::Input(too_long()));
+    }
+    Ok(())
+}
+
+/// Runs the redecode loop from `prompt`, calling `on_token` with each new
+/// id as it arrives (`false` stops after it). The prompt must be shorter
+/// than SEQ.
+pub fn generate(
+    model: &mut dyn Forward,
+    prompt: &[i32],
+    max_new_tokens: usize,
+    eos: &[i32],
+    mut on_token: impl FnMut(i32) -> bool,
+) -> Result<Generation> {
+    let seq = model.seq();
+    check_prompt(prompt, seq, || {
+        format!(
+            "the prompt has {} tokens but SEQ is {seq}: it must be at most SEQ - 1 = {} (export with a larger --seq)",
+            prompt.len(),
+            seq - 1
+        )
+    })?;
+    let mut buf = vec![0i32; seq];
+    buf[..prompt.len()].copy_from_slice(prompt);
+    let mut ids = Vec::new();
+    loop {
+        if ids.len() >= max_new_tokens {
+            return Ok(Generation::new(ids, Stop::MaxNewTokens));
+        }
+        if prompt.len() + ids.len() >= seq {
+            return Ok(Generation::new(ids, Stop::ContextFull));
+        }
+        let out = model.forward(&buf)?;
+        let next = out[prompt.len() - 1 + ids.len()];
+        if eos.contains(&next) {
+            return Ok(Generation::new(ids, Stop::Eos(next)));
+        }
+        buf[prompt.len() + ids.len()] = next;
+        ids.push(next);
+        if !on_token(next) {
+            return Ok(Generation::new(ids, Stop::Caller));
+        }
+    }
+}

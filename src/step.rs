@@ -1,0 +1,223 @@
+//! The step interfaces between the generation loops (`generate`)
+//! and the runtimes that run a model one call at a time (kiln's
+//! interpreter, `iree-run-module`, the loaded IREE session in
+//! `iree::session`).
+//!
+//! A runtime implements [`Forward`] (the redecode forward: SEQ ids in, SEQ
+//! predicted ids out) or [`KvStep`] (the KV-cache pair: prefill and
+//! decode, the caches kept between calls, described by a [`KvSpec`]); a
+//! runtime that only hands tensors back implements [`Backend`] and gets
+//! both from generate's drivers. Each call's result is a [`Prediction`].
+//! The checks every implementation makes on its arguments (a prefill
+//! chunk, a decode position) live here too, so a runtime never reaches up
+//! into the loops that drive it.
+//!
+//! This module imports neither `iree` nor `generate`: both import it.
+
+use crate::graph::TensorType;
+use crate::{Error, Result};
+
+/// One forward pass of a `tensor<1xSEQxi32> -> tensor<SEQxi32>` function.
+pub trait Forward {
+    /// Sequence length SEQ.
+    fn seq(&self) -> usize;
+    /// Runs the function on a full buffer of SEQ ids.
+    fn forward(&mut self, ids: &[i32]) -> Result<Vec<i32>>;
+}
+
+/// One model driven through the KV-cache pair (`kiln export --kv-cache`):
+/// prefill calls over chunks of at most P tokens at any position, one
+/// decode per token, the caches kept by the implementation between calls.
+/// `generate::Conversation` drives it.
+pub trait KvStep {
+    /// Prompt bucket P.
+    fn prompt_len(&self) -> usize;
+    /// Max context N (cache length).
+    fn max_context(&self) -> usize;
+    /// Starts over: zeroed caches.
+    fn reset(&mut self) -> Result<()>;
+    /// Runs prefill on `chunk` (P ids) at positions `start..start + P`, of
+    /// which the first `length` are real (the rest padding); returns the
+    /// prediction after position `start + length - 1` and keeps the
+    /// updated caches. `start + P ≤ N`.
+    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<Prediction>;
+    /// Runs decode for `token` at `position` on the kept caches; returns
+    /// the prediction after it and keeps the updated caches.
+    fn decode(&mut self, token: i32, position: usize) -> Result<Prediction>;
+}
+
+/// What a runtime needs to offer for generate's drivers
+/// (`generate::Redecode`, `generate::KvDriver`) to run
+/// the whole redecode or prefill/decode protocol over it: build i32
+/// tensors, run a function by name, read its results. Implemented by
+/// kiln's interpreter and by one `iree-run-module` per call; the loaded
+/// IREE session keeps its caches on the device and implements [`KvStep`]
+/// itself (`iree::session::KvSession`).
+pub trait Backend {
+    /// The runtime's tensor.
+    type Tensor;
+    /// An i32 tensor of `shape`.
+    fn i32(&self, shape: &[usize], data: Vec<i32>) -> Result<Self::Tensor>;
+    /// A tensor of zeros of type `ty` (a fresh KV cache).
+    fn zeros(&self, ty: &TensorType) -> Result<Self::Tensor>;
+    /// Runs `function` on `inputs`; returns its results.
+    fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>>;
+    /// A tensor's dims.
+    fn shape<'t>(&self, t: &'t Self::Tensor) -> &'t [usize];
+    /// The elements of an i32 tensor.
+    fn i32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [i32]>;
+    /// The elements of an f32 tensor.
+    fn f32s<'t>(&self, t: &'t Self::Tensor) -> Option<&'t [f32]>;
+}
+
+/// One KV-cache pair of a module (`spec/kv-cache.md`): its two functions,
+/// the prompt bucket P and the type of every cache tensor the functions
+/// take and return. [`KvSpec::new`] checks it; a manifest's
+/// `manifest::KvPair` converts with `KvSpec::try_from`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KvSpec {
+    /// The prefill function: `(ids [1, P], start, length, caches…) ->
+    /// (id, caches…[, values, ids])`.
+    pub prefill: String,
+    /// The decode function: `(token [1], position, caches…) -> (id,
+    /// caches…[, values, ids])`.
+    pub decode: String,
+    /// Prompt bucket P.
+    pub prompt_len: usize,
+    /// Every cache tensor, in argument order: `K_0 … K_{c-1}, V_0 …
+    /// V_{c-1}`, each `[L, KV, N, D]` with the same N.
+    pub caches: Vec<TensorType>,
+}
+
+impl KvSpec {
+    /// The pair `prefill`/`decode` with prompt bucket `prompt_len`, whose
+    /// K and V are each `count` tensors (at least 1) of type `cache`
+    /// (`[L, KV, N, D]`); checks that 1 ≤ P ≤ N.
+    pub fn new(
+        prefill: impl Into<String>,
+        decode: impl Into<String>,
+        prompt_len: usize,
+        cache: TensorType,
+        count: usize,
+    ) -> Result<KvSpec> {
+        if cache.rank() != 4 || prompt_len == 0 || prompt_len > cache.shape[2] {
+            return Err(Error::Input(format!(
+                "a KV pair needs caches [L, KV, N, D] and 1 ≤ P ≤ N, not {cache} and P = {prompt_len}"
+            )));
+        }
+        Ok(KvSpec {
+            prefill: prefill.into(),
+            decode: decode.into(),
+            prompt_len,
+            caches: vec![cache; 2 * count.max(1)],
+        })
+    }
+
+    /// Max context N: the caches' length.
+    pub fn max_context(&self) -> usize {
+        self.caches[0].shape[2]
+    }
+
+    /// Tensors per cache: how many each of K and V is split into.
+    pub fn cache_count(&self) -> usize {
+        self.caches.len() / 2
+    }
+}
+
+/// One candidate for the next position: an id and its logit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    /// The token id.
+    pub id: i32,
+    /// Its logit (after the model's final soft-capping, if any).
+    pub logit: f32,
+}
+
+/// What one prefill or decode call predicts for the next position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    /// The in-graph argmax: the greedy choice.
+    pub id: i32,
+    /// With a `--sampling topk=K` module: the K largest logits, largest
+    /// first (the lower id first among equal logits, so `top[0].id ==
+    /// id`); empty otherwise.
+    pub top: Vec<Candidate>,
+}
+
+impl Prediction {
+    /// A prediction with no candidates (a greedy module).
+    pub fn greedy(id: i32) -> Prediction {
+        Prediction {
+            id,
+            top: Vec::new(),
+        }
+    }
+}
+
+/// Pairs a call's top-K `ids` and `values` (same length, at least one).
+pub(crate) fn candidates(ids: &[i32], values: &[f32]) -> Option<Vec<Candidate>> {
+    (ids.len() == values.len() && !ids.is_empty()).then(|| {
+        ids.iter()
+            .zip(values)
+            .map(|(&id, &logit)| Candidate { id, logit })
+            .collect()
+    })
+}
+
+/// Checks a prefill chunk of `ids` ids against a pair with prompt bucket
+/// `p` and max context `n`: P ids, 1..=P real, inside the caches.
+pub(crate) fn check_chunk(
+    ids: usize,
+    p: usize,
+    start: usize,
+    length: usize,
+    n: usize,
+) -> Result<()> {
+    if ids != p || length == 0 || length > p || start + p > n {
+        return Err(Error::Input(format!(
+            "a prefill chunk is P = {p} ids at start + P ≤ N = {n} with 1..=P real; got {ids} ids at {start}, {length} real"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a decode position against N: a generation past the max context
+/// is an error, never a silent wrap-around.
+pub(crate) fn check_position(position: usize, max_context: usize) -> Result<()> {
+    if position >= max_context {
+        return Err(Error::Input(format!(
+            "decode position {position} is past the max context N = {max_context} (export with a larger --max-context)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::DType;
+
+    #[test]
+    fn a_kv_spec_holds_every_cache_and_checks_p_against_n() {
+        let cache = TensorType::new(DType::F32, &[1, 2, 16, 12]);
+        let kv = KvSpec::new("prefill", "decode", 4, cache.clone(), 2).unwrap();
+        assert_eq!((kv.caches.len(), kv.cache_count()), (4, 2));
+        assert_eq!(kv.max_context(), 16);
+        let e = KvSpec::new("p", "d", 17, cache, 1).unwrap_err().to_string();
+        assert!(e.contains("1 ≤ P ≤ N"), "{e}");
+        let flat = TensorType::new(DType::F32, &[16, 12]);
+        assert!(KvSpec::new("p", "d", 4, flat, 1).is_err());
+    }
+
+    #[test]
+    fn chunks_and_positions_stay_inside_the_caches() {
+        assert!(check_chunk(4, 4, 12, 4, 16).is_ok());
+        assert!(check_chunk(4, 4, 13, 1, 16).is_err());
+        assert!(check_chunk(3, 4, 0, 3, 16).is_err());
+        assert!(check_chunk(4, 4, 0, 0, 16).is_err());
+        assert!(check_position(15, 16).is_ok());
+        assert!(check_position(16, 16).is_err());
+        assert_eq!(candidates(&[1], &[0.5, 1.0]), None);
+    }
+}
