@@ -10,7 +10,8 @@
 //!   [`Interpreter`], one `iree-run-module` per call ([`RunModule`]);
 //! - `driver.rs`: the runtime that fits a module ([`DriverOptions`] →
 //!   [`Driver`]), the loaded IREE session included;
-//! - `stop.rs`: why a generation stopped ([`Stop`], [`Generation`]) and
+//! - `stop.rs`: why a generation stopped ([`Stop`], [`Generation`]), its
+//!   prefill and decode times ([`Timings`]), and
 //!   stop strings on streamed text ([`StopStrings`]);
 //! - `sample.rs`: choosing the next id ([`Sampler`]).
 //!
@@ -33,4 +34,4 @@ pub use conversation::{generate_kv, generate_kv_with, Conversation};
 pub use driver::{Driver, DriverOptions};
 pub use redecode::generate;
 pub use sample::{Sampler, SamplingParams};
-pub use stop::{Generation, Stop, StopStrings};
+pub use stop::{Generation, Stop, StopStrings, Timings};
