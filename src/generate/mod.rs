@@ -25,7 +25,7 @@ mod redecode;
 mod sample;
 mod stop;
 
-pub use crate::step::{Backend, Candidate, Forward, KvSpec, KvStep, Prediction};
+pub use crate::step::{Backend, Candidate, Forward, KvSpan, KvSpec, KvStep, Prediction};
 pub use backends::{
     Interpreted, Interpreter, IreeRunModule, KvDriver, KvInterpreted, KvRunModule, Redecode,
     RunModule,
