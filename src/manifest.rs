@@ -47,30 +47,11 @@ pub struct ExportManifest {
     pub format: String,
     /// kiln's version.
     pub kiln_version: String,
-    /// Base name of the files.
-    pub name: String,
-    /// Exported function.
-    pub function: String,
-    /// Fixed sequence length.
-    pub seq: usize,
-    /// Parameter scope the runtime must open the archive under.
-    pub scope: String,
-    /// Function signature, input.
-    pub input: String,
-    /// Function signature, output.
-    pub output: String,
-    /// Model family.
-    pub architecture: String,
-    /// Hyperparameters.
-    pub config: DecoderConfig,
-    /// Vocabulary size.
-    pub vocab_size: usize,
-    /// BOS id, when known.
-    pub bos_token_id: Option<u32>,
-    /// EOS ids.
-    pub eos_token_ids: Vec<u32>,
-    /// Stored dtype of the weights.
-    pub weights_dtype: String,
+    /// The function contract, with the model's family and hyperparameters
+    /// ([`ModelInfo`]); flattened: its keys are this manifest's. The
+    /// manifest derefs to it (`manifest.seq`, `manifest.config`).
+    #[serde(flatten)]
+    pub contract: Contract<ModelInfo>,
     /// Constant policy used for the MLIR.
     pub constants: String,
     /// Number of parameter tensors.
@@ -86,6 +67,108 @@ pub struct ExportManifest {
     /// The KV-cache pair, when exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<KvManifest>,
+}
+
+/// The function contract: what a runtime needs to call the exported
+/// function (its name, signature and parameter scope), to read its ids
+/// (the vocabulary and special ids) and to tell how its weights are
+/// stored. [`ExportManifest`] and [`AssetsManifest`] both hold it,
+/// flattened: its keys sit beside theirs.
+///
+/// `M` is what a manifest records about the model between the signature
+/// and the vocabulary, flattened in place so that the keys keep their
+/// order: [`ModelInfo`] in the export manifest, nothing (`()`) in the
+/// assets manifest. A contract derefs to it (`manifest.config`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct Contract<M = ()> {
+    /// Model name: the prefix of every file.
+    pub name: String,
+    /// Exported function: the runtime calls `module.<function>`.
+    pub function: String,
+    /// Fixed sequence length SEQ.
+    pub seq: usize,
+    /// Parameter scope the runtime must open the `.irpa` under.
+    pub scope: String,
+    /// Input type: `tensor<1xSEQxi32>`.
+    pub input: String,
+    /// Output type: `tensor<SEQxi32>`, one predicted id per position.
+    pub output: String,
+    /// What the manifest records about the model here (see above).
+    #[serde(flatten)]
+    pub model: M,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// BOS id, when known.
+    pub bos_token_id: Option<u32>,
+    /// EOS ids: generation stops at any of them.
+    pub eos_token_ids: Vec<u32>,
+    /// Stored dtype of the weights.
+    pub weights_dtype: String,
+}
+
+/// The model an export manifest describes, between its contract's
+/// signature and vocabulary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct ModelInfo {
+    /// Model family.
+    pub architecture: String,
+    /// Hyperparameters.
+    pub config: DecoderConfig,
+}
+
+/// The input and output types of the forward function at SEQ `seq`:
+/// `tensor<1xSEQxi32>` and `tensor<SEQxi32>`.
+pub(crate) fn io_types(seq: usize) -> (String, String) {
+    (format!("tensor<1x{seq}xi32>"), format!("tensor<{seq}xi32>"))
+}
+
+impl<M> Contract<M> {
+    /// This contract with `model` in the model slot, its input and output
+    /// types written afresh from SEQ.
+    pub fn with_model<N>(&self, model: N) -> Contract<N> {
+        let (input, output) = io_types(self.seq);
+        Contract {
+            name: self.name.clone(),
+            function: self.function.clone(),
+            seq: self.seq,
+            scope: self.scope.clone(),
+            input,
+            output,
+            model,
+            vocab_size: self.vocab_size,
+            bos_token_id: self.bos_token_id,
+            eos_token_ids: self.eos_token_ids.clone(),
+            weights_dtype: self.weights_dtype.clone(),
+        }
+    }
+}
+
+impl<M> std::ops::Deref for Contract<M> {
+    type Target = M;
+    fn deref(&self) -> &M {
+        &self.model
+    }
+}
+
+impl<M> std::ops::DerefMut for Contract<M> {
+    fn deref_mut(&mut self) -> &mut M {
+        &mut self.model
+    }
+}
+
+impl std::ops::Deref for ExportManifest {
+    type Target = Contract<ModelInfo>;
+    fn deref(&self) -> &Contract<ModelInfo> {
+        &self.contract
+    }
+}
+
+impl std::ops::DerefMut for ExportManifest {
+    fn deref_mut(&mut self) -> &mut Contract<ModelInfo> {
+        &mut self.contract
+    }
 }
 
 /// Size and hash of one written file.
@@ -329,26 +412,11 @@ pub struct AssetsManifest {
     pub kiln_version: String,
     /// The IREE version the modules were compiled for (the runtime must match).
     pub iree_version: String,
-    /// Model name (the prefix of every file).
-    pub name: String,
-    /// Function the runtime calls: `module.<function>`.
-    pub function: String,
-    /// Fixed sequence length SEQ.
-    pub seq: usize,
-    /// Scope the `.irpa` must be opened under.
-    pub scope: String,
-    /// Input type: `tensor<1xSEQxi32>`.
-    pub input: String,
-    /// Output type: `tensor<SEQxi32>`, one predicted id per position.
-    pub output: String,
-    /// Vocabulary size.
-    pub vocab_size: usize,
-    /// BOS id, when known.
-    pub bos_token_id: Option<u32>,
-    /// EOS ids: generation stops at any of them.
-    pub eos_token_ids: Vec<u32>,
-    /// Stored dtype of the weights.
-    pub weights_dtype: Option<String>,
+    /// The function contract, as in the export manifest; flattened: its
+    /// keys are this manifest's. The manifest derefs to it
+    /// (`manifest.seq`).
+    #[serde(flatten)]
+    pub contract: Contract,
     /// The parameter archive's file name.
     pub parameters: String,
     /// Modules by key (`arm64-v8a`, `armeabi-v7a`, `vulkan`, `host`).
@@ -366,6 +434,19 @@ pub struct AssetsManifest {
     pub chat: Option<AssetsChat>,
     /// Size and sha256 of every other file, sorted by path.
     pub files: Vec<FileRecord>,
+}
+
+impl std::ops::Deref for AssetsManifest {
+    type Target = Contract;
+    fn deref(&self) -> &Contract {
+        &self.contract
+    }
+}
+
+impl std::ops::DerefMut for AssetsManifest {
+    fn deref_mut(&mut self) -> &mut Contract {
+        &mut self.contract
+    }
 }
 
 /// One packaged module.

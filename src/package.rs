@@ -25,6 +25,7 @@
 //! output. Files an earlier package of the same model listed in its
 //! manifest and this one does not have are then removed.
 
+use crate::export::{Artifact, Layout};
 use crate::iree::flags::{Device, Target, DEFAULT_VULKAN_TARGET};
 use crate::manifest::{
     AssetsChat, AssetsKv, AssetsManifest, ExportManifest, FileRecord, ModuleEntry, ASSETS_FORMAT,
@@ -373,20 +374,19 @@ fn check_tokenizer_json(json: &Path, warnings: &mut Vec<String>) -> Result<()> {
 /// `.jinja` chat template folded in when there is one; `None` when there
 /// is neither.
 fn tokenizer_config(json: &Path) -> Result<Option<Vec<u8>>> {
-    let dir = json.parent().unwrap_or(Path::new("."));
-    let (config_path, jinja_path) = match json
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(".tokenizer.json"))
-    {
-        Some(stem) => (
-            dir.join(format!("{stem}.tokenizer_config.json")),
-            dir.join(format!("{stem}.chat_template.jinja")),
+    let (config_path, jinja_path) = match Layout::of_tokenizer(json) {
+        Some(l) => (
+            l.path(Artifact::TokenizerConfig),
+            l.path(Artifact::ChatTemplate),
         ),
-        None => (
-            dir.join("tokenizer_config.json"),
-            dir.join("chat_template.jinja"),
-        ),
+        // An HF folder's own names.
+        None => {
+            let dir = json.parent().unwrap_or(Path::new("."));
+            (
+                dir.join("tokenizer_config.json"),
+                dir.join("chat_template.jinja"),
+            )
+        }
     };
     if jinja_path.is_file() {
         // transformers 5 keeps the template in chat_template.jinja; fold it
@@ -550,19 +550,19 @@ fn find_modules(
     include_host: bool,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Found>> {
-    let name = &m.name;
+    let layout = Layout::new(base, &m.name);
     let mlir = m
         .files
         .get("mlir")
         .map(|r| base.join(&r.path))
-        .unwrap_or_else(|| base.join(format!("{name}-gen.mlir")));
+        .unwrap_or_else(|| layout.path(Artifact::Mlir));
     let mut kinds = Vec::from(android_modules());
     if include_host {
         kinds.push(host_module());
     }
     let mut modules: Vec<Found> = Vec::new();
     for k in kinds {
-        let p = base.join(format!("{name}-{}.vmfb", k.target.suffix()));
+        let p = layout.path(Artifact::Module(&k.target));
         if p.is_file() {
             warn_if_stale(&p, &mlir, warnings);
             modules.push((k, p));
@@ -577,9 +577,15 @@ fn find_modules(
         }
     }
     if modules.iter().all(|(k, _)| k.target == Target::Host) {
+        let looked: Vec<String> = android_modules()
+            .iter()
+            .map(|k| layout.file(Artifact::Module(&k.target)))
+            .collect();
         return Err(input_error(format!(
-            "no compiled modules for {name} in {} (looked for {name}-arm64.vmfb, {name}-arm32.vmfb, {name}-vulkan.vmfb): run `kiln compile {} --target arm64,arm32,vulkan`",
+            "no compiled modules for {} in {} (looked for {}): run `kiln compile {} --target arm64,arm32,vulkan`",
+            m.name,
             base.display(),
+            looked.join(", "),
             mlir.display()
         )));
     }
@@ -599,9 +605,10 @@ fn find_kv_modules(
         return kv_modules;
     };
     let kv_mlir = base.join(&kv.mlir);
+    let layout = Layout::new(base, &m.name);
     for (k, _) in modules {
         let suffix = k.target.suffix();
-        let p = base.join(format!("{}-kv-{suffix}.vmfb", m.name));
+        let p = layout.path(Artifact::KvModule(&k.target));
         if !p.is_file() {
             warnings.push(format!(
                 "{} not found: no KV-cache {} module packaged (`kiln compile {} --target {suffix}`)",
@@ -640,19 +647,23 @@ fn copy_irpa(
     })
 }
 
-/// Copies the modules `list` into `staging` as `NAME<infix>-<key>.vmfb`,
-/// recording each in `files`; returns their manifest entries by key.
+/// Copies the modules `list` into `staging` as `NAME-<key>.vmfb` (the
+/// KV-cache pair's, with `kv`, as `NAME-kv-<key>.vmfb`), recording each in
+/// `files`; returns their manifest entries by key.
 fn copy_modules(
     staging: &Staging,
-    name: &str,
+    layout: &Layout,
     list: &[Found],
-    infix: &str,
+    kv: bool,
     progress: &dyn Progress,
     files: &mut Vec<FileRecord>,
 ) -> Result<BTreeMap<String, ModuleEntry>> {
     let mut entries = BTreeMap::new();
     for (k, src) in list {
-        let file = format!("{name}{infix}-{}.vmfb", k.key);
+        let file = layout.file(match kv {
+            true => Artifact::AssetKvModule(k.key),
+            false => Artifact::AssetModule(k.key),
+        });
         let (bytes, sha256) = copy_hashed(src, &staging.path(&file), progress)?;
         files.push(FileRecord {
             path: file.clone(),
@@ -677,11 +688,11 @@ fn copy_modules(
 fn stage_tokenizer(
     plan: TokenizerPlan,
     staging: &Staging,
-    name: &str,
+    layout: &Layout,
     progress: &dyn Progress,
 ) -> Result<(Option<String>, Option<String>)> {
-    let tok_name = format!("{name}.tokenizer.json");
-    let cfg_name = format!("{name}.tokenizer_config.json");
+    let tok_name = layout.file(Artifact::Tokenizer);
+    let cfg_name = layout.file(Artifact::TokenizerConfig);
     match plan {
         TokenizerPlan::None => Ok((None, None)),
         TokenizerPlan::Built(t) => {
@@ -723,11 +734,19 @@ fn stage_files(
     progress: &dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Result<AssetsManifest> {
-    let name = &m.name;
-    let irpa_name = format!("{name}.irpa");
+    // File names only: the files are staged, then moved into the assets.
+    let layout = Layout::new("", &m.name);
+    let irpa_name = layout.file(Artifact::Irpa);
     let mut files = vec![copy_irpa(src.irpa, staging, &irpa_name, progress)?];
-    let modules = copy_modules(staging, name, &src.modules, "", progress, &mut files)?;
-    let kv_entries = copy_modules(staging, name, &src.kv_modules, "-kv", progress, &mut files)?;
+    let modules = copy_modules(staging, &layout, &src.modules, false, progress, &mut files)?;
+    let kv_entries = copy_modules(
+        staging,
+        &layout,
+        &src.kv_modules,
+        true,
+        progress,
+        &mut files,
+    )?;
     let kv = match &m.kv {
         Some(kv) if !kv_entries.is_empty() => Some(AssetsKv {
             pair: kv.pair.clone(),
@@ -735,7 +754,7 @@ fn stage_files(
         }),
         _ => None,
     };
-    let (tok, cfg) = stage_tokenizer(src.tokenizer, staging, name, progress)?;
+    let (tok, cfg) = stage_tokenizer(src.tokenizer, staging, &layout, progress)?;
     let chat = tok
         .as_ref()
         .and_then(|t| packaged_chat(&staging.path(t), warnings));
@@ -743,21 +762,11 @@ fn stage_files(
         files.push(staged_record(staging, f)?);
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    let seq = m.seq;
     Ok(AssetsManifest {
         format: ASSETS_FORMAT.to_string(),
         kiln_version: crate::VERSION.to_string(),
         iree_version: crate::iree::flags::IREE_VERSION.to_string(),
-        name: name.clone(),
-        function: m.function.clone(),
-        seq,
-        scope: m.scope.clone(),
-        input: format!("tensor<1x{seq}xi32>"),
-        output: format!("tensor<{seq}xi32>"),
-        vocab_size: m.vocab_size,
-        bos_token_id: m.bos_token_id,
-        eos_token_ids: m.eos_token_ids.clone(),
-        weights_dtype: Some(m.weights_dtype.clone()),
+        contract: m.contract.with_model(()),
         parameters: irpa_name,
         modules,
         kv,
@@ -782,8 +791,8 @@ fn previous_files(path: &Path) -> Vec<String> {
 /// manifest last; then removes the files of an earlier package of this
 /// model that this one does not have.
 fn commit(staging: Staging, out: &Path, manifest: AssetsManifest) -> Result<Staged> {
-    let name = &manifest.name;
-    let manifest_name = format!("{name}.manifest.json");
+    let name = &manifest.contract.name;
+    let manifest_name = Layout::new(out, name).file(Artifact::AssetsManifest);
     crate::util::write_atomic(staging.path(&manifest_name), &json_bytes(&manifest)?)?;
     // The files an earlier package of this model listed (read before its
     // manifest is replaced).
@@ -813,9 +822,10 @@ pub fn write_gguf_tokenizer(gguf: &Path, dir: &Path, name: &str) -> Result<PathB
     let f = GgufFile::open(gguf)?;
     let t =
         gguf_tokenizer_files(&f).map_err(|e| input_error(format!("{}: {e}", gguf.display())))?;
-    let json = dir.join(format!("{name}.tokenizer.json"));
+    let layout = Layout::new(dir, name);
+    let json = layout.path(Artifact::Tokenizer);
     crate::util::write_atomic(
-        dir.join(format!("{name}.tokenizer_config.json")),
+        layout.path(Artifact::TokenizerConfig),
         t.tokenizer_config_json.as_bytes(),
     )?;
     crate::util::write_atomic(&json, t.tokenizer_json.as_bytes())?;

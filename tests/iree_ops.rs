@@ -151,8 +151,11 @@ fn write_irpa(path: &std::path::Path, tensors: &Weights) {
         .collect();
     let mut w = IrpaWriter::new(path, specs).unwrap();
     for (n, _, v) in tensors {
-        w.write_tensor(n, &kiln::export::encode_weights(v, DType::BF16).unwrap())
-            .unwrap();
+        w.write_tensor(
+            n,
+            &kiln::params::convert::encode_weights(v, DType::BF16).unwrap(),
+        )
+        .unwrap();
     }
     w.finish().unwrap();
 }

@@ -1,5 +1,6 @@
 //! `kiln compile`: run iree-compile for one or more targets.
 
+use kiln::export::Layout;
 use kiln::iree::compile::compile_many;
 use kiln::iree::flags::Target;
 use kiln::iree::Toolchain;
@@ -47,16 +48,6 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The module name used in output files: the file stem without `-gen`.
-pub fn module_name(module: &std::path::Path) -> kiln::Result<String> {
-    let stem = module
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| Error::Usage(format!("{}: not a module file name", module.display())))?;
-    Ok(stem.strip_suffix("-gen").unwrap_or(&stem).to_string())
-}
-
 /// Runs `kiln compile`.
 pub fn run(args: Args) -> kiln::Result<i32> {
     if args.json {
@@ -74,7 +65,9 @@ pub fn run(args: Args) -> kiln::Result<i32> {
             std::io::Error::new(std::io::ErrorKind::NotFound, "module not found"),
         ));
     }
-    let name = module_name(&args.module)?;
+    let name = Layout::compiled_stem(&args.module).ok_or_else(|| {
+        Error::Usage(format!("{}: not a module file name", args.module.display()))
+    })?;
     let out_dir = match args.out {
         Some(d) => d,
         None => match args.module.parent() {

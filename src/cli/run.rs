@@ -1,5 +1,6 @@
 //! `kiln run`: run a compiled module on token ids, print the predicted ids.
 
+use kiln::export::{Artifact, Layout};
 use kiln::iree::flags::Device;
 use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
 use kiln::iree::Toolchain;
@@ -43,20 +44,6 @@ pub struct Args {
     /// Print a JSON report on stdout instead of text (and no status lines).
     #[arg(long)]
     pub json: bool,
-}
-
-/// Strips a `-host`/`-arm64`/`-arm32`/`-vulkan` suffix from a vmfb stem.
-pub fn model_name(vmfb: &Path) -> String {
-    let stem = vmfb
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    for t in kiln::iree::flags::TARGET_NAMES {
-        if let Some(n) = stem.strip_suffix(&format!("-{t}")) {
-            return n.to_string();
-        }
-    }
-    stem
 }
 
 /// Parses `1,2,3` (spaces allowed) into token ids.
@@ -125,8 +112,8 @@ pub fn resolve(
             std::io::Error::new(std::io::ErrorKind::NotFound, "module not found"),
         ));
     }
-    let (dir, name, kv_module) = export_of(module);
-    let manifest_path = dir.join(format!("{name}.json"));
+    let of = Layout::of_module(module);
+    let manifest_path = of.manifest();
     let manifest = RunManifest::read(&manifest_path)?;
     let m = manifest.clone().unwrap_or_default();
     let missing = |what: &str, flag: &str| {
@@ -150,7 +137,7 @@ pub fn resolve(
     let scope = scope.or(d.scope.clone()).unwrap_or_else(|| "model".into());
     let params = match params {
         Some(p) => p,
-        None => default_params(&dir, &name, d.irpa.as_deref())?,
+        None => default_params(&of.layout, d.irpa.as_deref())?,
     };
     // Read the file's index with kiln's own reader first: a truncated or
     // corrupt archive is then kiln's error naming the file and what is
@@ -162,39 +149,16 @@ pub fn resolve(
         scope,
         params,
         manifest: m,
-        kv_module,
+        kv_module: of.kv,
     })
 }
 
-/// The directory of `module`, the name of the export it belongs to
-/// (its `NAME.json`), and whether it is that export's KV-cache module.
-fn export_of(module: &Path) -> (PathBuf, String, bool) {
-    let dir = match module.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut name = model_name(module);
-    if module.extension().is_some_and(|e| e == "mlir") {
-        name = name.strip_suffix("-gen").unwrap_or(&name).to_string();
-    }
-    // A KV-cache module (`NAME-kv-<target>.vmfb`, `NAME-kv-gen.mlir`)
-    // shares its export's `NAME.json`.
-    let mut kv_module = false;
-    if let Some(base) = name.strip_suffix("-kv") {
-        if !dir.join(format!("{name}.json")).is_file() {
-            name = base.to_string();
-            kv_module = true;
-        }
-    }
-    (dir, name, kv_module)
-}
-
 /// The parameter file when no `--params` is given: the manifest's
-/// `irpa`, else `NAME.irpa`, in `dir`; it must exist.
-fn default_params(dir: &Path, name: &str, irpa: Option<&str>) -> kiln::Result<PathBuf> {
+/// `irpa`, else `NAME.irpa`, in the export's folder; it must exist.
+fn default_params(export: &Layout, irpa: Option<&str>) -> kiln::Result<PathBuf> {
     let cand = match irpa {
-        Some(f) => dir.join(f),
-        None => dir.join(format!("{name}.irpa")),
+        Some(f) => export.dir().join(f),
+        None => export.path(Artifact::Irpa),
     };
     if !cand.is_file() {
         return Err(Error::Usage(format!(

@@ -23,7 +23,8 @@ pub enum Storage {
 /// The parts of an [`Storage::Int8Rows`] matrix with `cols` columns:
 /// `(suffix, dtype, columns per row)`.
 pub fn int8_parts(cols: usize) -> [(&'static str, DType, usize); 2] {
-    [("q8", DType::I8, cols), ("scale", DType::F32, 1)]
+    let [codes, scale] = crate::params::quant::I8_ROWS_PARTS;
+    [(codes, DType::I8, cols), (scale, DType::F32, 1)]
 }
 
 impl Storage {

@@ -1,4 +1,5 @@
-//! Element conversions between f32 and the 16-bit float formats.
+//! Element conversions between f32 and the 16-bit float formats, and the
+//! encoding of f32 weights as stored bytes ([`encode_weights`]).
 //!
 //! f32 → bf16 and f32 → f16 round to nearest, ties to even; overflow rounds
 //! to infinity; NaN stays NaN (sign and the top payload bits kept, quiet bit
@@ -158,4 +159,109 @@ pub fn f32_to_bytes(dtype: crate::params::DType, src: &[f32], out: &mut Vec<u8>)
 /// The `half` crate's bf16 for `bits` (convenience for callers using `half`).
 pub fn bf16_from_bits(bits: u16) -> bf16 {
     bf16::from_bits(bits)
+}
+
+/// Encodes f32 weights as the stored little-endian bytes of `dtype`: f32,
+/// or bf16 and f16 (rounded to nearest even, in parallel chunks, each
+/// element as [`f32_to_bf16_bits`] or [`f32_to_f16_bits`] rounds it).
+/// `None` for any other dtype.
+pub fn encode_weights(values: &[f32], dtype: impl Into<crate::params::DType>) -> Option<Vec<u8>> {
+    use crate::params::DType as D;
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    let dtype = dtype.into();
+    match dtype {
+        D::F32 => Some(values.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        D::BF16 | D::F16 => {
+            // One pass straight into the little-endian bytes.
+            let one: fn(f32) -> u16 = if dtype == D::BF16 {
+                f32_to_bf16_bits
+            } else {
+                f32_to_f16_bits
+            };
+            let mut out = vec![0u8; values.len() * 2];
+            out.par_chunks_mut(CHUNK * 2)
+                .zip(values.par_chunks(CHUNK))
+                .for_each(|(o, s)| {
+                    for (d, &x) in o.chunks_exact_mut(2).zip(s) {
+                        d.copy_from_slice(&one(x).to_le_bytes());
+                    }
+                });
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+/// Little-endian stored values as f64: i32 and f16 exactly, every other
+/// dtype read as 4-byte f32 values.
+pub fn bytes_to_f64(dtype: crate::params::DType, bytes: &[u8]) -> Vec<f64> {
+    use crate::params::DType as D;
+    match dtype {
+        D::I32 => bytes
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+            .collect(),
+        D::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
+            .collect(),
+        _ => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The chunked encoder gives each element's own rounding, in order,
+    /// across chunk boundaries and a ragged tail.
+    #[test]
+    fn encode_weights_matches_per_element_rounding() {
+        use crate::params::DType;
+        let n = (1 << 16) * 2 + 1500; // two full chunks and a ragged tail
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut values: Vec<f32> = (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                f32::from_bits(state as u32)
+            })
+            .collect();
+        values[..6].copy_from_slice(&[
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NAN,
+            1.0 + f32::EPSILON,
+            65520.0,
+        ]);
+        for (dtype, one) in [
+            (DType::BF16, f32_to_bf16_bits as fn(f32) -> u16),
+            (DType::F16, f32_to_f16_bits as fn(f32) -> u16),
+        ] {
+            let bytes = encode_weights(&values, dtype).unwrap();
+            assert_eq!(bytes.len(), 2 * n);
+            for (i, (b, &v)) in bytes.chunks_exact(2).zip(&values).enumerate() {
+                assert_eq!(
+                    u16::from_le_bytes([b[0], b[1]]),
+                    one(v),
+                    "{dtype} element {i} ({v})"
+                );
+            }
+        }
+        let f32_bytes = encode_weights(&values[..3], DType::F32).unwrap();
+        assert_eq!(
+            f32_bytes,
+            [0.0f32, -0.0, f32::INFINITY]
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(encode_weights(&values[..3], DType::I32), None);
+    }
 }

@@ -1,5 +1,12 @@
-//! Storage dtypes shared by the safetensors, IRPA and GGUF code.
+//! Storage dtypes shared by the safetensors, IRPA and GGUF code, and the
+//! conversions between kiln's four element-type enums: the graph's
+//! [`crate::graph::DType`], the stored [`DType`], GGUF's [`GgmlType`] and a
+//! parameter file's [`SourceDType`] (`From` where every value converts,
+//! `TryFrom` giving the value back where not).
 
+use super::gguf::GgmlType;
+use super::source::SourceDType;
+use crate::graph::DType as GraphDType;
 use std::fmt;
 
 /// A plain (unquantized) element type as stored in a parameter file.
@@ -94,4 +101,102 @@ pub fn checked_numel(shape: &[u64]) -> Option<u64> {
 /// Bytes of a `dtype` tensor of `shape`, or `None` on overflow.
 pub fn checked_nbytes(dtype: DType, shape: &[u64]) -> Option<u64> {
     checked_numel(shape)?.checked_mul(dtype.size() as u64)
+}
+
+impl From<GraphDType> for DType {
+    /// The stored dtype of a graph dtype (`i1` is stored as one byte, [`DType::Bool`]).
+    fn from(d: GraphDType) -> DType {
+        match d {
+            GraphDType::F32 => DType::F32,
+            GraphDType::BF16 => DType::BF16,
+            GraphDType::F16 => DType::F16,
+            GraphDType::I32 => DType::I32,
+            GraphDType::I16 => DType::I16,
+            GraphDType::I8 => DType::I8,
+            GraphDType::I1 => DType::Bool,
+        }
+    }
+}
+
+impl TryFrom<DType> for GraphDType {
+    type Error = DType;
+
+    /// The graph dtype of a stored dtype; f64, i64 and u8 have none.
+    fn try_from(d: DType) -> Result<GraphDType, DType> {
+        Ok(match d {
+            DType::F32 => GraphDType::F32,
+            DType::BF16 => GraphDType::BF16,
+            DType::F16 => GraphDType::F16,
+            DType::I32 => GraphDType::I32,
+            DType::I16 => GraphDType::I16,
+            DType::I8 => GraphDType::I8,
+            DType::Bool => GraphDType::I1,
+            DType::F64 | DType::I64 | DType::U8 => return Err(d),
+        })
+    }
+}
+
+impl TryFrom<GgmlType> for DType {
+    type Error = GgmlType;
+
+    /// The plain dtype a GGML type stores unquantized; the block-quantized
+    /// types have none.
+    fn try_from(t: GgmlType) -> Result<DType, GgmlType> {
+        use GgmlType as G;
+        Ok(match t {
+            G::F32 => DType::F32,
+            G::F16 => DType::F16,
+            G::BF16 => DType::BF16,
+            G::F64 => DType::F64,
+            G::I8 => DType::I8,
+            G::I16 => DType::I16,
+            G::I32 => DType::I32,
+            G::I64 => DType::I64,
+            _ => return Err(t),
+        })
+    }
+}
+
+impl TryFrom<GgmlType> for GraphDType {
+    type Error = GgmlType;
+
+    /// The graph dtype of a GGML type's values without dequantization.
+    fn try_from(t: GgmlType) -> Result<GraphDType, GgmlType> {
+        DType::try_from(t).and_then(|p| GraphDType::try_from(p).map_err(|_| t))
+    }
+}
+
+impl From<DType> for SourceDType {
+    fn from(d: DType) -> SourceDType {
+        SourceDType::Plain(d)
+    }
+}
+
+impl From<GgmlType> for SourceDType {
+    fn from(t: GgmlType) -> SourceDType {
+        SourceDType::Ggml(t)
+    }
+}
+
+impl TryFrom<SourceDType> for DType {
+    type Error = SourceDType;
+
+    /// The plain dtype a stored tensor's values have without
+    /// dequantization: none for a block-quantized GGML type or raw bytes.
+    fn try_from(d: SourceDType) -> Result<DType, SourceDType> {
+        match d {
+            SourceDType::Plain(p) => Ok(p),
+            SourceDType::Ggml(g) => DType::try_from(g).map_err(|_| d),
+            SourceDType::Raw => Err(d),
+        }
+    }
+}
+
+impl TryFrom<SourceDType> for GraphDType {
+    type Error = SourceDType;
+
+    /// The graph dtype of a stored tensor's values without dequantization.
+    fn try_from(d: SourceDType) -> Result<GraphDType, SourceDType> {
+        DType::try_from(d).and_then(|p| GraphDType::try_from(p).map_err(|_| d))
+    }
 }

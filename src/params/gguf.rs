@@ -137,19 +137,7 @@ impl GgmlType {
 
     /// The plain dtype this type stores unquantized, if any.
     pub fn plain(self) -> Option<super::DType> {
-        use super::DType as D;
-        use GgmlType::*;
-        Some(match self {
-            F32 => D::F32,
-            F16 => D::F16,
-            BF16 => D::BF16,
-            F64 => D::F64,
-            I8 => D::I8,
-            I16 => D::I16,
-            I32 => D::I32,
-            I64 => D::I64,
-            _ => return None,
-        })
+        super::DType::try_from(self).ok()
     }
 }
 

@@ -8,14 +8,17 @@
 //!
 //! | file | contents |
 //! |---|---|
-//! | [`dtype`] | storage dtypes shared by the formats |
-//! | [`convert`] | f32 ⇄ bf16/f16 conversions (round to nearest even) |
+//! | [`dtype`] | storage dtypes shared by the formats; conversions between kiln's dtype enums |
+//! | [`convert`] | f32 ⇄ bf16/f16 conversions (round to nearest even); weights as stored bytes |
 //! | [`safetensors`] | safetensors reader, sharded checkpoints, writer |
 //! | [`irpa`] | IREE parameter archive reader and writer |
 //! | [`gguf`] | GGUF reader |
-//! | [`quant`] | GGML block dequantization kernels |
+//! | [`quant`] | GGML block dequantization kernels; kiln's i8 rows |
 //! | [`source`] | a format-agnostic view over all three ([`open_any`]) |
 //! | `stream` | the streaming, hashing, atomic core both writers share |
+//! | [`inspect`] | what one file holds (`kiln params inspect`) |
+//! | [`diff`] | two files compared tensor by tensor (`kiln params diff`) |
+//! | [`merge`] | files converted and merged into one (`kiln params convert`) |
 
 /// The two public constructors of a reader that validates a whole file in
 /// `fn from_backing(path: &Path, bytes: Backing) -> Result<Self>`: `open`
@@ -41,10 +44,13 @@ macro_rules! backed_constructors {
 
 pub mod blocks;
 pub mod convert;
+pub mod diff;
 pub mod dtype;
 mod error;
 pub mod gguf;
+pub mod inspect;
 pub mod irpa;
+pub mod merge;
 pub mod quant;
 pub mod safetensors;
 pub mod source;

@@ -1,7 +1,8 @@
 //! GGML block dequantization kernels (f32 output), bit-exact with the
 //! `gguf` Python package's `gguf.quants.dequantize` (same operation order,
 //! no fused multiply-add). Work is split across rayon by runs of blocks;
-//! nothing is allocated per element.
+//! nothing is allocated per element. Also kiln's own i8 rows
+//! ([`quantize_rows_i8`], `kiln export --weights w8a8`).
 
 use super::convert::{bf16_bits_to_f32, f16_bits_to_f32};
 use super::gguf::GgmlType;
@@ -10,6 +11,32 @@ use rayon::prelude::*;
 #[inline]
 pub(super) fn f16_at(b: &[u8], o: usize) -> f32 {
     f16_bits_to_f32(u16::from_le_bytes([b[o], b[o + 1]]))
+}
+
+/// The archive parts of a matrix stored as i8 rows, each `NAME.<suffix>`:
+/// the codes (i8 `[rows, K]`) and one f32 scale per row (`[rows, 1]`),
+/// as [`quantize_rows_i8`] makes them.
+pub const I8_ROWS_PARTS: [&str; 2] = ["q8", "scale"];
+
+/// Rounds each row of `cols` values to i8 codes with one f32 scale per
+/// row, `max|w|/127` (0 for an all-zero row): `w ≈ code · scale`, the
+/// codes `round_ties_even(w / scale)`.
+pub fn quantize_rows_i8(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
+    let mut codes = Vec::with_capacity(values.len());
+    let mut scales = Vec::with_capacity(values.len() / cols.max(1));
+    for row in values.chunks(cols.max(1)) {
+        let amax = row.iter().fold(0f32, |m, &x| m.max(x.abs()));
+        let scale = amax / 127.0;
+        scales.push(scale);
+        codes.extend(row.iter().map(|&x| {
+            if scale == 0.0 {
+                0
+            } else {
+                (x / scale).round_ties_even().clamp(-127.0, 127.0) as i8
+            }
+        }));
+    }
+    (codes, scales)
 }
 
 /// Whether [`dequantize`] supports `ty`.

@@ -56,11 +56,7 @@ impl fmt::Display for SourceDType {
 impl SourceDType {
     /// The plain dtype the values have without dequantization, if any.
     pub fn plain(self) -> Option<DType> {
-        match self {
-            SourceDType::Plain(d) => Some(d),
-            SourceDType::Ggml(g) => g.plain(),
-            SourceDType::Raw => None,
-        }
+        DType::try_from(self).ok()
     }
 }
 

@@ -1,0 +1,226 @@
+//! What an export is asked for: [`ExportOptions`], how the weights are
+//! stored ([`Weights`]) and the KV-cache pair's shapes ([`KvCacheOptions`]).
+
+use crate::graph::DType;
+use crate::params::gguf::GgmlType;
+use crate::stablehlo::ConstantPolicy;
+use std::path::PathBuf;
+
+/// Options of [`export`](super::export()): [`ExportOptions::new`] (or `default()`) and the
+/// setters, or assign the `pub` fields of a `let mut` value.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ExportOptions {
+    /// Fixed sequence length.
+    pub seq: usize,
+    /// Output directory (created when missing).
+    pub out_dir: PathBuf,
+    /// Base name of the files; default: the checkpoint's name.
+    pub name: Option<String>,
+    /// Exported function name; default: the name, made a valid identifier.
+    pub function: Option<String>,
+    /// How the weights are stored: one dtype, or `keep` (a GGUF's own
+    /// types, block-quantized matrices in kiln's block form).
+    pub weights: Weights,
+    /// Per-tensor exceptions to `weights`: (PATTERN, form) for every tensor
+    /// whose HF name contains PATTERN, the last match winning
+    /// (`--weights-for`).
+    pub weights_for: Vec<(String, Weights)>,
+    /// Constant materialization policy (carries the parameter scope).
+    pub constants: ConstantPolicy,
+    /// Receives one [`Unit::Tensors`](crate::progress::Unit) step,
+    /// `writing weights` (nothing is reported when `None`).
+    pub progress: Option<crate::progress::SharedProgress>,
+    /// Also write the KV-cache pair `<name>-kv-gen.mlir` (prefill +
+    /// decode over the same parameters).
+    pub kv: Option<KvCacheOptions>,
+    /// The largest tensor the graphs may bind, in bytes
+    /// ([`crate::models::MAX_TENSOR_BYTES`], Vulkan's storage-buffer range,
+    /// by default): a larger embedding or LM head is used in row chunks.
+    pub max_tensor_bytes: u64,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            seq: 64,
+            out_dir: PathBuf::from("."),
+            name: None,
+            function: None,
+            weights: Weights::Dtype(DType::BF16),
+            weights_for: Vec::new(),
+            constants: ConstantPolicy::default(),
+            progress: None,
+            kv: None,
+            max_tensor_bytes: crate::models::MAX_TENSOR_BYTES,
+        }
+    }
+}
+
+impl ExportOptions {
+    /// The defaults with sequence length `seq` and output directory `out_dir`.
+    pub fn new(seq: usize, out_dir: impl Into<PathBuf>) -> Self {
+        ExportOptions {
+            seq,
+            out_dir: out_dir.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Sets the fixed sequence length.
+    pub fn seq(mut self, seq: usize) -> Self {
+        self.seq = seq;
+        self
+    }
+
+    /// Sets the output directory.
+    pub fn out_dir(mut self, out_dir: impl Into<PathBuf>) -> Self {
+        self.out_dir = out_dir.into();
+        self
+    }
+
+    /// Sets the base name of the files (default: the checkpoint's name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the exported function name (default: from the name).
+    pub fn function(mut self, function: impl Into<String>) -> Self {
+        self.function = Some(function.into());
+        self
+    }
+
+    /// Sets how the weights are stored (a [`Weights`] or a [`DType`]).
+    pub fn weights(mut self, weights: impl Into<Weights>) -> Self {
+        self.weights = weights.into();
+        self
+    }
+
+    /// Sets the per-tensor exceptions to the weights' form.
+    pub fn weights_for(mut self, weights_for: Vec<(String, Weights)>) -> Self {
+        self.weights_for = weights_for;
+        self
+    }
+
+    /// Sets the constant materialization policy.
+    pub fn constants(mut self, constants: ConstantPolicy) -> Self {
+        self.constants = constants;
+        self
+    }
+
+    /// Sets the progress receiver (`None`: nothing is reported).
+    pub fn progress(
+        mut self,
+        progress: impl Into<Option<crate::progress::SharedProgress>>,
+    ) -> Self {
+        self.progress = progress.into();
+        self
+    }
+
+    /// Sets the KV-cache pair to write too (`None`: no pair).
+    pub fn kv(mut self, kv: impl Into<Option<KvCacheOptions>>) -> Self {
+        self.kv = kv.into();
+        self
+    }
+
+    /// Sets the largest tensor the graphs may bind, in bytes.
+    pub fn max_tensor_bytes(mut self, max_tensor_bytes: u64) -> Self {
+        self.max_tensor_bytes = max_tensor_bytes;
+        self
+    }
+}
+
+/// How [`export`](super::export()) stores the weights (`kiln export --weights`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    /// Every weight widened and stored in this dtype: bf16, f16 or f32.
+    Dtype(DType),
+    /// Every matrix of any checkpoint quantized to Q8_0 or Q4_0 with
+    /// llama.cpp's reference rounding (bit for bit `gguf.quants.quantize`)
+    /// and stored in kiln's block form; vectors (norms, biases) as bf16.
+    Quantize(GgmlType),
+    /// Every tensor of a GGUF checkpoint in its own type: block-quantized
+    /// matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) repacked
+    /// exactly into kiln's block form (`spec/quantized-weights.md`) and
+    /// widened in the graph; f32, f16 and bf16 tensors as they are.
+    Keep,
+    /// Every matrix as i8 codes with one f32 scale per row, and every
+    /// product with such a matrix taken in i8 × i8 → i32 after rounding
+    /// its activations to i8, one scale per row of the activations
+    /// ([`crate::graph::Graph::linear_w8a8`]); vectors as bf16. Lossy
+    /// twice, and the fastest form on CPUs (IREE's i8 matmul kernels);
+    /// CPU targets only (`spec/quantized-weights.md`).
+    W8A8,
+}
+
+impl From<DType> for Weights {
+    fn from(d: DType) -> Weights {
+        Weights::Dtype(d)
+    }
+}
+
+impl std::fmt::Display for Weights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Weights::Dtype(d) => write!(f, "{d}"),
+            Weights::Keep => f.write_str("keep"),
+            Weights::W8A8 => f.write_str("w8a8"),
+            Weights::Quantize(t) => write!(f, "{}", t.to_string().to_lowercase()),
+        }
+    }
+}
+
+/// Shapes of the KV-cache export (`kiln export --kv-cache`): `default()`
+/// (P = SEQ, N = 2·P, f32 caches, no top-K) and the setters.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct KvCacheOptions {
+    /// Prompt bucket P (default: SEQ).
+    pub prompt_len: Option<usize>,
+    /// Max context N (default: 2·P, capped at the model's max positions).
+    pub max_context: Option<usize>,
+    /// Cache dtype: f32 or bf16.
+    pub cache_dtype: DType,
+    /// `Some(K)`: prefill and decode also return the K largest logits and
+    /// their ids (`kiln export --sampling topk=K`).
+    pub top_k: Option<usize>,
+}
+
+impl Default for KvCacheOptions {
+    /// P = SEQ, N = 2·P (capped), f32 caches, no top-K outputs.
+    fn default() -> Self {
+        KvCacheOptions {
+            prompt_len: None,
+            max_context: None,
+            cache_dtype: DType::F32,
+            top_k: None,
+        }
+    }
+}
+
+impl KvCacheOptions {
+    /// Sets the prompt bucket P (`None`: SEQ).
+    pub fn prompt_len(mut self, prompt_len: impl Into<Option<usize>>) -> Self {
+        self.prompt_len = prompt_len.into();
+        self
+    }
+
+    /// Sets the max context N (`None`: 2·P, capped).
+    pub fn max_context(mut self, max_context: impl Into<Option<usize>>) -> Self {
+        self.max_context = max_context.into();
+        self
+    }
+
+    /// Sets the cache dtype (f32 or bf16).
+    pub fn cache_dtype(mut self, cache_dtype: DType) -> Self {
+        self.cache_dtype = cache_dtype;
+        self
+    }
+
+    /// Sets K of the top-K outputs (`None`: no top-K outputs).
+    pub fn top_k(mut self, top_k: impl Into<Option<usize>>) -> Self {
+        self.top_k = top_k.into();
+        self
+    }
+}

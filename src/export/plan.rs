@@ -1,0 +1,216 @@
+//! The weight-storage plan: how each weight of a checkpoint is stored
+//! ([`weight_plan`]), the archive entries that makes, and the stored bytes
+//! of each entry, row chunk by row chunk.
+
+use super::options::Weights;
+use crate::graph::DType;
+use crate::models::checkpoint::file_rows;
+use crate::models::{Checkpoint, Storage, WeightPlan};
+use crate::params::blocks::{self, part_key, BlockForm};
+use crate::params::convert::encode_weights;
+use crate::params::gguf::GgmlType;
+use crate::params::quant::quantize_rows_i8;
+use crate::{Error, Result};
+
+/// How each weight of `ckpt` is stored under `weights`, with
+/// `overrides` (`--weights-for PATTERN=FORM`: every tensor whose HF name
+/// contains PATTERN; the last matching one wins). `keep` needs a GGUF
+/// checkpoint whose tensors have types kiln can keep; `q8_0`/`q4_0` need
+/// rows of whole 32-element blocks.
+pub fn weight_plan(
+    ckpt: &Checkpoint,
+    weights: Weights,
+    overrides: &[(String, Weights)],
+) -> Result<WeightPlan> {
+    let mut plan = WeightPlan::from(match weights {
+        Weights::Dtype(d) => d,
+        _ => DType::BF16,
+    });
+    for (pattern, _) in overrides {
+        if !ckpt
+            .tensors()
+            .iter()
+            .any(|(n, _)| n.contains(pattern.as_str()))
+        {
+            return Err(Error::Input(format!(
+                "--weights-for {pattern}=…: no tensor of {} has \"{pattern}\" in its name",
+                ckpt.path.display()
+            )));
+        }
+    }
+    for (name, shape) in ckpt.tensors() {
+        let w = overrides
+            .iter()
+            .rev()
+            .find(|(p, _)| name.contains(p.as_str()))
+            .map_or(weights, |(_, w)| *w);
+        let storage = storage_for(ckpt, name, shape, w)?;
+        if storage != Storage::Plain(plan.dtype) {
+            plan.overrides.insert(name.clone(), storage);
+        }
+    }
+    Ok(plan)
+}
+
+/// How tensor `name` of `shape` is stored under `w`.
+fn storage_for(ckpt: &Checkpoint, name: &str, shape: &[usize], w: Weights) -> Result<Storage> {
+    let whole_blocks = |form: &BlockForm, what: &str| -> Result<Storage> {
+        if shape[1] % form.block() != 0 {
+            return Err(Error::Input(format!(
+                "{}: tensor \"{name}\" {shape:?}: rows of {} are not whole {}-element blocks, \
+                 so {what} cannot store it (use bf16)",
+                ckpt.path.display(),
+                shape[1],
+                form.block()
+            )));
+        }
+        Ok(Storage::Blocks(*form))
+    };
+    match w {
+        Weights::Dtype(d @ (DType::BF16 | DType::F16 | DType::F32)) => Ok(Storage::Plain(d)),
+        Weights::Dtype(d) => Err(Error::Input(format!(
+            "--weights must be bf16, f16, f32, keep, q8_0, q4_0 or w8a8, not {d}"
+        ))),
+        Weights::W8A8 if shape.len() == 2 => Ok(Storage::Int8Rows),
+        Weights::W8A8 => Ok(Storage::Plain(DType::BF16)),
+        Weights::Quantize(ty) => {
+            let form = BlockForm::of(ty)
+                .filter(|_| matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0))
+                .ok_or_else(|| {
+                    Error::Input(format!("--weights quantizes to q8_0 or q4_0, not {ty}"))
+                })?;
+            if shape.len() != 2 {
+                return Ok(Storage::Plain(DType::BF16));
+            }
+            whole_blocks(&form, &format!("--weights {w}"))
+        }
+        Weights::Keep => {
+            let Some(ty) = ckpt.ggml_type(name) else {
+                return Err(Error::Input(format!(
+                    "--weights keep keeps a GGUF file's quantization; {} is not a GGUF file \
+                     (use --weights bf16, f16, f32, q8_0 or q4_0)",
+                    ckpt.path.display()
+                )));
+            };
+            match (DType::try_from(ty).ok(), BlockForm::of(ty)) {
+                (Some(d @ (DType::F16 | DType::BF16 | DType::F32)), _) => Ok(Storage::Plain(d)),
+                (None, Some(form)) if shape.len() == 2 => whole_blocks(&form, "--weights keep"),
+                _ => Err(unkeepable(ckpt, name, ty)),
+            }
+        }
+    }
+}
+
+/// The error for tensor `name` of a type `--weights keep` cannot store.
+fn unkeepable(ckpt: &Checkpoint, name: &str, ty: GgmlType) -> Error {
+    Error::Input(format!(
+        "{}: tensor \"{name}\" is {ty}, which --weights keep cannot store \
+         (it keeps F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrices); \
+         use --weights bf16",
+        ckpt.path.display()
+    ))
+}
+
+/// One archive entry of an export: a whole tensor, or one part of a
+/// block-quantized one.
+pub(super) struct Entry {
+    /// The archive key: the tensor's HF name, or `NAME.<part>`.
+    pub(super) name: String,
+    /// Stored dtype.
+    pub(super) dtype: DType,
+    /// Stored shape.
+    pub(super) shape: Vec<u64>,
+}
+
+/// The archive entries of `ckpt` stored as `plan` says, in graph order.
+pub(super) fn entries(ckpt: &Checkpoint, plan: &WeightPlan) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for (n, s) in ckpt.tensors() {
+        let storage = plan.storage(n);
+        match (storage, storage.parts(cols_of(s))) {
+            (_, Some(parts)) => {
+                for (suffix, dtype, cols) in parts {
+                    out.push(Entry {
+                        name: part_key(n, suffix),
+                        dtype,
+                        shape: vec![s[0] as u64, cols as u64],
+                    });
+                }
+            }
+            (Storage::Plain(d), None) => out.push(Entry {
+                name: n.clone(),
+                dtype: d,
+                shape: s.iter().map(|&d| d as u64).collect(),
+            }),
+            (_, None) => unreachable!("only plain tensors have no parts"),
+        }
+    }
+    out
+}
+
+/// The last dim of `shape` (a matrix's columns), 1 for a scalar.
+pub(super) fn cols_of(shape: &[usize]) -> usize {
+    shape.last().copied().unwrap_or(1)
+}
+
+/// The stored bytes of `tensor` as `storage` says: one vector, or one per
+/// part (in [`Storage::parts`] order).
+pub(super) fn tensor_bytes(
+    ckpt: &Checkpoint,
+    tensor: &str,
+    storage: Storage,
+) -> Result<Vec<Vec<u8>>> {
+    let shape = ckpt.shape(tensor)?;
+    tensor_rows_bytes(ckpt, tensor, &shape, storage, 0..rows_of(&shape))
+}
+
+/// Rows of `shape` for the row-chunked conversion: a matrix's rows, or 1.
+pub(super) fn rows_of(shape: &[usize]) -> usize {
+    match shape {
+        [rows, _] => *rows,
+        _ => 1,
+    }
+}
+
+/// [`tensor_bytes`] of rows `rows` of `tensor` (`shape`) only: every part
+/// of those rows. Each row is converted on its own, so the chunks of a
+/// tensor joined are the whole tensor's bytes.
+pub(super) fn tensor_rows_bytes(
+    ckpt: &Checkpoint,
+    tensor: &str,
+    shape: &[usize],
+    storage: Storage,
+    rows: std::ops::Range<usize>,
+) -> Result<Vec<Vec<u8>>> {
+    let named =
+        |e: String| Error::Input(format!("{}: tensor \"{tensor}\": {e}", ckpt.path.display()));
+    let cols = cols_of(shape);
+    match storage {
+        Storage::Plain(d) => {
+            let bytes = encode_weights(&ckpt.read_f32_rows(tensor, rows)?, d)
+                .ok_or_else(|| Error::Input(format!("weights cannot be stored as {d}")))?;
+            Ok(vec![bytes])
+        }
+        Storage::Blocks(form) => {
+            let n = rows.len();
+            match ckpt.ggml_rows(tensor).filter(|r| r.ty == form.ggml) {
+                // Kept: the file's own blocks, repacked.
+                Some(r) => {
+                    let bytes = file_rows(r.bytes, r.shape[0], r.order.as_deref(), rows);
+                    blocks::repack(&form, &bytes, n, r.shape[1], None).map_err(named)
+                }
+                // Quantized here from the values (`--weights q8_0|q4_0`).
+                None => {
+                    let values = ckpt.read_f32_rows(tensor, rows)?;
+                    let raw = blocks::quantize(form.ggml, &values).map_err(named)?;
+                    blocks::repack(&form, &raw, n, cols, None).map_err(named)
+                }
+            }
+        }
+        Storage::Int8Rows => {
+            let (codes, scales) = quantize_rows_i8(&ckpt.read_f32_rows(tensor, rows)?, cols);
+            let scales = scales.iter().flat_map(|x| x.to_le_bytes()).collect();
+            Ok(vec![codes.iter().map(|&q| q as u8).collect(), scales])
+        }
+    }
+}
