@@ -7,7 +7,8 @@ use super::options::ExportOptions;
 use super::write::WeightFiles;
 use super::Names;
 use crate::manifest::{
-    io_types, Contract, ExportManifest, FileRecord, KvManifest, KvPair, ModelInfo, EXPORT_FORMAT,
+    io_types, Contract, ExportManifest, FileRecord, KvManifest, KvPair, KvSpanRecord, ModelInfo,
+    EXPORT_FORMAT,
 };
 use crate::models::kv::KvOptions;
 use crate::models::Checkpoint;
@@ -81,6 +82,14 @@ fn kv_manifest(ckpt: &Checkpoint, ko: &KvOptions, mlir: &str) -> KvManifest {
             cache_shape: ko.cache_type(&ckpt.config).shape.to_vec(),
             cache_count: ko.cache_count(&ckpt.config),
             top_k: ko.top_k,
+            spans: ko
+                .spans
+                .iter()
+                .map(|&b| {
+                    let (prefill, decode) = ko.names(b);
+                    KvSpanRecord::new(b, prefill, decode)
+                })
+                .collect(),
         },
     }
 }

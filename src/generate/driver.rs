@@ -12,21 +12,28 @@ use crate::iree::run::RunOptions;
 use crate::iree::session::{KvSession, Session, SessionSpec};
 use crate::iree::Toolchain;
 use crate::manifest::KvPair;
-use crate::step::{Forward, KvSpec, KvStep};
+use crate::step::{Forward, KvSpan, KvSpec, KvStep};
 use crate::{Error, Result};
 use std::path::PathBuf;
 
-/// The pair a manifest records, checked (its cache dtype known, 1 ≤ P ≤ N).
+/// The pair a manifest records, checked (its cache dtype known, 1 ≤ P ≤ N,
+/// its spans ascending from P and below N).
 impl TryFrom<&KvPair> for KvSpec {
     type Error = Error;
     fn try_from(kv: &KvPair) -> Result<KvSpec> {
+        let spans = kv
+            .spans
+            .iter()
+            .map(|s| KvSpan::new(s.span, &s.prefill, &s.decode))
+            .collect();
         KvSpec::new(
             &kv.prefill,
             &kv.decode,
             kv.prompt_len,
             kv.cache_type()?,
             kv.cache_count,
-        )
+        )?
+        .spans(spans)
     }
 }
 
