@@ -2,8 +2,7 @@
 //! Run: `cargo bench --bench dequant`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use kiln::params::gguf::GgmlType;
-use kiln::params::quant::dequantize;
+use kiln::params::{dequantize, GgmlType};
 
 /// Offsets of the f16 scale fields in one block, set to small finite values.
 fn scale_offsets(t: GgmlType) -> &'static [usize] {
@@ -44,11 +43,10 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("dequantize");
     g.throughput(Throughput::Bytes((n * 4) as u64));
     g.sample_size(20);
-    // The plain 16-bit types and every block type kiln keeps.
-    for t in [GgmlType::F16, GgmlType::BF16]
-        .into_iter()
-        .chain(kiln::params::blocks::KEPT)
-    {
+    // The plain 16-bit types and every block type kiln keeps (KEPT in
+    // src/params/blocks.rs).
+    use GgmlType::*;
+    for t in [F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K] {
         let src = blocks(t, n);
         let mut dst = vec![0f32; n];
         g.bench_with_input(BenchmarkId::from_parameter(t), &src, |b, src| {

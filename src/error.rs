@@ -32,6 +32,10 @@ pub enum Error {
     /// Tokenizer data is malformed or text cannot be encoded.
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    /// A folder could not be verified at all (`kiln verify`; a mismatch is
+    /// a fault in its report, not an error).
+    #[error(transparent)]
+    Verify(#[from] crate::verify::VerifyError),
     /// An I/O operation on a named path failed.
     #[error("{}: {source}", path.display())]
     Io {

@@ -1,35 +1,48 @@
-//! kiln: a pure-Rust compiler front end that turns an LLM checkpoint into
-//! StableHLO MLIR with externalized weights, parameter files (`.safetensors`,
-//! `.irpa`) and, through `iree-compile`, one IREE module per target.
+//! kiln: a pure-Rust compiler front end that turns an LLM checkpoint (an
+//! HF folder or a GGUF file) into StableHLO MLIR with externalized weights,
+//! parameter files (`.safetensors`, `.irpa`) and, through the pinned
+//! `iree-compile`, one IREE module per target (host, Android arm64 and
+//! arm32, Vulkan); then runs those modules, generates text with them and
+//! packages them as Android assets.
 //!
-//! The crate follows the pipeline, so a stage is found by its name:
+//! # The pipeline
 //!
-//! | stage | module |
-//! |---|---|
-//! | typed tensor-graph DSL | [`graph`] |
-//! | StableHLO printer (and parser) | [`stablehlo`] |
-//! | parameter files: safetensors, irpa, gguf | [`params`] |
-//! | model loaders (HF folders, GGUF) | [`models`] |
-//! | export of a checkpoint to MLIR + weights | [`export`] |
-//! | IREE toolchain driver | [`iree`] |
-//! | pure-Rust reference interpreter | [`interp`] |
-//! | tokenizer | [`tokenizer`] |
-//! | Android asset packaging | [`package`] |
-//! | the manifests export and package write | [`manifest`] |
-//! | progress of long steps, for a caller to draw | [`progress`] |
+//! Each stage is one module, ground floor first; the main entry points are
+//! also at the crate root (`kiln::export`, `kiln::compile`, …).
+//!
+//! | stage | module | start with |
+//! |---|---|---|
+//! | typed tensor-graph DSL | [`graph`] | [`graph::Graph`], [`graph::Module`] |
+//! | StableHLO text, printed and parsed | [`stablehlo`] | [`stablehlo::print_module`], [`stablehlo::parse_module`] |
+//! | parameter files: safetensors, irpa, gguf | [`params`] | [`params::open_any`], [`params::safetensors`], [`params::irpa`], [`params::gguf`] |
+//! | model loaders (HF folders, GGUF) | [`models`] | [`Checkpoint`], [`DecoderConfig`] |
+//! | kiln's reference interpreter | [`interp`] | [`interp::predict_file`], [`interp::run`] |
+//! | tokenizers and chat templates | [`tokenizer`] | [`Tokenizer`] |
+//! | the runtime seam (what a runtime implements) | [`step`] | [`step::Forward`], [`step::KvStep`], [`step::Backend`] |
+//! | the IREE tools: find, compile, run | [`iree`] | [`Toolchain`], [`compile()`], [`run_module`] |
+//! | the manifests kiln writes and reads | [`manifest`] | [`manifest::ExportManifest`], [`manifest::AssetsManifest`] |
+//! | export of a checkpoint to MLIR + weights | [`mod@export`] | [`export()`], [`ExportOptions`] |
+//! | text generation | [`mod@generate`] | [`Driver`], [`generate()`], [`Conversation`] |
+//! | Android asset packaging | [`mod@package`] | [`package()`], [`PackageOptions`] |
+//! | checks of assets against their manifest, and rebuilds | [`mod@verify`] | [`verify()`], [`VerifyOptions`] |
+//! | progress of long steps, for a caller to draw | [`progress`] | [`progress::Progress`] |
+//!
+//! Every fallible call returns [`Result`], whose [`Error`] wraps each
+//! stage's own error type.
 //!
 //! # Example: checkpoint → export → compile → run
 //!
 //! A two-layer model with deterministic weights stands in for a checkpoint
-//! here ([`models::Checkpoint::open`] takes an HF folder or a GGUF file the
+//! here ([`Checkpoint::open`] takes an HF folder or a GGUF file the
 //! same way). kiln's interpreter reads the emitted MLIR back; with the
 //! pinned IREE installed (`kiln toolchain install`), the module is compiled
 //! for the host and run on the `.irpa`, and both give the same ids.
 //!
 //! ```
-//! use kiln::export::{export, ExportOptions};
-//! use kiln::iree::{compile::compile, flags::Target, run, Toolchain};
-//! use kiln::models::{Checkpoint, DecoderConfig};
+//! use kiln::{
+//!     compile, export, run_module, Checkpoint, DecoderConfig, ExportOptions, HostTensor,
+//!     RunOptions, Target, Toolchain,
+//! };
 //!
 //! let config = DecoderConfig::from_hf_json(
 //!     r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
@@ -50,11 +63,11 @@
 //!     Ok(tc) => {
 //!         let vmfb = dir.path().join("tiny-host.vmfb");
 //!         compile(&tc, &report.mlir, &Target::Host, &vmfb, &[])?;
-//!         let opts = run::RunOptions::default()
+//!         let opts = RunOptions::default()
 //!             .function(report.manifest.function.clone())
 //!             .params(vec![("model".into(), report.irpa.clone())]);
-//!         let input = run::HostTensor::i32(vec![1, 8], tokens.to_vec())?;
-//!         let outs = run::run_module(&tc, &vmfb, &opts, &[input])?;
+//!         let input = HostTensor::i32(vec![1, 8], tokens.to_vec())?;
+//!         let outs = run_module(&tc, &vmfb, &opts, &[input])?;
 //!         assert_eq!(outs[0].as_i32(), Some(&by_kiln[..]));
 //!     }
 //!     // CI sets KILN_REQUIRE_IREE: there a missing toolchain fails the example.
@@ -64,10 +77,17 @@
 //! # Ok::<(), kiln::Error>(())
 //! ```
 //!
-//! The `kiln` binary's command line (`src/cli/`, one file per verb) is
-//! built on this API and is not part of it.
+//! # Where to go next
+//!
+//! - `docs/architecture.md`: the layers, which module may import which,
+//!   and the path of one export and one generation through the code.
+//! - `README.md`: installing kiln and the IREE toolchain, and the `kiln`
+//!   command line (`kiln --help`), which is built on this API and is not
+//!   part of it (`src/cli/`, one file per verb).
+//! - `spec/`: the formats kiln reads, writes and emits (StableHLO subset,
+//!   irpa, safetensors, gguf, the KV-cache pair, IREE flags, Vulkan limits).
 
-pub mod error;
+mod error;
 pub mod export;
 pub mod generate;
 pub mod graph;
@@ -82,10 +102,19 @@ pub mod stablehlo;
 pub mod step;
 pub mod tokenizer;
 mod util;
-
-pub use util::cache_dir;
+pub mod verify;
 
 pub use error::{Error, Result};
+pub use export::{export, ExportOptions, ExportReport};
+pub use generate::{generate, Conversation, Driver, DriverOptions};
+#[doc(no_inline)]
+pub use iree::compile::compile;
+pub use iree::{run_module, HostTensor, RunOptions, Target, Toolchain};
+pub use models::{Checkpoint, DecoderConfig};
+pub use package::{package, PackageOptions};
+pub use tokenizer::Tokenizer;
+pub use util::cache_dir;
+pub use verify::{verify, VerifyOptions, VerifyReport};
 
 /// README.md's Rust example, run by `cargo test --doc`.
 #[cfg(doctest)]

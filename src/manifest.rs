@@ -36,7 +36,7 @@ pub const ASSETS_FORMAT: &str = "kiln-android-assets/1";
 /// The export manifest, written as `<name>.json`.
 ///
 /// The one declaration of its fields: `kiln package`
-/// ([`crate::package::read_export_manifest`]) and `kiln run` / `kiln
+/// (`package::read_export_manifest`) and `kiln run` / `kiln
 /// generate` ([`RunManifest::read`]) read it back with the same type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[non_exhaustive]
@@ -67,6 +67,137 @@ pub struct ExportManifest {
     /// The KV-cache pair, when exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<KvManifest>,
+    /// How the export was made: the checkpoint's hash and every option
+    /// that shapes the files (absent in manifests of kiln before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<ExportRecipe>,
+    /// The modules `kiln compile` wrote beside this manifest from its MLIR,
+    /// by file name: how each was compiled, its size and sha256.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub modules: BTreeMap<String, CompiledModule>,
+}
+
+impl ExportManifest {
+    /// The manifest as `kiln export` writes it: pretty JSON and a newline.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a manifest serializes") + "\n"
+    }
+}
+
+/// How an export was made: what `kiln verify --rebuild` runs again. The
+/// checkpoint is the manifest's `source`, identified by its hash; the
+/// options are those of `kiln export` (the output folder aside: it does
+/// not change a byte).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct ExportRecipe {
+    /// The checkpoint's size and hash, when it was read from files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointRecord>,
+    /// Fixed sequence length SEQ.
+    pub seq: usize,
+    /// Base name of the files.
+    pub name: String,
+    /// Exported function.
+    pub function: String,
+    /// How the weights are stored (`bf16`, `keep`, `w8a8`, …).
+    pub weights: String,
+    /// Per-tensor exceptions, `PATTERN=FORM`, in order.
+    pub weights_for: Vec<String>,
+    /// Constant policy: `external`, `inline` or `threshold=BYTES`.
+    pub constants: String,
+    /// Parameter scope.
+    pub scope: String,
+    /// The tensor bound in bytes (0: none).
+    pub max_tensor_bytes: u64,
+    /// The KV-cache pair's options, when one was exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvRecipe>,
+}
+
+/// The options of an exported KV-cache pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct KvRecipe {
+    /// Prompt bucket P.
+    pub prompt_len: usize,
+    /// Max context N.
+    pub max_context: usize,
+    /// Cache element type.
+    pub cache_dtype: String,
+    /// Top-K of the sampling outputs, when exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<usize>,
+    /// The attention spans below N the pair was exported with (absent:
+    /// none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<usize>,
+}
+
+/// A checkpoint's identity: a GGUF file's size and sha256, or an HF
+/// folder's files (each with size and sha256) and one sha256 over them:
+/// of the lines `<sha256>  <file name>\n`, in file-name order (what
+/// `sha256sum * | sha256sum` prints in the folder).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct CheckpointRecord {
+    /// Bytes: the file's, or the sum of the folder's files.
+    pub bytes: u64,
+    /// Lower-case hex sha256 (see above).
+    pub sha256: String,
+    /// An HF folder's files (empty for a file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileRecord>,
+}
+
+/// How a module was compiled: its source, target and every iree-compile
+/// flag, by which compiler. `kiln compile` records it in the export
+/// manifest; `kiln package` carries it into the assets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct CompileInfo {
+    /// The MLIR file it was compiled from (`NAME-gen.mlir`, `NAME-kv-gen.mlir`).
+    pub mlir: String,
+    /// That file's sha256.
+    pub mlir_sha256: String,
+    /// The `kiln compile` target.
+    pub target: Target,
+    /// iree-compile's arguments, in order, but for the input and output
+    /// (kiln's preset for the target, then any flags of the user's).
+    pub flags: Vec<String>,
+    /// The first version line of `iree-compile --version`.
+    pub iree_compile: String,
+}
+
+/// A compiled module in the export manifest: how it was compiled and the
+/// file that came out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct CompiledModule {
+    /// How it was compiled (flattened).
+    #[serde(flatten)]
+    pub compile: CompileInfo,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Lower-case hex sha256.
+    pub sha256: String,
+}
+
+/// What the assets came from: the toolchain's versions, the checkpoint
+/// and the export's recipe, so a second machine can make them again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct AssetsProvenance {
+    /// Where the export read the checkpoint (the export manifest's `source`).
+    pub source: String,
+    /// How the export was made.
+    pub recipe: ExportRecipe,
+    /// The first version line of `iree-compile --version` of the modules
+    /// (each module's own is in its `compiled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iree_compile: Option<String>,
+    /// The IREE runtime version the modules were compiled for.
+    pub iree_runtime: String,
 }
 
 /// The function contract: what a runtime needs to call the exported
@@ -465,6 +596,9 @@ pub struct AssetsManifest {
     pub chat: Option<AssetsChat>,
     /// Size and sha256 of every other file, sorted by path.
     pub files: Vec<FileRecord>,
+    /// What the assets were made from, when the export recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<AssetsProvenance>,
 }
 
 impl std::ops::Deref for AssetsManifest {
@@ -501,6 +635,9 @@ pub struct ModuleEntry {
     /// (`[layers, kv_heads, N, head_dim / 2]` for i32 words).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_shape: Option<Vec<usize>>,
+    /// How it was compiled, when `kiln compile` recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiled: Option<CompileInfo>,
 }
 
 /// The chat template in the assets: the Jinja source (as in the

@@ -28,11 +28,12 @@
 use crate::export::{Artifact, Layout};
 use crate::iree::flags::{Device, Target, DEFAULT_VULKAN_TARGET};
 use crate::manifest::{
-    AssetsChat, AssetsKv, AssetsManifest, ExportManifest, FileRecord, ModuleEntry, ASSETS_FORMAT,
+    AssetsChat, AssetsKv, AssetsManifest, AssetsProvenance, ExportManifest, FileRecord,
+    ModuleEntry, ASSETS_FORMAT,
 };
 use crate::params::gguf::GgufFile;
 use crate::progress::Progress;
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{gguf_tokenizer_files, Tokenizer, TokenizerFiles};
 use crate::util::Staging;
 use crate::{Error, Result};
 use serde::Serialize;
@@ -46,7 +47,7 @@ use std::path::{Path, PathBuf};
 /// ABI, or `vulkan`/`host`), the `kiln compile` target it comes from, and
 /// the IREE runtime device that runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModuleKind {
+pub(crate) struct ModuleKind {
     /// Key in [`AssetsManifest::modules`] and the file-name suffix.
     pub key: &'static str,
     /// `kiln compile` target whose `NAME-<suffix>.vmfb` is packaged.
@@ -58,7 +59,7 @@ pub struct ModuleKind {
 /// The modules for Android, in the order they are looked for: arm64-v8a,
 /// armeabi-v7a and vulkan (the default Vulkan target: the file name does
 /// not say which one a `NAME-vulkan.vmfb` was compiled for).
-pub fn android_modules() -> [ModuleKind; 3] {
+pub(crate) fn android_modules() -> [ModuleKind; 3] {
     [
         ModuleKind {
             key: "arm64-v8a",
@@ -82,7 +83,7 @@ pub fn android_modules() -> [ModuleKind; 3] {
 
 /// The host module, packaged only on request (for testing the assets on
 /// the build machine).
-pub fn host_module() -> ModuleKind {
+pub(crate) fn host_module() -> ModuleKind {
     ModuleKind {
         key: "host",
         target: Target::Host,
@@ -158,8 +159,6 @@ pub struct PackageReport {
     pub warnings: Vec<String>,
 }
 
-pub use crate::tokenizer::TokenizerFiles;
-
 /// An input error with `msg`.
 fn input_error(msg: impl Into<String>) -> Error {
     Error::Input(msg.into())
@@ -176,7 +175,7 @@ fn not_found(path: &Path, what: &str) -> Error {
 /// Reads an export manifest ([`crate::manifest::ExportManifest`], `NAME.json`)
 /// and checks that its name is a plain file name and its function and seq
 /// are set.
-pub fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
+pub(crate) fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
     if !path.is_file() {
         return Err(not_found(path, "export manifest not found"));
     }
@@ -652,7 +651,7 @@ fn copy_irpa(
 /// `files`; returns their manifest entries by key.
 fn copy_modules(
     staging: &Staging,
-    layout: &Layout,
+    (layout, m): (&Layout, &ExportManifest),
     list: &[Found],
     kv: bool,
     progress: &dyn Progress,
@@ -665,21 +664,22 @@ fn copy_modules(
             false => Artifact::AssetModule(k.key),
         });
         let (bytes, sha256) = copy_hashed(src, &staging.path(&file), progress)?;
-        files.push(FileRecord {
-            path: file.clone(),
-            bytes,
-            sha256,
-        });
         entries.insert(
             k.key.to_string(),
             ModuleEntry {
-                path: file,
+                path: file.clone(),
                 target: k.target.clone(),
                 device: k.device,
                 cache_dtype: None,
                 cache_shape: None,
+                compiled: compile_record(m, src, &sha256),
             },
         );
+        files.push(FileRecord {
+            path: file,
+            bytes,
+            sha256,
+        });
     }
     Ok(entries)
 }
@@ -704,6 +704,39 @@ fn with_cache_forms(
         }
     }
     Ok(entries)
+}
+
+/// How the module at `src` (whose contents hash to `sha256`) was compiled,
+/// as `kiln compile` recorded it in export manifest `m`: `None` when it
+/// recorded nothing for that file, or for other contents.
+fn compile_record(
+    m: &ExportManifest,
+    src: &Path,
+    sha256: &str,
+) -> Option<crate::manifest::CompileInfo> {
+    let name = src.file_name()?.to_str()?;
+    m.modules
+        .get(name)
+        .filter(|r| r.sha256 == sha256)
+        .map(|r| r.compile.clone())
+}
+
+/// What the assets were made from: export manifest `m`'s recipe, with the
+/// compiler of the packaged modules when they all name the same one.
+fn provenance<'a>(
+    m: &ExportManifest,
+    modules: impl Iterator<Item = &'a ModuleEntry>,
+) -> Option<AssetsProvenance> {
+    let recipe = m.recipe.clone()?;
+    let mut compilers = modules.filter_map(|e| e.compiled.as_ref().map(|c| c.iree_compile.clone()));
+    let first = compilers.next();
+    let iree_compile = first.filter(|c| compilers.all(|o| &o == c));
+    Some(AssetsProvenance {
+        source: m.source.clone(),
+        recipe,
+        iree_compile,
+        iree_runtime: crate::iree::flags::IREE_VERSION.to_string(),
+    })
 }
 
 /// Writes the tokenizer of `plan` into `staging` as
@@ -762,10 +795,17 @@ fn stage_files(
     let layout = Layout::new("", &m.name);
     let irpa_name = layout.file(Artifact::Irpa);
     let mut files = vec![copy_irpa(src.irpa, staging, &irpa_name, progress)?];
-    let modules = copy_modules(staging, &layout, &src.modules, false, progress, &mut files)?;
+    let modules = copy_modules(
+        staging,
+        (&layout, m),
+        &src.modules,
+        false,
+        progress,
+        &mut files,
+    )?;
     let kv_entries = copy_modules(
         staging,
-        &layout,
+        (&layout, m),
         &src.kv_modules,
         true,
         progress,
@@ -786,6 +826,8 @@ fn stage_files(
         files.push(staged_record(staging, f)?);
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    let kv_modules = kv.iter().flat_map(|kv| kv.modules.values());
+    let provenance = provenance(m, modules.values().chain(kv_modules));
     Ok(AssetsManifest {
         format: ASSETS_FORMAT.to_string(),
         kiln_version: crate::VERSION.to_string(),
@@ -798,6 +840,7 @@ fn stage_files(
         tokenizer_config: cfg,
         chat,
         files,
+        provenance,
     })
 }
 
@@ -833,25 +876,4 @@ fn commit(staging: Staging, out: &Path, manifest: AssetsManifest) -> Result<Stag
         }
     }
     Ok((manifest, out.join(manifest_name), written))
-}
-
-// --- tokenizer.json from GGUF metadata -----------------------------------
-
-pub use crate::tokenizer::gguf_tokenizer_files;
-
-/// Writes [`gguf_tokenizer_files`] of the GGUF at `gguf` as
-/// `dir/NAME.tokenizer.json` and `dir/NAME.tokenizer_config.json`
-/// (atomically); returns the tokenizer.json path.
-pub fn write_gguf_tokenizer(gguf: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
-    let f = GgufFile::open(gguf)?;
-    let t =
-        gguf_tokenizer_files(&f).map_err(|e| input_error(format!("{}: {e}", gguf.display())))?;
-    let layout = Layout::new(dir, name);
-    let json = layout.path(Artifact::Tokenizer);
-    crate::util::write_atomic(
-        layout.path(Artifact::TokenizerConfig),
-        t.tokenizer_config_json.as_bytes(),
-    )?;
-    crate::util::write_atomic(&json, t.tokenizer_json.as_bytes())?;
-    Ok(json)
 }

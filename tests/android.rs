@@ -8,9 +8,7 @@ use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions};
 use kiln::generate::{generate, Interpreted, IreeRunModule, RunModule};
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{Emulation, RunOptions};
-use kiln::iree::session::{Session, SessionSpec};
+use kiln::iree::{Device, Emulation, RunOptions, Session, SessionSpec, Target};
 use kiln::models::Checkpoint;
 
 #[test]

@@ -9,8 +9,7 @@ use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions};
 use kiln::graph::DType;
-use kiln::iree::flags::Target;
-use kiln::iree::run::{run_module, HostTensor, RunOptions};
+use kiln::iree::{run_module, HostTensor, RunOptions, Target};
 use kiln::models::Checkpoint;
 
 #[test]

@@ -5,8 +5,7 @@ use crate::common;
 use common::tiny_iree::*;
 use common::{kiln_command as kiln, toolchain};
 
-use kiln::iree::flags::Target;
-use kiln::iree::{compile, compile_many, IreeError, Toolchain};
+use kiln::iree::{compile, compile_many, IreeError, Target, Toolchain};
 use kiln::params::TensorWriter;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -120,7 +119,7 @@ fn unknown_vulkan_name_is_rejected_before_iree_compile_runs() {
         &[Target::Host, bad],
         dir.path(),
         "tiny",
-        &kiln::iree::compile::CompileOptions::default().jobs(2),
+        &kiln::iree::CompileOptions::default().jobs(2),
     )
     .unwrap_err();
     assert!(e.to_string().contains("lavapipe"), "{e}");
@@ -153,7 +152,7 @@ fn known_vulkan_names() {
         "rdna3",
         "ampere",
     ] {
-        assert!(kiln::iree::flags::is_known_vulkan_target(ok), "{ok}");
+        assert!(Target::vulkan(ok).is_ok(), "{ok}");
     }
     for bad in [
         "",
@@ -166,7 +165,7 @@ fn known_vulkan_names() {
         "lavapipe",
         "Valhall",
     ] {
-        assert!(!kiln::iree::flags::is_known_vulkan_target(bad), "{bad}");
+        assert!(Target::vulkan(bad).is_err(), "{bad}");
     }
 }
 

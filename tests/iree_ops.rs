@@ -13,8 +13,7 @@ use crate::common;
 use common::op_cases::{self, Data, HostT};
 use common::*;
 use kiln::graph::{DType, Graph, Module, TensorType};
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{run_module, HostTensor, RunOptions, TensorData};
+use kiln::iree::{run_module, Device, HostTensor, RunOptions, Target, TensorData};
 use kiln::params::TensorWriter;
 use kiln::stablehlo::{print_module, PrintOptions};
 
@@ -151,11 +150,8 @@ fn write_irpa(path: &std::path::Path, tensors: &Weights) {
         .collect();
     let mut w = IrpaWriter::new(path, specs).unwrap();
     for (n, _, v) in tensors {
-        w.write_tensor(
-            n,
-            &kiln::params::convert::encode_weights(v, DType::BF16).unwrap(),
-        )
-        .unwrap();
+        w.write_tensor(n, &kiln::params::encode_weights(v, DType::BF16).unwrap())
+            .unwrap();
     }
     w.finish().unwrap();
 }

@@ -6,9 +6,10 @@ use crate::common;
 use common::tiny_iree::*;
 use common::{kiln_command as kiln, require, toolchain};
 
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
-use kiln::iree::{compile, compile_many, IreeError, Toolchain};
+use kiln::iree::{
+    compile, compile_many, run_module, Device, Emulation, HostTensor, IreeError, RunOptions,
+    Target, Toolchain,
+};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -36,7 +37,7 @@ fn built(tc: &Toolchain) -> &'static Built {
             &targets,
             dir.path(),
             "tiny",
-            &kiln::iree::compile::CompileOptions::default().jobs(2),
+            &kiln::iree::CompileOptions::default().jobs(2),
         )
         .unwrap();
         Built {
@@ -157,7 +158,7 @@ fn arm64_under_qemu_matches_host() {
     if !require(
         tc.qemu_aarch64.is_some()
             && tc.aarch64_run_module.is_some()
-            && kiln::iree::toolchain::arm64_libc_present(),
+            && kiln::iree::arm64_libc_present(),
         "qemu-aarch64-static / aarch64 IREE runtime / arm64 libc",
     ) {
         return;

@@ -24,10 +24,7 @@ use kiln::generate::{
     RunModule, Stop,
 };
 use kiln::graph::DType;
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{Emulation, RunOptions};
-use kiln::iree::session::{KvSession, SessionSpec};
-use kiln::iree::Toolchain;
+use kiln::iree::{Device, Emulation, KvSession, RunOptions, SessionSpec, Target, Toolchain};
 use kiln::models::Checkpoint;
 use kiln::step::KvSpec;
 use std::path::Path;
@@ -490,7 +487,7 @@ fn bad_input_is_a_clear_error() {
     let text = std::fs::read_to_string(r.kv_mlir.as_ref().unwrap()).unwrap();
     let m = kiln::stablehlo::parse_module(&text).unwrap();
     let kvm = &r.manifest.kv.as_ref().unwrap().pair;
-    let params = kiln::interp::files::FileParams::open(&r.irpa).unwrap();
+    let params = kiln::interp::FileParams::open(&r.irpa).unwrap();
     let bad = kiln::interp::Tensor::f32(&[2, 2, 4, 12], vec![0.0; 2 * 2 * 4 * 12]);
     let e = kiln::interp::run_module(
         &m,

@@ -13,8 +13,7 @@ use crate::common;
 use common::{files_in, fixture, kiln_output, tmpdir};
 use kiln::manifest::{AssetsManifest, FileRecord};
 use kiln::models::{DecoderConfig, Family, RopeScaling};
-use kiln::package::gguf_tokenizer_files;
-use kiln::tokenizer::Tokenizer;
+use kiln::tokenizer::{gguf_tokenizer_files, Tokenizer};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -53,7 +52,7 @@ fn check_assets(dir: &Path, name: &str) -> AssetsManifest {
     let m: AssetsManifest = serde_json::from_str(&std::fs::read_to_string(&mp).unwrap()).unwrap();
     assert_eq!(m.format, kiln::manifest::ASSETS_FORMAT);
     assert_eq!(m.kiln_version, kiln::VERSION);
-    assert_eq!(m.iree_version, kiln::iree::flags::IREE_VERSION);
+    assert_eq!(m.iree_version, kiln::iree::IREE_VERSION);
     assert_eq!(m.name, name);
     for f in &m.files {
         let p = dir.join(&f.path);
@@ -122,7 +121,7 @@ fn kv_pair_is_packaged_beside_the_redecode_modules() {
     let Some(tc) = common::toolchain() else {
         return;
     };
-    use kiln::iree::flags::Target;
+    use kiln::iree::Target;
     let dir = tmpdir();
     let exp = dir.path().join("exp");
     let ckpt = kiln::models::Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
@@ -172,7 +171,7 @@ fn export_compile_package_run() {
     let Some(tc) = common::toolchain() else {
         return;
     };
-    use kiln::iree::flags::Target;
+    use kiln::iree::Target;
     let dir = tmpdir();
     let exp = dir.path().join("exp");
     let ckpt = kiln::models::Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
@@ -585,10 +584,16 @@ fn gguf_tokenizer_json_encodes_like_from_gguf() {
     let Some(gguf) = common::smollm2_gguf() else {
         return;
     };
+    // The files `kiln package` writes for a GGUF model, loaded back.
     let dir = tmpdir();
-    let path = kiln::package::write_gguf_tokenizer(&gguf, dir.path(), "smollm2").unwrap();
-    assert_eq!(path, dir.path().join("smollm2.tokenizer.json"));
-    assert!(dir.path().join("smollm2.tokenizer_config.json").is_file());
+    let files = gguf_tokenizer_files(&kiln::params::gguf::GgufFile::open(&gguf).unwrap()).unwrap();
+    let path = dir.path().join("smollm2.tokenizer.json");
+    std::fs::write(&path, &files.tokenizer_json).unwrap();
+    std::fs::write(
+        dir.path().join("smollm2.tokenizer_config.json"),
+        &files.tokenizer_config_json,
+    )
+    .unwrap();
     let written = Tokenizer::from_tokenizer_json(&path).unwrap();
     let reference = Tokenizer::from_gguf(&gguf).unwrap();
     assert_eq!(written.vocab_size(), reference.vocab_size());

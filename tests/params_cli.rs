@@ -161,9 +161,11 @@ fn convert_dequantizes_gguf_merges_renames_and_excludes() {
     let st16 = SafeTensors::open(&out16).unwrap();
     let a16 = st16.get("a.weight").unwrap();
     assert_eq!(a16.dtype, DType::BF16);
-    let want: Vec<u16> = bits
-        .iter()
-        .map(|&b| kiln::params::convert::f32_to_bf16_bits(f32::from_bits(b)))
+    let values: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+    let want: Vec<u16> = kiln::params::encode_weights(&values, DType::BF16)
+        .unwrap()
+        .chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
         .collect();
     let got: Vec<u16> = a16
         .data

@@ -1,7 +1,8 @@
 //! GGUF reader and dequantization, checked against the `gguf` Python
 //! package (fixtures written by scripts/make_gguf_fixtures.py).
 
-use kiln::params::gguf::{GgmlType, GgufFile, GgufValue};
+use kiln::params::gguf::{GgufFile, GgufValue};
+use kiln::params::GgmlType;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 

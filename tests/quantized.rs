@@ -11,12 +11,9 @@
 use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, Weights};
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::Emulation;
-use kiln::iree::Toolchain;
+use kiln::iree::{Device, Emulation, Target, Toolchain};
 use kiln::models::Checkpoint;
-use kiln::params::gguf::GgmlType;
-use kiln::params::source::open_any;
+use kiln::params::{open_any, GgmlType};
 use std::path::Path;
 
 const FIXTURES: [&str; 2] = ["tiny-llama-quant-mix", "tiny-llama-quant-tied"];
@@ -482,7 +479,7 @@ fn quantizer_bytes_equal_the_gguf_packages() {
         .map(|b| f32::from_bits(b.as_u64().unwrap() as u32))
         .collect();
     for (ty, key) in [(GgmlType::Q8_0, "Q8_0"), (GgmlType::Q4_0, "Q4_0")] {
-        let got = kiln::params::blocks::quantize(ty, &x).unwrap();
+        let got = kiln::params::quantize(ty, &x).unwrap();
         let hex: String = got.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex, v[key].as_str().unwrap(), "{key}");
     }

@@ -19,9 +19,7 @@ use kiln::generate::{
     generate_kv, generate_kv_with, Conversation, KvInterpreted, KvRunModule, KvStep, Prediction,
     RunModule, Sampler, SamplingParams,
 };
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{Emulation, RunOptions};
-use kiln::iree::session::{KvSession, SessionSpec};
+use kiln::iree::{Device, Emulation, KvSession, RunOptions, SessionSpec, Target};
 use kiln::models::Checkpoint;
 use kiln::step::KvSpec;
 use std::path::Path;

@@ -25,9 +25,9 @@ use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
 use kiln::generate::{generate, generate_kv, IreeRunModule, KvInterpreted, RunModule};
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
-use kiln::iree::session::{KvSession, Session, SessionSpec};
+use kiln::iree::{
+    run_module, Device, Emulation, HostTensor, KvSession, RunOptions, Session, SessionSpec, Target,
+};
 use kiln::models::Checkpoint;
 use kiln::step::KvSpec;
 use std::path::{Path, PathBuf};

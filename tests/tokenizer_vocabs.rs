@@ -146,31 +146,20 @@ fn expect_encodes<'a>(
     );
 }
 
-/// kiln derives exactly the merges transformers derives from the scores.
+/// kiln derives exactly the merges transformers derives from the scores
+/// (those of the `tokenizer.json` it builds for the GGUF vocabulary).
 #[test]
 fn merges_from_scores_equal_transformers() {
     use sha2::{Digest, Sha256};
     let doc = transformers_doc();
     for name in VOCABS {
         let f = kiln::params::gguf::GgufFile::open(vocab(name)).unwrap();
-        let tokens: Vec<String> = f
-            .get_metadata("tokenizer.ggml.tokens")
-            .and_then(|v| v.as_string_array())
-            .unwrap()
-            .into_iter()
-            .map(String::from)
-            .collect();
-        let scores: Vec<f32> = f
-            .get_metadata("tokenizer.ggml.scores")
-            .and_then(|v| v.as_array())
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap() as f32)
-            .collect();
-        let merges = kiln::tokenizer::merges_from_scores(&tokens, &scores);
+        let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
+        let merges = json["model"]["merges"].as_array().unwrap();
         let text = merges
             .iter()
-            .map(|(a, b)| format!("{a} {b}"))
+            .map(|m| format!("{} {}", m[0].as_str().unwrap(), m[1].as_str().unwrap()))
             .collect::<Vec<_>>()
             .join("\n");
         let want = &doc["merges"][name];
@@ -192,7 +181,7 @@ fn merges_from_scores_equal_transformers() {
 /// `gguf`: its `tokenizer.json` and `tokenizer_config.json`, loaded back.
 fn packaged_tokenizer(gguf: &std::path::Path) -> Tokenizer {
     let f = kiln::params::gguf::GgufFile::open(gguf).unwrap();
-    let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+    let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("m.tokenizer.json"), &files.tokenizer_json).unwrap();
     std::fs::write(
@@ -230,7 +219,7 @@ fn packaged_tokenizer_json_encodes_as_the_gguf() {
 #[test]
 fn metaspace_prepends_unless_the_text_starts_with_a_space() {
     let f = kiln::params::gguf::GgufFile::open(vocab("ggml-vocab-llama-spm.gguf")).unwrap();
-    let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+    let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
     let mut doc: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
     doc["normalizer"] = serde_json::Value::Null;
     doc["pre_tokenizer"] = serde_json::json!({
@@ -280,7 +269,7 @@ fn metaspace_prepends_unless_the_text_starts_with_a_space() {
 fn bad_tokenizer_files_are_clear_errors() {
     let f = kiln::params::gguf::GgufFile::open(vocab("ggml-vocab-phi-3.gguf")).unwrap();
     let good: serde_json::Value = serde_json::from_str(
-        &kiln::package::gguf_tokenizer_files(&f)
+        &kiln::tokenizer::gguf_tokenizer_files(&f)
             .unwrap()
             .tokenizer_json,
     )
@@ -378,7 +367,7 @@ fn nfc_normalizer_composes_text_pieces() {
         return;
     };
     let f = kiln::params::gguf::GgufFile::open(dir.join("ggml-vocab-qwen2.gguf")).unwrap();
-    let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+    let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
     let mut doc: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("tokenizer.json");
@@ -406,7 +395,7 @@ fn bos_from_a_post_processor_sequence() {
         return;
     };
     let f = kiln::params::gguf::GgufFile::open(dir.join("ggml-vocab-llama-bpe.gguf")).unwrap();
-    let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+    let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
     let mut doc: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
     // (This vocabulary file does not set add_bos_token: no post-processor
     // of its own.)
@@ -602,7 +591,7 @@ fn gemma3_packaged_tokenizer_json_is_transformers() {
         return;
     };
     let f = kiln::params::gguf::GgufFile::open(&gguf).unwrap();
-    let files = kiln::package::gguf_tokenizer_files(&f).unwrap();
+    let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
     let got: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
     let want: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(vocab("../gemma3-transformers.json")).unwrap(),

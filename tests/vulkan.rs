@@ -18,10 +18,9 @@ use common::*;
 use kiln::export::{export, ExportOptions, ExportReport};
 use kiln::generate::generate;
 use kiln::graph::{DType, Graph, Module, TensorType};
-use kiln::iree::flags::{Device, Target};
-use kiln::iree::run::{run_module, HostTensor, RunOptions};
-use kiln::iree::session::{KvSession, Session, SessionSpec};
-use kiln::iree::Toolchain;
+use kiln::iree::{
+    run_module, Device, HostTensor, KvSession, RunOptions, Session, SessionSpec, Target, Toolchain,
+};
 use kiln::models::Checkpoint;
 use kiln::stablehlo::{print_module, PrintOptions};
 use kiln::step::KvSpec;
@@ -234,18 +233,18 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
     .unwrap();
     assert!(r.vulkan_issues.is_empty(), "{:?}", r.vulkan_issues);
     let kv_mlir = r.kv_mlir.clone().unwrap();
+    // No tensor of either module is over the storage-buffer range: the
+    // empty `vulkan_issues` above says so.
     for m in [&r.mlir, &kv_mlir] {
         let text = std::fs::read_to_string(m).unwrap();
         assert!(
             text.contains("\"model.embed_tokens.weight\", {offset = 0 : i64, length = "),
             "the embedding is not declared in parts"
         );
-        let over = kiln::iree::limits::tensors_over(&text, 1 << 27);
-        assert!(over.is_empty(), "{}: {over:?}", m.display());
     }
     // The interpreter reads the parts from the archive.
     let module = kiln::stablehlo::parse_module(&std::fs::read_to_string(&r.mlir).unwrap()).unwrap();
-    let params = kiln::interp::files::FileParams::open(&r.irpa).unwrap();
+    let params = kiln::interp::FileParams::open(&r.irpa).unwrap();
     let mut failures = Vec::new();
     for (ci, c) in rs.cases.iter().enumerate() {
         let x = kiln::interp::Tensor::i32(&[1, rs.seq], c.input.clone());

@@ -7,7 +7,7 @@
 use super::gen_common::{chat_template, SamplingArgs};
 use super::run::{resolve, Resolved};
 use kiln::generate::{Conversation, Driver, DriverOptions, Generation, Prediction, Stop};
-use kiln::iree::flags::Device;
+use kiln::iree::Device;
 use kiln::manifest::KvPair;
 use kiln::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer};
 use kiln::{Error, Result};

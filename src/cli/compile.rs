@@ -1,9 +1,7 @@
 //! `kiln compile`: run iree-compile for one or more targets.
 
-use kiln::export::Layout;
-use kiln::iree::compile::compile_many;
-use kiln::iree::flags::Target;
-use kiln::iree::Toolchain;
+use kiln::export::{record_compiles, Layout, Recorded};
+use kiln::iree::{compile_many, Target, Toolchain};
 use kiln::Error;
 use std::path::PathBuf;
 
@@ -98,15 +96,26 @@ pub fn run(args: Args) -> kiln::Result<i32> {
     // After the preset, before the user's flags (a later flag wins).
     let extra: Vec<String> = args
         .low_memory
-        .then(|| kiln::iree::flags::NO_DATA_TILING_FLAG.to_string())
+        .then(|| kiln::iree::NO_DATA_TILING_FLAG.to_string())
         .into_iter()
         .chain(args.extra.iter().cloned())
         .collect();
-    let opts = kiln::iree::compile::CompileOptions::default()
+    let opts = kiln::iree::CompileOptions::default()
         .jobs(jobs)
         .extra(extra)
         .progress(super::progress::bars());
     let outs = compile_many(&tc, &args.module, &targets, &out_dir, &name, &opts)?;
+    let compiled: Vec<(Target, PathBuf)> = targets.iter().cloned().zip(outs.clone()).collect();
+    let recorded = match record_compiles(&tc, &args.module, &compiled, &opts.extra)? {
+        Recorded::Recorded(manifest) => {
+            crate::status!(
+                "kiln: recorded how they were compiled in {}",
+                manifest.display()
+            );
+            Some(manifest)
+        }
+        _ => None,
+    };
     if args.json {
         let modules: Vec<serde_json::Value> = targets
             .iter()
@@ -116,6 +125,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         super::print_json(&serde_json::json!({
             "module": args.module,
             "modules": modules,
+            "recorded_in": recorded,
             "seconds": start.elapsed().as_secs_f64(),
         }));
     } else {

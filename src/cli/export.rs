@@ -4,7 +4,7 @@ use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
 use kiln::graph::DType;
 use kiln::manifest::KvPair;
 use kiln::models::Checkpoint;
-use kiln::params::gguf::GgmlType;
+use kiln::params::GgmlType;
 use kiln::stablehlo::ConstantPolicy;
 use kiln::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -115,7 +115,7 @@ pub fn parse_weights_for(s: &str) -> Result<(String, kiln::export::Weights)> {
 pub enum KvDtypeArg {
     /// f32 caches (exact against the redecode forward).
     F32,
-    /// bf16 caches (half the cache memory; CPU targets only).
+    /// bf16 caches (half the cache memory; on Vulkan as i32 words of two).
     Bf16,
 }
 

@@ -6,8 +6,7 @@
 use super::gen_common::{chat_template, template_error, SamplingArgs};
 use super::run::{parse_tokens, resolve, Resolved};
 use kiln::generate::{Driver, DriverOptions, Generation, Sampler, Stop, StopStrings};
-use kiln::iree::flags::Device;
-use kiln::iree::run::Emulation;
+use kiln::iree::{Device, Emulation};
 use kiln::manifest::KvPair;
 use kiln::tokenizer::{StreamDecoder, Tokenizer};
 use kiln::{Error, Result};

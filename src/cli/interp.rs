@@ -29,7 +29,7 @@ pub struct Args {
 /// Opens a parameter file (`.irpa`, `.safetensors` or `.gguf`) as a
 /// [`ParamSource`], with kiln's own readers.
 pub fn open_params(path: &Path) -> Result<Box<dyn ParamSource>> {
-    Ok(Box::new(kiln::interp::files::FileParams::open(path)?))
+    Ok(Box::new(kiln::interp::FileParams::open(path)?))
 }
 
 /// Pads `tokens` with id 0 to the length of `shape` (`[1, SEQ]` or `[SEQ]`).

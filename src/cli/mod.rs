@@ -18,6 +18,7 @@ pub mod params;
 pub mod progress;
 pub mod run;
 pub mod toolchain;
+pub mod verify;
 
 use clap::{Parser, Subcommand};
 
@@ -90,6 +91,8 @@ pub enum Command {
     Chat(chat::Args),
     /// Lay out the files an Android app ships.
     Package(package::Args),
+    /// Check a folder of assets or an export against its manifests.
+    Verify(verify::Args),
     /// Print a shell completion script for kiln (bash, zsh, fish, elvish,
     /// powershell) to stdout.
     #[command(
@@ -155,6 +158,7 @@ pub fn main() -> i32 {
         Command::Generate(a) => generate::run(a),
         Command::Chat(a) => chat::run(a),
         Command::Package(a) => package::run(a),
+        Command::Verify(a) => verify::run(a),
         Command::Completions { shell } => completions(shell),
     };
     match result {

@@ -3,11 +3,10 @@
 //! bytes, never its extension; the output format by the output's extension.
 
 use clap::{Subcommand, ValueEnum};
-use kiln::params::blocks::Recognized;
-use kiln::params::diff::{format_name, BlockChange, BlockDiff, Diff, Outcome, TensorDiff};
-use kiln::params::inspect::Inspection;
-use kiln::params::merge::{Conversion, ConvertError, ConvertOptions, FloatDType};
-use kiln::params::StorageKind;
+use kiln::params::{
+    format_name, BlockChange, BlockDiff, Conversion, ConvertError, ConvertOptions, Diff,
+    FloatDType, Inspection, Outcome, Recognized, StorageKind, TensorDiff,
+};
 use kiln::progress::{Progress, Unit};
 use kiln::{Error, Result};
 use std::collections::HashMap;

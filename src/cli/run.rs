@@ -1,9 +1,7 @@
 //! `kiln run`: run a compiled module on token ids, print the predicted ids.
 
 use kiln::export::{Artifact, Layout};
-use kiln::iree::flags::Device;
-use kiln::iree::run::{run_module, Emulation, HostTensor, RunOptions};
-use kiln::iree::Toolchain;
+use kiln::iree::{run_module, Device, Emulation, HostTensor, RunOptions, Toolchain};
 use kiln::manifest::RunManifest;
 use kiln::Error;
 use std::path::{Path, PathBuf};

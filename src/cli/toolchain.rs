@@ -1,7 +1,6 @@
 //! `kiln toolchain`: show where the IREE tools are, or install them.
 
-use kiln::iree::toolchain::{self, Toolchain};
-use kiln::iree::IREE_VERSION;
+use kiln::iree::{arm64_libc_present, Toolchain, IREE_VERSION};
 use std::path::PathBuf;
 
 /// Arguments of `kiln toolchain`.
@@ -39,7 +38,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
             if a.emulators {
                 let run = Toolchain::install_emulators(true)?;
                 eprintln!("kiln: aarch64 iree-run-module: {}", run.display());
-                if tc.qemu_aarch64.is_none() || !toolchain::arm64_libc_present() {
+                if tc.qemu_aarch64.is_none() || !arm64_libc_present() {
                     eprintln!(
                         "kiln: note: qemu-aarch64-static or arm64 libc is missing; run scripts/install-deps.sh (apt) to finish the emulator setup"
                     );
@@ -81,7 +80,7 @@ fn show(tc: &Toolchain) -> kiln::Result<()> {
     println!("  aarch64 runtime:       {}", opt(&tc.aarch64_run_module));
     println!(
         "  arm64 libc:            {}",
-        if toolchain::arm64_libc_present() {
+        if arm64_libc_present() {
             "present"
         } else {
             "(not found)"

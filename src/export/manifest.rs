@@ -7,8 +7,8 @@ use super::options::ExportOptions;
 use super::write::WeightFiles;
 use super::Names;
 use crate::manifest::{
-    io_types, Contract, ExportManifest, FileRecord, KvManifest, KvPair, KvSpanRecord, ModelInfo,
-    EXPORT_FORMAT,
+    io_types, CheckpointRecord, Contract, ExportManifest, ExportRecipe, FileRecord, KvManifest,
+    KvPair, KvRecipe, KvSpanRecord, ModelInfo, EXPORT_FORMAT,
 };
 use crate::models::kv::KvOptions;
 use crate::models::Checkpoint;
@@ -24,6 +24,7 @@ pub(super) fn export_manifest(
     graphs: &Graphs,
     parameter_tensors: usize,
     weights: WeightFiles,
+    checkpoint: Option<CheckpointRecord>,
 ) -> ExportManifest {
     let file = |a| names.layout.file(a);
     let mut files = std::collections::BTreeMap::new();
@@ -66,7 +67,97 @@ pub(super) fn export_manifest(
         source: ckpt.path.display().to_string(),
         files,
         kv,
+        recipe: Some(recipe(opts, names, graphs, checkpoint)),
+        modules: Default::default(),
     }
+}
+
+/// How the export was made (the checkpoint's record computed by the caller).
+fn recipe(
+    opts: &ExportOptions,
+    names: &Names,
+    graphs: &Graphs,
+    checkpoint: Option<CheckpointRecord>,
+) -> ExportRecipe {
+    ExportRecipe {
+        checkpoint,
+        seq: opts.seq,
+        name: names.layout.name().to_string(),
+        function: names.function.clone(),
+        weights: opts.weights.to_string(),
+        weights_for: opts
+            .weights_for
+            .iter()
+            .map(|(pattern, form)| format!("{pattern}={form}"))
+            .collect(),
+        constants: policy_name(&opts.constants),
+        scope: policy_scope(&opts.constants),
+        max_tensor_bytes: opts.max_tensor_bytes,
+        kv: graphs.kv.as_ref().map(|(ko, _)| KvRecipe {
+            prompt_len: ko.prompt_len,
+            max_context: ko.max_context,
+            cache_dtype: ko.cache_dtype.to_string(),
+            top_k: ko.top_k,
+            spans: ko.spans.clone(),
+        }),
+    }
+}
+
+/// The identity of the checkpoint at `path` ([`CheckpointRecord`]): a
+/// file's size and sha256, or an HF folder's regular files and one sha256
+/// over their lines `<sha256>  <name>\n` in name order. `None` for a
+/// checkpoint that is not on disk (a synthetic one).
+pub(crate) fn checkpoint_record(path: &std::path::Path) -> crate::Result<Option<CheckpointRecord>> {
+    use crate::util::sha256_file;
+    if path.is_file() {
+        let bytes = std::fs::metadata(path)
+            .map_err(|e| crate::Error::io(path, e))?
+            .len();
+        return Ok(Some(CheckpointRecord {
+            bytes,
+            sha256: sha256_file(path)?,
+            files: Vec::new(),
+        }));
+    }
+    if !path.is_dir() {
+        return Ok(None);
+    }
+    let entries = std::fs::read_dir(path).map_err(|e| crate::Error::io(path, e))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| crate::Error::io(path, e))?;
+        if entry
+            .file_type()
+            .map_err(|e| crate::Error::io(entry.path(), e))?
+            .is_file()
+        {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    let files = names
+        .into_iter()
+        .map(|name| {
+            let file = path.join(&name);
+            let bytes = std::fs::metadata(&file)
+                .map_err(|e| crate::Error::io(&file, e))?
+                .len();
+            Ok(FileRecord {
+                sha256: sha256_file(&file)?,
+                path: name,
+                bytes,
+            })
+        })
+        .collect::<crate::Result<Vec<_>>>()?;
+    let listing: String = files
+        .iter()
+        .map(|f| format!("{}  {}\n", f.sha256, f.path))
+        .collect();
+    Ok(Some(CheckpointRecord {
+        bytes: files.iter().map(|f| f.bytes).sum(),
+        sha256: crate::util::sha256_hex(listing.as_bytes()),
+        files,
+    }))
 }
 
 /// The manifest's entry for the KV-cache pair `ko`, printed as `mlir`.

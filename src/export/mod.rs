@@ -11,12 +11,13 @@
 //! | file | job |
 //! |---|---|
 //! | `options` | what is asked for: [`ExportOptions`], [`Weights`], [`KvCacheOptions`] |
-//! | `plan` | how each weight is stored ([`weight_plan`]) and its stored bytes |
+//! | `plan` | how each weight is stored (`weight_plan`) and its stored bytes |
 //! | `graphs` | the forward module and the KV-cache pair, built and printed |
 //! | `write` | the weights streamed into both archives; the commit |
 //! | `manifest` | the export manifest `NAME.json` |
 //! | `layout` | every file name, both ways ([`Layout`]) |
 
+mod compiled;
 mod graphs;
 mod layout;
 mod manifest;
@@ -24,10 +25,13 @@ mod options;
 mod plan;
 mod write;
 
-pub use graphs::{build_kv_module, build_module, identifier, kv_options};
+pub use compiled::{record_compiles, Recorded};
 pub use layout::{Artifact, Layout, ModuleFile};
+pub(crate) use manifest::checkpoint_record;
 pub use options::{ExportOptions, KvCacheOptions, Weights};
-pub use plan::weight_plan;
+
+use graphs::identifier;
+use plan::weight_plan;
 
 use crate::manifest::ExportManifest;
 use crate::models::Checkpoint;
@@ -84,7 +88,7 @@ pub struct ExportReport {
     /// KV cache at a large N, attention scores at a long SEQ, a weight
     /// matrix over 2^27 bytes as f32, any table with `--max-tensor-bytes
     /// 0`), as `kiln compile --target vulkan` would refuse it
-    /// ([`crate::iree::limits::first_vulkan_problem`]). CPU targets are fine.
+    /// (`iree::limits::first_vulkan_problem`). CPU targets are fine.
     pub vulkan_issues: Vec<String>,
 }
 
@@ -109,7 +113,16 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let weights = write::write_weights(ckpt, &plan, &stored, &staging, &names, progress)?;
     let weights_seconds = t1.elapsed().as_secs_f64();
 
-    let manifest = manifest::export_manifest(ckpt, opts, &names, &graphs, stored.len(), weights);
+    let checkpoint = manifest::checkpoint_record(&ckpt.path)?;
+    let manifest = manifest::export_manifest(
+        ckpt,
+        opts,
+        &names,
+        &graphs,
+        stored.len(),
+        weights,
+        checkpoint,
+    );
     write::commit(staging, &names, &graphs, &manifest)?;
     let path = |a| names.layout.path(a);
     Ok(ExportReport {

@@ -171,6 +171,27 @@ impl std::fmt::Display for Weights {
     }
 }
 
+impl std::str::FromStr for Weights {
+    type Err = String;
+
+    /// The names [`Weights`]' `Display` writes: `bf16`, `f16`, `f32`,
+    /// `keep`, `q8_0`, `q4_0`, `w8a8`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "bf16" => Ok(DType::BF16.into()),
+            "f16" => Ok(DType::F16.into()),
+            "f32" => Ok(DType::F32.into()),
+            "keep" => Ok(Weights::Keep),
+            "q8_0" => Ok(Weights::Quantize(GgmlType::Q8_0)),
+            "q4_0" => Ok(Weights::Quantize(GgmlType::Q4_0)),
+            "w8a8" => Ok(Weights::W8A8),
+            _ => Err(format!(
+                "unknown weights form {s:?} (bf16, f16, f32, keep, q8_0, q4_0 or w8a8)"
+            )),
+        }
+    }
+}
+
 /// Shapes of the KV-cache export (`kiln export --kv-cache`): `default()`
 /// (P = SEQ, N = 2·P, f32 caches, no top-K) and the setters.
 #[derive(Debug, Clone, PartialEq)]

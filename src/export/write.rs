@@ -193,7 +193,7 @@ pub(super) fn commit(
     graphs: &Graphs,
     manifest: &ExportManifest,
 ) -> Result<()> {
-    let json = serde_json::to_string_pretty(manifest).expect("a manifest serializes") + "\n";
+    let json = manifest.to_json();
     let file = |a| names.layout.file(a);
     let manifest_file = file(Artifact::Manifest);
     crate::util::write_atomic(staging.path(&manifest_file), json.as_bytes())?;

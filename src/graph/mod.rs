@@ -27,15 +27,15 @@
 //!   ([`Graph::linear`], [`Graph::rms_norm`], [`Graph::rope`], …), the
 //!   exact [`Graph::top_k`], and the in-graph widening of block-quantized
 //!   weights ([`Graph::dequantize_blocks`]);
-//! - passes ([`passes`]): whole-module rewrites, such as the lowering for
-//!   IREE's Vulkan backend ([`passes::vulkan`]).
+//! - passes (`passes/`): whole-module rewrites, such as the lowering for
+//!   IREE's Vulkan backend ([`lower`]).
 //!
 //! A [`Module`] prints as StableHLO with `{}` (the default
 //! [`crate::stablehlo::PrintOptions`]); [`crate::stablehlo::print_module`]
 //! takes other options.
 
 mod ir;
-pub mod passes;
+mod passes;
 mod recipes;
 
 pub use ir::{
@@ -44,6 +44,5 @@ pub use ir::{
 };
 pub use recipes::BlockWeight;
 
-/// The Vulkan lowering under its former path (`graph::lower`), kept for
-/// callers: the same module as [`passes::vulkan`].
+/// The lowering for IREE's Vulkan backend (`passes/vulkan.rs`).
 pub use passes::vulkan as lower;

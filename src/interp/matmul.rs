@@ -4,7 +4,7 @@
 //! contiguous rows, computed in register tiles over cache-sized blocks of
 //! the rhs, the blocks spread over rayon's threads.
 
-use super::kernels::transpose;
+use super::layout::transpose;
 use super::{InterpError, Tensor};
 use crate::graph::DotDims;
 use rayon::prelude::*;

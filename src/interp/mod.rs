@@ -21,9 +21,12 @@
 //! assert_eq!(out[0], Tensor::f32(&[2], vec![2.0, 5.0]));
 //! ```
 
-pub mod files;
+pub(crate) mod files;
 mod kernels;
+mod layout;
 mod matmul;
+
+pub use files::FileParams;
 
 use crate::graph::{DType, Graph, Literal, Module, Op, TensorType};
 use std::collections::HashMap;

@@ -14,13 +14,22 @@ use std::sync::Mutex;
 /// caller's reaches the module's bytes (iree-compile embeds its input's
 /// name in the module's locations; `spec/iree.md`, "Reproducible modules").
 pub fn compile_args(target: &Target, out: &Path, extra: &[String]) -> Vec<std::ffi::OsString> {
-    let mut args: Vec<std::ffi::OsString> =
-        target.compile_flags().into_iter().map(Into::into).collect();
-    args.extend(extra.iter().map(Into::into));
+    let mut args: Vec<std::ffi::OsString> = compile_flags(target, extra)
+        .into_iter()
+        .map(Into::into)
+        .collect();
     args.push("-".into());
     args.push("-o".into());
     args.push(out.as_os_str().to_owned());
     args
+}
+
+/// Every iree-compile flag of one compile: kiln's preset for `target`,
+/// then `extra` (a later flag wins); the input and output aside.
+pub fn compile_flags(target: &Target, extra: &[String]) -> Vec<String> {
+    let mut flags = target.compile_flags();
+    flags.extend(extra.iter().cloned());
+    flags
 }
 
 /// iree-compile's name for its standard input in diagnostics.

@@ -27,7 +27,7 @@ pub const DEFAULT_VULKAN_TARGET: &str = "vp_android_baseline_2022";
 
 /// Vulkan target names `iree-compile` 3.13.0 accepts for `--iree-vulkan-target`
 /// (each one checked against the real compiler). `adreno-NNN` and
-/// `adreno-NNNl` product names are accepted as well (see [`is_known_vulkan_target`]).
+/// `adreno-NNNl` product names are accepted as well (see [`Target::vulkan`]).
 /// An unknown name makes iree-compile 3.13.0 print `Unknown Vulkan target`
 /// and crash, so kiln rejects it first.
 pub const VULKAN_TARGETS: &[&str] = &[
@@ -254,7 +254,8 @@ impl Target {
         }
     }
 
-    /// The `iree-compile` flags for this target, [`INPUT_TYPE_FLAG`] first.
+    /// The `iree-compile` flags for this target, `--iree-input-type=stablehlo`
+    /// first.
     pub fn compile_flags(&self) -> Vec<String> {
         // Data tiling: matmul operands are packed into the tiles the CPU
         // kernels want (the weights once, at load): a SmolLM2 forward at
@@ -457,5 +458,21 @@ mod tests {
         let e = serde_json::from_str::<Device>("\"cuda\"").unwrap_err();
         assert!(e.to_string().contains("unknown device 'cuda'"), "{e}");
         assert!(serde_json::from_str::<Target>("\"vulkan:nope\"").is_err());
+    }
+
+    #[test]
+    fn install_script_pins_the_same_version() {
+        let script = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/install-deps.sh"
+        ))
+        .unwrap();
+        assert!(
+            script.contains(&format!("IREE_VERSION={}", IREE_VERSION)),
+            "scripts/install-deps.sh must pin IREE {}",
+            IREE_VERSION
+        );
+        assert!(script.contains(AARCH64_WHEEL_PLATFORM));
+        assert!(script.contains(&format!("--python-version {}", AARCH64_WHEEL_PYTHON)));
     }
 }

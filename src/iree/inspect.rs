@@ -37,6 +37,17 @@ pub struct ParameterRead {
     pub length: u64,
 }
 
+impl FunctionSignature {
+    /// The function `name` with these input and output types.
+    pub fn new(name: &str, inputs: Vec<String>, outputs: Vec<String>) -> Self {
+        FunctionSignature {
+            name: name.to_string(),
+            inputs,
+            outputs,
+        }
+    }
+}
+
 impl ParameterRead {
     /// One past the last byte read: the parameter must be at least this long.
     pub fn end(&self) -> u64 {

@@ -1,30 +1,34 @@
 //! Driver for the external IREE tools (`iree-compile`, `iree-run-module`, …).
 //!
 //! kiln never links IREE: it finds the pinned release's native executables
-//! ([`toolchain`]), builds their flags in one place ([`flags`]), and runs
-//! them as child processes ([`mod@compile`], [`mod@run`]).
+//! ([`Toolchain`]), builds their flags in one place ([`Target`], [`Device`]),
+//! and runs them as child processes ([`compile()`], [`run_module`], and the
+//! long-lived runtime sessions [`Session`] and [`KvSession`]).
 //!
 //! ```no_run
-//! use kiln::iree::{compile, flags::Target, run, Toolchain};
+//! use kiln::iree::{compile, Target, Toolchain};
 //! # fn main() -> kiln::Result<()> {
 //! let tc = Toolchain::find()?;
 //! let out = std::path::Path::new("out/model-host.vmfb");
-//! compile::compile(&tc, "model-gen.mlir".as_ref(), &Target::Host, out, &[])?;
+//! compile(&tc, "model-gen.mlir".as_ref(), &Target::Host, out, &[])?;
 //! # Ok(()) }
 //! ```
 
-pub mod compile;
-pub mod flags;
+pub(crate) mod compile;
+pub(crate) mod flags;
 pub mod inspect;
-pub mod limits;
-pub mod run;
-pub mod session;
-pub mod toolchain;
+pub(crate) mod limits;
+pub(crate) mod run;
+pub(crate) mod session;
+pub(crate) mod toolchain;
 
-pub use compile::{compile, compile_many};
-pub use flags::{Device, Target, IREE_VERSION};
+pub use compile::{compile, compile_many, output_path, CompileOptions};
+pub use flags::{
+    Device, Target, DEFAULT_VULKAN_TARGET, IREE_VERSION, NO_DATA_TILING_FLAG, VULKAN_TARGETS,
+};
 pub use run::{run_module, Emulation, HostTensor, RunOptions, TensorData};
-pub use toolchain::Toolchain;
+pub use session::{KvSession, Session, SessionSpec};
+pub use toolchain::{arm64_libc_present, Toolchain, Versions};
 
 use std::path::PathBuf;
 

@@ -629,3 +629,50 @@ fn truncate(s: &str, n: usize) -> String {
         format!("{t}…")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_args_carry_the_task_groups_and_parameters() {
+        let o = RunOptions::default()
+            .task_groups(2)
+            .params(vec![("model".into(), "w.irpa".into())]);
+        let args = run_args(Path::new("m.vmfb"), &o);
+        assert!(
+            args.contains(&"--task_topology_group_count=2".to_string()),
+            "{args:?}"
+        );
+        assert!(
+            args.contains(&"--parameters=model=w.irpa".to_string()),
+            "{args:?}"
+        );
+    }
+
+    #[test]
+    fn parses_run_module_output() {
+        let out = "EXEC @main\nresult[0]: hal.buffer_view\n8xi32=8 12 9 0 1 2 3 4\nresult[1]: hal.buffer_view\n2x3xf32=[1 2.5 -3][4 5 6]\n";
+        let t = parse_outputs(out).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(
+            t[0],
+            HostTensor::i32(vec![8], vec![8, 12, 9, 0, 1, 2, 3, 4]).unwrap()
+        );
+        assert_eq!(
+            t[1],
+            HostTensor::f32(vec![2, 3], vec![1.0, 2.5, -3.0, 4.0, 5.0, 6.0]).unwrap()
+        );
+        // Older single-line form, and a scalar.
+        let t = parse_outputs("result[0]: 4xi32=1 2 3 4\n").unwrap();
+        assert_eq!(t[0].as_i32().unwrap(), &[1, 2, 3, 4]);
+        assert_eq!(
+            parse_tensor_line("i32=5").unwrap().shape,
+            Vec::<usize>::new()
+        );
+        assert!(parse_tensor_line("4xi32=1 2 3").is_err());
+        assert!(parse_tensor_line("4xi32=1 2 ...").is_err());
+        assert!(parse_tensor_line("4xf16=1 2 3 4").is_err());
+        assert!(parse_tensor_line("garbage").is_err());
+    }
+}

@@ -319,7 +319,8 @@ impl Toolchain {
         })
     }
 
-    /// Installs the pinned IREE into [`pinned_venv_dir`] (`python3 -m venv`,
+    /// Installs the pinned IREE into its venv (`iree-3.13.0` under
+    /// [`crate::cache_dir`]; `python3 -m venv`,
     /// then `pip install iree-base-compiler==3.13.0 iree-base-runtime==3.13.0`),
     /// streaming pip's output to stderr when `progress` is set. Skips
     /// everything when that venv already holds both packages at 3.13.0.
@@ -380,7 +381,8 @@ impl Toolchain {
     }
 
     /// Downloads the manylinux aarch64 `iree-base-runtime==3.13.0` wheel and
-    /// unpacks it into [`aarch64_runtime_dir`], for `--emulate arm64`.
+    /// unpacks it into `iree-3.13.0-aarch64` under [`crate::cache_dir`], for
+    /// `--emulate arm64`.
     /// Needs the pinned venv (for pip). Returns the aarch64 `iree-run-module`.
     /// qemu and the arm64 libc come from apt (`scripts/install-deps.sh`).
     pub fn install_emulators(progress: bool) -> Result<PathBuf> {

@@ -2,9 +2,9 @@
 //! or sharded), a GGUF file, or a synthetic in-process model — as one
 //! [`Checkpoint`]: a [`DecoderConfig`] plus tensors under their HF names.
 
-use super::config::{DecoderConfig, RopeScaling};
+use super::config::{DecoderConfig, Family, RopeScaling};
 use super::decoder::expected_tensors;
-use super::family::{Family, Undo};
+use super::family::{Undo, ROPE_FREQS};
 use super::ModelError;
 use crate::params::gguf::{GgmlType, GgufFile, GgufValue};
 use crate::params::safetensors;
@@ -196,7 +196,7 @@ impl Checkpoint {
     /// with the row order that gives HF layout. `None` for another source,
     /// a tensor that is not a matrix, or one whose values the loader
     /// changes (Gemma's norms).
-    pub fn ggml_rows(&self, name: &str) -> Option<GgmlRows<'_>> {
+    pub(crate) fn ggml_rows(&self, name: &str) -> Option<GgmlRows<'_>> {
         let Source::Gguf { file, map } = &self.source else {
             return None;
         };
@@ -433,9 +433,6 @@ fn check_tensors(
     }
     Ok(expected)
 }
-
-/// llama.cpp's RoPE frequency factors (read into the config, not a weight).
-pub(crate) const ROPE_FREQS: &str = "rope_freqs.weight";
 
 /// Maps a GGUF tensor name to its HF name, with the row permutation to
 /// undo; the per-block names are the family's.

@@ -3,11 +3,82 @@
 //! transformers 4.x and 5.x spellings). What differs by family is decided
 //! in `models/family/<name>.rs`.
 
-use super::family::Family;
 use super::ModelError;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
-use std::path::Path;
+
+/// Model families kiln builds a graph for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// Llama 1/2/3 and SmolLM.
+    Llama,
+    /// Mistral (Llama graph with a sliding window on every layer).
+    Mistral,
+    /// Qwen2 / Qwen2.5 (q/k/v biases).
+    Qwen2,
+    /// Qwen3 (per-head q/k RMSNorm, no biases).
+    Qwen3,
+    /// Phi-3 (fused qkv and gate/up, partial RoPE, LongRoPE).
+    Phi3,
+    /// Gemma (√hidden embedding scale, `1 + w` norms, GeGLU).
+    Gemma,
+    /// Gemma 2 (Gemma plus sandwich norms, soft-capping, local/global layers).
+    Gemma2,
+    /// Gemma 3 text (Gemma 2's block plus q/k head norms, 5 local : 1 global
+    /// layers with their own RoPE bases).
+    Gemma3,
+}
+
+impl Family {
+    /// Every family, in the order error messages list them.
+    pub const ALL: &'static [Family] = &[
+        Family::Llama,
+        Family::Mistral,
+        Family::Qwen2,
+        Family::Qwen3,
+        Family::Phi3,
+        Family::Gemma,
+        Family::Gemma2,
+        Family::Gemma3,
+    ];
+
+    /// The `model_type` / `general.architecture` spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Mistral => "mistral",
+            Family::Qwen2 => "qwen2",
+            Family::Qwen3 => "qwen3",
+            Family::Phi3 => "phi3",
+            Family::Gemma => "gemma",
+            Family::Gemma2 => "gemma2",
+            Family::Gemma3 => "gemma3",
+        }
+    }
+
+    /// Families kiln supports, comma-separated, for error messages.
+    pub fn supported() -> String {
+        Family::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Parses a `model_type` (or a GGUF `general.architecture`).
+    pub fn parse(s: &str) -> Result<Family, ModelError> {
+        // transformers' text-only Gemma 3 (GGUF says gemma3).
+        let s = if s == "gemma3_text" { "gemma3" } else { s };
+        Family::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                ModelError::unsupported(format!("model_type \"{s}\""), Family::supported())
+            })
+    }
+}
 
 /// RoPE frequency scaling.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize, schemars::JsonSchema)]
@@ -289,23 +360,6 @@ impl DecoderConfig {
             ));
         }
         Ok(())
-    }
-
-    /// Reads an HF `config.json`.
-    pub fn from_hf_json_file(path: &Path) -> Result<DecoderConfig, ModelError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ModelError::Invalid(e.to_string()).in_file(path))?;
-        Self::from_hf_json(&text).map_err(|e| e.in_file(path))
-    }
-
-    /// Parses the text of an HF `config.json`.
-    pub fn from_hf_json(text: &str) -> Result<DecoderConfig, ModelError> {
-        let raw: RawConfig = serde_json::from_str(text)
-            .map_err(|e| ModelError::Invalid(format!("invalid config.json: {e}")))?;
-        let family = Family::parse(&required(raw.model_type.clone(), "model_type")?)?;
-        let cfg = family.hf_config(&raw)?;
-        cfg.validate()?;
-        Ok(cfg)
     }
 }
 

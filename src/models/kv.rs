@@ -292,22 +292,6 @@ fn cached_blocks(
     Ok((x, caches))
 }
 
-/// Builds the prefill function over all N positions (see the module docs).
-pub fn build_prefill(
-    cfg: &DecoderConfig,
-    opts: &KvOptions,
-) -> Result<crate::graph::Graph, ModelError> {
-    build_prefill_span(cfg, opts, opts.max_context)
-}
-
-/// Builds the decode function over all N positions (see the module docs).
-pub fn build_decode(
-    cfg: &DecoderConfig,
-    opts: &KvOptions,
-) -> Result<crate::graph::Graph, ModelError> {
-    build_decode_span(cfg, opts, opts.max_context)
-}
-
 /// Every function of the pair: for each span of [`KvOptions::all_spans`]
 /// its prefill, then its decode.
 pub fn build_functions(
@@ -333,7 +317,7 @@ fn check_span(opts: &KvOptions, span: usize) -> Result<(), ModelError> {
 }
 
 /// Builds the prefill function of attention span `span`: the same
-/// signature and caches as [`build_prefill`], attending to the first
+/// signature and caches as the prefill over N, attending to the first
 /// `span` positions only (for chunks whose real tokens end within them,
 /// `start + length ≤ span`; the padding rows are written wherever they
 /// fall and overwritten before anything reads them).
@@ -370,7 +354,7 @@ pub fn build_prefill_span(
 }
 
 /// Builds the decode function of attention span `span`: the same
-/// signature and caches as [`build_decode`], attending to the first `span`
+/// signature and caches as the decode over N, attending to the first `span`
 /// positions only (for positions below `span`).
 pub fn build_decode_span(
     cfg: &DecoderConfig,

@@ -5,17 +5,20 @@
 //! graph every family shares, `rope` its position tables, `checkpoint`
 //! opens files.
 
-pub mod config;
-pub mod decoder;
-pub mod family;
-pub mod kv;
-pub mod rope;
-pub mod weights;
+pub(crate) mod checkpoint;
+mod config;
+pub(crate) mod decoder;
+mod family;
+pub(crate) mod kv;
+mod rope;
+mod weights;
 
-pub use config::{Activation, Arch, DecoderConfig, RopeScaling};
-pub use decoder::{MAX_TABLE_ROWS, MAX_TENSOR_BYTES};
-pub use family::Family;
-pub use weights::{Storage, WeightPlan};
+pub use checkpoint::Checkpoint;
+pub use config::{Activation, Arch, DecoderConfig, Family, RopeScaling, SlidingRope};
+pub(crate) use decoder::MAX_TABLE_ROWS;
+pub use decoder::MAX_TENSOR_BYTES;
+pub use rope::{attention_factor, rope_tables};
+pub(crate) use weights::{Storage, WeightPlan};
 
 /// A checkpoint that cannot be turned into a graph: names what is wrong
 /// (file, key, tensor, expected vs found) and what is supported.
@@ -90,6 +93,3 @@ impl ModelError {
         }
     }
 }
-
-pub mod checkpoint;
-pub use checkpoint::Checkpoint;

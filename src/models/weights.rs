@@ -72,17 +72,4 @@ impl WeightPlan {
             .copied()
             .unwrap_or(Storage::Plain(self.dtype))
     }
-
-    /// Whether some weight is block-quantized.
-    pub fn has_blocks(&self) -> bool {
-        self.overrides
-            .values()
-            .any(|s| matches!(s, Storage::Blocks(_)))
-    }
-
-    /// Whether some weight is an i8 matrix whose products round their
-    /// activations to i8 (`--weights w8a8`).
-    pub fn has_int8(&self) -> bool {
-        self.overrides.values().any(|s| *s == Storage::Int8Rows)
-    }
 }

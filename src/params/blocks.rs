@@ -154,7 +154,7 @@ pub fn part_key(name: &str, suffix: &str) -> String {
 }
 
 /// A block-quantized matrix found among a file's tensors by its parts
-/// ([`recognize`]).
+/// (`recognize`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recognized {
     /// The matrix's name (the parts' names without the suffix).
@@ -536,8 +536,10 @@ fn repack_rows(
 }
 
 /// Widens repacked parts back to f32 as the graph does:
-/// `(code − zero)·scale + min`. For tests and `kiln params`.
-pub fn widen(form: &BlockForm, parts: &[Vec<u8>], rows: usize, cols: usize) -> Vec<f32> {
+/// `(code − zero)·scale + min`: the reference the tests check repacking
+/// against.
+#[cfg(test)]
+fn widen(form: &BlockForm, parts: &[Vec<u8>], rows: usize, cols: usize) -> Vec<f32> {
     let specs = form.parts(cols);
     let get = |suffix: &str| {
         specs

@@ -85,7 +85,7 @@ pub enum BlockChange<'d> {
     OnlyInB(&'d Recognized),
 }
 
-/// The block-quantized matrices of both files ([`blocks_of`]).
+/// The block-quantized matrices of both files (`inspect::blocks_of`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockDiff {
     /// A's.

@@ -1,16 +1,14 @@
-//! Storage dtypes shared by the safetensors, IRPA and GGUF code, and the
-//! conversions between kiln's four element-type enums: the graph's
-//! [`crate::graph::DType`], the stored [`DType`], GGUF's [`GgmlType`] and a
-//! parameter file's [`SourceDType`] (`From` where every value converts,
+//! The element types of parameter files, shared by the safetensors, IRPA
+//! and GGUF code (the stored [`DType`], GGML's [`GgmlType`] and a parameter
+//! file's [`SourceDType`]), and the conversions between them and the
+//! graph's [`crate::graph::DType`] (`From` where every value converts,
 //! `TryFrom` giving the value back where not).
 
-use super::gguf::GgmlType;
-use super::source::SourceDType;
 use crate::graph::DType as GraphDType;
 use std::fmt;
 
 /// A plain (unquantized) element type as stored in a parameter file.
-/// GGUF's block-quantized types are [`crate::params::gguf::GgmlType`].
+/// GGUF's block-quantized types are [`GgmlType`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
     /// IEEE binary64.
@@ -90,6 +88,161 @@ impl DType {
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.safetensors_name())
+    }
+}
+
+/// GGML tensor types kiln knows the layout of.
+#[allow(non_camel_case_types, missing_docs)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GgmlType {
+    F32,
+    F16,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q8_1,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    Q8_K,
+    I8,
+    I16,
+    I32,
+    I64,
+    F64,
+    BF16,
+}
+
+impl GgmlType {
+    /// The type for a GGUF type id, if known.
+    pub fn from_id(id: u32) -> Option<GgmlType> {
+        use GgmlType::*;
+        Some(match id {
+            0 => F32,
+            1 => F16,
+            2 => Q4_0,
+            3 => Q4_1,
+            6 => Q5_0,
+            7 => Q5_1,
+            8 => Q8_0,
+            9 => Q8_1,
+            10 => Q2_K,
+            11 => Q3_K,
+            12 => Q4_K,
+            13 => Q5_K,
+            14 => Q6_K,
+            15 => Q8_K,
+            24 => I8,
+            25 => I16,
+            26 => I32,
+            27 => I64,
+            28 => F64,
+            30 => BF16,
+            _ => return None,
+        })
+    }
+
+    /// The GGUF type id.
+    pub fn id(self) -> u32 {
+        use GgmlType::*;
+        match self {
+            F32 => 0,
+            F16 => 1,
+            Q4_0 => 2,
+            Q4_1 => 3,
+            Q5_0 => 6,
+            Q5_1 => 7,
+            Q8_0 => 8,
+            Q8_1 => 9,
+            Q2_K => 10,
+            Q3_K => 11,
+            Q4_K => 12,
+            Q5_K => 13,
+            Q6_K => 14,
+            Q8_K => 15,
+            I8 => 24,
+            I16 => 25,
+            I32 => 26,
+            I64 => 27,
+            F64 => 28,
+            BF16 => 30,
+        }
+    }
+
+    /// Elements per block.
+    pub fn block_size(self) -> u64 {
+        use GgmlType::*;
+        match self {
+            F32 | F16 | BF16 | F64 | I8 | I16 | I32 | I64 => 1,
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 => 32,
+            Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => 256,
+        }
+    }
+
+    /// Bytes per block.
+    pub fn type_size(self) -> u64 {
+        use GgmlType::*;
+        match self {
+            F32 | I32 => 4,
+            F16 | BF16 | I16 => 2,
+            F64 | I64 => 8,
+            I8 => 1,
+            Q4_0 => 18,
+            Q4_1 => 20,
+            Q5_0 => 22,
+            Q5_1 => 24,
+            Q8_0 => 34,
+            Q8_1 => 36,
+            Q2_K => 84,
+            Q3_K => 110,
+            Q4_K => 144,
+            Q5_K => 176,
+            Q6_K => 210,
+            Q8_K => 292,
+        }
+    }
+
+    /// The plain dtype this type stores unquantized, if any.
+    pub fn plain(self) -> Option<DType> {
+        DType::try_from(self).ok()
+    }
+}
+
+impl fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A tensor's element type as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceDType {
+    /// A plain dtype.
+    Plain(DType),
+    /// A GGML type (possibly block-quantized).
+    Ggml(GgmlType),
+    /// Bytes of unknown type (an IRPA entry without a description).
+    Raw,
+}
+
+impl fmt::Display for SourceDType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceDType::Plain(d) => write!(f, "{d}"),
+            SourceDType::Ggml(g) => write!(f, "{g}"),
+            SourceDType::Raw => f.write_str("bytes"),
+        }
+    }
+}
+
+impl SourceDType {
+    /// The plain dtype the values have without dequantization, if any.
+    pub fn plain(self) -> Option<DType> {
+        DType::try_from(self).ok()
     }
 }
 

@@ -6,6 +6,8 @@
 //! innermost first, type u32, offset u64), padding to `general.alignment`
 //! (default 32) and the data section. See `spec/gguf.md` for every rule.
 
+pub(crate) use super::dtype::GgmlType;
+
 use super::error::FileErrors;
 use super::{align_up, quant, Backing, ParamsError, Result};
 use byteorder::{ByteOrder, LittleEndian};
@@ -14,138 +16,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Default data alignment.
-pub const DEFAULT_ALIGNMENT: u64 = 32;
+pub(crate) const DEFAULT_ALIGNMENT: u64 = 32;
 /// Most dimensions a GGML tensor has.
-pub const MAX_DIMS: u32 = 4;
+pub(crate) const MAX_DIMS: u32 = 4;
 /// Deepest nesting of arrays accepted in metadata.
-pub const MAX_ARRAY_DEPTH: u32 = 8;
-
-/// GGML tensor types kiln knows the layout of.
-#[allow(non_camel_case_types, missing_docs)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GgmlType {
-    F32,
-    F16,
-    Q4_0,
-    Q4_1,
-    Q5_0,
-    Q5_1,
-    Q8_0,
-    Q8_1,
-    Q2_K,
-    Q3_K,
-    Q4_K,
-    Q5_K,
-    Q6_K,
-    Q8_K,
-    I8,
-    I16,
-    I32,
-    I64,
-    F64,
-    BF16,
-}
-
-impl GgmlType {
-    /// The type for a GGUF type id, if known.
-    pub fn from_id(id: u32) -> Option<GgmlType> {
-        use GgmlType::*;
-        Some(match id {
-            0 => F32,
-            1 => F16,
-            2 => Q4_0,
-            3 => Q4_1,
-            6 => Q5_0,
-            7 => Q5_1,
-            8 => Q8_0,
-            9 => Q8_1,
-            10 => Q2_K,
-            11 => Q3_K,
-            12 => Q4_K,
-            13 => Q5_K,
-            14 => Q6_K,
-            15 => Q8_K,
-            24 => I8,
-            25 => I16,
-            26 => I32,
-            27 => I64,
-            28 => F64,
-            30 => BF16,
-            _ => return None,
-        })
-    }
-
-    /// The GGUF type id.
-    pub fn id(self) -> u32 {
-        use GgmlType::*;
-        match self {
-            F32 => 0,
-            F16 => 1,
-            Q4_0 => 2,
-            Q4_1 => 3,
-            Q5_0 => 6,
-            Q5_1 => 7,
-            Q8_0 => 8,
-            Q8_1 => 9,
-            Q2_K => 10,
-            Q3_K => 11,
-            Q4_K => 12,
-            Q5_K => 13,
-            Q6_K => 14,
-            Q8_K => 15,
-            I8 => 24,
-            I16 => 25,
-            I32 => 26,
-            I64 => 27,
-            F64 => 28,
-            BF16 => 30,
-        }
-    }
-
-    /// Elements per block.
-    pub fn block_size(self) -> u64 {
-        use GgmlType::*;
-        match self {
-            F32 | F16 | BF16 | F64 | I8 | I16 | I32 | I64 => 1,
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 => 32,
-            Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => 256,
-        }
-    }
-
-    /// Bytes per block.
-    pub fn type_size(self) -> u64 {
-        use GgmlType::*;
-        match self {
-            F32 | I32 => 4,
-            F16 | BF16 | I16 => 2,
-            F64 | I64 => 8,
-            I8 => 1,
-            Q4_0 => 18,
-            Q4_1 => 20,
-            Q5_0 => 22,
-            Q5_1 => 24,
-            Q8_0 => 34,
-            Q8_1 => 36,
-            Q2_K => 84,
-            Q3_K => 110,
-            Q4_K => 144,
-            Q5_K => 176,
-            Q6_K => 210,
-            Q8_K => 292,
-        }
-    }
-
-    /// The plain dtype this type stores unquantized, if any.
-    pub fn plain(self) -> Option<super::DType> {
-        super::DType::try_from(self).ok()
-    }
-}
-
-impl fmt::Display for GgmlType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
+pub(crate) const MAX_ARRAY_DEPTH: u32 = 8;
 
 /// A typed metadata value.
 #[derive(Debug, Clone, PartialEq)]
@@ -732,9 +607,4 @@ impl GgufFile {
         })?;
         self.dequantize(t)
     }
-}
-
-/// Dequantizes `tensor` of `file` to f32 (see [`GgufFile::dequantize`]).
-pub fn dequantize(file: &GgufFile, tensor: &GgufTensorInfo) -> Result<Vec<f32>> {
-    file.dequantize(tensor)
 }

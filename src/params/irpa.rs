@@ -17,23 +17,23 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// `IRPA` as a little-endian u32.
-pub const MAGIC: u32 = 0x4150_5249;
+pub(crate) const MAGIC: u32 = 0x4150_5249;
 /// Size of the v0 header.
-pub const HEADER_SIZE: u64 = 88;
+pub(crate) const HEADER_SIZE: u64 = 88;
 /// Size of the common entry header.
-pub const ENTRY_HEADER_SIZE: u64 = 60;
+pub(crate) const ENTRY_HEADER_SIZE: u64 = 60;
 /// Size of a SPLAT entry.
-pub const SPLAT_ENTRY_SIZE: u64 = 85;
+pub(crate) const SPLAT_ENTRY_SIZE: u64 = 85;
 /// Size of a DATA entry.
-pub const DATA_ENTRY_SIZE: u64 = 76;
+pub(crate) const DATA_ENTRY_SIZE: u64 = 76;
 /// Size of an EXTERNAL entry.
-pub const EXTERNAL_ENTRY_SIZE: u64 = 92;
+pub(crate) const EXTERNAL_ENTRY_SIZE: u64 = 92;
 /// Alignment of each entry in the entry table.
-pub const ENTRY_ALIGNMENT: u64 = 16;
+pub(crate) const ENTRY_ALIGNMENT: u64 = 16;
 /// Alignment IREE's builder gives DATA entries.
-pub const DATA_ALIGNMENT: u64 = 64;
+pub(crate) const DATA_ALIGNMENT: u64 = 64;
 /// The whole file is padded to this.
-pub const FILE_ALIGNMENT: u64 = 4096;
+pub(crate) const FILE_ALIGNMENT: u64 = 4096;
 
 /// What an entry holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -496,7 +496,7 @@ impl EntryTable<'_> {
 }
 
 /// kiln's self-description of an entry: `{"dtype":"BF16","shape":[…]}`.
-pub fn describe(dtype: DType, shape: &[u64]) -> Vec<u8> {
+pub(crate) fn describe(dtype: DType, shape: &[u64]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
     format!(
         "{{\"dtype\":\"{}\",\"shape\":[{}]}}",
@@ -507,7 +507,7 @@ pub fn describe(dtype: DType, shape: &[u64]) -> Vec<u8> {
 }
 
 /// Parses metadata written by [`describe`]; `None` for anything else.
-pub fn parse_description(meta: &[u8]) -> Option<(DType, Vec<u64>)> {
+pub(crate) fn parse_description(meta: &[u8]) -> Option<(DType, Vec<u64>)> {
     let v: serde_json::Value = serde_json::from_slice(meta).ok()?;
     let dtype = DType::from_safetensors_name(v.get("dtype")?.as_str()?)?;
     let shape: Option<Vec<u64>> = v
@@ -523,7 +523,7 @@ pub fn parse_description(meta: &[u8]) -> Option<(DType, Vec<u64>)> {
 
 /// The element pattern of a constant tensor: `Some(first element)` when all
 /// `elem_size`-byte elements of `bytes` are equal (and there is at least one).
-pub fn splat_pattern(bytes: &[u8], elem_size: usize) -> Option<Vec<u8>> {
+pub(crate) fn splat_pattern(bytes: &[u8], elem_size: usize) -> Option<Vec<u8>> {
     if bytes.is_empty() || !matches!(elem_size, 1 | 2 | 4 | 8 | 16) || bytes.len() % elem_size != 0
     {
         return None;

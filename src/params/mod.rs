@@ -8,17 +8,18 @@
 //!
 //! | file | contents |
 //! |---|---|
-//! | [`dtype`] | storage dtypes shared by the formats; conversions between kiln's dtype enums |
-//! | [`convert`] | f32 ⇄ bf16/f16 conversions (round to nearest even); weights as stored bytes |
+//! | `dtype.rs` | the element types ([`DType`], [`GgmlType`], [`SourceDType`]) and the conversions between them and the graph's |
+//! | `convert.rs` | f32 ⇄ bf16/f16 conversions (round to nearest even); weights as stored bytes ([`encode_weights`]) |
 //! | [`safetensors`] | safetensors reader, sharded checkpoints, writer |
 //! | [`irpa`] | IREE parameter archive reader and writer |
 //! | [`gguf`] | GGUF reader |
-//! | [`quant`] | GGML block dequantization kernels; kiln's i8 rows |
-//! | [`source`] | a format-agnostic view over all three ([`open_any`]) |
-//! | `stream` | the streaming, hashing, atomic core both writers share |
-//! | [`inspect`] | what one file holds (`kiln params inspect`) |
-//! | [`diff`] | two files compared tensor by tensor (`kiln params diff`) |
-//! | [`merge`] | files converted and merged into one (`kiln params convert`) |
+//! | `quant.rs` | GGML block dequantization kernels ([`dequantize`]); kiln's i8 rows |
+//! | `blocks.rs` | kiln's block form of the GGML types: [`quantize`], repacking, [`Recognized`] matrices |
+//! | `source.rs` | a format-agnostic view over all three ([`open_any`], [`ParamSource`]) |
+//! | `stream.rs` | the streaming, hashing, atomic core both writers share ([`TensorWriter`]) |
+//! | `inspect.rs` | what one file holds ([`Inspection`], `kiln params inspect`) |
+//! | `diff.rs` | two files compared tensor by tensor ([`Diff`], `kiln params diff`) |
+//! | `merge.rs` | files converted and merged into one ([`Conversion`], `kiln params convert`) |
 
 /// The two public constructors of a reader that validates a whole file in
 /// `fn from_backing(path: &Path, bytes: Backing) -> Result<Self>`: `open`
@@ -42,23 +43,29 @@ macro_rules! backed_constructors {
     };
 }
 
-pub mod blocks;
-pub mod convert;
-pub mod diff;
-pub mod dtype;
+pub(crate) mod blocks;
+pub(crate) mod convert;
+mod diff;
+mod dtype;
 mod error;
 pub mod gguf;
-pub mod inspect;
+mod inspect;
 pub mod irpa;
-pub mod merge;
-pub mod quant;
+mod merge;
+pub(crate) mod quant;
 pub mod safetensors;
-pub mod source;
+mod source;
 mod stream;
 
-pub use dtype::DType;
+pub use blocks::{quantize, Recognized};
+pub use convert::encode_weights;
+pub use diff::{format_name, BlockChange, BlockDiff, Diff, Outcome, TensorDiff};
+pub use dtype::{DType, GgmlType, SourceDType};
 pub use error::ParamsError;
-pub use source::{open_any, Format, ParamSource, SourceDType, StorageKind, TensorMeta};
+pub use inspect::{GgufHeader, Inspection, Int8Rows};
+pub use merge::{Conversion, ConvertError, ConvertOptions, FloatDType, OutputFormat};
+pub use quant::dequantize;
+pub use source::{open_any, Format, ParamSource, StorageKind, TensorMeta};
 pub use stream::{TensorWriter, Written};
 
 /// `Result` with [`ParamsError`].
@@ -68,7 +75,7 @@ use std::path::Path;
 
 /// The bytes a reader parses: a read-only memory map, or an owned buffer
 /// (for callers and fuzzers that already hold the bytes).
-pub enum Backing {
+pub(crate) enum Backing {
     /// A memory-mapped file.
     Map(memmap2::Mmap),
     /// Bytes in memory.

@@ -39,11 +39,6 @@ pub fn quantize_rows_i8(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
     (codes, scales)
 }
 
-/// Whether [`dequantize`] supports `ty`.
-pub fn supported(ty: GgmlType) -> bool {
-    kernel(ty).is_some()
-}
-
 type Kernel = fn(&[u8], &mut [f32]);
 
 fn kernel(ty: GgmlType) -> Option<Kernel> {

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Largest header kiln accepts (same cap as the `safetensors` crate).
-pub const MAX_HEADER_LEN: u64 = 100_000_000;
+pub(crate) const MAX_HEADER_LEN: u64 = 100_000_000;
 
 /// One tensor's header record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -395,7 +395,7 @@ impl Checkpoint {
 }
 
 /// Name of the shard index HF writes beside sharded checkpoints.
-pub const INDEX_NAME: &str = "model.safetensors.index.json";
+pub(crate) const INDEX_NAME: &str = "model.safetensors.index.json";
 
 /// Opens a checkpoint: a `.safetensors` file, a `*.index.json` shard index,
 /// or a directory holding `model.safetensors.index.json` or
@@ -661,6 +661,3 @@ fn build_header(
     }
     Ok(h.into_bytes())
 }
-
-/// Short name for [`SafetensorsWriter`].
-pub type Writer = SafetensorsWriter;

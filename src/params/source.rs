@@ -1,10 +1,11 @@
 //! A format-agnostic view of a parameter file: list tensors, get their raw
 //! bytes or their values as f32. Used by `kiln params` and the interpreter.
 
-use super::gguf::{GgmlType, GgufFile};
+use super::dtype::SourceDType;
+use super::gguf::GgufFile;
 use super::irpa::{EntryKind, IrpaData, IrpaReader};
 use super::safetensors::{open_checkpoint, Checkpoint};
-use super::{DType, ParamsError, Result};
+use super::{ParamsError, Result};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
@@ -29,34 +30,6 @@ impl fmt::Display for Format {
             Format::Irpa => "irpa",
             Format::Gguf => "gguf",
         })
-    }
-}
-
-/// A tensor's element type as stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourceDType {
-    /// A plain dtype.
-    Plain(DType),
-    /// A GGML type (possibly block-quantized).
-    Ggml(GgmlType),
-    /// Bytes of unknown type (an IRPA entry without a description).
-    Raw,
-}
-
-impl fmt::Display for SourceDType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SourceDType::Plain(d) => write!(f, "{d}"),
-            SourceDType::Ggml(g) => write!(f, "{g}"),
-            SourceDType::Raw => f.write_str("bytes"),
-        }
-    }
-}
-
-impl SourceDType {
-    /// The plain dtype the values have without dequantization, if any.
-    pub fn plain(self) -> Option<DType> {
-        DType::try_from(self).ok()
     }
 }
 

@@ -4,10 +4,8 @@ mod parser;
 mod printer;
 
 pub use parser::{parse_module, parse_module_full, ParsedModule};
-pub use printer::{
-    escape_string, format_float, format_literal_value, print_module, sanitize_identifier,
-    sanitize_symbol, ConstantPolicy, PrintError, PrintOptions, WeightSource,
-};
+pub(crate) use printer::sanitize_identifier;
+pub use printer::{print_module, ConstantPolicy, PrintError, PrintOptions, WeightSource};
 
 use std::fmt;
 

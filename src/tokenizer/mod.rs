@@ -23,10 +23,7 @@ mod gguf;
 mod load;
 
 pub use chat::{ChatAffixes, ChatTemplate, Message, CHATML_TEMPLATE};
-pub use gguf::{
-    gguf_tokenizer_files, merges_from_scores, GgufVocab, TokenizerFiles, LLAMA3_REGEX, QWEN2_REGEX,
-    SUPPORTED_MODELS, SUPPORTED_PRE,
-};
+pub use gguf::{gguf_tokenizer_files, GgufVocab, TokenizerFiles};
 
 /// Tokenizer data is malformed, unsupported, or an id is out of range.
 #[derive(Debug, thiserror::Error)]

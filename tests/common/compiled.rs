@@ -9,8 +9,7 @@
 //! cargo's test scratch directory (`target/tmp`), so every run compiles
 //! everything once; the next run removes it.
 
-use kiln::iree::compile::CompileOptions;
-use kiln::iree::{Target, Toolchain};
+use kiln::iree::{CompileOptions, Target, Toolchain};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -90,7 +89,7 @@ fn place(cached: &Path, out: &Path) {
         .unwrap_or_else(|e| panic!("{} -> {}: {e}", cached.display(), out.display()));
 }
 
-/// [`kiln::iree::compile::compile`], once per module text, target and flags.
+/// [`kiln::iree::compile`], once per module text, target and flags.
 pub fn compile(
     tc: &Toolchain,
     mlir: &Path,
@@ -103,7 +102,7 @@ pub fn compile(
     if got.is_none() {
         let cached = dir().join(format!("{key:016x}.vmfb"));
         let t0 = std::time::Instant::now();
-        kiln::iree::compile::compile(tc, mlir, target, &cached, extra)?;
+        kiln::iree::compile(tc, mlir, target, &cached, extra)?;
         log(
             "compiled",
             target.suffix(),
@@ -118,7 +117,7 @@ pub fn compile(
     Ok(())
 }
 
-/// [`kiln::iree::compile::compile_many`] (`NAME-<target>.vmfb` in `out_dir`),
+/// [`kiln::iree::compile_many`] (`NAME-<target>.vmfb` in `out_dir`),
 /// compiling only the targets not compiled before, `jobs` at a time.
 pub fn compile_many(
     tc: &Toolchain,
@@ -152,7 +151,7 @@ pub fn compile_many(
     if !missing.is_empty() {
         let scratch = tempfile::tempdir_in(dir()).unwrap();
         let t0 = std::time::Instant::now();
-        let outs = kiln::iree::compile::compile_many(
+        let outs = kiln::iree::compile_many(
             tc,
             mlir,
             &missing,
@@ -184,7 +183,7 @@ pub fn compile_many(
     }
     let outs: Vec<PathBuf> = targets
         .iter()
-        .map(|t| kiln::iree::compile::output_path(out_dir, name, t))
+        .map(|t| kiln::iree::output_path(out_dir, name, t))
         .collect();
     for (g, out) in guards.iter().zip(&outs) {
         place(g.1.as_ref().unwrap(), out);

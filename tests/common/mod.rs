@@ -414,7 +414,7 @@ pub fn kiln(args: &[&str]) -> (i32, String, String) {
 
 /// One tensor of a GGUF written by [`write_gguf`]: name, ggml type, dims
 /// (GGUF order, innermost first) and the stored bytes.
-pub type GgufTensorBytes = (String, kiln::params::gguf::GgmlType, Vec<u64>, Vec<u8>);
+pub type GgufTensorBytes = (String, kiln::params::GgmlType, Vec<u64>, Vec<u8>);
 
 /// The metadata and tensors of a GGUF file, to edit and write back.
 pub fn read_gguf(
@@ -608,11 +608,11 @@ pub fn gemma3_gguf() -> Option<PathBuf> {
 pub fn run_ids(
     tc: &Toolchain,
     vmfb: &Path,
-    opts: &kiln::iree::run::RunOptions,
+    opts: &kiln::iree::RunOptions,
     input: &[i32],
 ) -> Vec<i32> {
-    let x = kiln::iree::run::HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
-    kiln::iree::run::run_module(tc, vmfb, opts, &[x]).unwrap()[0]
+    let x = kiln::iree::HostTensor::i32(vec![1, input.len()], input.to_vec()).unwrap();
+    kiln::iree::run_module(tc, vmfb, opts, &[x]).unwrap()[0]
         .as_i32()
         .unwrap()
         .to_vec()
@@ -625,11 +625,11 @@ pub fn module_ids(
     tc: &Toolchain,
     r: &kiln::export::ExportReport,
     vmfb: &Path,
-    device: kiln::iree::flags::Device,
-    emulate: Option<kiln::iree::run::Emulation>,
+    device: kiln::iree::Device,
+    emulate: Option<kiln::iree::Emulation>,
     input: &[i32],
 ) -> Vec<i32> {
-    let opts = kiln::iree::run::RunOptions::default()
+    let opts = kiln::iree::RunOptions::default()
         .device(device)
         .emulate(emulate)
         .function(r.manifest.function.clone())

@@ -5,7 +5,7 @@
 use crate::graph::{DType, Graph, GraphError, ReduceKind, UnaryOp, Value};
 
 /// A block-quantized matrix's parts as graph values, with the shape of
-/// its form ([`crate::params::blocks::BlockForm`]). Every part has the
+/// its form (`params::blocks::BlockForm`). Every part has the
 /// same leading dims (rows, or gathered ids); the last dim is per row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockWeight {

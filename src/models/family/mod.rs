@@ -1,10 +1,12 @@
 //! Model families: one file each, mapping a family's `config.json` keys,
 //! GGUF metadata and tensor names onto the shared decoder
-//! (`models/decoder.rs`, configured by [`Arch`](super::Arch)).
+//! (`models/decoder.rs`, configured by [`Arch`](super::Arch)), and
+//! [`DecoderConfig::from_hf_json`], which hands a `config.json` to its
+//! family's file.
 //!
-//! Adding a family (see `spec/models.md`): a variant here, one line in each
-//! `match` below, and a file with `hf_config` (and, for GGUF input,
-//! `gguf_config` and `gguf_block_tensor`).
+//! Adding a family (see `spec/models.md`): a [`Family`] variant (in
+//! `models/config.rs`), one line in each `match` below, and a file with
+//! `hf_config` (and, for GGUF input, `gguf_config` and `gguf_block_tensor`).
 
 mod gemma;
 mod llama;
@@ -12,83 +14,12 @@ mod phi3;
 mod qwen2;
 mod qwen3;
 
-use super::config::{DecoderConfig, RawConfig};
+use super::config::{required, DecoderConfig, Family, RawConfig};
 use super::ModelError;
 use crate::params::gguf::GgufFile;
-use serde::{Deserialize, Serialize};
-
-/// Model families kiln builds a graph for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Family {
-    /// Llama 1/2/3 and SmolLM.
-    Llama,
-    /// Mistral (Llama graph with a sliding window on every layer).
-    Mistral,
-    /// Qwen2 / Qwen2.5 (q/k/v biases).
-    Qwen2,
-    /// Qwen3 (per-head q/k RMSNorm, no biases).
-    Qwen3,
-    /// Phi-3 (fused qkv and gate/up, partial RoPE, LongRoPE).
-    Phi3,
-    /// Gemma (√hidden embedding scale, `1 + w` norms, GeGLU).
-    Gemma,
-    /// Gemma 2 (Gemma plus sandwich norms, soft-capping, local/global layers).
-    Gemma2,
-    /// Gemma 3 text (Gemma 2's block plus q/k head norms, 5 local : 1 global
-    /// layers with their own RoPE bases).
-    Gemma3,
-}
+use std::path::Path;
 
 impl Family {
-    /// Every family, in the order error messages list them.
-    pub const ALL: &'static [Family] = &[
-        Family::Llama,
-        Family::Mistral,
-        Family::Qwen2,
-        Family::Qwen3,
-        Family::Phi3,
-        Family::Gemma,
-        Family::Gemma2,
-        Family::Gemma3,
-    ];
-
-    /// The `model_type` / `general.architecture` spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Family::Llama => "llama",
-            Family::Mistral => "mistral",
-            Family::Qwen2 => "qwen2",
-            Family::Qwen3 => "qwen3",
-            Family::Phi3 => "phi3",
-            Family::Gemma => "gemma",
-            Family::Gemma2 => "gemma2",
-            Family::Gemma3 => "gemma3",
-        }
-    }
-
-    /// Families kiln supports, comma-separated, for error messages.
-    pub fn supported() -> String {
-        Family::ALL
-            .iter()
-            .map(|f| f.name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// Parses a `model_type` (or a GGUF `general.architecture`).
-    pub fn parse(s: &str) -> Result<Family, ModelError> {
-        // transformers' text-only Gemma 3 (GGUF says gemma3).
-        let s = if s == "gemma3_text" { "gemma3" } else { s };
-        Family::ALL
-            .iter()
-            .copied()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| {
-                ModelError::unsupported(format!("model_type \"{s}\""), Family::supported())
-            })
-    }
-
     /// The hyperparameters of an HF `config.json` of this family.
     pub(crate) fn hf_config(self, raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
         match self {
@@ -136,12 +67,31 @@ impl Family {
     }
 }
 
+impl DecoderConfig {
+    /// Reads an HF `config.json`.
+    pub fn from_hf_json_file(path: &Path) -> Result<DecoderConfig, ModelError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ModelError::Invalid(e.to_string()).in_file(path))?;
+        Self::from_hf_json(&text).map_err(|e| e.in_file(path))
+    }
+
+    /// Parses the text of an HF `config.json`.
+    pub fn from_hf_json(text: &str) -> Result<DecoderConfig, ModelError> {
+        let raw: RawConfig = serde_json::from_str(text)
+            .map_err(|e| ModelError::Invalid(format!("invalid config.json: {e}")))?;
+        let family = Family::parse(&required(raw.model_type.clone(), "model_type")?)?;
+        let cfg = family.hf_config(&raw)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
 /// Whether GGUF tensor `name` is read into the config rather than being a
 /// weight (Phi-3's LongRoPE factors, llama.cpp's RoPE frequency factors).
 pub(crate) fn config_tensor(name: &str, cfg: &DecoderConfig) -> bool {
     let phi3 = cfg.family == Family::Phi3
         && [phi3::ROPE_FACTORS_SHORT, phi3::ROPE_FACTORS_LONG].contains(&name);
-    let freqs = name == super::checkpoint::ROPE_FREQS
+    let freqs = name == ROPE_FREQS
         && matches!(cfg.rope_scaling, super::config::RopeScaling::Factors { .. });
     phi3 || freqs
 }
@@ -188,6 +138,9 @@ pub(crate) enum Undo {
     /// scales by `1 + w` (Gemma), since llama.cpp's scales by the weight.
     PlusOne,
 }
+
+/// llama.cpp's RoPE frequency factors (read into the config, not a weight).
+pub(crate) const ROPE_FREQS: &str = "rope_freqs.weight";
 
 /// The block tensors every llama.cpp conversion names the same way, as
 /// (GGUF part, HF part), Q and K first.

@@ -1,0 +1,224 @@
+//! `kiln verify` (issue 30): a fresh package passes; each tamper (a byte
+//! flipped in a module, a truncated archive, a module swapped in from
+//! another export, a manifest edited to another SEQ) fails with exit 1 and
+//! names the file and the fault; `--rebuild` makes the package's archive
+//! and modules again from the recorded recipe, byte for byte.
+
+use crate::common;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// `kiln ARGS`: exit code, stdout, stderr.
+fn kiln(args: &[&str]) -> (i32, String, String) {
+    common::kiln(args)
+}
+
+/// An export of a tiny checkpoint at SEQ 8 with the KV pair, its forward
+/// and KV modules compiled for arm64 by `kiln compile` (which records how),
+/// packaged without a tokenizer; and the arm64 forward module of the same
+/// checkpoint exported at SEQ 16. Made once for the tests of this file.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    export: PathBuf,
+    assets: PathBuf,
+    seq16_module: PathBuf,
+}
+
+fn fixture() -> Option<&'static Fixture> {
+    static F: OnceLock<Option<Fixture>> = OnceLock::new();
+    F.get_or_init(|| {
+        common::toolchain()?;
+        let dir = common::tmpdir();
+        let ckpt = common::fixture("hf/tiny-llama-tied-gqa");
+        let ckpt = ckpt.to_str().expect("UTF-8");
+        let export = dir.path().join("export");
+        let other = dir.path().join("other");
+        let assets = dir.path().join("assets");
+        let s = |p: &Path| p.to_str().expect("UTF-8").to_string();
+        let run = |args: &[&str]| {
+            let (code, _, err) = kiln(args);
+            assert_eq!(code, 0, "kiln {args:?}: {err}");
+        };
+        run(&[
+            "export",
+            ckpt,
+            "--seq",
+            "8",
+            "--name",
+            "t",
+            "--kv-cache",
+            // An attention span: its functions are checked and rebuilt too.
+            "--kv-spans",
+            "12",
+            "-o",
+            &s(&export),
+            "-q",
+        ]);
+        let mlir = s(&export.join("t-gen.mlir"));
+        let kv_mlir = s(&export.join("t-kv-gen.mlir"));
+        run(&["compile", &mlir, "-t", "arm64", "-q"]);
+        run(&["compile", &kv_mlir, "-t", "arm64", "-q"]);
+        run(&[
+            "package",
+            &s(&export.join("t.json")),
+            "-o",
+            &s(&assets),
+            "--no-tokenizer",
+            "-q",
+        ]);
+        run(&[
+            "export",
+            ckpt,
+            "--seq",
+            "16",
+            "--name",
+            "t",
+            "-o",
+            &s(&other),
+            "-q",
+        ]);
+        run(&[
+            "compile",
+            &s(&other.join("t-gen.mlir")),
+            "-t",
+            "arm64",
+            "-q",
+        ]);
+        Some(Fixture {
+            export,
+            assets,
+            seq16_module: other.join("t-arm64.vmfb"),
+            _dir: dir,
+        })
+    })
+    .as_ref()
+}
+
+/// A copy of the assets folder in a fresh temporary folder.
+fn copy_of_assets(f: &Fixture) -> tempfile::TempDir {
+    let dir = common::tmpdir();
+    for entry in std::fs::read_dir(&f.assets).expect("read assets") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).expect("copy");
+    }
+    dir
+}
+
+/// `kiln verify DIR` on a tampered folder: exit 1, every expected fault on
+/// stdout (`FILE: FAULT`).
+fn fails_with(dir: &Path, expected: &[(&str, &str)]) {
+    let (code, out, err) = kiln(&["verify", dir.to_str().unwrap()]);
+    assert_eq!(code, 1, "stdout: {out}\nstderr: {err}");
+    for (file, fault) in expected {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&format!("{file}: ")) && l.contains(fault)),
+            "no fault of {file} saying {fault:?} in:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn fresh_package_and_export_pass() {
+    let Some(f) = fixture() else { return };
+    for dir in [&f.assets, &f.export] {
+        let (code, out, err) = kiln(&["verify", dir.to_str().unwrap()]);
+        assert_eq!(code, 0, "{}: {out}{err}", dir.display());
+        assert!(out.is_empty(), "{out}");
+        assert!(err.contains("passed"), "{err}");
+    }
+    let (code, out, _) = kiln(&["verify", f.assets.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0);
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
+    assert_eq!(report["passed"], true);
+    assert_eq!(report["models"][0]["kind"], "assets");
+    // The forward and the KV module, and the archive, the manifest lists.
+    assert_eq!(report["models"][0]["modules"], 2);
+    assert_eq!(report["models"][0]["files"], 3);
+}
+
+#[test]
+fn a_flipped_byte_in_a_module_is_named() {
+    let Some(f) = fixture() else { return };
+    let dir = copy_of_assets(f);
+    let module = dir.path().join("t-kv-arm64-v8a.vmfb");
+    let mut bytes = std::fs::read(&module).expect("read");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x01;
+    std::fs::write(&module, bytes).expect("write");
+    fails_with(dir.path(), &[("t-kv-arm64-v8a.vmfb", "sha256")]);
+}
+
+#[test]
+fn a_truncated_archive_is_named() {
+    let Some(f) = fixture() else { return };
+    let dir = copy_of_assets(f);
+    let irpa = dir.path().join("t.irpa");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&irpa)
+        .expect("open");
+    file.set_len(4096).expect("truncate");
+    fails_with(
+        dir.path(),
+        &[
+            ("t.irpa", "4096 bytes, the manifest says"),
+            ("t.irpa", "not a readable parameter archive"),
+        ],
+    );
+}
+
+#[test]
+fn a_module_of_another_export_is_named() {
+    let Some(f) = fixture() else { return };
+    let dir = copy_of_assets(f);
+    std::fs::copy(&f.seq16_module, dir.path().join("t-arm64-v8a.vmfb")).expect("copy");
+    fails_with(
+        dir.path(),
+        &[
+            ("t-arm64-v8a.vmfb", "the manifest says"),
+            (
+                "t-arm64-v8a.vmfb",
+                "@t is (tensor<1x16xi32>) -> (tensor<16xi32>), the manifest says (tensor<1x8xi32>) -> (tensor<8xi32>)",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn a_manifest_edited_to_another_seq_is_named() {
+    let Some(f) = fixture() else { return };
+    let dir = copy_of_assets(f);
+    let manifest = dir.path().join("t.manifest.json");
+    let text = std::fs::read_to_string(&manifest).expect("read");
+    assert!(text.contains("\"seq\": 8,"));
+    std::fs::write(&manifest, text.replace("\"seq\": 8,", "\"seq\": 16,")).expect("write");
+    fails_with(
+        dir.path(),
+        &[
+            ("t.manifest.json", "are not those of SEQ 16"),
+            (
+                "t-arm64-v8a.vmfb",
+                "@t is (tensor<1x8xi32>) -> (tensor<8xi32>), the manifest says (tensor<1x16xi32>) -> (tensor<16xi32>)",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn rebuild_reproduces_the_package_byte_for_byte() {
+    let Some(f) = fixture() else { return };
+    let (code, out, err) = kiln(&["verify", f.assets.to_str().unwrap(), "--rebuild", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
+    let rebuilt: Vec<&str> = report["models"][0]["rebuilt"]
+        .as_array()
+        .expect("rebuilt")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    for file in ["t.irpa", "t-arm64-v8a.vmfb", "t-kv-arm64-v8a.vmfb"] {
+        assert!(rebuilt.contains(&file), "{file} not rebuilt: {out}");
+    }
+    assert_eq!(report["models"][0]["not_rebuilt"], serde_json::json!([]));
+}
