@@ -701,7 +701,10 @@ fn export_options(recipe: &ExportRecipe, dir: &Path) -> Result<ExportOptions> {
 /// and decode `(token [1] i32, position, K…, V…) -> (the same)`, then
 /// each attention span's prefill and decode with the same signatures. In
 /// a module for Vulkan (`vulkan`), bf16 caches are i32 words of two.
-fn kv_signatures(pair: &KvPair, vulkan: bool) -> std::result::Result<Vec<FunctionSignature>, String> {
+fn kv_signatures(
+    pair: &KvPair,
+    vulkan: bool,
+) -> std::result::Result<Vec<FunctionSignature>, String> {
     let cache = pair.cache_type().map_err(|e| e.to_string())?;
     let cache = match vulkan {
         true => crate::graph::lower::lowered_type(&cache)
@@ -722,7 +725,11 @@ fn kv_signatures(pair: &KvPair, vulkan: bool) -> std::result::Result<Vec<Functio
     let mut decode = vec![i32s(&[1]), i32s(&[])];
     decode.extend(caches);
     let mut pairs = vec![(pair.prefill.as_str(), pair.decode.as_str())];
-    pairs.extend(pair.spans.iter().map(|s| (s.prefill.as_str(), s.decode.as_str())));
+    pairs.extend(
+        pair.spans
+            .iter()
+            .map(|s| (s.prefill.as_str(), s.decode.as_str())),
+    );
     Ok(pairs
         .into_iter()
         .flat_map(|(p, d)| {
