@@ -1,120 +1,172 @@
 #!/usr/bin/env bash
-# KV-cache benchmark (issue 10): SmolLM2-135M-Instruct on the host, a
-# 64-token prompt + 64 new tokens, median of RUNS (default 3), in one run:
-#   - iree-benchmark-module: one redecode forward at SEQ 128 and at SEQ 64,
-#     the prefill (P 64) and one decode step (N 128), and one decode step
-#     at N 2048 (a long context: the caches are updated in place, so a step
-#     writes one row per layer instead of copying 2 x 47 MB of caches);
-#   - chunked prefill (issue 21's goal): a 256-token prompt as 4 chunks of
-#     P 64 against one P-256 prefill, both with N 512 (a chunk attends over
-#     the N cache positions whatever its start, so 4 x one P-64 call);
-#   - sampling (issue 21's goal): the decode step of a `--sampling topk=40`
-#     export (the 40 best logits and ids returned too) against the greedy
-#     one, measured alternately;
-#   - end to end: `kiln generate` (redecode, SEQ 128) vs
-#     `kiln generate --kv-cache` (P 64, N 128), tokens/s;
-#   - the weight-streaming floor: a module over the same archive that only
-#     reads every weight once (row sums of each parameter), which no
-#     one-token decode can beat: it bounds decode latency by this
-#     machine's memory bandwidth.
-# Usage: scripts/bench-kv.sh [RUNS]
+# Long-context KV-cache benchmark (issue 32): SmolLM2-135M-Instruct Q4_1 on
+# the host, 2 threads, kiln against llama.cpp's llama-bench on the same GGUF,
+# in one run:
+#   - decode, one token at depth 0, 512 and 2000 with N = 4096: the span
+#     function kiln's driver picks for that position (iree-benchmark-module),
+#     against llama-bench's `tg32 @ dD` (-n 32 -d 0,512,2000);
+#   - decode at position 64, N = 4096 (its 256 span, and the function over
+#     all N) against the same weights' pair with N = 128, alternately;
+#   - a 1500-token prompt: `kiln generate --kv-cache --json` (prefill in
+#     chunks of P = 64, each on the smallest span holding it; prefill
+#     seconds and peak RSS) against llama-bench's `pp1500` (-p 1500);
+#   - decode after a 2000-token prompt through `kiln generate` (the whole
+#     driver: session, span switches), ms per token;
+#   - each for the default bf16 weights and for `--weights w8a8` (the
+#     fastest CPU form), and "today's" module (f32 caches, no spans) for
+#     reference; the caches' bytes from the manifests.
+# llama-bench: $LLAMA_BENCH, else the cached build of
+# /work/shared/tools/llama-bench.sh ($CACHE/llama.cpp/build/bin); without
+# it the llama.cpp column is left out. The machine is shared: `uptime` is
+# printed before and after, so a run can be judged (re-run in a quiet
+# window; all figures of one run compare with each other).
+# Usage: scripts/bench-kv.sh [RUNS] [build]   (RUNS repetitions per figure,
+# default 3). With KILN_BENCH_DIR=DIR the modules are exported and compiled
+# into DIR and kept, and a later run with the same DIR reuses them, so the
+# measuring run is short; `build` only builds them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
+build_only="${2:-}"
 gguf="$(bash scripts/fetch-smollm2.sh)"
 . scripts/bench-lib.sh
 bench_setup bench-kv
+if [[ -n "${KILN_BENCH_DIR:-}" ]]; then
+  rm -rf "$out"; trap - EXIT
+  out="$KILN_BENCH_DIR"; mkdir -p "$out"
+fi
+cache="${KILN_CACHE_DIR:-${XDG_CACHE_HOME:+$XDG_CACHE_HOME/kiln}}"
+cache="${cache:-$HOME/.cache/kiln}"
+llama="${LLAMA_BENCH:-$cache/llama.cpp/build/bin/llama-bench}"
+export KILN_TASK_GROUPS=2
 
-$kiln export "$gguf" --seq 128 --out "$out" --name s128 --kv-cache --prompt-len 64 --max-context 128 2>/dev/null
-$kiln export "$gguf" --seq 64 --out "$out" --name s64 2>/dev/null
-$kiln export "$gguf" --seq 128 --out "$out" --name t128 --kv-cache --prompt-len 64 --max-context 128 --sampling topk=40 2>/dev/null
-$kiln export "$gguf" --seq 64 --out "$out" --name s2048 --kv-cache --prompt-len 64 --max-context 2048 2>/dev/null
-$kiln export "$gguf" --seq 64 --out "$out" --name c64 --kv-cache --prompt-len 64 --max-context 512 2>/dev/null
-$kiln export "$gguf" --seq 256 --out "$out" --name c256 --kv-cache --prompt-len 256 --max-context 512 2>/dev/null
-for m in s128-gen s128-kv-gen t128-kv-gen s64-gen s2048-kv-gen c64-kv-gen c256-kv-gen; do $kiln compile "$out/$m.mlir" --target host >/dev/null 2>&1; done
-
-# The floor module: every parameter global of the KV module, each read once
-# by a matrix-vector product with the runtime argument (so nothing can be
-# hoisted to load time), nothing else.
-python3 - "$out/s128-kv-gen.mlir" "$out/floor.mlir" <<'PY'
-import re, sys
-src, dst = sys.argv[1], sys.argv[2]
-pat = re.compile(r'^\s*util\.global private @(\w+) = (#flow\.parameter\.named<[^>]*>) : tensor<([0-9x]+)x(\w+)>')
-globs = [m.groups() for m in map(pat.match, open(src)) if m]
-out = ["module @floor {"]
-out += [f"  util.global private @{n} = {p} : tensor<{d}x{t}>" for n, p, d, t in globs]
-out.append("  func.func @floor(%x: tensor<f32>) -> tensor<f32> {")
-out.append("    %z = stablehlo.constant dense<0.0> : tensor<f32>")
-acc = "%z"
-for i, (n, _, d, t) in enumerate(globs):
-    dims = d.split("x")
-    full, last = "x".join(dims), dims[-1]
-    out.append(f"    %w{i} = util.global.load @{n} : tensor<{full}x{t}>")
-    out.append(f"    %c{i} = stablehlo.convert %w{i} : (tensor<{full}x{t}>) -> tensor<{full}xf32>")
-    # a matrix-vector product with the runtime argument broadcast (what a
-    # decode step does with each weight), so nothing can be hoisted to load
-    out.append(f"    %x{i} = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<{last}xf32>")
-    if len(dims) == 1:
-        out.append(f"    %s{i} = stablehlo.dot_general %c{i}, %x{i}, contracting_dims = [0] x [0] : (tensor<{full}xf32>, tensor<{last}xf32>) -> tensor<f32>")
-    else:
-        rows = "x".join(dims[:-1])
-        out.append(f"    %r{i} = stablehlo.dot_general %c{i}, %x{i}, contracting_dims = [{len(dims) - 1}] x [0] : (tensor<{full}xf32>, tensor<{last}xf32>) -> tensor<{rows}xf32>")
-        alld = ", ".join(str(k) for k in range(len(dims) - 1))
-        out.append(f"    %s{i} = stablehlo.reduce(%r{i} init: %z) applies stablehlo.add across dimensions = [{alld}] : (tensor<{rows}xf32>, tensor<f32>) -> tensor<f32>")
-    out.append(f"    %a{i} = stablehlo.add {acc}, %s{i} : tensor<f32>")
-    acc = f"%a{i}"
-out.append(f"    return {acc} : tensor<f32>\n  }}\n}}")
-open(dst, "w").write("\n".join(out) + "\n")
-PY
-$kiln compile "$out/floor.mlir" --target host >/dev/null 2>&1
-weight_bytes=$(stat -c %s "$out/s128.irpa")
-
-ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
-ids128=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(128)))')
-fwd128=$(bm "$out/s128-host.vmfb" s128 "$out/s128.irpa" "1x128xi32=$ids128")
-fwd64=$(bm "$out/s64-host.vmfb" s64 "$out/s64.irpa" "1x64xi32=$ids64")
-ids256=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(256)))')
-prefill=$(bm "$out/s128-kv-host.vmfb" s128_prefill "$out/s128.irpa" "1x64xi32=$ids64" "i32=0" "i32=64" \
-  "30x3x128x64xf32=0" "30x3x128x64xf32=0")
-chunk64=$(bm "$out/c64-kv-host.vmfb" c64_prefill "$out/c64.irpa" "1x64xi32=$ids64" "i32=192" "i32=64" \
-  "30x3x512x64xf32=0" "30x3x512x64xf32=0")
-one256=$(bm "$out/c256-kv-host.vmfb" c256_prefill "$out/c256.irpa" "1x256xi32=$ids256" "i32=0" "i32=256" \
-  "30x3x512x64xf32=0" "30x3x512x64xf32=0")
-decode=$(bm "$out/s128-kv-host.vmfb" s128_decode "$out/s128.irpa" "1xi32=1234" "i32=127" \
-  "30x3x128x64xf32=0" "30x3x128x64xf32=0")
-# Greedy and top-40 decode, alternately, so both see the same machine.
-greedy_d=(); topk_d=()
-for _ in 1 2 3; do
-  greedy_d+=("$(bm "$out/s128-kv-host.vmfb" s128_decode "$out/s128.irpa" "1xi32=1234" "i32=127" \
-    "30x3x128x64xf32=0" "30x3x128x64xf32=0")")
-  topk_d+=("$(bm "$out/t128-kv-host.vmfb" t128_decode "$out/t128.irpa" "1xi32=1234" "i32=127" \
-    "30x3x128x64xf32=0" "30x3x128x64xf32=0")")
+# The modules: P = 64 everywhere; N 128 and N 4096 (default spans 256,
+# 512, 1024, 2048) for bf16 and w8a8 weights; today's form (f32 caches, no
+# spans) at N 4096.
+ex() { # ex --name NAME FLAGS...: exported once (kept in KILN_BENCH_DIR)
+  [[ -f "$out/$2.json" && -f "$out/$2-kv-gen.mlir" ]] || $kiln export "$gguf" --seq 64 --out "$out" --kv-cache --prompt-len 64 -q "$@"
+}
+ex --name b128 --max-context 128 --kv-dtype bf16
+ex --name b4k --max-context 4096 --kv-dtype bf16
+ex --name f4k --max-context 4096 --kv-dtype f32 --kv-spans none
+ex --name w128 --max-context 128 --kv-dtype bf16 --weights w8a8
+ex --name w4k --max-context 4096 --kv-dtype bf16 --weights w8a8
+for m in b128 b4k f4k w128 w4k; do
+  [[ -f "$out/$m-kv-host.vmfb" ]] && continue
+  t0=$(date +%s)
+  $kiln compile "$out/$m-kv-gen.mlir" --target host -q >/dev/null
+  echo "compiled $m in $(($(date +%s) - t0)) s"
 done
-med3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
-greedy_med=$(med3 "${greedy_d[@]}"); topk_med=$(med3 "${topk_d[@]}")
-decode2048=$(bm "$out/s2048-kv-host.vmfb" s2048_decode "$out/s2048.irpa" "1xi32=1234" "i32=2047" \
-  "30x3x2048x64xf32=0" "30x3x2048x64xf32=0")
-floor=$(bm "$out/floor-host.vmfb" floor "$out/s128.irpa" "f32=1")
+[[ "$build_only" == build ]] && { echo "built into $out"; exit 0; }
+echo "measuring: $(date -u '+%Y-%m-%d %H:%M UTC'); $(uptime)"
 
-# End to end: 64-token prompt + 64 new tokens (eos ignored by the ids chosen
-# only if the model does not emit it; the line reports what ran).
-gen() { "$kiln" generate "$@" --tokens "$ids64" --max-new-tokens 64 2>&1 >/dev/null | awk '/tokens\/s/'; }
-e2e_re=$(gen "$out/s128-host.vmfb")
-e2e_kv=$(gen "$out/s128-kv-host.vmfb" --kv-cache)
+# kv NAME KEY: a field of NAME.json's kv record (python's repr).
+kv() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv"].get(sys.argv[2]))' "$out/$1.json" "$2"; }
+# caches NAME: the two --input values of zeroed caches; cache_mb NAME: K+V in MB.
+caches() {
+  local t; t="$(python3 -c 'import json,sys; k=json.load(open(sys.argv[1]))["kv"]; print("x".join(map(str,k["cache_shape"]))+"x"+k["cache_dtype"]+"=0")' "$out/$1.json")"
+  echo "$t $t"
+}
+cache_mb() {
+  python3 -c 'import json,sys,math; k=json.load(open(sys.argv[1]))["kv"]; b={"f32":4,"bf16":2}[k["cache_dtype"]]; print("%.1f" % (2*k.get("cache_count",1)*math.prod(k["cache_shape"])*b/1e6))' "$out/$1.json"
+}
+# span NAME POSITION: the decode function kiln's driver runs at POSITION
+# (the smallest span above it, else the pair's own); spanp NAME END the
+# prefill for a chunk ending at END.
+span() {
+  python3 - "$out/$1.json" "$2" "$3" <<'PY'
+import json, sys
+kv = json.load(open(sys.argv[1]))["kv"]
+which, pos = sys.argv[2], int(sys.argv[3])
+fits = [s for s in kv.get("spans", []) if (pos < s["span"] if which == "decode" else pos <= s["span"])]
+print(fits[0][which] if fits else kv[which])
+PY
+}
+# b2 VMFB FUNCTION PARAMS INPUT...: median ms of one call, 2 worker groups.
+b2() {
+  local vmfb="$1" fn="$2" params="$3"; shift 3
+  local args=()
+  for i in "$@"; do args+=("--input=$i"); done
+  "$bench" --device=local-task --task_topology_group_count=2 --module="$vmfb" --parameters=model="$params" \
+    --function="$fn" "${args[@]}" --benchmark_repetitions="$runs" --benchmark_min_time=5x 2>/dev/null |
+    awk '/real_time_median/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}'
+}
+dec() { # dec NAME POSITION [FUNCTION]: one decode at POSITION
+  local fn="${3:-$(span "$1" decode "$2")}"
+  # shellcheck disable=SC2046
+  b2 "$out/$1-kv-host.vmfb" "$fn" "$out/$1.irpa" "1xi32=1234" "i32=$2" $(caches "$1")
+}
+ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
+pre() { # pre NAME START: one 64-token prefill chunk at START
+  # shellcheck disable=SC2046
+  b2 "$out/$1-kv-host.vmfb" "$(span "$1" prefill $(($2 + 64)))" "$out/$1.irpa" "1x64xi32=$ids64" "i32=$2" "i32=64" $(caches "$1")
+}
 
-awk -v f128="$fwd128" -v f64="$fwd64" -v p="$prefill" -v d="$decode" -v d2k="$decode2048" -v n="$runs" \
-  -v c64="$chunk64" -v c256="$one256" -v gd="$greedy_med" -v td="$topk_med" \
-  -v fl="$floor" -v wb="$weight_bytes" 'BEGIN {
-  printf "SmolLM2-135M host (iree-benchmark-module, median of %d)\n", n
-  printf "  redecode forward, SEQ 128: %8.1f ms\n", f128
-  printf "  redecode forward, SEQ 64:  %8.1f ms\n", f64
-  printf "  prefill, P 64:             %8.1f ms  (%.2fx the SEQ-64 forward)\n", p, p / f64
-  printf "  decode, N 128:             %8.1f ms  (%.1fx faster than the SEQ-128 forward)\n", d, f128 / d
-  printf "  256-token prompt, N 512:   %8.1f ms as 4 chunks of P 64 (4 x %.1f), %.1f ms as one P-256 prefill: %.2fx\n", 4 * c64, c64, c256, 4 * c64 / c256
-  printf "  decode, greedy vs top-40:  %8.1f ms vs %.1f ms with --sampling topk=40: %+.1f%% (median of 3 alternate runs)\n", gd, td, (td / gd - 1) * 100
-  printf "  decode, N 2048:            %8.1f ms  (caches updated in place)\n", d2k
-  printf "  floor, read every weight:  %8.1f ms  (%.0f MB at %.1f GB/s; decode = %.2fx the floor)\n", fl, wb / 1e6, wb / fl / 1e6, d / fl
-  printf "  20x would need decode <= %.1f ms: the weights read at %.1f GB/s\n", f128 / 20, wb / (f128 / 20) / 1e6
-}'
-echo "  kiln generate (redecode, SEQ 128): $e2e_re"
-echo "  kiln generate --kv-cache (P 64, N 128): $e2e_kv"
+# Decode at position 64, N 4096 against N 128, alternately (same weights).
+declare -A d64
+for _ in 1 2 3; do
+  for w in b w; do
+    d64[$w.128]+="$(dec ${w}128 64) "
+    d64[$w.4k]+="$(dec ${w}4k 64) "
+    d64[$w.4kfull]+="$(dec ${w}4k 64 "$(kv ${w}4k decode)") "
+  done
+done
+d64[f.4k]="$(dec f4k 64) $(dec f4k 64) $(dec f4k 64)"
+med() { printf '%s\n' $1 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+declare -A dd
+for d in 0 512 2000; do
+  for m in b4k w4k f4k; do dd[$m.$d]="$(dec $m $d)"; done
+done
+p1000_b="$(pre b4k 1000)"; p1000_f="$(pre f4k 1000)"; p1000_w="$(pre w4k 1000)"
+p0_b="$(pre b128 0)"
+
+# End to end: a 1500-token prompt (prefill) and a 2000-token prompt then 32
+# tokens (decode), each through kiln generate --kv-cache --json.
+ids1500=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(1500)))')
+ids2000=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(2000)))')
+gen() { # gen NAME IDS NEW: prints "prefill_s decode_ms_per_token decode_tokens peak_rss_MiB"
+  /usr/bin/time -f %M -o "$out/rss" "$kiln" generate "$out/$1-kv-host.vmfb" --kv-cache --tokens "$2" \
+    --max-new-tokens "$3" --json >"$out/gen.json"
+  python3 -c 'import json,sys; g=json.load(open(sys.argv[1])); r=int(open(sys.argv[2]).read().split()[-1]); print("%.3f %.2f %d %.0f" % (g["prefill"]["seconds"], g["decode"]["ms_per_token"], g["decode"]["tokens"], r/1024))' "$out/gen.json" "$out/rss"
+}
+declare -A e2e
+for m in b4k w4k f4k; do
+  e2e[$m.p1500]="$(gen $m "$ids1500" 1)"
+  e2e[$m.d2000]="$(gen $m "$ids2000" 32)"
+done
+
+# llama.cpp on the same GGUF, 2 threads.
+llama_pp="—"; declare -A llama_tg=([0]="—" [512]="—" [2000]="—")
+if [[ -x "$llama" ]]; then
+  lj() { LD_LIBRARY_PATH="$(dirname "$llama")" "$llama" -m "$gguf" -t 2 -r "$runs" -o json "$@" 2>/dev/null; }
+  llama_pp="$(lj -p 1500 -n 0 | python3 -c 'import json,sys; print("%.3f" % (json.load(sys.stdin)[0]["avg_ns"]/1e9))')"
+  while read -r d ms; do llama_tg[$d]="$ms"; done < <(lj -p 0 -n 32 -d 0,512,2000 |
+    python3 -c 'import json,sys; [print(r["n_depth"], "%.2f" % (1000/r["avg_ts"])) for r in json.load(sys.stdin)]')
+  LD_LIBRARY_PATH="$(dirname "$llama")" /usr/bin/time -f %M -o "$out/lrss" "$llama" -m "$gguf" -t 2 -r 1 -p 1500 -n 0 >/dev/null 2>&1
+  llama_rss="$(awk '{printf "%.0f", $1 / 1024}' "$out/lrss")"
+else
+  echo "llama-bench not found at $llama (set LLAMA_BENCH, or build it as /work/shared/tools/llama-bench.sh does): no llama.cpp column" >&2
+fi
+echo "end: $(uptime)"
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0 && a + 0 > 0) printf "%.2f×", a / b; else printf "—" }'; }
+echo
+echo "SmolLM2-135M-Instruct Q4_1, host, 2 threads; kiln P 64; iree-benchmark-module median of $runs (decode at position 64: median of 3 alternate runs)"
+echo
+echo "| figure | kiln bf16 weights | kiln w8a8 | kiln today (f32 caches, no spans) | llama.cpp | bf16/llama.cpp | w8a8/llama.cpp |"
+echo "|---|---|---|---|---|---|---|"
+for d in 0 512 2000; do
+  echo "| decode at depth $d, N 4096, ms | ${dd[b4k.$d]} | ${dd[w4k.$d]} | ${dd[f4k.$d]} | ${llama_tg[$d]} | $(ratio "${dd[b4k.$d]}" "${llama_tg[$d]}") | $(ratio "${dd[w4k.$d]}" "${llama_tg[$d]}") |"
+done
+b128=$(med "${d64[b.128]}"); w128=$(med "${d64[w.128]}"); b4k=$(med "${d64[b.4k]}"); w4k=$(med "${d64[w.4k]}")
+echo "| decode at position 64, N 128, ms | $b128 | $w128 | | | | |"
+echo "| decode at position 64, N 4096 (span 256), ms | $b4k ($(ratio "$b4k" "$b128") N 128) | $w4k ($(ratio "$w4k" "$w128") N 128) | $(med "${d64[f.4k]}") | | | |"
+echo "| decode at position 64, N 4096 (all N), ms | $(med "${d64[b.4kfull]}") | $(med "${d64[w.4kfull]}") | | | | |"
+echo "| one 64-token prefill chunk at position 1000, ms | $p1000_b | $p1000_w | $p1000_f | | | |"
+echo "| one 64-token prefill chunk at position 0, N 128, ms | $p0_b | | | | | |"
+read -r bp _ _ brss <<<"${e2e[b4k.p1500]}"; read -r wp _ _ wrss <<<"${e2e[w4k.p1500]}"; read -r fp _ _ frss <<<"${e2e[f4k.p1500]}"
+echo "| 1500-token prompt, prefill s (kiln generate) | $bp | $wp | $fp | $llama_pp | $(ratio "$bp" "$llama_pp") | $(ratio "$wp" "$llama_pp") |"
+echo "| peak RSS of that run, MiB | $brss | $wrss | $frss | ${llama_rss:-—} | | |"
+read -r _ bd bn _ <<<"${e2e[b4k.d2000]}"; read -r _ wd wn _ <<<"${e2e[w4k.d2000]}"; read -r _ fd fn _ <<<"${e2e[f4k.d2000]}"
+echo "| decode after a 2000-token prompt, ms/token (kiln generate; tokens) | $bd ($bn) | $wd ($wn) | $fd ($fn) | ${llama_tg[2000]} | $(ratio "$bd" "${llama_tg[2000]}") | $(ratio "$wd" "${llama_tg[2000]}") |"
+echo "| KV caches at N 4096, MB | $(cache_mb b4k) | $(cache_mb w4k) | $(cache_mb f4k) | | | |"

@@ -196,6 +196,10 @@ pub struct KvRecipe {
     /// Top-K of the sampling outputs, when exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_k: Option<usize>,
+    /// The attention spans below N the pair was exported with (absent:
+    /// none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<usize>,
 }
 
 /// A checkpoint's identity: a GGUF file's size and sha256, or an HF
@@ -419,6 +423,37 @@ pub struct KvPair {
     /// (`kiln export --sampling topk=K`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_k: Option<usize>,
+    /// Attention spans below N, ascending (`kiln export --kv-spans`):
+    /// each a prefill and a decode with the signatures above, over the
+    /// same caches, that attend to the first `span` positions only. A call
+    /// runs the smallest span holding its positions (a prefill chunk's
+    /// `start + length`, a decode's `position + 1`), else `prefill` /
+    /// `decode` (`spec/kv-cache.md`). Absent: those two serve every call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<KvSpanRecord>,
+}
+
+/// One attention span of the KV pair ([`KvPair::spans`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct KvSpanRecord {
+    /// Positions the functions attend to: `0..span`.
+    pub span: usize,
+    /// Its prefill function.
+    pub prefill: String,
+    /// Its decode function.
+    pub decode: String,
+}
+
+impl KvSpanRecord {
+    /// The span `span` served by `prefill` and `decode`.
+    pub fn new(span: usize, prefill: impl Into<String>, decode: impl Into<String>) -> Self {
+        KvSpanRecord {
+            span,
+            prefill: prefill.into(),
+            decode: decode.into(),
+        }
+    }
 }
 
 fn one() -> usize {
@@ -663,6 +698,15 @@ pub struct ModuleEntry {
     pub target: Target,
     /// The IREE runtime device that runs it.
     pub device: Device,
+    /// A KV module whose caches differ from the pair's `cache_dtype`: their
+    /// element type here (a Vulkan module holds bf16 caches as `i32` words
+    /// of two values, the same bytes). Absent: the pair's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_dtype: Option<String>,
+    /// With `cache_dtype`: the shape of each cache tensor here
+    /// (`[layers, kv_heads, N, head_dim / 2]` for i32 words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_shape: Option<Vec<usize>>,
     /// How it was compiled, when `kiln compile` recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compiled: Option<CompileInfo>,

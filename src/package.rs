@@ -863,6 +863,8 @@ fn copy_modules(
                 path: file.clone(),
                 target: k.target.clone(),
                 device: k.device,
+                cache_dtype: None,
+                cache_shape: None,
                 compiled: compile_record(m, src, &sha256),
             },
         );
@@ -871,6 +873,28 @@ fn copy_modules(
             bytes,
             sha256,
         });
+    }
+    Ok(entries)
+}
+
+/// The KV modules' entries, each Vulkan module's marked with the form its
+/// caches take there when it differs from the pair's (bf16 caches are
+/// i32 words of two values on Vulkan: `graph::lower::lowered_type`).
+fn with_cache_forms(
+    mut entries: BTreeMap<String, ModuleEntry>,
+    pair: &crate::manifest::KvPair,
+) -> Result<BTreeMap<String, ModuleEntry>> {
+    let cache = pair.cache_type()?;
+    for e in entries.values_mut().filter(|e| e.device == Device::Vulkan) {
+        let lowered = crate::graph::lower::lowered_type(&cache).ok_or_else(|| {
+            crate::step::StepError::OddPairs {
+                cache: cache.clone(),
+            }
+        })?;
+        if lowered != cache {
+            e.cache_dtype = Some(lowered.dtype.to_string());
+            e.cache_shape = Some(lowered.shape.to_vec());
+        }
     }
     Ok(entries)
 }
@@ -983,7 +1007,7 @@ fn stage_files(
     let kv = match &m.kv {
         Some(kv) if !kv_entries.is_empty() => Some(AssetsKv {
             pair: kv.pair.clone(),
-            modules: kv_entries,
+            modules: with_cache_forms(kv_entries, &kv.pair)?,
         }),
         _ => None,
     };

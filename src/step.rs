@@ -56,6 +56,24 @@ pub enum StepError {
         /// The pair's max context N.
         max_context: usize,
     },
+    /// Attention spans that do not ascend from P and stay below N
+    /// ([`KvSpec::spans`]).
+    #[error("attention spans must ascend from P = {prompt_len} and stay below N = {max_context}: got {spans:?}")]
+    BadSpans {
+        /// The spans given.
+        spans: Vec<usize>,
+        /// The pair's prompt bucket P.
+        prompt_len: usize,
+        /// The pair's max context N.
+        max_context: usize,
+    },
+    /// bf16 caches whose head dim is odd cannot be held as i32 pairs (a
+    /// module compiled for Vulkan, [`KvSpec::for_vulkan`]).
+    #[error("a KV cache {cache} with an odd head dim cannot be held as bf16 pairs")]
+    OddPairs {
+        /// The cache type.
+        cache: TensorType,
+    },
 }
 
 /// A module's function does not have the signature its step contract
@@ -229,6 +247,36 @@ pub struct KvSpec {
     /// Every cache tensor, in argument order: `K_0 … K_{c-1}, V_0 …
     /// V_{c-1}`, each `[L, KV, N, D]` with the same N.
     pub caches: Vec<TensorType>,
+    /// Attention spans below N, ascending ([`KvSpec::spans`]): functions
+    /// with the same signature and caches that attend to the first `span`
+    /// positions only. Empty: `prefill` and `decode` serve every call.
+    pub spans: Vec<KvSpan>,
+}
+
+/// One attention span of a KV pair: a prefill and a decode over the
+/// pair's caches that attend to the first `span` positions only, so a
+/// call whose positions all lie below `span` costs what a pair of max
+/// context `span` would (`spec/kv-cache.md`, "Attention spans").
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KvSpan {
+    /// Positions the functions attend to: `0..span`.
+    pub span: usize,
+    /// Its prefill function (the pair's prefill signature).
+    pub prefill: String,
+    /// Its decode function (the pair's decode signature).
+    pub decode: String,
+}
+
+impl KvSpan {
+    /// The span `span` served by `prefill` and `decode`.
+    pub fn new(span: usize, prefill: impl Into<String>, decode: impl Into<String>) -> KvSpan {
+        KvSpan {
+            span,
+            prefill: prefill.into(),
+            decode: decode.into(),
+        }
+    }
 }
 
 impl KvSpec {
@@ -250,7 +298,69 @@ impl KvSpec {
             decode: decode.into(),
             prompt_len,
             caches: vec![cache; 2 * count.max(1)],
+            spans: Vec::new(),
         })
+    }
+
+    /// The pair with the attention spans `spans` (each `P ≤ span < N`,
+    /// ascending); see [`KvSpan`].
+    pub fn spans(mut self, spans: Vec<KvSpan>) -> Result<KvSpec, StepError> {
+        let (p, n) = (self.prompt_len, self.max_context());
+        let mut below = p;
+        for s in &spans {
+            if s.span < below || s.span >= n {
+                return Err(StepError::BadSpans {
+                    spans: spans.iter().map(|s| s.span).collect(),
+                    prompt_len: p,
+                    max_context: n,
+                });
+            }
+            below = s.span + 1;
+        }
+        self.spans = spans;
+        Ok(self)
+    }
+
+    /// The prefill function for a chunk whose real tokens end before
+    /// position `end` (`start + length`): the smallest span holding them,
+    /// else the pair's own.
+    pub fn prefill_for(&self, end: usize) -> &str {
+        self.spans
+            .iter()
+            .find(|s| end <= s.span)
+            .map_or(&self.prefill, |s| &s.prefill)
+    }
+
+    /// The decode function for a token at `position`: the smallest span
+    /// holding it, else the pair's own.
+    pub fn decode_for(&self, position: usize) -> &str {
+        self.spans
+            .iter()
+            .find(|s| position < s.span)
+            .map_or(&self.decode, |s| &s.decode)
+    }
+
+    /// Every (prefill, decode) function pair, the spans' in ascending
+    /// order and then the pair over all N positions.
+    pub fn functions(&self) -> Vec<(&str, &str)> {
+        self.spans
+            .iter()
+            .map(|s| (s.prefill.as_str(), s.decode.as_str()))
+            .chain([(self.prefill.as_str(), self.decode.as_str())])
+            .collect()
+    }
+
+    /// The pair as a module compiled for Vulkan takes it: bf16 caches are
+    /// i32 words holding two values each, `[L, KV, N, D/2]`, the same
+    /// bytes ([`crate::graph::lower::lowered_type`]); f32 caches as they
+    /// are.
+    pub fn for_vulkan(&self) -> Result<KvSpec, StepError> {
+        let mut spec = self.clone();
+        for c in &mut spec.caches {
+            *c = crate::graph::lower::lowered_type(c)
+                .ok_or_else(|| StepError::OddPairs { cache: c.clone() })?;
+        }
+        Ok(spec)
     }
 
     /// Max context N: the caches' length.
@@ -352,6 +462,35 @@ mod tests {
         assert!(e.contains("1 ≤ P ≤ N"), "{e}");
         let flat = TensorType::new(DType::F32, &[16, 12]);
         assert!(KvSpec::new("p", "d", 4, flat, 1).is_err());
+    }
+
+    #[test]
+    fn the_smallest_span_holding_a_call_serves_it() {
+        let cache = TensorType::new(DType::F32, &[1, 2, 64, 12]);
+        let kv = KvSpec::new("p", "d", 8, cache, 1).unwrap();
+        assert_eq!((kv.prefill_for(64), kv.decode_for(63)), ("p", "d"));
+        let kv = kv
+            .spans(vec![
+                KvSpan::new(16, "p16", "d16"),
+                KvSpan::new(32, "p32", "d32"),
+            ])
+            .unwrap();
+        assert_eq!(kv.prefill_for(16), "p16");
+        assert_eq!(kv.prefill_for(17), "p32");
+        assert_eq!(kv.prefill_for(33), "p");
+        assert_eq!(kv.decode_for(15), "d16");
+        assert_eq!(kv.decode_for(16), "d32");
+        assert_eq!(kv.decode_for(32), "d");
+        assert_eq!(
+            kv.functions(),
+            vec![("p16", "d16"), ("p32", "d32"), ("p", "d")]
+        );
+        let cache = TensorType::new(DType::F32, &[1, 2, 64, 12]);
+        let kv = KvSpec::new("p", "d", 8, cache, 1).unwrap();
+        for bad in [vec![4], vec![64], vec![32, 16], vec![16, 16]] {
+            let spans = bad.iter().map(|&b| KvSpan::new(b, "x", "y")).collect();
+            assert!(kv.clone().spans(spans).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 use crate::export::{export, Artifact, ExportOptions, KvCacheOptions, Layout, Weights};
 use crate::graph::{DType, TensorType};
-use crate::iree::flags::Target;
+use crate::iree::flags::{Device, Target};
 use crate::iree::inspect::{inspect_module, FunctionSignature, ModuleInfo};
 use crate::iree::Toolchain;
 use crate::manifest::{
@@ -196,6 +196,9 @@ struct Check<'a> {
 struct ModuleToCheck<'m> {
     file: String,
     kv: bool,
+    /// Compiled for Vulkan: bf16 KV caches are i32 words of two values
+    /// there (`graph::lower::lowered_type`).
+    vulkan: bool,
     compiled: Option<&'m CompileInfo>,
     /// The sha256 the manifest records for it.
     sha256: Option<&'m str>,
@@ -251,6 +254,7 @@ impl<'a> Check<'a> {
             .map(|e| ModuleToCheck {
                 file: e.path.clone(),
                 kv: false,
+                vulkan: e.device == Device::Vulkan,
                 compiled: e.compiled.as_ref(),
                 sha256: sha(&e.path),
             })
@@ -259,6 +263,7 @@ impl<'a> Check<'a> {
             modules.extend(kv.modules.values().map(|e| ModuleToCheck {
                 file: e.path.clone(),
                 kv: true,
+                vulkan: e.device == Device::Vulkan,
                 compiled: e.compiled.as_ref(),
                 sha256: sha(&e.path),
             }));
@@ -315,6 +320,7 @@ impl<'a> Check<'a> {
             .map(|(file, rec)| ModuleToCheck {
                 file: file.clone(),
                 kv: Some(rec.compile.mlir.as_str()) == kv_mlir,
+                vulkan: matches!(rec.compile.target, Target::Vulkan { .. }),
                 compiled: Some(&rec.compile),
                 sha256: Some(rec.sha256.as_str()),
             })
@@ -332,6 +338,7 @@ impl<'a> Check<'a> {
                     modules.push(ModuleToCheck {
                         file,
                         kv,
+                        vulkan: matches!(t, Target::Vulkan { .. }),
                         compiled: None,
                         sha256: None,
                     });
@@ -446,7 +453,7 @@ impl<'a> Check<'a> {
                     vec![input.clone()],
                     vec![output.clone()],
                 )],
-                (true, Some(pair)) => match kv_signatures(pair) {
+                (true, Some(pair)) => match kv_signatures(pair, module.vulkan) {
                     Ok(s) => s,
                     Err(e) => {
                         let manifest = self.manifest.clone();
@@ -673,7 +680,8 @@ fn export_options(recipe: &ExportRecipe, dir: &Path) -> Result<ExportOptions> {
             let mut o = KvCacheOptions::default()
                 .prompt_len(kv.prompt_len)
                 .max_context(kv.max_context)
-                .cache_dtype(dtype);
+                .cache_dtype(dtype)
+                .spans(kv.spans.clone());
             o.top_k = kv.top_k;
             Some(o)
         }
@@ -690,9 +698,20 @@ fn export_options(recipe: &ExportRecipe, dir: &Path) -> Result<ExportOptions> {
 
 /// The KV pair's functions as IREE declares them: prefill `(tokens
 /// [1, P] i32, start, length, K…, V…) -> (next, K…, V… [, values, ids])`
-/// and decode `(token [1] i32, position, K…, V…) -> (the same)`.
-fn kv_signatures(pair: &KvPair) -> std::result::Result<Vec<FunctionSignature>, String> {
-    let cache = pair.cache_type().map_err(|e| e.to_string())?.to_string();
+/// and decode `(token [1] i32, position, K…, V…) -> (the same)`, then
+/// each attention span's prefill and decode with the same signatures. In
+/// a module for Vulkan (`vulkan`), bf16 caches are i32 words of two.
+fn kv_signatures(
+    pair: &KvPair,
+    vulkan: bool,
+) -> std::result::Result<Vec<FunctionSignature>, String> {
+    let cache = pair.cache_type().map_err(|e| e.to_string())?;
+    let cache = match vulkan {
+        true => crate::graph::lower::lowered_type(&cache)
+            .ok_or_else(|| format!("KV caches {cache} with an odd head dim have no Vulkan form"))?,
+        false => cache,
+    }
+    .to_string();
     let i32s = |shape: &[usize]| TensorType::new(DType::I32, shape).to_string();
     let caches = vec![cache; 2 * pair.cache_count];
     let mut outputs = vec![i32s(&[])];
@@ -705,10 +724,21 @@ fn kv_signatures(pair: &KvPair) -> std::result::Result<Vec<FunctionSignature>, S
     prefill.extend(caches.iter().cloned());
     let mut decode = vec![i32s(&[1]), i32s(&[])];
     decode.extend(caches);
-    Ok(vec![
-        FunctionSignature::new(&pair.prefill, prefill, outputs.clone()),
-        FunctionSignature::new(&pair.decode, decode, outputs),
-    ])
+    let mut pairs = vec![(pair.prefill.as_str(), pair.decode.as_str())];
+    pairs.extend(
+        pair.spans
+            .iter()
+            .map(|s| (s.prefill.as_str(), s.decode.as_str())),
+    );
+    Ok(pairs
+        .into_iter()
+        .flat_map(|(p, d)| {
+            [
+                FunctionSignature::new(p, prefill.clone(), outputs.clone()),
+                FunctionSignature::new(d, decode.clone(), outputs.clone()),
+            ]
+        })
+        .collect())
 }
 
 /// `(T, …) -> (T, …)`.

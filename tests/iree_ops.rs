@@ -28,7 +28,7 @@ fn from_iree(t: &HostTensor) -> HostT {
     match &t.data {
         TensorData::F32(v) => HostT::f(&t.shape, v.clone()),
         TensorData::I32(v) => HostT::i(&t.shape, v.clone()),
-        TensorData::I64(_) => panic!("unexpected i64 result"),
+        TensorData::I64(_) | TensorData::Bf16(_) => panic!("unexpected {} result", t.data.dtype()),
     }
 }
 

@@ -396,7 +396,7 @@ fn kv_cache_generation_matches_transformers() {
         assert!(out.status.success(), "{stderr}");
         let prefilled: Vec<usize> = stderr
             .lines()
-            .filter_map(|l| l.strip_prefix('('))
+            .filter_map(|l| l.strip_prefix("(prefill "))
             .filter_map(|l| l.split(' ').next()?.parse().ok())
             .collect();
         (String::from_utf8(out.stdout).unwrap(), prefilled, stderr)

@@ -47,6 +47,9 @@ fn fixture() -> Option<&'static Fixture> {
             "--name",
             "t",
             "--kv-cache",
+            // An attention span: its functions are checked and rebuilt too.
+            "--kv-spans",
+            "12",
             "-o",
             &s(&export),
             "-q",

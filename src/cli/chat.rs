@@ -228,8 +228,8 @@ impl Session<'_, '_> {
         self.chat.reply(reply);
         let secs = t0.elapsed().as_secs_f64();
         crate::status!(
-            "({} prompt tokens prefilled, {} generated in {secs:.2}s, {:.1} tokens/s; {}; {} of {} positions used)",
-            new.len(),
+            "({}; {} new tokens in {secs:.2} s ({:.1} tokens/s); {}; {} of {} positions used)",
+            g.timings,
             g.ids.len(),
             g.ids.len() as f64 / secs.max(1e-9),
             match g.stop {

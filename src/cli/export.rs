@@ -74,6 +74,14 @@ pub struct Args {
         requires = "kv_cache"
     )]
     pub sampling: String,
+    /// KV export: attention spans below N, comma-separated (e.g.
+    /// 256,1024), or `none`: each span B adds a prefill and a decode over
+    /// the same caches that attend to the first B positions only, so a
+    /// call at position p costs about what a pair with N = B would (the
+    /// smallest span holding the call runs). Default: the powers of two
+    /// from 256 below N (none when N ≤ 256).
+    #[arg(long, value_name = "LIST", requires = "kv_cache")]
+    pub kv_spans: Option<String>,
     /// The largest tensor, in bytes, a function may bind: a larger
     /// embedding, LM head (or its logits) or weight matrix, or a table over
     /// 65535 rows, is used in row chunks over the same archive entry, and
@@ -107,7 +115,7 @@ pub fn parse_weights_for(s: &str) -> Result<(String, kiln::export::Weights)> {
 pub enum KvDtypeArg {
     /// f32 caches (exact against the redecode forward).
     F32,
-    /// bf16 caches (half the cache memory; CPU targets only).
+    /// bf16 caches (half the cache memory; on Vulkan as i32 words of two).
     Bf16,
 }
 
@@ -255,8 +263,24 @@ fn kv_options(a: &Args) -> Result<Option<KvCacheOptions>> {
             .prompt_len(a.prompt_len)
             .max_context(a.max_context)
             .cache_dtype(cache_dtype)
-            .top_k(parse_sampling(&a.sampling)?),
+            .top_k(parse_sampling(&a.sampling)?)
+            .spans(a.kv_spans.as_deref().map(parse_spans).transpose()?),
     ))
+}
+
+/// Parses `--kv-spans`: `none`, or positions separated by commas.
+fn parse_spans(s: &str) -> Result<Vec<usize>> {
+    if s.trim() == "none" {
+        return Ok(Vec::new());
+    }
+    s.split(',')
+        .map(|b| b.trim().parse::<usize>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| {
+            Error::Usage(format!(
+                "--kv-spans {s}: expected none or positions separated by commas (e.g. 256,1024)"
+            ))
+        })
 }
 
 /// The status lines after an export of `checkpoint` into `out`: the
@@ -343,6 +367,16 @@ fn print_kv_summary(kv: &KvPair) {
         "  kv-cache  @{}(tokens tensor<1x{}xi32>, start, length, K, V) and @{}(token tensor<1xi32>, position, K, V); {caches}{top}",
         kv.prefill, kv.prompt_len, kv.decode
     );
+    if !kv.spans.is_empty() {
+        let spans: Vec<String> = kv.spans.iter().map(|s| s.span.to_string()).collect();
+        crate::status!(
+            "  spans     {} of N = {}: @{}_B and @{}_B attend to the first B positions",
+            spans.join(", "),
+            kv.max_context,
+            kv.prefill,
+            kv.decode
+        );
+    }
 }
 
 /// One note per reason the export is not for Vulkan (these print even

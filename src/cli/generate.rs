@@ -80,10 +80,18 @@ pub struct Args {
     /// Sampling (a KV module exported with `--sampling topk=K`).
     #[command(flatten)]
     pub sampling: SamplingArgs,
+    /// Print one JSON report on stdout (the ids, the text with a
+    /// tokenizer, why it stopped, prefill and decode times) instead of
+    /// streaming the text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs `kiln generate`.
 pub fn run(a: Args) -> Result<i32> {
+    if a.json {
+        super::set_quiet();
+    }
     let sampler = a.sampling.sampler()?;
     let r = resolve(&a.module, a.seq, a.function.clone(), None, a.params.clone())?;
     let tok_path = a
@@ -101,19 +109,57 @@ pub fn run(a: Args) -> Result<i32> {
             "--stop matches decoded text and needs a tokenizer: pass --tokenizer FILE".into(),
         ));
     }
-    if let Some(note) = ids_note {
+    if let Some(note) = ids_note.filter(|_| !a.json) {
         eprintln!("kiln generate: {note}; printing token ids");
     }
     let t1 = std::time::Instant::now();
-    let g = stream(&mut model, &a, &prompt, &eos, sampler, tokenizer.as_ref())?;
+    let (g, text) = stream(&mut model, &a, &prompt, &eos, sampler, tokenizer.as_ref())?;
     let secs = t1.elapsed().as_secs_f64();
+    let stopped = stop_reason(g.stop, kv.as_ref(), r.seq);
+    if a.json {
+        super::print_json(&report(&a, &prompt, &g, text, secs, &stopped));
+    }
     crate::status!(
-        "{} new tokens in {secs:.2}s: {:.2} tokens/s; stopped: {}",
+        "{}; {} new tokens in {secs:.2} s ({:.2} tokens/s); stopped: {stopped}",
+        g.timings,
         g.ids.len(),
         g.ids.len() as f64 / secs.max(1e-9),
-        stop_reason(g.stop, kv.as_ref(), r.seq),
     );
     Ok(0)
+}
+
+/// `--json`'s report: what ran, the ids (and text), why it stopped, and
+/// the figures of the summary line.
+fn report(
+    a: &Args,
+    prompt: &[i32],
+    g: &Generation,
+    text: Option<String>,
+    secs: f64,
+    stopped: &str,
+) -> serde_json::Value {
+    let t = &g.timings;
+    serde_json::json!({
+        "module": a.module,
+        "device": a.device.name(),
+        "kv_cache": a.kv_cache,
+        "prompt_tokens": prompt.len(),
+        "ids": g.ids,
+        "text": text,
+        "stopped": stopped,
+        "new_tokens": g.ids.len(),
+        "seconds": secs,
+        "prefill": {
+            "tokens": t.prefill_tokens,
+            "seconds": t.prefill.as_secs_f64(),
+            "tokens_per_second": t.prefill_tokens_per_second(),
+        },
+        "decode": {
+            "tokens": t.decode_tokens,
+            "seconds": t.decode.as_secs_f64(),
+            "ms_per_token": t.decode_ms_per_token(),
+        },
+    })
 }
 
 /// The tokenizer at `path`, if any. With token ids (`ids_given`) it only
@@ -250,7 +296,8 @@ fn open_model(a: &Args, r: &Resolved, kv: Option<&KvPair>, prompt_len: usize) ->
 }
 
 /// Generates from `prompt`, streaming the text (ids without a tokenizer)
-/// to stdout up to a `--stop` string, then a newline.
+/// to stdout up to a `--stop` string, then a newline; with `--json`,
+/// collects the text instead (returned when there is a tokenizer).
 fn stream(
     model: &mut Driver,
     a: &Args,
@@ -258,11 +305,12 @@ fn stream(
     eos: &[i32],
     sampler: Sampler,
     tokenizer: Option<&Tokenizer>,
-) -> Result<Generation> {
+) -> Result<(Generation, Option<String>)> {
     let mut stdout = std::io::stdout();
     let mut decoder = StreamDecoder::new();
     let mut stops = StopStrings::new(&a.stop);
     let mut stream_err = None;
+    let mut collected = String::new();
     let on_token = |id: i32| {
         let (piece, go_on) = match tokenizer {
             Some(t) => match decoder.push(t, id as u32) {
@@ -277,8 +325,12 @@ fn stream(
             },
             None => (format!("{id} "), true),
         };
-        let _ = stdout.write_all(piece.as_bytes());
-        let _ = stdout.flush();
+        if a.json {
+            collected.push_str(&piece);
+        } else {
+            let _ = stdout.write_all(piece.as_bytes());
+            let _ = stdout.flush();
+        }
         go_on
     };
     let g = model.generate(prompt, a.max_new_tokens, eos, sampler, on_token)?;
@@ -292,8 +344,12 @@ fn stream(
         }
         rest.push_str(&stops.finish());
     }
+    if a.json {
+        collected.push_str(&rest);
+        return Ok((g, tokenizer.map(|_| collected)));
+    }
     println!("{rest}");
-    Ok(g)
+    Ok((g, None))
 }
 
 /// Why generation stopped, a full window or context with its size.

@@ -159,7 +159,6 @@ fn iree(e: &IreeError) -> Option<String> {
         IreeError::NoVenv { .. } => ": run `kiln toolchain install` first".into(),
         IreeError::NoSessionVenv { .. } => " (run `kiln toolchain install`)".into(),
         IreeError::EmulatorMissing(_) => "; run scripts/install-deps.sh (or `kiln toolchain install --emulators` for the aarch64 runtime)".into(),
-        IreeError::Bf16Function { .. } => ": re-export with --kv-dtype f32 for Vulkan".into(),
         IreeError::I8Weights { .. } => {
             "; export with --weights keep, q8_0 or q4_0 for Vulkan".into()
         }

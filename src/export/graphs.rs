@@ -8,7 +8,7 @@ use super::plan::{cols_of, tensor_bytes};
 use super::Names;
 use crate::graph::{DType, Module};
 use crate::models::decoder::{build_graph, GraphOptions};
-use crate::models::kv::{build_decode, build_prefill, KvOptions};
+use crate::models::kv::{build_functions, KvOptions};
 use crate::models::{Checkpoint, DecoderConfig, WeightPlan};
 use crate::params::convert::bytes_to_f64;
 use crate::stablehlo::{print_module, PrintError, PrintOptions, WeightSource};
@@ -117,14 +117,18 @@ pub fn kv_options(
         decode: format!("{function}_decode"),
         max_tensor_bytes,
         top_k: kv.top_k,
+        spans: kv
+            .spans
+            .clone()
+            .unwrap_or_else(|| KvCacheOptions::default_spans(p, n)),
     }
 }
 
-/// Builds the KV-cache module: prefill and decode over the same parameters.
+/// Builds the KV-cache module: prefill and decode over the same
+/// parameters, for each attention span and then for all N positions.
 pub fn build_kv_module(ckpt: &Checkpoint, opts: &KvOptions, module_name: &str) -> Result<Module> {
     let mut m = Module::new(module_name);
-    m.functions.push(build_prefill(&ckpt.config, opts)?);
-    m.functions.push(build_decode(&ckpt.config, opts)?);
+    m.functions = build_functions(&ckpt.config, opts)?;
     Ok(m)
 }
 

@@ -8,7 +8,7 @@ use super::write::WeightFiles;
 use super::Names;
 use crate::manifest::{
     io_types, CheckpointRecord, Contract, ExportManifest, ExportRecipe, FileRecord, KvManifest,
-    KvPair, KvRecipe, ModelInfo, EXPORT_FORMAT,
+    KvPair, KvRecipe, KvSpanRecord, ModelInfo, EXPORT_FORMAT,
 };
 use crate::models::kv::KvOptions;
 use crate::models::Checkpoint;
@@ -98,6 +98,7 @@ fn recipe(
             max_context: ko.max_context,
             cache_dtype: ko.cache_dtype.to_string(),
             top_k: ko.top_k,
+            spans: ko.spans.clone(),
         }),
     }
 }
@@ -172,6 +173,14 @@ fn kv_manifest(ckpt: &Checkpoint, ko: &KvOptions, mlir: &str) -> KvManifest {
             cache_shape: ko.cache_type(&ckpt.config).shape.to_vec(),
             cache_count: ko.cache_count(&ckpt.config),
             top_k: ko.top_k,
+            spans: ko
+                .spans
+                .iter()
+                .map(|&b| {
+                    let (prefill, decode) = ko.names(b);
+                    KvSpanRecord::new(b, prefill, decode)
+                })
+                .collect(),
         },
     }
 }

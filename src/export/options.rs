@@ -206,6 +206,11 @@ pub struct KvCacheOptions {
     /// `Some(K)`: prefill and decode also return the K largest logits and
     /// their ids (`kiln export --sampling topk=K`).
     pub top_k: Option<usize>,
+    /// Attention spans below N (`kiln export --kv-spans`): each adds a
+    /// prefill and a decode over the same caches that attend to the
+    /// first B positions only (`spec/kv-cache.md`). `None`:
+    /// [`KvCacheOptions::default_spans`]; `Some(vec![])`: none.
+    pub spans: Option<Vec<usize>>,
 }
 
 impl Default for KvCacheOptions {
@@ -216,6 +221,7 @@ impl Default for KvCacheOptions {
             max_context: None,
             cache_dtype: DType::F32,
             top_k: None,
+            spans: None,
         }
     }
 }
@@ -243,5 +249,24 @@ impl KvCacheOptions {
     pub fn top_k(mut self, top_k: impl Into<Option<usize>>) -> Self {
         self.top_k = top_k.into();
         self
+    }
+
+    /// Sets the attention spans below N (`None`: the default ones,
+    /// [`KvCacheOptions::default_spans`]; an empty list: none).
+    pub fn spans(mut self, spans: impl Into<Option<Vec<usize>>>) -> Self {
+        self.spans = spans.into();
+        self
+    }
+
+    /// The attention spans when none are given, for prompt bucket `p` and
+    /// max context `n`: the powers of two from 256 below N that are at
+    /// least P (none when N ≤ 256). A call then attends to at most twice
+    /// the positions it needs, for one more pair of functions per
+    /// doubling of N: N 4096 gets 256, 512, 1024 and 2048.
+    pub fn default_spans(p: usize, n: usize) -> Vec<usize> {
+        std::iter::successors(Some(256usize), |b| b.checked_mul(2))
+            .take_while(|&b| b < n)
+            .filter(|&b| b >= p)
+            .collect()
     }
 }

@@ -91,6 +91,18 @@ impl<B: Backend> KvDriver<B> {
         }
     }
 
+    /// The same driver with the attention spans `spans` of its pair
+    /// ([`KvSpec::spans`]): each call runs the smallest span that holds it.
+    pub fn with_spans(mut self, spans: Vec<crate::step::KvSpan>) -> Result<KvDriver<B>> {
+        self.spec = self.spec.spans(spans)?;
+        Ok(self)
+    }
+
+    /// The pair this driver runs.
+    pub fn spec(&self) -> &KvSpec {
+        &self.spec
+    }
+
     /// Runs `function` on `inputs` then the kept caches, and keeps the
     /// caches it returns; returns its prediction.
     fn call(&mut self, function: &str, mut inputs: Vec<B::Tensor>) -> Result<Prediction> {
@@ -182,7 +194,7 @@ impl<B: Backend> KvStep for KvDriver<B> {
             b.i32(&[], vec![start as i32])?,
             b.i32(&[], vec![length as i32])?,
         ];
-        let f = self.spec.prefill.clone();
+        let f = self.spec.prefill_for(start + length).to_string();
         self.call(&f, inputs)
     }
     fn decode(&mut self, token: i32, position: usize) -> Result<Prediction> {
@@ -192,7 +204,7 @@ impl<B: Backend> KvStep for KvDriver<B> {
             b.i32(&[1], vec![token])?,
             b.i32(&[], vec![position as i32])?,
         ];
-        let f = self.spec.decode.clone();
+        let f = self.spec.decode_for(position).to_string();
         self.call(&f, inputs)
     }
 }
@@ -238,8 +250,12 @@ impl Backend for Interpreter {
         Ok(crate::interp::Tensor::i32(shape, data))
     }
     fn zeros(&self, ty: &crate::graph::TensorType) -> Result<Self::Tensor> {
-        // Float dtypes (f32, bf16) are held as f32.
-        Ok(crate::interp::Tensor::f32(&ty.shape, vec![0.0; ty.numel()]))
+        // Float dtypes (f32, bf16) are held as f32; i32 pairs (a module
+        // lowered for Vulkan) as i32.
+        Ok(match ty.dtype {
+            crate::graph::DType::I32 => crate::interp::Tensor::i32(&ty.shape, vec![0; ty.numel()]),
+            _ => crate::interp::Tensor::f32(&ty.shape, vec![0.0; ty.numel()]),
+        })
     }
     fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
         Ok(crate::interp::run(
@@ -266,8 +282,9 @@ pub struct RunModule {
     pub toolchain: Toolchain,
     /// The compiled module.
     pub vmfb: PathBuf,
-    /// How to run it (parameters, device, emulation; `exact_outputs`
-    /// Some(3) for the KV pair, whose caches must come back exactly);
+    /// How to run it (parameters, device, emulation; for the KV pair,
+    /// whose caches must come back exactly, `output_types` or
+    /// `exact_outputs`);
     /// `function` is set per call.
     pub options: RunOptions,
 }
@@ -278,10 +295,17 @@ impl Backend for RunModule {
         Ok(HostTensor::i32(shape.to_vec(), data)?)
     }
     fn zeros(&self, ty: &crate::graph::TensorType) -> Result<Self::Tensor> {
-        if ty.dtype != crate::graph::DType::F32 {
-            return Err(GenerateError::CacheThroughFiles { cache: ty.clone() }.into());
-        }
-        Ok(HostTensor::f32(ty.shape.to_vec(), vec![0.0; ty.numel()])?)
+        use crate::graph::DType;
+        use crate::iree::run::TensorData;
+        let n = ty.numel();
+        let data = match ty.dtype {
+            DType::F32 => TensorData::F32(vec![0.0; n]),
+            DType::BF16 => TensorData::Bf16(vec![0; n]),
+            // A Vulkan module's bf16 caches, two per word.
+            DType::I32 => TensorData::I32(vec![0; n]),
+            _ => return Err(GenerateError::CacheThroughFiles { cache: ty.clone() }.into()),
+        };
+        Ok(HostTensor::new(ty.shape.to_vec(), data)?)
     }
     fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
         let mut opts = self.options.clone();

@@ -5,7 +5,7 @@
 
 use super::redecode::check_prompt;
 use super::sample::Sampler;
-use super::stop::{Generation, Stop};
+use super::stop::{Generation, Stop, Timings};
 use super::GenerateError;
 use crate::step::{KvStep, Prediction};
 use crate::Result;
@@ -20,11 +20,14 @@ use crate::Result;
 /// conversation from a truncated history (`spec/kv-cache.md`).
 ///
 /// [`Conversation::generate`] chooses ids with its [`Sampler`] (greedy
-/// unless [`Conversation::set_sampler`] gives another).
+/// unless [`Conversation::set_sampler`] gives another), and its
+/// [`Generation`] carries the [`Timings`] of every model call since the
+/// previous generation: a turn's prefill and its decodes.
 pub struct Conversation<'m> {
     model: &'m mut dyn KvStep,
     tokens: Vec<i32>,
     sampler: Sampler,
+    timings: Timings,
 }
 
 impl<'m> Conversation<'m> {
@@ -35,6 +38,7 @@ impl<'m> Conversation<'m> {
             model,
             tokens: Vec::new(),
             sampler: Sampler::greedy(),
+            timings: Timings::default(),
         })
     }
 
@@ -47,6 +51,7 @@ impl<'m> Conversation<'m> {
     pub fn restart(&mut self) -> Result<()> {
         self.model.reset()?;
         self.tokens.clear();
+        self.timings = Timings::default();
         Ok(())
     }
 
@@ -88,7 +93,9 @@ impl<'m> Conversation<'m> {
             let mut chunk = vec![0i32; p];
             chunk[..overlap].copy_from_slice(&self.tokens[start..pos]);
             chunk[overlap..overlap + take].copy_from_slice(&tokens[fed..fed + take]);
+            let t0 = std::time::Instant::now();
             next = self.model.prefill(&chunk, start, overlap + take)?;
+            self.timings.add_prefill(take, t0.elapsed());
             self.tokens.extend_from_slice(&tokens[fed..fed + take]);
             fed += take;
         }
@@ -99,7 +106,9 @@ impl<'m> Conversation<'m> {
     /// prediction after it.
     pub fn step(&mut self, token: i32) -> Result<Prediction> {
         let pos = self.tokens.len();
+        let t0 = std::time::Instant::now();
         let next = self.model.decode(token, pos)?;
+        self.timings.add_decode(t0.elapsed());
         self.tokens.push(token);
         Ok(next)
     }
@@ -108,7 +117,9 @@ impl<'m> Conversation<'m> {
     /// (what [`Conversation::append`] or [`Conversation::step`] returned):
     /// ids chosen by the sampler until an eos id, `max_new_tokens`, a full
     /// cache, or `on_token` returning false. Generated ids enter the
-    /// caches except the last (it is returned, not yet decoded).
+    /// caches except the last (it is returned, not yet decoded). The
+    /// generation's [`Timings`] are those of every model call since the
+    /// previous generation (the turn's prefill included).
     pub fn generate(
         &mut self,
         prediction: Prediction,
@@ -119,23 +130,25 @@ impl<'m> Conversation<'m> {
         let n = self.model.max_context();
         let mut ids = Vec::new();
         let mut prediction = prediction;
-        loop {
+        let stop = loop {
             let next = self.sampler.choose(&prediction, &self.tokens)?;
             if eos.contains(&next) {
-                return Ok(Generation::new(ids, Stop::Eos(next)));
+                break Stop::Eos(next);
             }
             ids.push(next);
             if !on_token(next) {
-                return Ok(Generation::new(ids, Stop::Caller));
+                break Stop::Caller;
             }
             if ids.len() >= max_new_tokens {
-                return Ok(Generation::new(ids, Stop::MaxNewTokens));
+                break Stop::MaxNewTokens;
             }
             if self.tokens.len() + 1 >= n {
-                return Ok(Generation::new(ids, Stop::ContextFull));
+                break Stop::ContextFull;
             }
             prediction = self.step(next)?;
-        }
+        };
+        let timings = std::mem::take(&mut self.timings);
+        Ok(Generation::new(ids, stop).timed(timings))
     }
 }
 

@@ -8,25 +8,33 @@ use super::redecode::generate;
 use super::sample::Sampler;
 use super::stop::Generation;
 use super::GenerateError;
+use crate::graph::{DType, TensorType};
 use crate::iree::run::RunOptions;
 use crate::iree::session::{KvSession, Session, SessionSpec};
 use crate::iree::Toolchain;
 use crate::manifest::KvPair;
-use crate::step::{Forward, KvSpec, KvStep};
+use crate::step::{Forward, KvSpan, KvSpec, KvStep};
 use crate::{Error, Result};
 use std::path::PathBuf;
 
-/// The pair a manifest records, checked (its cache dtype known, 1 ≤ P ≤ N).
+/// The pair a manifest records, checked (its cache dtype known, 1 ≤ P ≤ N,
+/// its spans ascending from P and below N).
 impl TryFrom<&KvPair> for KvSpec {
     type Error = Error;
     fn try_from(kv: &KvPair) -> Result<KvSpec> {
+        let spans = kv
+            .spans
+            .iter()
+            .map(|s| KvSpan::new(s.span, &s.prefill, &s.decode))
+            .collect();
         Ok(KvSpec::new(
             &kv.prefill,
             &kv.decode,
             kv.prompt_len,
             kv.cache_type()?,
             kv.cache_count,
-        )?)
+        )?
+        .spans(spans)?)
     }
 }
 
@@ -149,17 +157,17 @@ impl Driver {
                     &o.params,
                     &o.function,
                 )?)),
-                Some(kv) => Driver::Kv(Box::new(KvInterpreted::open(
-                    &o.module,
-                    &o.params,
-                    &kv.prefill,
-                    &kv.decode,
-                )?)),
+                Some(kv) => Driver::Kv(Box::new(
+                    KvInterpreted::open(&o.module, &o.params, &kv.prefill, &kv.decode)?
+                        .with_spans(KvSpec::try_from(kv)?.spans)?,
+                )),
             });
         }
         let tc = Toolchain::locate(o.iree_dir.as_deref())?;
         let per_call = o.per_step || o.emulate.is_some();
-        let backend = |exact_outputs| RunModule {
+        // The KV pair's results come back bit-exactly, typed: the id, the
+        // caches, then the top-K values and ids.
+        let backend = |output_types| RunModule {
             toolchain: tc.clone(),
             vmfb: o.module.clone(),
             options: RunOptions {
@@ -168,7 +176,8 @@ impl Driver {
                 params: vec![(o.scope.clone(), o.params.clone())],
                 task_groups: o.task_groups,
                 emulate: o.emulate,
-                exact_outputs,
+                exact_outputs: None,
+                output_types,
             },
         };
         let session = || {
@@ -177,25 +186,36 @@ impl Driver {
                 .device(o.device)
                 .task_groups(o.task_groups)
         };
+        // A Vulkan module holds bf16 caches as i32 pairs.
+        let kv_spec = |kv: &KvPair| match o.device {
+            crate::iree::flags::Device::Vulkan => Ok(KvSpec::try_from(kv)?.for_vulkan()?),
+            _ => KvSpec::try_from(kv),
+        };
         Ok(match (&o.kv, per_call) {
-            (None, true) => {
-                Driver::Redecode(Box::new(Redecode::new(backend(None), &o.function, o.seq)))
-            }
-            (Some(kv), true) => Driver::Kv(Box::new(KvDriver::new(
-                backend(Some(kv.outputs())),
-                KvSpec::try_from(kv)?,
+            (None, true) => Driver::Redecode(Box::new(Redecode::new(
+                backend(Vec::new()),
+                &o.function,
+                o.seq,
             ))),
+            (Some(kv), true) => {
+                let spec = kv_spec(kv)?;
+                let mut types = vec![TensorType::new(DType::I32, &[])];
+                types.extend(spec.caches.iter().cloned());
+                if let Some(k) = kv.top_k {
+                    types.push(TensorType::new(DType::F32, &[k]));
+                    types.push(TensorType::new(DType::I32, &[k]));
+                }
+                Driver::Kv(Box::new(KvDriver::new(backend(types), spec)))
+            }
             (None, false) => Driver::Redecode(Box::new(Session::start(
                 &tc,
                 &session(),
                 &o.function,
                 o.seq,
             )?)),
-            (Some(kv), false) => Driver::Kv(Box::new(KvSession::start(
-                &tc,
-                &session(),
-                &KvSpec::try_from(kv)?,
-            )?)),
+            (Some(kv), false) => {
+                Driver::Kv(Box::new(KvSession::start(&tc, &session(), &kv_spec(kv)?)?))
+            }
         })
     }
 

@@ -10,7 +10,8 @@
 //!   [`Interpreter`], one `iree-run-module` per call ([`RunModule`]);
 //! - `driver.rs`: the runtime that fits a module ([`DriverOptions`] →
 //!   [`Driver`]), the loaded IREE session included;
-//! - `stop.rs`: why a generation stopped ([`Stop`], [`Generation`]) and
+//! - `stop.rs`: why a generation stopped ([`Stop`], [`Generation`]), its
+//!   prefill and decode times ([`Timings`]), and
 //!   stop strings on streamed text ([`StopStrings`]);
 //! - `sample.rs`: choosing the next id ([`Sampler`]).
 //!
@@ -25,7 +26,7 @@ mod redecode;
 mod sample;
 mod stop;
 
-pub use crate::step::{Backend, Candidate, Forward, KvSpec, KvStep, Prediction};
+pub use crate::step::{Backend, Candidate, Forward, KvSpan, KvSpec, KvStep, Prediction};
 pub use backends::{
     Interpreted, Interpreter, IreeRunModule, KvDriver, KvInterpreted, KvRunModule, Redecode,
     RunModule,
@@ -35,4 +36,4 @@ pub use driver::{Driver, DriverOptions};
 pub use error::GenerateError;
 pub use redecode::generate;
 pub use sample::{Sampler, SamplingParams};
-pub use stop::{Generation, Stop, StopStrings};
+pub use stop::{Generation, Stop, StopStrings, Timings};

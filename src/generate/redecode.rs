@@ -3,7 +3,7 @@
 //! prediction at the last real position is appended, and generation stops
 //! at an end-of-sequence id, after `max_new_tokens`, or when SEQ is full.
 
-use super::stop::{Generation, Stop};
+use super::stop::{Generation, Stop, Timings};
 use super::GenerateError;
 use crate::step::Forward;
 use crate::Result;
@@ -26,7 +26,8 @@ pub(super) fn check_prompt(
 
 /// Runs the redecode loop from `prompt`, calling `on_token` with each new
 /// id as it arrives (`false` stops after it). The prompt must be shorter
-/// than SEQ.
+/// than SEQ. Its [`Timings`] count the first forward as the prompt's
+/// prefill and every later one as a decode.
 pub fn generate(
     model: &mut dyn Forward,
     prompt: &[i32],
@@ -42,22 +43,29 @@ pub fn generate(
     let mut buf = vec![0i32; seq];
     buf[..prompt.len()].copy_from_slice(prompt);
     let mut ids = Vec::new();
-    loop {
+    let mut timings = Timings::default();
+    let stop = loop {
         if ids.len() >= max_new_tokens {
-            return Ok(Generation::new(ids, Stop::MaxNewTokens));
+            break Stop::MaxNewTokens;
         }
         if prompt.len() + ids.len() >= seq {
-            return Ok(Generation::new(ids, Stop::ContextFull));
+            break Stop::ContextFull;
         }
+        let t0 = std::time::Instant::now();
         let out = model.forward(&buf)?;
+        match ids.len() {
+            0 => timings.add_prefill(prompt.len(), t0.elapsed()),
+            _ => timings.add_decode(t0.elapsed()),
+        }
         let next = out[prompt.len() - 1 + ids.len()];
         if eos.contains(&next) {
-            return Ok(Generation::new(ids, Stop::Eos(next)));
+            break Stop::Eos(next);
         }
         buf[prompt.len() + ids.len()] = next;
         ids.push(next);
         if !on_token(next) {
-            return Ok(Generation::new(ids, Stop::Caller));
+            break Stop::Caller;
         }
-    }
+    };
+    Ok(Generation::new(ids, stop).timed(timings))
 }

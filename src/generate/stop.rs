@@ -27,22 +27,110 @@ impl std::fmt::Display for Stop {
 }
 
 /// What [`generate`](super::generate) or a [`Conversation`](super::Conversation) produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Two generations are equal when they produced the same ids and stopped
+/// for the same reason; their [`Timings`] are measurements, not results,
+/// and are not compared.
+#[derive(Debug, Clone)]
 pub struct Generation {
     /// The new ids, in order (the eos id is not included).
     pub ids: Vec<i32>,
     /// Why it stopped.
     pub stop: Stop,
+    /// The time its model calls took, prefill and decode apart.
+    pub timings: Timings,
 }
+
+impl PartialEq for Generation {
+    fn eq(&self, other: &Generation) -> bool {
+        (&self.ids, self.stop) == (&other.ids, other.stop)
+    }
+}
+
+impl Eq for Generation {}
 
 impl Generation {
     pub(super) fn new(ids: Vec<i32>, stop: Stop) -> Generation {
-        Generation { ids, stop }
+        Generation {
+            ids,
+            stop,
+            timings: Timings::default(),
+        }
+    }
+
+    pub(super) fn timed(mut self, timings: Timings) -> Generation {
+        self.timings = timings;
+        self
     }
 
     /// True when generation stopped at an eos id ([`Stop::Eos`]).
     pub fn stopped_at_eos(&self) -> bool {
         matches!(self.stop, Stop::Eos(_))
+    }
+}
+
+/// The time a generation's model calls took, by phase, as llama.cpp
+/// reports them: the prompt's prefill (the KV pair's prefill calls; for
+/// the redecode loop its first forward, which predicts the first new
+/// token) and the decode calls (one per token after the first). Its
+/// `Display` is the summary `kiln generate` and `kiln chat` print:
+/// `prefill 1500 tokens in 5.10 s (294.1 tokens/s); decode 31 tokens in
+/// 0.45 s (14.5 ms/token)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timings {
+    /// Prompt tokens prefilled.
+    pub prefill_tokens: usize,
+    /// Time in prefill calls.
+    pub prefill: std::time::Duration,
+    /// Decode calls (one token each).
+    pub decode_tokens: usize,
+    /// Time in decode calls.
+    pub decode: std::time::Duration,
+}
+
+impl Timings {
+    /// Prompt tokens per second of prefill (0 when nothing was prefilled).
+    pub fn prefill_tokens_per_second(&self) -> f64 {
+        let s = self.prefill.as_secs_f64();
+        if self.prefill_tokens == 0 || s == 0.0 {
+            return 0.0;
+        }
+        self.prefill_tokens as f64 / s
+    }
+
+    /// Milliseconds per decoded token (0 when nothing was decoded).
+    pub fn decode_ms_per_token(&self) -> f64 {
+        if self.decode_tokens == 0 {
+            return 0.0;
+        }
+        self.decode.as_secs_f64() * 1e3 / self.decode_tokens as f64
+    }
+
+    /// Adds one prefill of `tokens` tokens that took `took`.
+    pub(super) fn add_prefill(&mut self, tokens: usize, took: std::time::Duration) {
+        self.prefill_tokens += tokens;
+        self.prefill += took;
+    }
+
+    /// Adds one decode call that took `took`.
+    pub(super) fn add_decode(&mut self, took: std::time::Duration) {
+        self.decode_tokens += 1;
+        self.decode += took;
+    }
+}
+
+impl std::fmt::Display for Timings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "prefill {} tokens in {:.2} s ({:.1} tokens/s); decode {} tokens in {:.2} s ({:.1} ms/token)",
+            self.prefill_tokens,
+            self.prefill.as_secs_f64(),
+            self.prefill_tokens_per_second(),
+            self.decode_tokens,
+            self.decode.as_secs_f64(),
+            self.decode_ms_per_token()
+        )
     }
 }
 
@@ -118,6 +206,24 @@ mod tests {
         assert_eq!(s.finish(), "\n");
         let mut none = StopStrings::new(&[]);
         assert_eq!(none.push("x\n"), ("x\n".to_string(), false));
+    }
+
+    #[test]
+    fn timings_print_prefill_and_decode_apart() {
+        let mut t = Timings::default();
+        assert_eq!(
+            t.to_string(),
+            "prefill 0 tokens in 0.00 s (0.0 tokens/s); decode 0 tokens in 0.00 s (0.0 ms/token)"
+        );
+        t.add_prefill(1500, std::time::Duration::from_millis(5100));
+        t.add_decode(std::time::Duration::from_millis(300));
+        t.add_decode(std::time::Duration::from_millis(150));
+        assert_eq!(
+            t.to_string(),
+            "prefill 1500 tokens in 5.10 s (294.1 tokens/s); decode 2 tokens in 0.45 s (225.0 ms/token)"
+        );
+        let g = Generation::new(vec![1], Stop::Caller);
+        assert_eq!(g.clone().timed(t), g, "timings are not compared");
     }
 
     #[test]

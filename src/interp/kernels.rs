@@ -226,11 +226,22 @@ fn unary(op: UnaryOp, a: Arg<'_>) -> KResult<Tensor> {
 fn convert(a: Arg<'_>, to: DType) -> Tensor {
     let t = a.t();
     let shape = t.shape().to_vec();
+    // A 16-bit float is held as the f32 it rounds to (to nearest, ties
+    // to even, as `convert` rounds).
+    let round: fn(f32) -> f32 = match to {
+        DType::BF16 => |x| half::bf16::from_f32(x).to_f32(),
+        DType::F16 => |x| half::f16::from_f32(x).to_f32(),
+        _ => |x| x,
+    };
     match (to, t) {
-        (DType::F32 | DType::BF16 | DType::F16, Tensor::F32 { .. }) => a.into_owned(),
+        (DType::F32, Tensor::F32 { .. }) => a.into_owned(),
+        (DType::BF16 | DType::F16, Tensor::F32 { data, .. }) => Tensor::F32 {
+            shape,
+            data: data.iter().map(|&x| round(x)).collect(),
+        },
         (DType::F32 | DType::BF16 | DType::F16, Tensor::I32 { data, .. }) => Tensor::F32 {
             shape,
-            data: data.iter().map(|&x| x as f32).collect(),
+            data: data.iter().map(|&x| round(x as f32)).collect(),
         },
         (DType::F32 | DType::BF16 | DType::F16, Tensor::I1 { data, .. }) => Tensor::F32 {
             shape,

@@ -115,35 +115,25 @@ fn io(path: &Path, source: std::io::Error) -> IreeError {
 
 /// For a Vulkan compile: the module as the pinned IREE's SPIR-V backend
 /// can take it ([`crate::graph::lower::lower_for_vulkan`]: bf16 parameters
-/// re-declared as 32-bit words, the two-reduction argmax as one variadic
-/// reduce), written to a temporary file in `dir`. MLIR outside the subset
-/// kiln parses is compiled as it is unless it declares bf16
-/// globals. Functions taking or returning bf16 tensors (bf16 KV caches)
-/// are an error, and so are i8 weights and a tensor over the device's
-/// storage-buffer range ([`super::limits::check_vulkan`]). `mlir` names the
-/// file in errors.
+/// re-declared as 32-bit words, bf16 function arguments and results (the
+/// KV caches of `--kv-dtype bf16`) held as i32 pairs, the two-reduction
+/// argmax as one variadic reduce). MLIR outside the subset kiln parses is
+/// compiled as it is unless it has bf16 globals or bf16 function
+/// arguments or results (the Android baseline profile has no 16-bit
+/// storage, and lavapipe returns wrong values for them); a tensor over the
+/// device's storage-buffer range is an error
+/// ([`super::limits::check_vulkan`]). `mlir` names the file in errors.
 fn lower_for_vulkan(text: String, mlir: &Path, target: &str) -> Result<String> {
     super::limits::check_vulkan(&text, mlir, target)?;
-    if let Some(f) = text
-        .lines()
-        .map(str::trim_start)
-        .find(|l| l.starts_with("func.func") && l.contains("xbf16>"))
-    {
-        let name = f.split(['@', '(']).nth(1).unwrap_or("?");
-        return Err(IreeError::Bf16Function {
-            mlir: mlir.to_path_buf(),
-            function: name.to_string(),
-        });
-    }
     let parsed = match crate::stablehlo::parse_module_full(&text) {
         Ok(p) => p,
         // MLIR kiln did not write (outside the subset kiln parses) goes to
-        // iree-compile as it is, unless it has bf16 globals to lower.
+        // iree-compile as it is, unless it has bf16 tensors to lower.
         Err(e) => {
-            let bf16_global = text
-                .lines()
-                .any(|l| l.trim_start().starts_with("util.global") && l.contains("xbf16>"));
-            if bf16_global {
+            let bf16 = text.lines().map(str::trim_start).any(|l| {
+                (l.starts_with("util.global") || l.starts_with("func.func")) && l.contains("xbf16>")
+            });
+            if bf16 {
                 return Err(e.with_file(mlir).into());
             }
             return Ok(text);

@@ -174,16 +174,6 @@ pub enum IreeError {
         /// The parameter's key.
         key: String,
     },
-    /// A module for Vulkan has a function taking or returning bf16 tensors
-    /// (bf16 KV caches), which the pinned IREE's Vulkan backend cannot
-    /// store.
-    #[error("{}: function @{function} takes or returns bf16 tensors, which the pinned IREE's Vulkan backend cannot store (the Android baseline profile has no 16-bit storage; lavapipe returns wrong values)", mlir.display())]
-    Bf16Function {
-        /// The module.
-        mlir: PathBuf,
-        /// The function.
-        function: String,
-    },
     /// Two targets of one compile would write the same module.
     #[error("two targets would both write {}: name each target once", path.display())]
     DuplicateTarget {
@@ -231,7 +221,6 @@ impl IreeError {
                 | IreeError::Lowering { .. }
                 | IreeError::Print(_)
                 | IreeError::I8Weights { .. }
-                | IreeError::Bf16Function { .. }
                 | IreeError::DuplicateTarget { .. }
                 | IreeError::VulkanLimit(_)
         )

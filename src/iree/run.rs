@@ -23,6 +23,9 @@ pub enum TensorData {
     I64(Vec<i64>),
     /// 32-bit floats.
     F32(Vec<f32>),
+    /// bf16 bit patterns (KV caches of `--kv-dtype bf16`); they go to and
+    /// from iree-run-module as raw `.bin` files.
+    Bf16(Vec<u16>),
 }
 
 impl TensorData {
@@ -32,6 +35,7 @@ impl TensorData {
             TensorData::I32(v) => v.len(),
             TensorData::I64(v) => v.len(),
             TensorData::F32(v) => v.len(),
+            TensorData::Bf16(v) => v.len(),
         }
     }
 
@@ -40,13 +44,50 @@ impl TensorData {
         self.len() == 0
     }
 
-    /// IREE's element type name (`i32`, `i64`, `f32`).
+    /// IREE's element type name (`i32`, `i64`, `f32`, `bf16`).
     pub fn dtype(&self) -> &'static str {
         match self {
             TensorData::I32(_) => "i32",
             TensorData::I64(_) => "i64",
             TensorData::F32(_) => "f32",
+            TensorData::Bf16(_) => "bf16",
         }
+    }
+
+    /// The elements' little-endian bytes, as a raw `.bin` file holds them.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        match self {
+            TensorData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::Bf16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+
+    /// Elements of `dtype` read from little-endian `bytes` (a raw `.bin`
+    /// file); `None` when the type is not one of these or a partial
+    /// element is left.
+    pub fn from_le_bytes(dtype: crate::graph::DType, bytes: &[u8]) -> Option<TensorData> {
+        use crate::graph::DType;
+        let words = |n: usize| (bytes.len() % n == 0).then(|| bytes.chunks_exact(n));
+        Some(match dtype {
+            DType::I32 => TensorData::I32(
+                words(4)?
+                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+            DType::F32 => TensorData::F32(
+                words(4)?
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+            DType::BF16 => TensorData::Bf16(
+                words(2)?
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            ),
+            _ => return None,
+        })
     }
 }
 
@@ -117,6 +158,10 @@ impl HostTensor {
             TensorData::I32(v) => v.iter().map(|x| x.to_string()).collect(),
             TensorData::I64(v) => v.iter().map(|x| x.to_string()).collect(),
             TensorData::F32(v) => v.iter().map(|x| format!("{x:?}")).collect(),
+            TensorData::Bf16(v) => v
+                .iter()
+                .map(|&x| format!("{:?}", half::bf16::from_bits(x).to_f32()))
+                .collect(),
         };
         format!("{}={}", self.type_string(), vals.join(","))
     }
@@ -192,6 +237,9 @@ impl HostTensor {
             TensorData::I32(_) => "<i4",
             TensorData::I64(_) => "<i8",
             TensorData::F32(_) => "<f4",
+            // numpy has no bf16: the 16-bit patterns (run_module passes
+            // bf16 tensors as raw `.bin` files instead).
+            TensorData::Bf16(_) => "<u2",
         };
         let shape = match self.shape.len() {
             0 => "()".to_string(),
@@ -216,17 +264,7 @@ impl HostTensor {
         out.extend_from_slice(b"\x93NUMPY\x01\x00");
         out.extend_from_slice(&(header.len() as u16).to_le_bytes());
         out.extend_from_slice(header.as_bytes());
-        match &self.data {
-            TensorData::I32(v) => v
-                .iter()
-                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-            TensorData::I64(v) => v
-                .iter()
-                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-            TensorData::F32(v) => v
-                .iter()
-                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        }
+        out.extend_from_slice(&self.data.to_le_bytes());
         out
     }
 }
@@ -269,6 +307,10 @@ pub struct RunOptions {
     /// through `.npy` files (`--output=@…`) instead of from the printed
     /// text, which rounds floats to 6 digits.
     pub exact_outputs: Option<usize>,
+    /// When not empty, the function's results, of these types, are read
+    /// back bit-exactly from raw `.bin` files (bf16 included, which `.npy`
+    /// cannot hold); it takes the place of `exact_outputs`.
+    pub output_types: Vec<crate::graph::TensorType>,
 }
 
 impl Default for RunOptions {
@@ -280,6 +322,7 @@ impl Default for RunOptions {
             task_groups: None,
             emulate: None,
             exact_outputs: None,
+            output_types: Vec::new(),
         }
     }
 }
@@ -318,6 +361,13 @@ impl RunOptions {
     /// Sets the number of results read back bit-exactly (`None`: printed text).
     pub fn exact_outputs(mut self, exact_outputs: impl Into<Option<usize>>) -> Self {
         self.exact_outputs = exact_outputs.into();
+        self
+    }
+
+    /// Sets the types of the results, read back bit-exactly from raw files
+    /// (empty: `exact_outputs` or the printed text).
+    pub fn output_types(mut self, output_types: Vec<crate::graph::TensorType>) -> Self {
+        self.output_types = output_types;
         self
     }
 }
@@ -408,7 +458,8 @@ pub fn run_module(
     // Large inputs go through .npy files in a temporary directory.
     let mut tmpdir: Option<tempfile::TempDir> = None;
     for (i, t) in inputs.iter().enumerate() {
-        if t.data.len() <= INLINE_MAX_ELEMENTS && !t.shape.is_empty() {
+        let bf16 = matches!(t.data, TensorData::Bf16(_));
+        if t.data.len() <= INLINE_MAX_ELEMENTS && !t.shape.is_empty() && !bf16 {
             cmd.arg(format!("--input={}", t.input_arg()));
             continue;
         }
@@ -424,12 +475,28 @@ pub fn run_module(
             .as_ref()
             .map(|d| d.path().to_path_buf())
             .unwrap_or_default();
+        if bf16 {
+            // numpy has no bf16: the raw bytes, typed on the command line.
+            let p = dir.join(format!("input{i}.bin"));
+            std::fs::write(&p, t.data.to_le_bytes()).map_err(|e| io(&p, e))?;
+            cmd.arg(format!("--input={}=@{}", t.type_string(), p.display()));
+            continue;
+        }
         let p = dir.join(format!("input{i}.npy"));
         let mut f = std::fs::File::create(&p).map_err(|e| io(&p, e))?;
         f.write_all(&t.to_npy()).map_err(|e| io(&p, e))?;
         cmd.arg(format!("--input=@{}", p.display()));
     }
-    let outdir = match opts.exact_outputs {
+    let exact = match opts.output_types.len() {
+        0 => opts.exact_outputs,
+        n => Some(n),
+    };
+    let ext = if opts.output_types.is_empty() {
+        "npy"
+    } else {
+        "bin"
+    };
+    let outdir = match exact {
         Some(n) => {
             let d = tempfile::Builder::new()
                 .prefix("kiln-out-")
@@ -438,7 +505,7 @@ pub fn run_module(
             for i in 0..n {
                 cmd.arg(format!(
                     "--output=@{}",
-                    d.path().join(format!("output{i}.npy")).display()
+                    d.path().join(format!("output{i}.{ext}")).display()
                 ));
             }
             Some((d, n))
@@ -466,10 +533,17 @@ pub fn run_module(
     match outdir {
         Some((d, n)) => (0..n)
             .map(|i| {
-                let p = d.path().join(format!("output{i}.npy"));
+                let p = d.path().join(format!("output{i}.{ext}"));
                 let bytes = std::fs::read(&p).map_err(|e| io(&p, e))?;
-                HostTensor::from_npy(&bytes)
-                    .map_err(|m| IreeError::BadOutput(format!("{}: {m}", p.display())))
+                let bad = |m: String| IreeError::BadOutput(format!("{}: {m}", p.display()));
+                match opts.output_types.get(i) {
+                    None => HostTensor::from_npy(&bytes).map_err(bad),
+                    Some(ty) => {
+                        let data = TensorData::from_le_bytes(ty.dtype, &bytes)
+                            .ok_or_else(|| bad(format!("{} bytes are not a {ty}", bytes.len())))?;
+                        HostTensor::new(ty.shape.to_vec(), data)
+                    }
+                }
             })
             .collect(),
         None => parse_outputs(&String::from_utf8_lossy(&out.stdout)),

@@ -4,13 +4,15 @@
 #
 # Arguments: VMFB PARAMS SPEC; SPEC is one JSON object (session.rs builds it
 # in runner_args): scope, device, task_groups (null: IREE's default), seq, and
-# "function" (redecode) or "kv": {prefill, decode, caches: [{shape, dtype}]}.
+# "function" (redecode) or "kv": {functions: [[prefill, decode], ...] (one
+# pair per attention span, the pair over all N positions last), caches:
+# [{shape, dtype}]}.
 #
 # Redecode mode: a line of SEQ token ids -> a line of SEQ predicted ids.
-# KV-cache mode (SEQ is the prompt bucket P):
-#   "r"                                 -> ok        (zeroed caches: a new conversation)
-#   "p START LENGTH id_0 ... id_{P-1}"  -> prediction (prefill of a chunk at START)
-#   "d TOKEN POSITION"                  -> prediction (decode on the kept K, V)
+# KV-cache mode (SEQ is the prompt bucket P; F indexes "functions"):
+#   "r"                                   -> ok        (zeroed caches: a new conversation)
+#   "p F START LENGTH id_0 ... id_{P-1}"  -> prediction (prefill of a chunk at START)
+#   "d F TOKEN POSITION"                  -> prediction (decode on the kept K, V)
 # A prediction is the next id, then, from a module exported with
 # `--sampling topk=K`, the K top ids and the K top logits (each as Python's
 # repr of the float: it reads back exactly).
@@ -41,13 +43,18 @@ module = rt.VmModule.mmap(config.vm_instance, vmfb)
 modules = rt.load_vm_modules(param_module, module, config=config)
 kv = spec.get("kv")
 if kv is not None:
-    prefill_fn, decode_fn = (getattr(modules[-1], kv[f]) for f in ("prefill", "decode"))
+    functions = [
+        (getattr(modules[-1], prefill), getattr(modules[-1], decode))
+        for prefill, decode in kv["functions"]
+    ]
+
     def cache_dtype(name):
         if name == "bf16":
             import ml_dtypes
 
             return ml_dtypes.bfloat16
-        return np.float32
+        # i32: a Vulkan module's bf16 caches, two values per word.
+        return {"i32": np.int32}.get(name, np.float32)
 
     cache_types = [(tuple(c["shape"]), cache_dtype(c["dtype"])) for c in kv["caches"]]
 else:
@@ -104,13 +111,15 @@ def serve_kv():
         if caches is None:
             raise SystemExit("prefill or decode before a reset")
         if words[0] == "p":
-            start = np.array(int(words[1]), dtype=np.int32)
-            length = np.array(int(words[2]), dtype=np.int32)
-            ids = np.array([int(x) for x in words[3:]], dtype=np.int32).reshape(1, spec["seq"])
+            prefill_fn = functions[int(words[1])][0]
+            start = np.array(int(words[2]), dtype=np.int32)
+            length = np.array(int(words[3]), dtype=np.int32)
+            ids = np.array([int(x) for x in words[4:]], dtype=np.int32).reshape(1, spec["seq"])
             nxt, *rest = prefill_fn(ids, start, length, *caches)
         elif words[0] == "d":
-            token = np.array([int(words[1])], dtype=np.int32)
-            position = np.array(int(words[2]), dtype=np.int32)
+            decode_fn = functions[int(words[1])][1]
+            token = np.array([int(words[2])], dtype=np.int32)
+            position = np.array(int(words[3]), dtype=np.int32)
             nxt, *rest = decode_fn(token, position, *caches)
         else:
             raise SystemExit("unknown command " + words[0])

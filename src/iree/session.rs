@@ -97,8 +97,7 @@ fn runner_args(spec: &SessionSpec, program: &Program) -> [std::ffi::OsString; 3]
         Program::Kv(kv) => {
             wire["seq"] = kv.prompt_len.into();
             wire["kv"] = serde_json::json!({
-                "prefill": kv.prefill,
-                "decode": kv.decode,
+                "functions": kv.functions(),
                 "caches": kv.caches.iter().map(|c| serde_json::json!({
                     "shape": &c.shape[..],
                     "dtype": c.dtype.to_string(),
@@ -274,8 +273,7 @@ fn join_ids(ids: &[i32]) -> String {
 /// IREE writes the results into them in place).
 pub struct KvSession {
     runner: Runner,
-    prompt_len: usize,
-    max_context: usize,
+    spec: KvSpec,
 }
 
 impl KvSession {
@@ -284,9 +282,19 @@ impl KvSession {
         let runner = Runner::start(tc, spec, &Program::Kv(kv))?;
         Ok(KvSession {
             runner,
-            prompt_len: kv.prompt_len,
-            max_context: kv.max_context(),
+            spec: kv.clone(),
         })
+    }
+
+    /// The index of the function pair of a call whose positions end
+    /// before `end` (into [`KvSpec::functions`]): the smallest span that
+    /// holds them.
+    fn function_for(&self, end: usize) -> usize {
+        self.spec
+            .spans
+            .iter()
+            .position(|s| end <= s.span)
+            .unwrap_or(self.spec.spans.len())
     }
 
     /// Sends a prefill or decode line; reads `NEXT` or, from a sampling
@@ -300,10 +308,10 @@ impl KvSession {
 
 impl KvStep for KvSession {
     fn prompt_len(&self) -> usize {
-        self.prompt_len
+        self.spec.prompt_len
     }
     fn max_context(&self) -> usize {
-        self.max_context
+        self.spec.max_context()
     }
     fn reset(&mut self) -> crate::Result<()> {
         let out = self.runner.request("r")?;
@@ -317,16 +325,18 @@ impl KvStep for KvSession {
     fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> crate::Result<Prediction> {
         check_chunk(
             chunk.len(),
-            self.prompt_len,
+            self.spec.prompt_len,
             start,
             length,
-            self.max_context,
+            self.max_context(),
         )?;
-        Ok(self.predict(&format!("p {start} {length} {}", join_ids(chunk)))?)
+        let f = self.function_for(start + length);
+        Ok(self.predict(&format!("p {f} {start} {length} {}", join_ids(chunk)))?)
     }
     fn decode(&mut self, token: i32, position: usize) -> crate::Result<Prediction> {
-        check_position(position, self.max_context)?;
-        Ok(self.predict(&format!("d {token} {position}"))?)
+        check_position(position, self.max_context())?;
+        let f = self.function_for(position + 1);
+        Ok(self.predict(&format!("d {f} {token} {position}"))?)
     }
 }
 
@@ -363,7 +373,10 @@ mod tests {
     fn the_runner_reads_the_spec_as_one_json_object() {
         let spec = SessionSpec::new("m.vmfb", "m.irpa").task_groups(2);
         let cache = TensorType::new(DType::BF16, &[2, 1, 8, 4]);
-        let kv = KvSpec::new("prefill", "decode", 4, cache, 1).unwrap();
+        let kv = KvSpec::new("prefill", "decode", 4, cache, 1)
+            .unwrap()
+            .spans(vec![crate::step::KvSpan::new(4, "prefill_4", "decode_4")])
+            .unwrap();
         let [vmfb, params, wire] = runner_args(&spec, &Program::Kv(&kv));
         assert_eq!(
             (vmfb.to_str(), params.to_str()),
@@ -374,7 +387,7 @@ mod tests {
             wire,
             serde_json::json!({
                 "scope": "model", "device": "local-task", "task_groups": 2, "seq": 4,
-                "kv": {"prefill": "prefill", "decode": "decode", "caches": [
+                "kv": {"functions": [["prefill_4", "decode_4"], ["prefill", "decode"]], "caches": [
                     {"shape": [2, 1, 8, 4], "dtype": "bf16"},
                     {"shape": [2, 1, 8, 4], "dtype": "bf16"},
                 ]},

@@ -27,6 +27,14 @@
 //!   K'/V' results are stored in the K/V argument buffers
 //!   ([`Graph::store_output_in_input`](crate::graph::Graph::store_output_in_input)),
 //!   as are prefill's.
+//! - Attention spans (`KvOptions::spans`): for each span B below N, a
+//!   second prefill and decode (`NAME_prefill_B`, `NAME_decode_B`) with the
+//!   same signature and the same caches attend to the first B positions
+//!   only, so a call whose last position is below B costs what a pair of
+//!   max context B would. They write the same rows and return the same
+//!   results as the functions over N for such calls (the masked keys past
+//!   the last position weigh zero); a key at or past B is not seen, so the
+//!   caller picks the smallest span above the call's last position.
 //! - With sampling (`KvOptions::top_k = Some(K)`) both functions return two
 //!   more results, `values: [K] f32` and `ids: [K] i32`: the K largest
 //!   logits of the predicted position, largest first (the lower id first
@@ -60,6 +68,12 @@ pub struct KvOptions {
     /// `Some(K)`: both functions also return the K largest logits of the
     /// predicted position and their ids, for sampling on the host.
     pub top_k: Option<usize>,
+    /// Attention spans below N, ascending, each at least P: every span B
+    /// adds a prefill and a decode ([`KvOptions::names`]) over the same
+    /// caches that attend to the first B positions only, for calls whose
+    /// last position is below B (see the module docs). Empty: the pair
+    /// over N alone.
+    pub spans: Vec<usize>,
 }
 
 impl KvOptions {
@@ -92,6 +106,27 @@ impl KvOptions {
             .unwrap_or(l)
     }
 
+    /// Every attention span the functions are built for: [`KvOptions::spans`],
+    /// then N.
+    pub fn all_spans(&self) -> Vec<usize> {
+        let mut all = self.spans.clone();
+        all.push(self.max_context);
+        all
+    }
+
+    /// The (prefill, decode) function names of attention span `span`: the
+    /// plain names for N, `NAME_<span>` below it.
+    pub fn names(&self, span: usize) -> (String, String) {
+        if span == self.max_context {
+            (self.prefill.clone(), self.decode.clone())
+        } else {
+            (
+                format!("{}_{span}", self.prefill),
+                format!("{}_{span}", self.decode),
+            )
+        }
+    }
+
     fn check(&self, cfg: &DecoderConfig) -> Result<(), ModelError> {
         cfg.validate()?;
         check_positions(cfg, "the prompt length P", self.prompt_len)?;
@@ -107,6 +142,16 @@ impl KvOptions {
                 "KV caches must be f32 or bf16, not {}",
                 self.cache_dtype
             )));
+        }
+        let mut below = self.prompt_len;
+        for &span in &self.spans {
+            if span < below || span >= self.max_context {
+                return Err(ModelError::Invalid(format!(
+                    "attention spans must ascend from the prompt length P ({}) and stay below the max context N ({}): got {:?}",
+                    self.prompt_len, self.max_context, self.spans
+                )));
+            }
+            below = span + 1;
         }
         let layer = (cfg.num_kv_heads * self.max_context * cfg.head_dim * 4) as u64;
         if self.max_tensor_bytes != 0 && layer > self.max_tensor_bytes {
@@ -167,16 +212,16 @@ fn finish(
 /// Writes `new` (`[KV, S, D]` f32, positions `pos..pos + S`) into layer
 /// `l` of the stacked cache `all` in place (`dynamic_update_slice`, only
 /// the start is dynamic); returns the updated cache and the layer's
-/// `[KV, N, D]` f32 view of it.
+/// `[KV, span, D]` f32 view of its first `span` positions.
 fn write_rows(
     b: &mut Decoder<'_>,
     all: Value,
     new: Value,
-    l: usize,
+    (l, span): (usize, usize),
     pos: Value,
 ) -> Result<(Value, Value), ModelError> {
     let t = b.g.ty(all).clone();
-    let (kvh, n, d) = (t.shape[1], t.shape[2], t.shape[3]);
+    let (kvh, d) = (t.shape[1], t.shape[3]);
     let s = b.g.ty(new).shape[1];
     let g = &mut b.g;
     let rows = g.reshape(new, &[1, kvh, s, d])?;
@@ -188,8 +233,18 @@ fn write_rows(
     let layer = g.scalar(DType::I32, l as f64)?;
     let zero = g.scalar(DType::I32, 0.0)?;
     let all = g.dynamic_update_slice(all, rows, &[layer, zero, pos, zero])?;
-    let c = g.slice(all, &[l, 0, 0, 0], &[l + 1, kvh, n, d], &[1, 1, 1, 1])?;
-    let c = g.reshape(c, &[kvh, n, d])?;
+    let c = g.slice(all, &[l, 0, 0, 0], &[l + 1, kvh, span, d], &[1, 1, 1, 1])?;
+    let c = g.reshape(c, &[kvh, span, d])?;
+    // A span's rows are a strided slice of the layer (KV heads apart):
+    // the pinned IREE's CPU data tiling fuses packing that slice into the
+    // attention dispatch and then fails to compile it (a stack allocation
+    // or a vector over its limits). Behind a barrier the slice is its own
+    // value, packed by its own dispatch as the whole layer is.
+    let c = if span < t.shape[2] {
+        g.optimization_barrier(c)?
+    } else {
+        c
+    };
     let c = if t.dtype == DType::F32 {
         c
     } else {
@@ -201,13 +256,12 @@ fn write_rows(
 /// The blocks of the KV functions: `x: [S, hidden]` at `positions` (i32
 /// `[S]`, the first at `pos`) through every layer, each writing its keys
 /// and values at `pos..pos + S` of the caches (in place) and attending
-/// over keys `0..=position` of the updated cache. Returns (x, the updated
-/// caches).
+/// over keys `0..=position` of the updated cache, read from its first
+/// `span` positions. Returns (x, the updated caches).
 fn cached_blocks(
     b: &mut Decoder<'_>,
-    mut x: Value,
-    positions: Value,
-    pos: Value,
+    (mut x, positions, pos): (Value, Value, Value),
+    span: usize,
     mut caches: Caches,
 ) -> Result<(Value, Caches), ModelError> {
     let cfg = b.cfg;
@@ -222,7 +276,7 @@ fn cached_blocks(
             b.g.gather_rows(sin_t, positions)?,
         ))
     })?;
-    let mut masks = CausalMasks::at(&mut b.g, positions, n)?;
+    let mut masks = CausalMasks::at(&mut b.g, positions, span)?;
     for l in 0..cfg.num_layers {
         let lw = b.layer(l)?;
         let (q, k, v) = b.qkv(&lw, x)?;
@@ -230,8 +284,8 @@ fn cached_blocks(
         let q = b.rope(q, cos, sin)?;
         let k = b.rope(k, cos, sin)?;
         let (t, local) = (l / per, l % per);
-        let (kt, k) = write_rows(b, caches.k[t], k, local, pos)?;
-        let (vt, v) = write_rows(b, caches.v[t], v, local, pos)?;
+        let (kt, k) = write_rows(b, caches.k[t], k, (local, span), pos)?;
+        let (vt, v) = write_rows(b, caches.v[t], v, (local, span), pos)?;
         (caches.k[t], caches.v[t]) = (kt, vt);
         let mask = masks.layer(&mut b.g, cfg, l)?;
         let a = b.attention(q, k, v, mask)?;
@@ -240,14 +294,45 @@ fn cached_blocks(
     Ok((x, caches))
 }
 
-/// Builds the prefill function (see the module docs).
-pub fn build_prefill(
+/// Every function of the pair: for each span of [`KvOptions::all_spans`]
+/// its prefill, then its decode.
+pub fn build_functions(
     cfg: &DecoderConfig,
     opts: &KvOptions,
+) -> Result<Vec<crate::graph::Graph>, ModelError> {
+    let mut out = Vec::new();
+    for span in opts.all_spans() {
+        out.push(build_prefill_span(cfg, opts, span)?);
+        out.push(build_decode_span(cfg, opts, span)?);
+    }
+    Ok(out)
+}
+
+fn check_span(opts: &KvOptions, span: usize) -> Result<(), ModelError> {
+    if span == opts.max_context || opts.spans.contains(&span) {
+        return Ok(());
+    }
+    Err(ModelError::Invalid(format!(
+        "attention span {span} is neither the max context N ({}) nor one of the spans {:?}",
+        opts.max_context, opts.spans
+    )))
+}
+
+/// Builds the prefill function of attention span `span`: the same
+/// signature and caches as the prefill over N, attending to the first
+/// `span` positions only (for chunks whose real tokens end within them,
+/// `start + length ≤ span`; the padding rows are written wherever they
+/// fall and overwritten before anything reads them).
+pub fn build_prefill_span(
+    cfg: &DecoderConfig,
+    opts: &KvOptions,
+    span: usize,
 ) -> Result<crate::graph::Graph, ModelError> {
     opts.check(cfg)?;
+    check_span(opts, span)?;
     let p = opts.prompt_len;
-    let mut b = Decoder::new(cfg, &opts.weights, &opts.prefill, opts.max_tensor_bytes);
+    let name = opts.names(span).0;
+    let mut b = Decoder::new(cfg, &opts.weights, &name, opts.max_tensor_bytes);
     let tokens = b.g.input(TensorType::new(DType::I32, &[1, p]));
     let start = b.g.input(TensorType::new(DType::I32, &[]));
     let length = b.g.input(TensorType::new(DType::I32, &[]));
@@ -259,7 +344,7 @@ pub fn build_prefill(
     let offsets = b.g.iota(DType::I32, &[p], 0)?;
     let start_b = b.g.broadcast_in_dim(start, &[p], &[])?;
     let positions = b.g.add(offsets, start_b)?;
-    let (x, caches) = cached_blocks(&mut b, x, positions, start, inputs.clone())?;
+    let (x, caches) = cached_blocks(&mut b, (x, positions, start), span, inputs.clone())?;
     // The hidden state of the chunk's last real token only: the LM head
     // runs on one row.
     let one = b.g.scalar(DType::I32, 1.0)?;
@@ -270,13 +355,18 @@ pub fn build_prefill(
     Ok(b.g)
 }
 
-/// Builds the decode function (see the module docs).
-pub fn build_decode(
+/// Builds the decode function of attention span `span`: the same
+/// signature and caches as the decode over N, attending to the first `span`
+/// positions only (for positions below `span`).
+pub fn build_decode_span(
     cfg: &DecoderConfig,
     opts: &KvOptions,
+    span: usize,
 ) -> Result<crate::graph::Graph, ModelError> {
     opts.check(cfg)?;
-    let mut b = Decoder::new(cfg, &opts.weights, &opts.decode, opts.max_tensor_bytes);
+    check_span(opts, span)?;
+    let name = opts.names(span).1;
+    let mut b = Decoder::new(cfg, &opts.weights, &name, opts.max_tensor_bytes);
     let token = b.g.input(TensorType::new(DType::I32, &[1]));
     let pos = b.g.input(TensorType::new(DType::I32, &[]));
     let inputs = Caches::inputs(&mut b, opts);
@@ -285,7 +375,7 @@ pub fn build_decode(
     // Keys 0..=position are visible (within the layer's window, if any);
     // the new key/value go to `position`.
     let pos1 = b.g.reshape(pos, &[1])?;
-    let (x, caches) = cached_blocks(&mut b, x, pos1, pos, inputs.clone())?;
+    let (x, caches) = cached_blocks(&mut b, (x, pos1, pos), span, inputs.clone())?;
     finish(&mut b, (x, &emb), opts.top_k, caches, &inputs)?;
     Ok(b.g)
 }

@@ -179,6 +179,60 @@ impl Graph {
         self.reshape(f, shape)
     }
 
+    /// Rounds f32 `x` to bf16 (to nearest, ties to even, as `convert`
+    /// rounds) and packs the bit patterns two per i32 word, element `2i`
+    /// in the low half and `2i+1` in the high half: the form
+    /// [`Graph::bf16_pairs_to_f32`] widens back exactly, and the same bytes
+    /// as a bf16 tensor (little-endian). Only 32-bit integer ops, for
+    /// devices without 16-bit storage. The last dim must be even; the
+    /// result has half of it. NaNs are not kept (KV caches are finite).
+    pub fn f32_to_bf16_pairs(&mut self, x: Value) -> Result<Value, GraphError> {
+        self.checked("f32_to_bf16_pairs", &[x])?;
+        let t = self.ty(x).clone();
+        let pairs = match t.shape.split_last() {
+            Some((&last, rest)) if t.dtype == DType::F32 && last % 2 == 0 => {
+                let mut p = rest.to_vec();
+                p.push(last / 2);
+                p
+            }
+            _ => {
+                return err(
+                    "f32_to_bf16_pairs",
+                    format!("needs f32 with an even last dim, got {t}"),
+                )
+            }
+        };
+        let s = t.shape.to_vec();
+        let bits = self.bitcast_convert(x, DType::I32)?;
+        // bits + 0x7fff + (bit 16 of bits), then the high half.
+        let sixteen = self.splat(DType::I32, &s, 16.0)?;
+        let high = self.shift_right_logical(bits, sixteen)?;
+        let one = self.splat(DType::I32, &s, 1.0)?;
+        let lsb = self.bitwise_and(high, one)?;
+        let half = self.splat(DType::I32, &s, 32767.0)?;
+        let bias = self.add(lsb, half)?;
+        let rounded = self.add(bits, bias)?;
+        let b16 = self.shift_right_logical(rounded, sixteen)?;
+        // Element 2i in the low half of word i, 2i+1 in the high half.
+        let r = s.len();
+        let mut two = pairs.clone();
+        two.push(2);
+        let b16 = self.reshape(b16, &two)?;
+        let start = vec![0; r + 1];
+        let mut limit = two.clone();
+        limit[r] = 1;
+        let ones = vec![1; r + 1];
+        let lo = self.slice(b16, &start, &limit, &ones)?;
+        let mut start_hi = start;
+        start_hi[r] = 1;
+        let hi = self.slice(b16, &start_hi, &two, &ones)?;
+        let lo = self.reshape(lo, &pairs)?;
+        let hi = self.reshape(hi, &pairs)?;
+        let sixteen = self.splat(DType::I32, &pairs, 16.0)?;
+        let hi = self.shift_left(hi, sixteen)?;
+        self.add(lo, hi)
+    }
+
     /// Widens i32 tensors holding two f16 bit patterns each (element `2i`
     /// in the low half, `2i+1` in the high half) to the f32 values of
     /// `shape`: the halves split as 16-bit codes ([`Graph::unpack_codes`]),

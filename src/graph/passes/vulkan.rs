@@ -14,6 +14,18 @@
 //! ([`Graph::bf16_pairs_to_f32`], [`Graph::bf16_bits_to_f32`]). The archive
 //! is the same; only the MLIR iree-compile sees differs.
 //!
+//! **bf16 function arguments and results** (the KV caches of `kiln export
+//! --kv-cache --kv-dtype bf16`) take the same form: an argument
+//! `tensor<…xDxbf16>` becomes `tensor<…x(D/2)xi32>` (the same bytes), rows
+//! written into it are rounded to bf16 and packed two per word
+//! ([`Graph::f32_to_bf16_pairs`]), and rows read from it are widened
+//! exactly ([`Graph::bf16_pairs_to_f32`]). A bf16 value that is not a
+//! parameter may only be an argument, a `convert` from f32, a
+//! `dynamic_update_slice` of whole rows, a `slice` or `reshape` that keeps
+//! the last dim, an `optimization_barrier`, a result, or a `convert` to
+//! f32 ([`lowered_type`] gives the form of each). A caller passes and gets
+//! back i32 words where the CPU module takes bf16.
+//!
 //! The same pass turns the two-reduction argmax
 //! ([`Graph::argmax_two_pass`], the CPU backends' fast form) back into the
 //! variadic (value, index) reduce ([`Graph::argmax`]): on `valhall` the
@@ -24,6 +36,23 @@ use crate::graph::{
     bf16_pairs_shape, CompareDir, DType, Graph, GraphError, Literal, Module, Node, Op, ReduceKind,
     TensorType, Value,
 };
+
+/// The type a value of type `ty` has after [`lower_for_vulkan`] when it
+/// is not a parameter: bf16 `[…, D]` becomes i32 `[…, D/2]` (two bf16 per
+/// word; `None` for an odd D, which the pass refuses); any other type is
+/// kept. A KV module's bf16 caches take this form on Vulkan.
+pub fn lowered_type(ty: &TensorType) -> Option<TensorType> {
+    if ty.dtype != DType::BF16 {
+        return Some(ty.clone());
+    }
+    let (&last, rest) = ty.shape.split_last()?;
+    if last % 2 != 0 {
+        return None;
+    }
+    let mut shape = rest.to_vec();
+    shape.push(last / 2);
+    Some(TensorType::new(DType::I32, &shape))
+}
 
 /// True when some function of `m` has a bf16 parameter.
 pub fn has_bf16_parameters(m: &Module) -> bool {
@@ -48,10 +77,17 @@ pub fn lower_for_vulkan(m: &Module) -> Result<Module, GraphError> {
 
 fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
     let mut g = Graph::new(f.name.clone());
-    // New value of each old node; for a bf16 parameter, its f32 widening.
+    // New value of each old node; for a bf16 parameter, its f32 widening;
+    // for any other bf16 value, its i32 pairs (`packed`).
     let mut map: Vec<Value> = Vec::with_capacity(f.nodes().len());
     let mut widened: Vec<bool> = vec![false; f.nodes().len()];
+    let mut packed: Vec<bool> = vec![false; f.nodes().len()];
     for (i, node) in f.nodes().iter().enumerate() {
+        if let Some(v) = lower_packed(f, node, &map, &packed, &mut g)? {
+            packed[i] = node.ty.dtype == DType::BF16;
+            map.push(v);
+            continue;
+        }
         let v = match &node.op {
             Op::Parameter { key, .. } if node.ty.dtype == DType::I8 => {
                 return Err(GraphError {
@@ -109,6 +145,17 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
             op => match two_pass_argmax(f, node) {
                 Some((x, dim)) => g.argmax(map[x.index()], dim)?,
                 None => {
+                    if let Some(a) = node.args.iter().find(|a| packed[a.index()]) {
+                        return Err(GraphError {
+                            op: "lower_for_vulkan",
+                            msg: format!(
+                                "@{}: bf16 value %{} feeds `{}`, which the 32-bit form of bf16 tensors does not support",
+                                f.name,
+                                a.0,
+                                op.name()
+                            ),
+                        });
+                    }
                     if let Some(a) = node.args.iter().find(|a| widened[a.index()]) {
                         return Err(GraphError {
                             op: "lower_for_vulkan",
@@ -140,6 +187,96 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
         g.store_output_in_input(result, input)?;
     }
     Ok(g)
+}
+
+/// Lowers `node` when it makes or reads a bf16 value that is not a
+/// parameter (see the module docs): `Some(new value)`, or `None` when the
+/// node is none of those.
+fn lower_packed(
+    f: &Graph,
+    node: &Node,
+    map: &[Value],
+    packed: &[bool],
+    g: &mut Graph,
+) -> Result<Option<Value>, GraphError> {
+    let arg = |k: usize| node.args[k];
+    let is_packed = |k: usize| packed[arg(k).index()];
+    let bad = |what: String| GraphError {
+        op: "lower_for_vulkan",
+        msg: format!("@{}: {what}", f.name),
+    };
+    let new_ty = || {
+        lowered_type(&node.ty).ok_or_else(|| {
+            bad(format!(
+                "bf16 tensor {} has an odd last dim and cannot be held as pairs",
+                node.ty
+            ))
+        })
+    };
+    let bf16 = node.ty.dtype == DType::BF16;
+    let v = match &node.op {
+        Op::Input { .. } if bf16 => g.input(new_ty()?),
+        Op::Convert if bf16 => {
+            let src = f.ty(arg(0)).dtype;
+            if src != DType::F32 {
+                return Err(bad(format!(
+                    "a convert from {src} to bf16; only f32 is supported"
+                )));
+            }
+            g.f32_to_bf16_pairs(map[arg(0).index()])?
+        }
+        Op::Convert if is_packed(0) => {
+            if node.ty.dtype != DType::F32 {
+                return Err(bad(format!(
+                    "a bf16 value converted to {}; only f32 is supported",
+                    node.ty.dtype
+                )));
+            }
+            g.bf16_pairs_to_f32(map[arg(0).index()], &node.ty.shape)?
+        }
+        Op::DynamicUpdateSlice if bf16 => {
+            let (to, tu) = (f.ty(arg(0)), f.ty(arg(1)));
+            if !is_packed(0) || !is_packed(1) || to.shape.last() != tu.shape.last() {
+                return Err(bad(format!(
+                    "a dynamic_update_slice of {tu} into {to}: only whole rows of bf16 pairs can be written"
+                )));
+            }
+            let starts: Vec<Value> = node.args[2..].iter().map(|a| map[a.index()]).collect();
+            g.dynamic_update_slice(map[arg(0).index()], map[arg(1).index()], &starts)?
+        }
+        Op::Slice {
+            start,
+            limit,
+            strides,
+        } if bf16 => {
+            let r = start.len();
+            let last = f.ty(arg(0)).shape[r - 1];
+            if !is_packed(0) || start[r - 1] != 0 || limit[r - 1] != last || strides[r - 1] != 1 {
+                return Err(bad(format!(
+                    "a slice of bf16 {} within its last dim; only whole rows can be sliced",
+                    f.ty(arg(0))
+                )));
+            }
+            let mut limit = limit.clone();
+            limit[r - 1] = last / 2;
+            g.slice(map[arg(0).index()], start, &limit, strides)?
+        }
+        Op::Reshape if bf16 => {
+            if !is_packed(0) || f.ty(arg(0)).shape.last() != node.ty.shape.last() {
+                return Err(bad(format!(
+                    "a reshape of bf16 {} to {} that changes the last dim",
+                    f.ty(arg(0)),
+                    node.ty
+                )));
+            }
+            g.reshape(map[arg(0).index()], &new_ty()?.shape)?
+        }
+        Op::OptimizationBarrier if bf16 && is_packed(0) => {
+            g.optimization_barrier(map[arg(0).index()])?
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(v))
 }
 
 /// When `node` is [`Graph::argmax_two_pass`]'s final reduction,
