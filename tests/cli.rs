@@ -3,21 +3,7 @@
 //! and environment variables shown in help.
 
 use crate::common;
-use common::kiln;
-
-const VERBS: [&str; 11] = [
-    "demo",
-    "toolchain",
-    "params",
-    "export",
-    "compile",
-    "run",
-    "interp",
-    "generate",
-    "chat",
-    "package",
-    "completions",
-];
+use common::{kiln, VERBS};
 
 #[test]
 fn completions_name_every_verb_for_each_shell() {

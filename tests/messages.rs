@@ -10,6 +10,7 @@
 //! The exceptions are flags of the external tools kiln runs, passed to
 //! them as arguments, listed by file in [`TOOL_ARGUMENTS`].
 
+use crate::common::VERBS;
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use std::path::{Path, PathBuf};
 
@@ -47,21 +48,6 @@ const TOOL_ARGUMENTS: &[(&str, &[&str])] = &[
             "--python-version",
         ],
     ),
-];
-
-/// kiln's verbs, as a message would spell a command: `kiln VERB`.
-const VERBS: &[&str] = &[
-    "demo",
-    "toolchain",
-    "params",
-    "export",
-    "compile",
-    "run",
-    "interp",
-    "generate",
-    "chat",
-    "package",
-    "completions",
 ];
 
 /// The library's `.rs` files, relative to the crate root.

@@ -636,3 +636,19 @@ pub fn module_ids(
         .params(vec![("model".into(), r.irpa.clone())]);
     run_ids(tc, vmfb, &opts, input)
 }
+
+/// Every verb of the `kiln` binary (`kiln --help`).
+pub const VERBS: [&str; 12] = [
+    "demo",
+    "toolchain",
+    "params",
+    "export",
+    "compile",
+    "run",
+    "interp",
+    "generate",
+    "chat",
+    "package",
+    "verify",
+    "completions",
+];
