@@ -15,9 +15,9 @@
 #   - each for the default bf16 weights and for `--weights w8a8` (the
 #     fastest CPU form), and "today's" module (f32 caches, no spans) for
 #     reference; the caches' bytes from the manifests.
-# llama-bench: $LLAMA_BENCH, else the cached build of
-# /work/shared/tools/llama-bench.sh ($CACHE/llama.cpp/build/bin); without
-# it the llama.cpp column is left out. The machine is shared: `uptime` is
+# llama-bench: $LLAMA_BENCH, else scripts/build-llama.sh's (built once into
+# kiln's cache folder); when that build fails the llama.cpp column is left
+# out. The machine is shared: `uptime` is
 # printed before and after, so a run can be judged (re-run in a quiet
 # window; all figures of one run compare with each other).
 # Usage: scripts/bench-kv.sh [RUNS] [build]   (RUNS repetitions per figure,
@@ -35,9 +35,7 @@ if [[ -n "${KILN_BENCH_DIR:-}" ]]; then
   rm -rf "$out"; trap - EXIT
   out="$KILN_BENCH_DIR"; mkdir -p "$out"
 fi
-cache="${KILN_CACHE_DIR:-${XDG_CACHE_HOME:+$XDG_CACHE_HOME/kiln}}"
-cache="${cache:-$HOME/.cache/kiln}"
-llama="${LLAMA_BENCH:-$cache/llama.cpp/build/bin/llama-bench}"
+llama="${LLAMA_BENCH:-$(bash scripts/build-llama.sh || true)}"
 export KILN_TASK_GROUPS=2
 
 # The modules: P = 64 everywhere; N 128 and N 4096 (default spans 256,
@@ -145,7 +143,7 @@ if [[ -x "$llama" ]]; then
   LD_LIBRARY_PATH="$(dirname "$llama")" /usr/bin/time -f %M -o "$out/lrss" "$llama" -m "$gguf" -t 2 -r 1 -p 1500 -n 0 >/dev/null 2>&1
   llama_rss="$(awk '{printf "%.0f", $1 / 1024}' "$out/lrss")"
 else
-  echo "llama-bench not found at $llama (set LLAMA_BENCH, or build it as /work/shared/tools/llama-bench.sh does): no llama.cpp column" >&2
+  echo "llama-bench not found at $llama (set LLAMA_BENCH, or run scripts/build-llama.sh): no llama.cpp column" >&2
 fi
 echo "end: $(uptime)"
 
