@@ -234,9 +234,11 @@ fn lower_packed(
             }
             g.bf16_pairs_to_f32(map[arg(0).index()], &node.ty.shape)?
         }
-        Op::DynamicUpdateSlice if bf16 => {
+        // Operands that are not pairs (a bf16 parameter) fall through to
+        // the caller's check, which names the parameter.
+        Op::DynamicUpdateSlice if bf16 && is_packed(0) && is_packed(1) => {
             let (to, tu) = (f.ty(arg(0)), f.ty(arg(1)));
-            if !is_packed(0) || !is_packed(1) || to.shape.last() != tu.shape.last() {
+            if to.shape.last() != tu.shape.last() {
                 return Err(bad(format!(
                     "a dynamic_update_slice of {tu} into {to}: only whole rows of bf16 pairs can be written"
                 )));
@@ -248,10 +250,10 @@ fn lower_packed(
             start,
             limit,
             strides,
-        } if bf16 => {
+        } if bf16 && is_packed(0) => {
             let r = start.len();
             let last = f.ty(arg(0)).shape[r - 1];
-            if !is_packed(0) || start[r - 1] != 0 || limit[r - 1] != last || strides[r - 1] != 1 {
+            if start[r - 1] != 0 || limit[r - 1] != last || strides[r - 1] != 1 {
                 return Err(bad(format!(
                     "a slice of bf16 {} within its last dim; only whole rows can be sliced",
                     f.ty(arg(0))
@@ -261,8 +263,8 @@ fn lower_packed(
             limit[r - 1] = last / 2;
             g.slice(map[arg(0).index()], start, &limit, strides)?
         }
-        Op::Reshape if bf16 => {
-            if !is_packed(0) || f.ty(arg(0)).shape.last() != node.ty.shape.last() {
+        Op::Reshape if bf16 && is_packed(0) => {
+            if f.ty(arg(0)).shape.last() != node.ty.shape.last() {
                 return Err(bad(format!(
                     "a reshape of bf16 {} to {} that changes the last dim",
                     f.ty(arg(0)),
