@@ -262,11 +262,10 @@ impl Target {
     /// first.
     pub fn compile_flags(&self) -> Vec<String> {
         // Data tiling on the global-optimization path: matmul operands are
-        // packed into the tiles the CPU kernels want, the weights once, at
-        // load, as globals shared by a module's functions where IREE can
-        // (the dispatch-creation path, `--iree-opt-data-tiling=true`, packs
-        // a KV module's weights once per function: twice the resident
-        // memory at the same ids). Measured in spec/iree.md ("Data
+        // packed into the tiles the CPU kernels want, the weights at load,
+        // into hoisted globals (one packed copy per function); the
+        // dispatch-creation path (`--iree-opt-data-tiling=true`) holds about
+        // twice those bytes at the same ids. Measured in spec/iree.md ("Data
         // tiling"). `kiln compile --low-memory` appends NO_DATA_TILING_FLAGS
         // (the last flag wins).
         const LOCAL: [&str; 4] = [
