@@ -352,12 +352,13 @@ impl KvSpec {
 
     /// The pair as a module compiled for Vulkan takes it: bf16 caches are
     /// i32 words holding two values each, `[L, KV, N, D/2]`, the same
-    /// bytes ([`crate::graph::lower::lowered_type`]); f32 caches as they
+    /// bytes ([`crate::graph::TensorType::lowered_for_vulkan`]); f32 caches as they
     /// are.
     pub fn for_vulkan(&self) -> Result<KvSpec, StepError> {
         let mut spec = self.clone();
         for c in &mut spec.caches {
-            *c = crate::graph::lower::lowered_type(c)
+            *c = c
+                .lowered_for_vulkan()
                 .ok_or_else(|| StepError::OddPairs { cache: c.clone() })?;
         }
         Ok(spec)

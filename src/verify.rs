@@ -197,7 +197,7 @@ struct ModuleToCheck<'m> {
     file: String,
     kv: bool,
     /// Compiled for Vulkan: bf16 KV caches are i32 words of two values
-    /// there (`graph::lower::lowered_type`).
+    /// there (`TensorType::lowered_for_vulkan`).
     vulkan: bool,
     compiled: Option<&'m CompileInfo>,
     /// The sha256 the manifest records for it.
@@ -707,7 +707,8 @@ fn kv_signatures(
 ) -> std::result::Result<Vec<FunctionSignature>, String> {
     let cache = pair.cache_type().map_err(|e| e.to_string())?;
     let cache = match vulkan {
-        true => crate::graph::lower::lowered_type(&cache)
+        true => cache
+            .lowered_for_vulkan()
             .ok_or_else(|| format!("KV caches {cache} with an odd head dim have no Vulkan form"))?,
         false => cache,
     }

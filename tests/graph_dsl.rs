@@ -801,7 +801,7 @@ fn invalid_names_are_rejected_by_the_printer() {
 #[test]
 fn snapshot_vulkan_lowering_of_bf16_parameters() {
     let (m, _) = policy_module();
-    let low = kiln::graph::lower::lower_for_vulkan(&m).unwrap();
+    let low = m.lower_for_vulkan().unwrap();
     snap!(
         "lowered_bf16_parameters",
         print_module(&low, &PrintOptions::default(), None).unwrap()
@@ -874,7 +874,7 @@ fn parameter_parts_print_as_slices_of_one_entry() {
         print_module(&parsed.module, &parsed.print_options(), None).unwrap(),
         text
     );
-    let lowered = kiln::graph::lower::lower_for_vulkan(&m).unwrap();
+    let lowered = m.lower_for_vulkan().unwrap();
     let low = print_module(&lowered, &PrintOptions::default(), None).unwrap();
     assert!(
         low.contains("\"emb\", {offset = 24 : i64, length = 16 : i64}> : tensor<2x2xi32>"),

@@ -353,7 +353,6 @@ fn parameters_upcast_and_checked() {
 
 #[test]
 fn lowered_bf16_parameters_compute_the_same_values() {
-    use kiln::graph::lower::{has_bf16_parameters, lower_for_vulkan};
     use kiln::graph::Module;
     let vals = [1.5f32, -2.0, 0.0078125, 3.0, -0.5, 96.0];
     let bits = |x: f32| half::bf16::from_f32(x).to_bits();
@@ -366,9 +365,9 @@ fn lowered_bf16_parameters_compute_the_same_values() {
         g.set_outputs(&[y]);
         let mut m = Module::new("m");
         m.functions.push(g);
-        assert!(has_bf16_parameters(&m));
-        let low = lower_for_vulkan(&m).unwrap();
-        assert!(!has_bf16_parameters(&low));
+        assert!(m.has_bf16_parameters());
+        let low = m.lower_for_vulkan().unwrap();
+        assert!(!low.has_bf16_parameters());
         let input = Tensor::f32(&shape, vec![2.0; n]);
         let mut native = HashMap::new();
         native.insert("w".to_string(), Tensor::f32(&shape, vals[..n].to_vec()));
@@ -383,7 +382,12 @@ fn lowered_bf16_parameters_compute_the_same_values() {
                 .collect();
             packed.insert(
                 "w".to_string(),
-                Tensor::i32(&kiln::graph::bf16_pairs_shape(&shape).unwrap(), words),
+                Tensor::i32(
+                    &TensorType::new(DType::BF16, &shape)
+                        .bf16_pairs_shape()
+                        .unwrap(),
+                    words,
+                ),
             );
         } else {
             let words = vals[..n].iter().map(|&x| bits(x) as i16 as i32).collect();
@@ -401,7 +405,7 @@ fn lowered_bf16_parameters_compute_the_same_values() {
     g.set_outputs(&[r]);
     let mut m = Module::new("m");
     m.functions.push(g);
-    let e = lower_for_vulkan(&m).unwrap_err().to_string();
+    let e = m.lower_for_vulkan().unwrap_err().to_string();
     assert!(e.contains("feeds `reshape`"), "{e}");
 }
 
@@ -455,7 +459,6 @@ fn argmax_two_pass_matches_argmax_with_ties() {
 
 #[test]
 fn vulkan_lowering_turns_the_two_pass_argmax_into_one_reduce() {
-    use kiln::graph::lower::lower_for_vulkan;
     use kiln::graph::{Module, Op};
     let mut g = Graph::new("f");
     let x = g.input(f32t(&[3, 5]));
@@ -463,7 +466,7 @@ fn vulkan_lowering_turns_the_two_pass_argmax_into_one_reduce() {
     g.set_outputs(&[y]);
     let mut m = Module::new("m");
     m.functions.push(g);
-    let low = lower_for_vulkan(&m).unwrap();
+    let low = m.lower_for_vulkan().unwrap();
     let f = &low.functions[0];
     assert!(matches!(f.node(f.outputs()[0]).op, Op::Argmax { dim: 1 }));
     let input = Tensor::f32(

@@ -28,7 +28,7 @@ fn compile_flag_presets() {
 
 #[test]
 fn exact_presets() {
-    assert_eq!(kiln::iree::IREE_VERSION, "3.13.0");
+    assert_eq!(kiln::iree::Toolchain::IREE_VERSION, "3.13.0");
     assert_eq!(
         Target::Arm64.compile_flags(),
         [

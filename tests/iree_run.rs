@@ -158,7 +158,7 @@ fn arm64_under_qemu_matches_host() {
     if !require(
         tc.qemu_aarch64.is_some()
             && tc.aarch64_run_module.is_some()
-            && kiln::iree::arm64_libc_present(),
+            && kiln::iree::Toolchain::arm64_libc_present(),
         "qemu-aarch64-static / aarch64 IREE runtime / arm64 libc",
     ) {
         return;

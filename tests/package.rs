@@ -52,7 +52,7 @@ fn check_assets(dir: &Path, name: &str) -> AssetsManifest {
     let m: AssetsManifest = serde_json::from_str(&std::fs::read_to_string(&mp).unwrap()).unwrap();
     assert_eq!(m.format, kiln::manifest::ASSETS_FORMAT);
     assert_eq!(m.kiln_version, kiln::VERSION);
-    assert_eq!(m.iree_version, kiln::iree::IREE_VERSION);
+    assert_eq!(m.iree_version, kiln::iree::Toolchain::IREE_VERSION);
     assert_eq!(m.name, name);
     for f in &m.files {
         let p = dir.join(&f.path);

@@ -45,7 +45,7 @@ fn write(dir: &tempfile::TempDir, doc: &Value) -> PathBuf {
     path
 }
 
-fn load(doc: &Value) -> kiln::tokenizer::Result<Tokenizer> {
+fn load(doc: &Value) -> Result<Tokenizer, kiln::tokenizer::TokenizerError> {
     let dir = tempfile::tempdir().unwrap();
     Tokenizer::from_tokenizer_json(write(&dir, doc))
 }
@@ -192,7 +192,7 @@ fn gguf_vocab() -> GgufVocab {
     }
 }
 
-fn from_vocab(v: &GgufVocab) -> kiln::tokenizer::Result<Tokenizer> {
+fn from_vocab(v: &GgufVocab) -> Result<Tokenizer, kiln::tokenizer::TokenizerError> {
     Tokenizer::from_gguf_vocab(v, std::path::Path::new("tiny.gguf"))
 }
 

@@ -54,7 +54,7 @@ fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
     let text = std::fs::read_to_string(&r.mlir).unwrap();
     assert!(text.contains("model.embed_tokens.weight\"> : tensor<96x48xbf16>"));
     let parsed = kiln::stablehlo::parse_module_full(&text).unwrap();
-    let lowered = kiln::graph::lower::lower_for_vulkan(&parsed.module).unwrap();
+    let lowered = parsed.module.lower_for_vulkan().unwrap();
     let text = kiln::stablehlo::print_module(&lowered, &parsed.print_options(), None).unwrap();
     assert!(
         text.contains("model.embed_tokens.weight\"> : tensor<96x24xi32>")

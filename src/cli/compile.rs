@@ -96,7 +96,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
     );
     // After the preset, before the user's flags (a later flag wins).
     let low_memory: &[&str] = if args.low_memory {
-        &kiln::iree::NO_DATA_TILING_FLAGS
+        &kiln::iree::CompileOptions::NO_DATA_TILING_FLAGS
     } else {
         &[]
     };

@@ -114,7 +114,8 @@ pub fn run_in(out: &Path) -> Result<bool> {
     let t = Instant::now();
     let tc = Toolchain::find_or_install(true)?;
     crate::status!("toolchain: {} ({})", tc.compile.display(), tc.source);
-    let vmfb = kiln::iree::output_path(out, NAME, &Target::Host);
+    let vmfb =
+        kiln::export::Layout::new(out, NAME).path(kiln::export::Artifact::Module(&Target::Host));
     kiln::iree::compile(&tc, &report.mlir, &Target::Host, &vmfb, &[])?;
     let size = std::fs::metadata(&vmfb).map(|m| m.len()).unwrap_or(0);
     crate::status!(

@@ -68,7 +68,7 @@ pub fn stop(stop: Stop) -> String {
 pub fn message(e: &Error) -> Option<String> {
     Some(match e {
         Error::Iree(IreeError::BadToolPath { what, path })
-            if what == kiln::iree::EXPLICIT_DIR =>
+            if what == kiln::iree::Toolchain::EXPLICIT_DIR =>
         {
             format!(
                 "--iree-dir points to {}, which is not an executable",

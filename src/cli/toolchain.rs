@@ -1,6 +1,6 @@
 //! `kiln toolchain`: show where the IREE tools are, or install them.
 
-use kiln::iree::{arm64_libc_present, Toolchain, IREE_VERSION};
+use kiln::iree::Toolchain;
 use std::path::PathBuf;
 
 /// Arguments of `kiln toolchain`.
@@ -38,7 +38,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
             if a.emulators {
                 let run = Toolchain::install_emulators(true)?;
                 eprintln!("kiln: aarch64 iree-run-module: {}", run.display());
-                if tc.qemu_aarch64.is_none() || !arm64_libc_present() {
+                if tc.qemu_aarch64.is_none() || !Toolchain::arm64_libc_present() {
                     eprintln!(
                         "kiln: note: qemu-aarch64-static or arm64 libc is missing; run scripts/install-deps.sh (apt) to finish the emulator setup"
                     );
@@ -68,7 +68,7 @@ fn show(tc: &Toolchain) -> kiln::Result<()> {
         .map(|r| format!(" ({})", r.display()))
         .unwrap_or_default();
     // The directory given to `Toolchain::locate` is this verb's --iree-dir.
-    let source = tc.source.replace(kiln::iree::EXPLICIT_DIR, "--iree-dir");
+    let source = tc.source.replace(Toolchain::EXPLICIT_DIR, "--iree-dir");
     println!("found via:               {source}{root}");
     println!("iree-compile:            {}", tc.compile.display());
     println!("  version:               {}", v.compile);
@@ -82,15 +82,16 @@ fn show(tc: &Toolchain) -> kiln::Result<()> {
     println!("  aarch64 runtime:       {}", opt(&tc.aarch64_run_module));
     println!(
         "  arm64 libc:            {}",
-        if arm64_libc_present() {
+        if Toolchain::arm64_libc_present() {
             "present"
         } else {
             "(not found)"
         }
     );
-    if !v.compile.contains(IREE_VERSION) {
+    if !v.compile.contains(Toolchain::IREE_VERSION) {
         eprintln!(
-            "kiln: warning: kiln is pinned to IREE {IREE_VERSION} but found '{}'; flags may differ (run `kiln toolchain install`)",
+            "kiln: warning: kiln is pinned to IREE {} but found '{}'; flags may differ (run `kiln toolchain install`)",
+            Toolchain::IREE_VERSION,
             v.compile
         );
     }

@@ -33,7 +33,7 @@ pub enum Artifact<'a> {
     /// `NAME.json`: the export manifest.
     Manifest,
     /// `NAME-<target>.vmfb`: the forward module as `kiln compile` names
-    /// it for a target ([`crate::iree::compile::output_path`]).
+    /// it for a target.
     Module(&'a Target),
     /// `NAME-kv-<target>.vmfb`: the KV-cache pair compiled for a target.
     KvModule(&'a Target),

@@ -28,7 +28,7 @@
 //!   exact [`Graph::top_k`], and the in-graph widening of block-quantized
 //!   weights ([`Graph::dequantize_blocks`]);
 //! - passes (`passes/`): whole-module rewrites, such as the lowering for
-//!   IREE's Vulkan backend ([`lower`]).
+//!   IREE's Vulkan backend ([`Module::lower_for_vulkan`]).
 //!
 //! A [`Module`] prints as StableHLO with `{}` (the default
 //! [`crate::stablehlo::PrintOptions`]); [`crate::stablehlo::print_module`]
@@ -38,11 +38,9 @@ mod ir;
 mod passes;
 mod recipes;
 
+pub(crate) use ir::bf16_pairs_shape;
 pub use ir::{
-    bf16_pairs_shape, BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Module,
-    Node, Op, ParamDecl, ReduceKind, Shape, TensorType, UnaryOp, Value,
+    BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Module, Node, Op, ParamDecl,
+    ReduceKind, Shape, TensorType, UnaryOp, Value,
 };
 pub use recipes::BlockWeight;
-
-/// The lowering for IREE's Vulkan backend (`passes/vulkan.rs`).
-pub use passes::vulkan as lower;

@@ -65,7 +65,7 @@ impl From<crate::stablehlo::ParseError> for InterpError {
 }
 
 /// Result of the interpreter.
-pub type Result<T, E = InterpError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = InterpError> = std::result::Result<T, E>;
 
 /// A runtime tensor: row-major data plus shape. Every float dtype
 /// (f32, bf16, f16) is held as f32.

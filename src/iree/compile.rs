@@ -114,7 +114,7 @@ fn io(path: &Path, source: std::io::Error) -> IreeError {
 }
 
 /// For a Vulkan compile: the module as the pinned IREE's SPIR-V backend
-/// can take it ([`crate::graph::lower::lower_for_vulkan`]: bf16 parameters
+/// can take it ([`crate::graph::Module::lower_for_vulkan`]: bf16 parameters
 /// re-declared as 32-bit words, bf16 function arguments and results (the
 /// KV caches of `--kv-dtype bf16`) held as i32 pairs, the two-reduction
 /// argmax as one variadic reduce). MLIR outside the subset kiln parses is
@@ -150,12 +150,13 @@ fn lower_for_vulkan(text: String, mlir: &Path, target: &str) -> Result<String> {
             key,
         });
     }
-    let lowered = crate::graph::lower::lower_for_vulkan(&parsed.module).map_err(|source| {
-        IreeError::Lowering {
+    let lowered = parsed
+        .module
+        .lower_for_vulkan()
+        .map_err(|source| IreeError::Lowering {
             mlir: mlir.to_path_buf(),
             source,
-        }
-    })?;
+        })?;
     Ok(crate::stablehlo::print_module(
         &lowered,
         &parsed.print_options(),
@@ -194,7 +195,7 @@ fn run_with_stdin(
 }
 
 /// The output path `kiln compile` uses: `out_dir/NAME-<suffix>.vmfb`.
-pub fn output_path(out_dir: &Path, name: &str, target: &Target) -> PathBuf {
+pub(crate) fn output_path(out_dir: &Path, name: &str, target: &Target) -> PathBuf {
     out_dir.join(format!("{name}-{}.vmfb", target.suffix()))
 }
 
@@ -223,6 +224,11 @@ impl Default for CompileOptions {
 }
 
 impl CompileOptions {
+    /// What `kiln compile --low-memory` puts first in [`extra`](Self::extra):
+    /// the CPU presets without data tiling on either path (no packed copy
+    /// of the weights at load; slower matmuls).
+    pub const NO_DATA_TILING_FLAGS: [&'static str; 2] = super::flags::NO_DATA_TILING_FLAGS;
+
     /// Sets the most iree-compile processes at once (0 counts as 1).
     pub fn jobs(mut self, jobs: usize) -> Self {
         self.jobs = jobs;

@@ -6,141 +6,21 @@ use super::IreeError;
 use std::fmt;
 
 /// The IREE release kiln drives (`iree-base-compiler` / `iree-base-runtime` on PyPI).
-pub const IREE_VERSION: &str = "3.13.0";
+pub(crate) const IREE_VERSION: &str = "3.13.0";
 
 /// Input dialect flag passed to every `iree-compile` call.
 pub const INPUT_TYPE_FLAG: &str = "--iree-input-type=stablehlo";
 
-/// What `kiln compile --low-memory` appends: the CPU presets without data
-/// tiling on either path (no packed copy of the weights at load; slower
-/// matmuls).
-pub const NO_DATA_TILING_FLAGS: [&str; 2] = [
+/// [`CompileOptions::NO_DATA_TILING_FLAGS`](super::CompileOptions::NO_DATA_TILING_FLAGS).
+pub(crate) const NO_DATA_TILING_FLAGS: [&str; 2] = [
     "--iree-opt-data-tiling=false",
     "--iree-global-opt-data-tiling=false",
 ];
 
-/// Vulkan target used when none is named: the Android Vulkan baseline
-/// profile (Vulkan 1.1, 32-bit storage, no subgroup operations). Its
-/// kernels make no assumption about the GPU's subgroup size, so the same
-/// `.vmfb` runs on any Android GPU and gives the host's ids on lavapipe.
-/// `valhall` (Mali) and `adreno` (Qualcomm) builds are faster on their
-/// GPUs but bake in a subgroup size (16, 64): on a device whose subgroups
-/// are narrower (lavapipe runs 8 here) their reductions are wrong, so they
-/// cannot be verified without that GPU (`spec/iree.md`).
-pub const DEFAULT_VULKAN_TARGET: &str = "vp_android_baseline_2022";
-
-/// Vulkan target names `iree-compile` 3.13.0 accepts for `--iree-vulkan-target`
-/// (each one checked against the real compiler). `adreno-NNN` and
-/// `adreno-NNNl` product names are accepted as well (see [`Target::vulkan`]).
-/// An unknown name makes iree-compile 3.13.0 print `Unknown Vulkan target`
-/// and crash, so kiln rejects it first.
-pub const VULKAN_TARGETS: &[&str] = &[
-    // Arm Mali (phones)
-    "valhall",
-    "valhall1",
-    "valhall2",
-    "valhall3",
-    "valhall4",
-    "mali-g57",
-    "mali-g77",
-    "mali-g78",
-    "mali-g310",
-    "mali-g510",
-    "mali-g615",
-    "mali-g710",
-    "mali-g715",
-    "mali-g720",
-    "mali-g725",
-    "mali-g1",
-    // Qualcomm Adreno (phones)
-    "adreno",
-    // Khronos Android baseline profile (any Vulkan 1.1 Android phone)
-    "vp_android_baseline_2022",
-    // Mesa's CPU Vulkan driver
-    "llvmpipe",
-    // NVIDIA
-    "pascal",
-    "volta",
-    "turing",
-    "ampere",
-    "ada",
-    "sm_60",
-    "sm_61",
-    "sm_62",
-    "sm_70",
-    "sm_72",
-    "sm_75",
-    "sm_80",
-    "sm_86",
-    "sm_87",
-    "sm_89",
-    "a100",
-    "rtx3070",
-    "rtx3070ti",
-    "rtx3080",
-    "rtx3080ti",
-    "rtx3090",
-    "rtx3090ti",
-    "rtx4060",
-    "rtx4070",
-    "rtx4080",
-    "rtx4090",
-    // AMD
-    "rdna1",
-    "rdna2",
-    "rdna3",
-    "rdna4",
-    "cdna1",
-    "cdna2",
-    "cdna3",
-    "cdna4",
-    "gfx908",
-    "gfx90a",
-    "gfx942",
-    "gfx950",
-    "gfx1010",
-    "gfx1030",
-    "gfx1100",
-    "gfx1101",
-    "gfx1102",
-    "gfx1103",
-    "gfx1150",
-    "gfx1151",
-    "gfx1200",
-    "gfx1201",
-    "gfx1250",
-    "mi100",
-    "mi210",
-    "mi250",
-    "mi250x",
-    "mi300a",
-    "mi300x",
-    "mi308x",
-    "mi325x",
-    "mi350x",
-    "mi355x",
-    "mi455x",
-    "rx7700xt",
-    "rx7800xt",
-    "rx7900xt",
-    "rx7900xtx",
-    "rx9060xt",
-    "rx9070",
-    "rx9070xt",
-    "r9700",
-    "v710",
-    "w7700",
-    "w7800",
-    "w7900",
-    "phoenix",
-    "strix-point",
-    "strix-halo",
-];
-
 /// True when `name` is a Vulkan target iree-compile 3.13.0 accepts: one of
-/// [`VULKAN_TARGETS`], or `adreno-` followed by three digits and an optional `l`.
+/// [`Target::VULKAN_TARGETS`], or `adreno-` followed by three digits and an optional `l`.
 pub fn is_known_vulkan_target(name: &str) -> bool {
-    if VULKAN_TARGETS.contains(&name) {
+    if Target::VULKAN_TARGETS.contains(&name) {
         return true;
     }
     if let Some(rest) = name.strip_prefix("adreno-") {
@@ -171,7 +51,7 @@ pub enum Target {
     Arm32,
     /// A phone GPU through Vulkan/SPIR-V.
     Vulkan {
-        /// The `--iree-vulkan-target` name (validated, see [`VULKAN_TARGETS`]).
+        /// The `--iree-vulkan-target` name (validated, see [`Target::VULKAN_TARGETS`]).
         target: String,
     },
 }
@@ -180,14 +60,132 @@ pub enum Target {
 pub const TARGET_NAMES: &[&str] = &["host", "arm64", "arm32", "vulkan"];
 
 impl Target {
-    /// Parses `host`, `arm64`, `arm32` or `vulkan` (with [`DEFAULT_VULKAN_TARGET`]).
+    /// Vulkan target used when none is named: the Android Vulkan baseline
+    /// profile (Vulkan 1.1, 32-bit storage, no subgroup operations). Its
+    /// kernels make no assumption about the GPU's subgroup size, so the same
+    /// `.vmfb` runs on any Android GPU and gives the host's ids on lavapipe.
+    /// `valhall` (Mali) and `adreno` (Qualcomm) builds are faster on their
+    /// GPUs but bake in a subgroup size (16, 64): on a device whose subgroups
+    /// are narrower (lavapipe runs 8 here) their reductions are wrong, so they
+    /// cannot be verified without that GPU (`spec/iree.md`).
+    pub const DEFAULT_VULKAN_TARGET: &'static str = "vp_android_baseline_2022";
+
+    /// Vulkan target names `iree-compile` 3.13.0 accepts for `--iree-vulkan-target`
+    /// (each one checked against the real compiler). `adreno-NNN` and
+    /// `adreno-NNNl` product names are accepted as well (see [`Target::vulkan`]).
+    /// An unknown name makes iree-compile 3.13.0 print `Unknown Vulkan target`
+    /// and crash, so kiln rejects it first.
+    pub const VULKAN_TARGETS: &'static [&'static str] = &[
+        // Arm Mali (phones)
+        "valhall",
+        "valhall1",
+        "valhall2",
+        "valhall3",
+        "valhall4",
+        "mali-g57",
+        "mali-g77",
+        "mali-g78",
+        "mali-g310",
+        "mali-g510",
+        "mali-g615",
+        "mali-g710",
+        "mali-g715",
+        "mali-g720",
+        "mali-g725",
+        "mali-g1",
+        // Qualcomm Adreno (phones)
+        "adreno",
+        // Khronos Android baseline profile (any Vulkan 1.1 Android phone)
+        "vp_android_baseline_2022",
+        // Mesa's CPU Vulkan driver
+        "llvmpipe",
+        // NVIDIA
+        "pascal",
+        "volta",
+        "turing",
+        "ampere",
+        "ada",
+        "sm_60",
+        "sm_61",
+        "sm_62",
+        "sm_70",
+        "sm_72",
+        "sm_75",
+        "sm_80",
+        "sm_86",
+        "sm_87",
+        "sm_89",
+        "a100",
+        "rtx3070",
+        "rtx3070ti",
+        "rtx3080",
+        "rtx3080ti",
+        "rtx3090",
+        "rtx3090ti",
+        "rtx4060",
+        "rtx4070",
+        "rtx4080",
+        "rtx4090",
+        // AMD
+        "rdna1",
+        "rdna2",
+        "rdna3",
+        "rdna4",
+        "cdna1",
+        "cdna2",
+        "cdna3",
+        "cdna4",
+        "gfx908",
+        "gfx90a",
+        "gfx942",
+        "gfx950",
+        "gfx1010",
+        "gfx1030",
+        "gfx1100",
+        "gfx1101",
+        "gfx1102",
+        "gfx1103",
+        "gfx1150",
+        "gfx1151",
+        "gfx1200",
+        "gfx1201",
+        "gfx1250",
+        "mi100",
+        "mi210",
+        "mi250",
+        "mi250x",
+        "mi300a",
+        "mi300x",
+        "mi308x",
+        "mi325x",
+        "mi350x",
+        "mi355x",
+        "mi455x",
+        "rx7700xt",
+        "rx7800xt",
+        "rx7900xt",
+        "rx7900xtx",
+        "rx9060xt",
+        "rx9070",
+        "rx9070xt",
+        "r9700",
+        "v710",
+        "w7700",
+        "w7800",
+        "w7900",
+        "phoenix",
+        "strix-point",
+        "strix-halo",
+    ];
+
+    /// Parses `host`, `arm64`, `arm32` or `vulkan` (with [`Target::DEFAULT_VULKAN_TARGET`]).
     /// `vulkan:NAME` selects another Vulkan target.
     pub fn parse(s: &str) -> Result<Target, IreeError> {
         match s.trim() {
             "host" => Ok(Target::Host),
             "arm64" => Ok(Target::Arm64),
             "arm32" => Ok(Target::Arm32),
-            "vulkan" => Target::vulkan(DEFAULT_VULKAN_TARGET),
+            "vulkan" => Target::vulkan(Target::DEFAULT_VULKAN_TARGET),
             other => match other.strip_prefix("vulkan:") {
                 Some(name) => Target::vulkan(name),
                 None => Err(IreeError::UnknownTarget(other.to_string())),
@@ -218,7 +216,7 @@ impl Target {
     }
 
     /// `targets` in order, each once, a Vulkan target of the default name
-    /// ([`DEFAULT_VULKAN_TARGET`]) given `vulkan_target`'s name instead
+    /// ([`Target::DEFAULT_VULKAN_TARGET`]) given `vulkan_target`'s name instead
     /// (validated) when there is one: what `kiln compile --target LIST
     /// --vulkan-target NAME` compiles.
     pub fn resolve_list(
@@ -228,7 +226,9 @@ impl Target {
         let mut out: Vec<Target> = Vec::new();
         for t in targets {
             let t = match (&t, vulkan_target) {
-                (Target::Vulkan { target }, Some(name)) if target == DEFAULT_VULKAN_TARGET => {
+                (Target::Vulkan { target }, Some(name))
+                    if target == Target::DEFAULT_VULKAN_TARGET =>
+                {
                     Target::vulkan(name)?
                 }
                 _ => t,
@@ -304,7 +304,7 @@ impl Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Vulkan { target } if target != DEFAULT_VULKAN_TARGET => {
+            Target::Vulkan { target } if target != Target::DEFAULT_VULKAN_TARGET => {
                 write!(f, "vulkan:{target}")
             }
             _ => f.write_str(self.suffix()),

@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! use kiln::iree::{compile, Target, Toolchain};
-//! # fn main() -> kiln::iree::Result<()> {
+//! # fn main() -> kiln::Result<()> {
 //! let tc = Toolchain::find()?;
 //! let out = std::path::Path::new("out/model-host.vmfb");
 //! compile(&tc, "model-gen.mlir".as_ref(), &Target::Host, out, &[])?;
@@ -16,20 +16,18 @@
 
 pub(crate) mod compile;
 pub(crate) mod flags;
-pub mod inspect;
+pub(crate) mod inspect;
 pub(crate) mod limits;
 pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod toolchain;
 
-pub use compile::{compile, compile_many, output_path, CompileOptions};
-pub use flags::{
-    Device, Target, DEFAULT_VULKAN_TARGET, IREE_VERSION, NO_DATA_TILING_FLAGS, VULKAN_TARGETS,
-};
+pub use compile::{compile, compile_many, CompileOptions};
+pub use flags::{Device, Target};
 pub use limits::{TensorUse, VulkanLimit};
 pub use run::{run_module, Emulation, HostTensor, RunOptions, TensorData};
 pub use session::{KvSession, Session, SessionSpec};
-pub use toolchain::{arm64_libc_present, Toolchain, Versions, EXPLICIT_DIR};
+pub use toolchain::{Toolchain, Versions};
 
 use std::path::PathBuf;
 
@@ -49,7 +47,7 @@ pub enum IreeError {
     #[error("{what} points to {}, which is not an executable", path.display())]
     BadToolPath {
         /// What named it: an environment variable, or
-        /// [`EXPLICIT_DIR`].
+        /// [`Toolchain::EXPLICIT_DIR`].
         what: String,
         /// The path given.
         path: PathBuf,
@@ -193,7 +191,7 @@ impl From<crate::stablehlo::ParseError> for IreeError {
 }
 
 /// `Result` of the IREE driver.
-pub type Result<T, E = IreeError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = IreeError> = std::result::Result<T, E>;
 
 impl From<crate::util::IoError> for IreeError {
     fn from(e: crate::util::IoError) -> Self {

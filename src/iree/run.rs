@@ -397,7 +397,7 @@ fn base_command(tc: &Toolchain, emulate: Option<Emulation>) -> Result<Command> {
                     toolchain::aarch64_runtime_dir().display()
                 ))
             })?;
-            if !toolchain::arm64_libc_present() {
+            if !toolchain::Toolchain::arm64_libc_present() {
                 return Err(IreeError::EmulatorMissing(
                     "arm64 libc (/lib/ld-linux-aarch64.so.1; apt packages libc6:arm64 libstdc++6:arm64 libgcc-s1:arm64)".into(),
                 ));

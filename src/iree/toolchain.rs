@@ -57,9 +57,8 @@ pub struct Versions {
     pub runtime: String,
 }
 
-/// What names the directory given to [`Toolchain::locate`], in
-/// [`IreeError::BadToolPath`] and [`Toolchain::source`].
-pub const EXPLICIT_DIR: &str = "the given IREE directory";
+/// [`Toolchain::EXPLICIT_DIR`].
+pub(crate) const EXPLICIT_DIR: &str = "the given IREE directory";
 
 /// The pinned venv directory: `util::cache_dir()/iree-3.13.0`.
 pub fn pinned_venv_dir() -> PathBuf {
@@ -141,6 +140,19 @@ fn runtime_tool(dir: &Path, name: &str) -> Option<PathBuf> {
 }
 
 impl Toolchain {
+    /// The IREE release kiln drives (`iree-base-compiler` /
+    /// `iree-base-runtime` on PyPI).
+    pub const IREE_VERSION: &'static str = IREE_VERSION;
+
+    /// What names the directory given to [`Toolchain::locate`], in
+    /// [`IreeError::BadToolPath`] and [`Toolchain::source`].
+    pub const EXPLICIT_DIR: &'static str = EXPLICIT_DIR;
+
+    /// True when the aarch64 dynamic loader is available to qemu.
+    pub fn arm64_libc_present() -> bool {
+        Path::new("/lib/ld-linux-aarch64.so.1").exists() || qemu_ld_prefix().is_some()
+    }
+
     fn with_tools(
         compile: PathBuf,
         run_module: PathBuf,
@@ -598,9 +610,4 @@ pub fn qemu_ld_prefix() -> Option<PathBuf> {
         .join("lib/ld-linux-aarch64.so.1")
         .exists()
         .then_some(cross)
-}
-
-/// True when the aarch64 dynamic loader is available to qemu.
-pub fn arm64_libc_present() -> bool {
-    Path::new("/lib/ld-linux-aarch64.so.1").exists() || qemu_ld_prefix().is_some()
 }

@@ -26,7 +26,7 @@
 //! manifest and this one does not have are then removed.
 
 use crate::export::{Artifact, Layout};
-use crate::iree::flags::{Device, Target, DEFAULT_VULKAN_TARGET};
+use crate::iree::flags::{Device, Target};
 use crate::manifest::{
     AssetsChat, AssetsKv, AssetsManifest, AssetsProvenance, ExportManifest, FileRecord,
     ManifestError, ModuleEntry, ASSETS_FORMAT,
@@ -77,7 +77,7 @@ pub(crate) fn android_modules() -> [ModuleKind; 3] {
         ModuleKind {
             key: "vulkan",
             target: Target::Vulkan {
-                target: DEFAULT_VULKAN_TARGET.to_string(),
+                target: Target::DEFAULT_VULKAN_TARGET.to_string(),
             },
             device: Device::Vulkan,
         },
@@ -680,18 +680,19 @@ fn copy_modules(
 
 /// The KV modules' entries, each Vulkan module's marked with the form its
 /// caches take there when it differs from the pair's (bf16 caches are
-/// i32 words of two values on Vulkan: `graph::lower::lowered_type`).
+/// i32 words of two values on Vulkan: `TensorType::lowered_for_vulkan`).
 fn with_cache_forms(
     mut entries: BTreeMap<String, ModuleEntry>,
     pair: &crate::manifest::KvPair,
 ) -> Result<BTreeMap<String, ModuleEntry>> {
     let cache = pair.cache_type()?;
     for e in entries.values_mut().filter(|e| e.device == Device::Vulkan) {
-        let lowered = crate::graph::lower::lowered_type(&cache).ok_or_else(|| {
-            crate::step::StepError::OddPairs {
-                cache: cache.clone(),
-            }
-        })?;
+        let lowered =
+            cache
+                .lowered_for_vulkan()
+                .ok_or_else(|| crate::step::StepError::OddPairs {
+                    cache: cache.clone(),
+                })?;
         if lowered != cache {
             e.cache_dtype = Some(lowered.dtype.to_string());
             e.cache_shape = Some(lowered.shape.to_vec());

@@ -69,7 +69,7 @@ pub use source::{open_any, Format, ParamSource, StorageKind, TensorMeta};
 pub use stream::{TensorWriter, Written};
 
 /// `Result` with [`ParamsError`].
-pub type Result<T, E = ParamsError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = ParamsError> = std::result::Result<T, E>;
 
 use std::path::Path;
 

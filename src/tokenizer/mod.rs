@@ -72,7 +72,7 @@ pub enum TokenizerError {
 }
 
 /// Result of the tokenizer.
-pub type Result<T, E = TokenizerError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = TokenizerError> = std::result::Result<T, E>;
 
 /// A tokenizer (any HF `tokenizer.json`) with its special tokens and chat
 /// template.

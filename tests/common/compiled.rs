@@ -183,7 +183,7 @@ pub fn compile_many(
     }
     let outs: Vec<PathBuf> = targets
         .iter()
-        .map(|t| kiln::iree::output_path(out_dir, name, t))
+        .map(|t| kiln::export::Layout::new(out_dir, name).path(kiln::export::Artifact::Module(t)))
         .collect();
     for (g, out) in guards.iter().zip(&outs) {
         place(g.1.as_ref().unwrap(), out);

@@ -110,7 +110,7 @@ impl Graph {
     ///
     /// IREE's Vulkan backend cannot take bf16 parameters; before a Vulkan
     /// compile kiln re-declares them over the same bytes as 32-bit words
-    /// ([`crate::graph::passes::vulkan::lower_for_vulkan`], see
+    /// ([`Module::lower_for_vulkan`](crate::graph::Module::lower_for_vulkan), see
     /// `spec/stablehlo-subset.md`).
     pub fn weight(
         &mut self,
@@ -943,7 +943,7 @@ impl Graph {
 /// The i32 shape a bf16 weight of `shape` is declared with
 /// ([`Graph::weight`]): the last dim halved when it is even, else `[n/2]`;
 /// `None` when the element count is odd (or `shape` is rank 0).
-pub fn bf16_pairs_shape(shape: &[usize]) -> Option<Vec<usize>> {
+pub(crate) fn bf16_pairs_shape(shape: &[usize]) -> Option<Vec<usize>> {
     let (&last, rest) = shape.split_last()?;
     if last % 2 == 0 {
         let mut s = rest.to_vec();

@@ -7,7 +7,7 @@ mod module;
 mod op;
 mod types;
 
-pub use build::bf16_pairs_shape;
+pub(crate) use build::bf16_pairs_shape;
 pub use module::{Module, ParamDecl};
 pub use op::{BinaryOp, CompareDir, DotDims, Literal, Op, ReduceKind, UnaryOp};
 pub use types::{DType, Shape, TensorType};

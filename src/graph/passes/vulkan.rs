@@ -8,7 +8,7 @@
 //! `dot_general` fail to legalize (`vector.bitcast … vector<4xbf16>`), i16
 //! loads widened inside a matmul take minutes per dispatch to compile, and
 //! the Android baseline profile has no 16-bit storage at all. So before a
-//! Vulkan compile, [`lower_for_vulkan`] re-declares every bf16
+//! Vulkan compile, [`Module::lower_for_vulkan`] re-declares every bf16
 //! parameter over the same archive bytes as i32 pairs (or i16 for an odd
 //! element count) and widens it exactly in-graph
 //! ([`Graph::bf16_pairs_to_f32`], [`Graph::bf16_bits_to_f32`]). The archive
@@ -23,7 +23,7 @@
 //! parameter may only be an argument, a `convert` from f32, a
 //! `dynamic_update_slice` of whole rows, a `slice` or `reshape` that keeps
 //! the last dim, an `optimization_barrier`, a result, or a `convert` to
-//! f32 ([`lowered_type`] gives the form of each). A caller passes and gets
+//! f32 ([`TensorType::lowered_for_vulkan`] gives the form of each). A caller passes and gets
 //! back i32 words where the CPU module takes bf16.
 //!
 //! The same pass turns the two-reduction argmax
@@ -37,42 +37,61 @@ use crate::graph::{
     TensorType, Value,
 };
 
-/// The type a value of type `ty` has after [`lower_for_vulkan`] when it
-/// is not a parameter: bf16 `[…, D]` becomes i32 `[…, D/2]` (two bf16 per
-/// word; `None` for an odd D, which the pass refuses); any other type is
-/// kept. A KV module's bf16 caches take this form on Vulkan.
-pub fn lowered_type(ty: &TensorType) -> Option<TensorType> {
-    if ty.dtype != DType::BF16 {
-        return Some(ty.clone());
+impl TensorType {
+    /// The type a value of this type has after [`Module::lower_for_vulkan`]
+    /// when it is not a parameter: bf16 `[…, D]` becomes i32 `[…, D/2]`
+    /// (two bf16 per word; `None` for an odd D, which the pass refuses);
+    /// any other type is kept. A KV module's bf16 caches take this form on
+    /// Vulkan.
+    pub fn lowered_for_vulkan(&self) -> Option<TensorType> {
+        if self.dtype != DType::BF16 {
+            return Some(self.clone());
+        }
+        let (&last, rest) = self.shape.split_last()?;
+        if last % 2 != 0 {
+            return None;
+        }
+        let mut shape = rest.to_vec();
+        shape.push(last / 2);
+        Some(TensorType::new(DType::I32, &shape))
     }
-    let (&last, rest) = ty.shape.split_last()?;
-    if last % 2 != 0 {
-        return None;
+
+    /// The i32 shape a bf16 parameter of this shape is declared with by
+    /// [`Module::lower_for_vulkan`] (and [`Graph::weight`]): the last dim
+    /// halved when it is even, else `[n/2]`; `None` when the element count
+    /// is odd (the parameter is then read as i16 bits) or the type is
+    /// rank 0.
+    pub fn bf16_pairs_shape(&self) -> Option<Vec<usize>> {
+        bf16_pairs_shape(&self.shape)
     }
-    let mut shape = rest.to_vec();
-    shape.push(last / 2);
-    Some(TensorType::new(DType::I32, &shape))
 }
 
-/// True when some function of `m` has a bf16 parameter.
-pub fn has_bf16_parameters(m: &Module) -> bool {
-    m.functions
-        .iter()
-        .any(|f| f.parameters().any(|d| d.ty.dtype == DType::BF16))
-}
-
-/// `m` with every bf16 parameter declared by its bits and widened in-graph
-/// (see the module docs). A bf16 parameter may only feed `convert`s to f32.
-pub fn lower_for_vulkan(m: &Module) -> Result<Module, GraphError> {
-    let mut out = Module {
-        name: m.name.clone(),
-        attributes: m.attributes.clone(),
-        functions: Vec::with_capacity(m.functions.len()),
-    };
-    for f in &m.functions {
-        out.functions.push(lower_function(f)?);
+impl Module {
+    /// True when some function of this module has a bf16 parameter.
+    pub fn has_bf16_parameters(&self) -> bool {
+        self.functions
+            .iter()
+            .any(|f| f.parameters().any(|d| d.ty.dtype == DType::BF16))
     }
-    Ok(out)
+
+    /// The lowering for IREE's Vulkan backend: this module with every bf16
+    /// parameter declared by its bits (i32 pairs over the same archive
+    /// bytes, or i16 for an odd element count) and widened exactly
+    /// in-graph, bf16 arguments and results as i32 pairs
+    /// ([`TensorType::lowered_for_vulkan`]), and the two-reduction argmax
+    /// as the variadic reduce. A bf16 parameter may only feed `convert`s
+    /// to f32.
+    pub fn lower_for_vulkan(&self) -> Result<Module, GraphError> {
+        let mut out = Module {
+            name: self.name.clone(),
+            attributes: self.attributes.clone(),
+            functions: Vec::with_capacity(self.functions.len()),
+        };
+        for f in &self.functions {
+            out.functions.push(lower_function(f)?);
+        }
+        Ok(out)
+    }
 }
 
 fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
@@ -206,7 +225,7 @@ fn lower_packed(
         msg: format!("@{}: {what}", f.name),
     };
     let new_ty = || {
-        lowered_type(&node.ty).ok_or_else(|| {
+        node.ty.lowered_for_vulkan().ok_or_else(|| {
             bad(format!(
                 "bf16 tensor {} has an odd last dim and cannot be held as pairs",
                 node.ty
