@@ -2,7 +2,7 @@
 //! Run: `cargo bench --bench dequant`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use kiln::params::{dequantize, GgmlType};
+use kiln::params::GgmlType;
 
 /// Offsets of the f16 scale fields in one block, set to small finite values.
 fn scale_offsets(t: GgmlType) -> &'static [usize] {
@@ -50,7 +50,7 @@ fn bench(c: &mut Criterion) {
         let src = blocks(t, n);
         let mut dst = vec![0f32; n];
         g.bench_with_input(BenchmarkId::from_parameter(t), &src, |b, src| {
-            b.iter(|| dequantize(t, src, &mut dst).unwrap())
+            b.iter(|| t.dequantize(src, &mut dst).unwrap())
         });
     }
     g.finish();

@@ -2,14 +2,14 @@
 //!
 //! | file | written by | type | `format` |
 //! |---|---|---|---|
-//! | `NAME.json` beside the MLIR | `kiln export` | [`ExportManifest`] | [`EXPORT_FORMAT`] |
-//! | `NAME.manifest.json` in the assets | `kiln package` | [`AssetsManifest`] | [`ASSETS_FORMAT`] |
+//! | `NAME.json` beside the MLIR | `kiln export` | [`ExportManifest`] | [`ExportManifest::FORMAT`] |
+//! | `NAME.manifest.json` in the assets | `kiln package` | [`AssetsManifest`] | [`AssetsManifest::FORMAT`] |
 //!
 //! `kiln run`, `generate` and `chat` read `NAME.json` as a
 //! [`RunManifest`], which also accepts a hand-written file of run defaults.
 //! The JSON Schemas of both written forms are in `docs/schema/`
 //! (`kiln_export.schema.json`, `kiln_assets.schema.json`), generated from
-//! these types by [`export_schema`] and [`assets_schema`]; a test keeps
+//! these types by [`ExportManifest::schema`] and [`AssetsManifest::schema`]; a test keeps
 //! them current. A change of layout bumps the `/N` of the format.
 //!
 //! Every type is `#[non_exhaustive]`: a new field is not a breaking change
@@ -91,15 +91,9 @@ pub enum ManifestError {
     },
 }
 
-/// The `format` of `kiln export`'s `NAME.json`.
-pub const EXPORT_FORMAT: &str = "kiln-export/1";
-
 fn export_format() -> String {
-    EXPORT_FORMAT.to_string()
+    ExportManifest::FORMAT.to_string()
 }
-
-/// The `format` of `kiln package`'s `NAME.manifest.json`.
-pub const ASSETS_FORMAT: &str = "kiln-android-assets/1";
 
 /// The export manifest, written as `<name>.json`.
 ///
@@ -109,7 +103,7 @@ pub const ASSETS_FORMAT: &str = "kiln-android-assets/1";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[non_exhaustive]
 pub struct ExportManifest {
-    /// [`EXPORT_FORMAT`]: the layout of this file (absent in manifests of
+    /// [`ExportManifest::FORMAT`]: the layout of this file (absent in manifests of
     /// kiln 0.1 before the field existed, which have the same layout).
     #[serde(default = "export_format")]
     pub format: String,
@@ -146,6 +140,14 @@ pub struct ExportManifest {
 }
 
 impl ExportManifest {
+    /// The `format` of `kiln export`'s `NAME.json`.
+    pub const FORMAT: &'static str = "kiln-export/1";
+
+    /// The JSON Schema of this manifest (`docs/schema/kiln_export.schema.json`).
+    pub fn schema() -> String {
+        schema_text(schemars::schema_for!(ExportManifest))
+    }
+
     /// The manifest as `kiln export` writes it: pretty JSON and a newline.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a manifest serializes") + "\n"
@@ -640,7 +642,7 @@ impl RunManifest {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[non_exhaustive]
 pub struct AssetsManifest {
-    /// [`ASSETS_FORMAT`].
+    /// [`AssetsManifest::FORMAT`].
     pub format: String,
     /// kiln's version.
     pub kiln_version: String,
@@ -738,14 +740,14 @@ pub struct AssetsKv {
     pub modules: BTreeMap<String, ModuleEntry>,
 }
 
-/// The JSON Schema of [`ExportManifest`] (`docs/schema/kiln_export.schema.json`).
-pub fn export_schema() -> String {
-    schema_text(schemars::schema_for!(ExportManifest))
-}
+impl AssetsManifest {
+    /// The `format` of `kiln package`'s `NAME.manifest.json`.
+    pub const FORMAT: &'static str = "kiln-android-assets/1";
 
-/// The JSON Schema of [`AssetsManifest`] (`docs/schema/kiln_assets.schema.json`).
-pub fn assets_schema() -> String {
-    schema_text(schemars::schema_for!(AssetsManifest))
+    /// The JSON Schema of this manifest (`docs/schema/kiln_assets.schema.json`).
+    pub fn schema() -> String {
+        schema_text(schemars::schema_for!(AssetsManifest))
+    }
 }
 
 fn schema_text(schema: schemars::Schema) -> String {

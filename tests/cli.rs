@@ -85,7 +85,10 @@ fn json_reports_and_quiet() {
     let (code, out, err) = kiln(&["-q", "export", ckpt, "--seq", "8", "--out", &d("q")]);
     assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
     let e = json_of(&["export", ckpt, "--seq", "8", "--out", &d("e"), "--json"]);
-    assert_eq!(e["manifest"]["format"], kiln::manifest::EXPORT_FORMAT);
+    assert_eq!(
+        e["manifest"]["format"],
+        kiln::manifest::ExportManifest::FORMAT
+    );
     assert_eq!(e["manifest"]["seq"], 8);
     let mlir = e["mlir"].as_str().unwrap().to_string();
     assert!(std::path::Path::new(&mlir).is_file());
@@ -108,7 +111,10 @@ fn json_reports_and_quiet() {
         &d("assets"),
         "--json",
     ]);
-    assert_eq!(p["manifest"]["format"], kiln::manifest::ASSETS_FORMAT);
+    assert_eq!(
+        p["manifest"]["format"],
+        kiln::manifest::AssetsManifest::FORMAT
+    );
     assert!(p["manifest"]["modules"]["arm64-v8a"].is_object(), "{p}");
     assert!(p["written"].as_array().unwrap().len() >= 3);
 }

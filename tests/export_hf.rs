@@ -17,7 +17,7 @@ fn tiny_checkpoints_match_transformers_on_iree_host() {
     let Some(tc) = toolchain() else { return };
     let failures = fixture_export_mismatches_at(
         Seqs::Largest,
-        kiln::models::MAX_TENSOR_BYTES,
+        kiln::DecoderConfig::MAX_TENSOR_BYTES,
         |r| {
             let vmfb = r.mlir.with_file_name("m.vmfb");
             common::compiled::compile(&tc, &r.mlir, &Target::Host, &vmfb, &[]).unwrap();

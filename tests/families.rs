@@ -148,8 +148,8 @@ fn gguf_files_export_the_hf_graph_and_give_transformers_ids() {
                 // llama.cpp's factors divide the frequencies, transformers'
                 // llama3 rule computes them: the same tables to within
                 // f32 rounding, so only the RoPE constants may differ.
-                let (cg, sg) = kiln::models::rope_tables(&gguf.config, rs.seq);
-                let (ch, sh) = kiln::models::rope_tables(&hf.config, rs.seq);
+                let (cg, sg) = gguf.config.rope_tables(rs.seq);
+                let (ch, sh) = hf.config.rope_tables(rs.seq);
                 let worst = cg
                     .iter()
                     .chain(&sg)
@@ -243,7 +243,7 @@ fn absent_keys_take_each_familys_transformers_defaults() {
             attention_factor: None,
         }
     );
-    assert!((kiln::models::attention_factor(&p) - 1.5f64.sqrt()).abs() < 1e-12);
+    assert!((p.attention_factor() - 1.5f64.sqrt()).abs() < 1e-12);
 }
 
 /// A GGUF that llama.cpp would read differently from what kiln would

@@ -150,7 +150,7 @@ fn write_irpa(path: &std::path::Path, tensors: &Weights) {
         .collect();
     let mut w = IrpaWriter::new(path, specs).unwrap();
     for (n, _, v) in tensors {
-        w.write_tensor(n, &kiln::params::encode_weights(v, DType::BF16).unwrap())
+        w.write_tensor(n, &kiln::params::DType::BF16.encode_weights(v).unwrap())
             .unwrap();
     }
     w.finish().unwrap();

@@ -3,7 +3,7 @@
 //! exactly the schema's keys.
 
 use kiln::export::{export, ExportOptions};
-use kiln::manifest::{assets_schema, export_schema, RunManifest, EXPORT_FORMAT};
+use kiln::manifest::{AssetsManifest, ExportManifest, RunManifest};
 use kiln::models::Checkpoint;
 use std::path::PathBuf;
 
@@ -26,8 +26,8 @@ fn check_schema(name: &str, generated: &str) {
 
 #[test]
 fn committed_schemas_are_current() {
-    check_schema("kiln_export.schema.json", &export_schema());
-    check_schema("kiln_assets.schema.json", &assets_schema());
+    check_schema("kiln_export.schema.json", &ExportManifest::schema());
+    check_schema("kiln_assets.schema.json", &AssetsManifest::schema());
 }
 
 /// The schema's top-level properties and required keys.
@@ -56,8 +56,8 @@ fn an_export_manifest_has_the_schemas_keys() {
     let r = export(&ckpt, &opts).unwrap();
     let text = std::fs::read_to_string(&r.manifest_path).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(v["format"], EXPORT_FORMAT);
-    let (props, required) = keys(&export_schema());
+    assert_eq!(v["format"], ExportManifest::FORMAT);
+    let (props, required) = keys(&ExportManifest::schema());
     for k in v.as_object().unwrap().keys() {
         assert!(props.contains(k), "key \"{k}\" is not in the schema");
     }
@@ -72,7 +72,7 @@ fn an_export_manifest_has_the_schemas_keys() {
     old.as_object_mut().unwrap().remove("format");
     std::fs::write(&r.manifest_path, old.to_string()).unwrap();
     let m = RunManifest::read(&r.manifest_path).unwrap().unwrap();
-    assert_eq!(m.export.unwrap().format, EXPORT_FORMAT);
+    assert_eq!(m.export.unwrap().format, ExportManifest::FORMAT);
 }
 
 fn tiny_config() -> kiln::models::DecoderConfig {

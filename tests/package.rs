@@ -13,7 +13,7 @@ use crate::common;
 use common::{files_in, fixture, kiln_output, tmpdir};
 use kiln::manifest::{AssetsManifest, FileRecord};
 use kiln::models::{DecoderConfig, Family, RopeScaling};
-use kiln::tokenizer::{gguf_tokenizer_files, Tokenizer};
+use kiln::tokenizer::{Tokenizer, TokenizerFiles};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -50,7 +50,7 @@ fn assert_one_line_error(o: &Output, needle: &str) {
 fn check_assets(dir: &Path, name: &str) -> AssetsManifest {
     let mp = dir.join(format!("{name}.manifest.json"));
     let m: AssetsManifest = serde_json::from_str(&std::fs::read_to_string(&mp).unwrap()).unwrap();
-    assert_eq!(m.format, kiln::manifest::ASSETS_FORMAT);
+    assert_eq!(m.format, kiln::manifest::AssetsManifest::FORMAT);
     assert_eq!(m.kiln_version, kiln::VERSION);
     assert_eq!(m.iree_version, kiln::iree::Toolchain::IREE_VERSION);
     assert_eq!(m.name, name);
@@ -331,7 +331,7 @@ fn export_manifest(
     // The manifest types are #[non_exhaustive]: built from their JSON, as
     // any reader outside kiln sees them.
     serde_json::from_value(serde_json::json!({
-        "format": kiln::manifest::EXPORT_FORMAT,
+        "format": kiln::manifest::ExportManifest::FORMAT,
         "kiln_version": kiln::VERSION,
         "name": name,
         "function": name,
@@ -586,7 +586,8 @@ fn gguf_tokenizer_json_encodes_like_from_gguf() {
     };
     // The files `kiln package` writes for a GGUF model, loaded back.
     let dir = tmpdir();
-    let files = gguf_tokenizer_files(&kiln::params::gguf::GgufFile::open(&gguf).unwrap()).unwrap();
+    let files =
+        TokenizerFiles::from_gguf(&kiln::params::gguf::GgufFile::open(&gguf).unwrap()).unwrap();
     let path = dir.path().join("smollm2.tokenizer.json");
     std::fs::write(&path, &files.tokenizer_json).unwrap();
     std::fs::write(
@@ -645,7 +646,8 @@ fn gguf_tokenizer_json_encodes_like_from_gguf() {
         String::from_utf8_lossy(&o.stderr)
     );
     check_assets(&assets, "smol");
-    let files = gguf_tokenizer_files(&kiln::params::gguf::GgufFile::open(&gguf).unwrap()).unwrap();
+    let files =
+        TokenizerFiles::from_gguf(&kiln::params::gguf::GgufFile::open(&gguf).unwrap()).unwrap();
     assert_eq!(
         std::fs::read_to_string(assets.join("smol.tokenizer.json")).unwrap(),
         files.tokenizer_json

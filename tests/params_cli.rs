@@ -162,7 +162,8 @@ fn convert_dequantizes_gguf_merges_renames_and_excludes() {
     let a16 = st16.get("a.weight").unwrap();
     assert_eq!(a16.dtype, DType::BF16);
     let values: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
-    let want: Vec<u16> = kiln::params::encode_weights(&values, DType::BF16)
+    let want: Vec<u16> = DType::BF16
+        .encode_weights(&values)
         .unwrap()
         .chunks(2)
         .map(|c| u16::from_le_bytes([c[0], c[1]]))

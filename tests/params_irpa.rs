@@ -301,12 +301,12 @@ fn described_archive_loads_in_iree_and_describes_itself() {
     }
     // The values are the f32 source rounded to bf16.
     let f = SafeTensors::open(&st).unwrap();
-    let want: Vec<f32> =
-        kiln::params::encode_weights(&f.require("w").unwrap().to_f32(), DType::BF16)
-            .unwrap()
-            .chunks(2)
-            .map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))
-            .collect();
+    let want: Vec<f32> = DType::BF16
+        .encode_weights(&f.require("w").unwrap().to_f32())
+        .unwrap()
+        .chunks(2)
+        .map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))
+        .collect();
     let got = src.to_f32("w").unwrap();
     assert_eq!(
         got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),

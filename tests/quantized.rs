@@ -75,7 +75,7 @@ fn check_archive(r: &ExportReport) {
 fn keep_fixtures_match_transformers_in_the_interpreter() {
     let f = failures(
         2,
-        kiln::models::MAX_TENSOR_BYTES,
+        kiln::DecoderConfig::MAX_TENSOR_BYTES,
         |r| {
             check_archive(r);
             let text = std::fs::read_to_string(&r.mlir).unwrap();
@@ -111,7 +111,7 @@ fn keep_fixtures_match_transformers_on_the_host() {
     // SEQ 8 only: the interpreter covers SEQ 33.
     let f = failures(
         1,
-        kiln::models::MAX_TENSOR_BYTES,
+        kiln::DecoderConfig::MAX_TENSOR_BYTES,
         |r| {
             let v = r.mlir.with_extension("vmfb");
             common::compiled::compile(&tc, &r.mlir, &Target::Host, &v, &[]).unwrap();
@@ -139,7 +139,12 @@ fn keep_fixtures_match_transformers_on_arm64_and_vulkan() {
         let exp = expected(name);
         let rs = &exp.seqs[0];
         let dir = tmpdir();
-        let r = export_keep(name, rs.seq, dir.path(), kiln::models::MAX_TENSOR_BYTES);
+        let r = export_keep(
+            name,
+            rs.seq,
+            dir.path(),
+            kiln::DecoderConfig::MAX_TENSOR_BYTES,
+        );
         let targets = [
             Target::Arm64,
             Target::parse("vulkan").unwrap(),
@@ -180,8 +185,18 @@ fn keep_fixtures_match_transformers_on_arm64_and_vulkan() {
 #[test]
 fn keep_exports_are_deterministic() {
     let (a, b) = (tmpdir(), tmpdir());
-    let ra = export_keep(FIXTURES[0], 8, a.path(), kiln::models::MAX_TENSOR_BYTES);
-    let rb = export_keep(FIXTURES[0], 8, b.path(), kiln::models::MAX_TENSOR_BYTES);
+    let ra = export_keep(
+        FIXTURES[0],
+        8,
+        a.path(),
+        kiln::DecoderConfig::MAX_TENSOR_BYTES,
+    );
+    let rb = export_keep(
+        FIXTURES[0],
+        8,
+        b.path(),
+        kiln::DecoderConfig::MAX_TENSOR_BYTES,
+    );
     for (x, y) in [
         (&ra.irpa, &rb.irpa),
         (&ra.safetensors, &rb.safetensors),
@@ -393,7 +408,12 @@ fn gemma3_270m_generate_prints_transformers_continuation() {
 #[test]
 fn params_inspect_shows_block_quantized_matrices() {
     let dir = tmpdir();
-    let r = export_keep(FIXTURES[0], 8, dir.path(), kiln::models::MAX_TENSOR_BYTES);
+    let r = export_keep(
+        FIXTURES[0],
+        8,
+        dir.path(),
+        kiln::DecoderConfig::MAX_TENSOR_BYTES,
+    );
     let (code, out, err) = kiln(&[
         "params",
         "inspect",
@@ -479,7 +499,7 @@ fn quantizer_bytes_equal_the_gguf_packages() {
         .map(|b| f32::from_bits(b.as_u64().unwrap() as u32))
         .collect();
     for (ty, key) in [(GgmlType::Q8_0, "Q8_0"), (GgmlType::Q4_0, "Q4_0")] {
-        let got = kiln::params::quantize(ty, &x).unwrap();
+        let got = ty.quantize(&x).unwrap();
         let hex: String = got.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex, v[key].as_str().unwrap(), "{key}");
     }

@@ -94,7 +94,7 @@ fn config_and_template_beside_the_json() {
     std::fs::write(
         dir.path().join("tokenizer_config.json"),
         json!({"eos_token": "<|end|>", "bos_token": {"content": "<|end|>"},
-               "chat_template": kiln::tokenizer::CHATML_TEMPLATE})
+               "chat_template": kiln::tokenizer::ChatTemplate::CHATML})
         .to_string(),
     )
     .unwrap();
@@ -187,7 +187,7 @@ fn gguf_vocab() -> GgufVocab {
         token_types: Some(types),
         merges: Some(vec!["Ġ t".into(), "h e".into(), "Ġt he".into()]),
         eos: Some(259),
-        chat_template: Some(kiln::tokenizer::CHATML_TEMPLATE.into()),
+        chat_template: Some(kiln::tokenizer::ChatTemplate::CHATML.into()),
         ..GgufVocab::default()
     }
 }

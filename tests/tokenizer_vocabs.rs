@@ -154,7 +154,7 @@ fn merges_from_scores_equal_transformers() {
     let doc = transformers_doc();
     for name in VOCABS {
         let f = kiln::params::gguf::GgufFile::open(vocab(name)).unwrap();
-        let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
+        let files = kiln::tokenizer::TokenizerFiles::from_gguf(&f).unwrap();
         let json: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
         let merges = json["model"]["merges"].as_array().unwrap();
         let text = merges
@@ -181,7 +181,7 @@ fn merges_from_scores_equal_transformers() {
 /// `gguf`: its `tokenizer.json` and `tokenizer_config.json`, loaded back.
 fn packaged_tokenizer(gguf: &std::path::Path) -> Tokenizer {
     let f = kiln::params::gguf::GgufFile::open(gguf).unwrap();
-    let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
+    let files = kiln::tokenizer::TokenizerFiles::from_gguf(&f).unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("m.tokenizer.json"), &files.tokenizer_json).unwrap();
     std::fs::write(
@@ -219,7 +219,7 @@ fn packaged_tokenizer_json_encodes_as_the_gguf() {
 #[test]
 fn metaspace_prepends_unless_the_text_starts_with_a_space() {
     let f = kiln::params::gguf::GgufFile::open(vocab("ggml-vocab-llama-spm.gguf")).unwrap();
-    let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
+    let files = kiln::tokenizer::TokenizerFiles::from_gguf(&f).unwrap();
     let mut doc: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
     doc["normalizer"] = serde_json::Value::Null;
     doc["pre_tokenizer"] = serde_json::json!({
@@ -269,7 +269,7 @@ fn metaspace_prepends_unless_the_text_starts_with_a_space() {
 fn bad_tokenizer_files_are_clear_errors() {
     let f = kiln::params::gguf::GgufFile::open(vocab("ggml-vocab-phi-3.gguf")).unwrap();
     let good: serde_json::Value = serde_json::from_str(
-        &kiln::tokenizer::gguf_tokenizer_files(&f)
+        &kiln::tokenizer::TokenizerFiles::from_gguf(&f)
             .unwrap()
             .tokenizer_json,
     )
@@ -367,7 +367,7 @@ fn nfc_normalizer_composes_text_pieces() {
         return;
     };
     let f = kiln::params::gguf::GgufFile::open(dir.join("ggml-vocab-qwen2.gguf")).unwrap();
-    let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
+    let files = kiln::tokenizer::TokenizerFiles::from_gguf(&f).unwrap();
     let mut doc: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("tokenizer.json");
@@ -395,7 +395,7 @@ fn bos_from_a_post_processor_sequence() {
         return;
     };
     let f = kiln::params::gguf::GgufFile::open(dir.join("ggml-vocab-llama-bpe.gguf")).unwrap();
-    let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
+    let files = kiln::tokenizer::TokenizerFiles::from_gguf(&f).unwrap();
     let mut doc: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
     // (This vocabulary file does not set add_bos_token: no post-processor
     // of its own.)
@@ -591,7 +591,7 @@ fn gemma3_packaged_tokenizer_json_is_transformers() {
         return;
     };
     let f = kiln::params::gguf::GgufFile::open(&gguf).unwrap();
-    let files = kiln::tokenizer::gguf_tokenizer_files(&f).unwrap();
+    let files = kiln::tokenizer::TokenizerFiles::from_gguf(&f).unwrap();
     let got: serde_json::Value = serde_json::from_str(&files.tokenizer_json).unwrap();
     let want: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(vocab("../gemma3-transformers.json")).unwrap(),

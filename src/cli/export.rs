@@ -88,7 +88,7 @@ pub struct Args {
     /// larger KV caches are split into groups of layers. The default,
     /// 134217728 (2^27), is the storage-buffer range every Vulkan device
     /// guarantees; 0 turns this off (CPU targets only).
-    #[arg(long, value_name = "BYTES", default_value_t = kiln::models::MAX_TENSOR_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = kiln::DecoderConfig::MAX_TENSOR_BYTES)]
     pub max_tensor_bytes: u64,
     /// Print a JSON report on stdout instead of text (and no status lines).
     #[arg(long)]

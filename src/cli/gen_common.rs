@@ -2,7 +2,7 @@
 //! chat template they render prompts with.
 
 use kiln::generate::{Sampler, SamplingParams};
-use kiln::tokenizer::{ChatTemplate, Tokenizer, CHATML_TEMPLATE};
+use kiln::tokenizer::{ChatTemplate, Tokenizer};
 use kiln::{Error, Result};
 use std::path::Path;
 
@@ -93,7 +93,7 @@ pub fn chat_template(tokenizer: &Tokenizer, file: Option<&Path>) -> Result<ChatT
             Some(t) => t.to_string(),
             None => {
                 eprintln!("kiln: the model has no chat template; using ChatML (pass --chat-template FILE for another)");
-                CHATML_TEMPLATE.to_string()
+                ChatTemplate::CHATML.to_string()
             }
         },
     };

@@ -8,7 +8,7 @@
 //! Most hints follow the library's message ([`hint`]); a few messages whose
 //! subject is a setting are said in the flag's words instead ([`message`]).
 
-use kiln::export::{ExportError, KEPT_TYPES};
+use kiln::export::ExportError;
 use kiln::generate::{GenerateError, Stop};
 use kiln::interp::InterpError;
 use kiln::iree::IreeError;
@@ -104,8 +104,9 @@ pub fn message(e: &Error) -> Option<String> {
             tensor,
             ty,
         }) => format!(
-            "{}: tensor \"{tensor}\" is {ty}, which --weights keep cannot store (it keeps {KEPT_TYPES} matrices)",
-            checkpoint.display()
+            "{}: tensor \"{tensor}\" is {ty}, which --weights keep cannot store (it keeps {} matrices)",
+            checkpoint.display(),
+            ExportError::KEPT_TYPES,
         ),
         Error::Export(ExportError::KeepNeedsGguf { checkpoint }) => format!(
             "--weights keep keeps a GGUF file's quantization; {} is not a GGUF file",
@@ -164,7 +165,7 @@ fn iree(e: &IreeError) -> Option<String> {
         }
         IreeError::VulkanLimit(VulkanLimit::Workgroups { .. }) => format!(
             "\nhint: kiln export uses an LM head over a larger vocabulary in row chunks of at most {} rows",
-            kiln::models::MAX_TABLE_ROWS
+            kiln::DecoderConfig::MAX_TABLE_ROWS
         ),
         IreeError::VulkanLimit(VulkanLimit::StorageBuffer { .. }) => {
             "\nhint: kiln export keeps its tables, weight matrices and KV caches under the range (row chunks over \

@@ -4,8 +4,8 @@
 
 use clap::{Subcommand, ValueEnum};
 use kiln::params::{
-    format_name, BlockChange, BlockDiff, Conversion, ConvertError, ConvertOptions, Diff,
-    FloatDType, Inspection, Outcome, Recognized, StorageKind, TensorDiff,
+    BlockChange, BlockDiff, Conversion, ConvertError, ConvertOptions, Diff, FloatDType, Inspection,
+    Outcome, Recognized, StorageKind, TensorDiff,
 };
 use kiln::progress::{Progress, Unit};
 use kiln::{Error, Result};
@@ -373,9 +373,9 @@ fn diff(pa: &Path, pb: &Path, tolerance: f64) -> Result<i32> {
     println!(
         "A = {} ({}), B = {} ({})",
         pa.display(),
-        format_name(pa),
+        kiln::params::Format::name_of(pa),
         pb.display(),
-        format_name(pb)
+        kiln::params::Format::name_of(pb)
     );
     let (mut same, mut differ) = (0usize, 0usize);
     for t in d.tensors() {

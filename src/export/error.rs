@@ -6,9 +6,8 @@ use crate::graph::DType;
 use crate::params::gguf::GgmlType;
 use std::path::PathBuf;
 
-/// The weight forms `keep` stores as they are: GGUF tensor types of
-/// matrices kiln widens in-graph.
-pub const KEPT_TYPES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K";
+/// [`ExportError::KEPT_TYPES`].
+const KEPT_TYPES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K";
 
 /// An export cannot be written as asked.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -95,4 +94,10 @@ pub enum ExportError {
         /// The dtype.
         dtype: DType,
     },
+}
+
+impl ExportError {
+    /// The weight forms `keep` stores as they are: GGUF tensor types of
+    /// matrices kiln widens in-graph.
+    pub const KEPT_TYPES: &'static str = KEPT_TYPES;
 }

@@ -8,7 +8,7 @@ use super::write::WeightFiles;
 use super::Names;
 use crate::manifest::{
     io_types, CheckpointRecord, Contract, ExportManifest, ExportRecipe, FileRecord, KvManifest,
-    KvPair, KvRecipe, KvSpanRecord, ModelInfo, EXPORT_FORMAT,
+    KvPair, KvRecipe, KvSpanRecord, ModelInfo,
 };
 use crate::models::kv::KvOptions;
 use crate::models::Checkpoint;
@@ -57,7 +57,7 @@ pub(super) fn export_manifest(
         weights_dtype: opts.weights.to_string(),
     };
     ExportManifest {
-        format: EXPORT_FORMAT.to_string(),
+        format: ExportManifest::FORMAT.to_string(),
         kiln_version: crate::VERSION.to_string(),
         contract,
         constants: policy_name(&opts.constants),

@@ -27,7 +27,7 @@ mod plan;
 mod write;
 
 pub use compiled::{record_compiles, Recorded};
-pub use error::{ExportError, KEPT_TYPES};
+pub use error::ExportError;
 pub use layout::{Artifact, Layout, ModuleFile};
 pub(crate) use manifest::checkpoint_record;
 pub use options::{ExportOptions, KvCacheOptions, Weights};

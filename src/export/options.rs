@@ -35,7 +35,7 @@ pub struct ExportOptions {
     /// decode over the same parameters).
     pub kv: Option<KvCacheOptions>,
     /// The largest tensor the graphs may bind, in bytes
-    /// ([`crate::models::MAX_TENSOR_BYTES`], Vulkan's storage-buffer range,
+    /// ([`crate::DecoderConfig::MAX_TENSOR_BYTES`], Vulkan's storage-buffer range,
     /// by default): a larger embedding or LM head is used in row chunks.
     pub max_tensor_bytes: u64,
 }

@@ -10,7 +10,6 @@
 
 use super::config::{Activation, DecoderConfig};
 use super::masks::{CausalMasks, Mask};
-use super::rope::rope_tables;
 use super::weights::{Storage, WeightPlan};
 use super::ModelError;
 use crate::graph::{BlockWeight, CompareDir, DType, DotDims, Graph, TensorType, Value};
@@ -53,20 +52,28 @@ pub struct GraphOptions {
     pub max_tensor_bytes: u64,
 }
 
-/// The default bound on the bytes of one tensor of kiln's graphs:
-/// 2^27, the storage-buffer range (`maxStorageBufferRange`) that the
-/// Android baseline Vulkan profile guarantees and lavapipe reports. A
-/// Vulkan dispatch silently misreads a binding past it, so kiln's graphs
-/// use an embedding or LM head over it in row chunks (`spec/vulkan-limits.md`).
-pub const MAX_TENSOR_BYTES: u64 = 1 << 27;
+/// [`DecoderConfig::MAX_TENSOR_BYTES`].
+pub(crate) const MAX_TENSOR_BYTES: u64 = 1 << 27;
 
-/// The most rows an LM-head product may have: 65535, the minimum
-/// `maxComputeWorkGroupCount` per dimension every Vulkan device guarantees.
-/// The pinned IREE's SPIR-V code for a skinny product (a few positions
-/// against the vocabulary) launches about one workgroup per row, and past
-/// 65535 the rest are never computed: lavapipe silently loses every logit
-/// after column 65535. A larger vocabulary is used in row chunks.
-pub const MAX_TABLE_ROWS: usize = 65535;
+/// [`DecoderConfig::MAX_TABLE_ROWS`].
+pub(crate) const MAX_TABLE_ROWS: usize = 65535;
+
+impl DecoderConfig {
+    /// The default bound on the bytes of one tensor of kiln's graphs:
+    /// 2^27, the storage-buffer range (`maxStorageBufferRange`) that the
+    /// Android baseline Vulkan profile guarantees and lavapipe reports. A
+    /// Vulkan dispatch silently misreads a binding past it, so kiln's graphs
+    /// use an embedding or LM head over it in row chunks (`spec/vulkan-limits.md`).
+    pub const MAX_TENSOR_BYTES: u64 = MAX_TENSOR_BYTES;
+
+    /// The most rows an LM-head product may have: 65535, the minimum
+    /// `maxComputeWorkGroupCount` per dimension every Vulkan device guarantees.
+    /// The pinned IREE's SPIR-V code for a skinny product (a few positions
+    /// against the vocabulary) launches about one workgroup per row, and past
+    /// 65535 the rest are never computed: lavapipe silently loses every logit
+    /// after column 65535. A larger vocabulary is used in row chunks.
+    pub const MAX_TABLE_ROWS: usize = MAX_TABLE_ROWS;
+}
 
 /// A `[rows, cols]` matrix (the embedding, the LM head, a block's weight
 /// matrix): one f32 value, or row chunks `(first row, f32 [rows, cols])`
@@ -602,7 +609,7 @@ impl<'a> Decoder<'a> {
     pub(crate) fn rope_constants(&mut self, n: usize) -> Result<Ropes, ModelError> {
         let cfg = self.cfg;
         let mut table = |c: &DecoderConfig| -> Result<(Value, Value), ModelError> {
-            let (cos, sin) = rope_tables(c, n);
+            let (cos, sin) = c.rope_tables(n);
             let rd = c.rotary_dim();
             let cos = self.g.dense(DType::F32, &[n, rd], cos)?;
             let sin = self.g.dense(DType::F32, &[n, rd], sin)?;

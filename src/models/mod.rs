@@ -16,8 +16,7 @@ mod weights;
 
 pub use checkpoint::Checkpoint;
 pub use config::{Activation, Arch, DecoderConfig, Family, RopeScaling, SlidingRope};
-pub use decoder::{MAX_TABLE_ROWS, MAX_TENSOR_BYTES};
-pub use rope::{attention_factor, rope_tables};
+pub(crate) use decoder::MAX_TENSOR_BYTES;
 pub(crate) use weights::{Storage, WeightPlan};
 
 /// A checkpoint that cannot be turned into a graph: names what is wrong

@@ -66,56 +66,60 @@ pub fn inv_freq(cfg: &DecoderConfig, positions: usize) -> Vec<f64> {
     }
 }
 
-/// The factor LongRoPE multiplies cos and sin by (1 for the other
-/// scalings): the config's `attention_factor`, else
-/// `√(1 + ln factor / ln original_max_position_embeddings)` when
-/// `factor = max_position_embeddings / original_max_position_embeddings`
-/// (or the config's `factor`) exceeds 1.
-pub fn attention_factor(cfg: &DecoderConfig) -> f64 {
-    match &cfg.rope_scaling {
-        RopeScaling::LongRope {
-            original_max_position_embeddings: old,
-            factor,
-            attention_factor,
-            ..
-        } => {
-            let factor = factor.unwrap_or(cfg.max_position_embeddings as f64 / old);
-            match attention_factor {
-                Some(a) => *a,
-                None if factor <= 1.0 => 1.0,
-                None => (1.0 + factor.ln() / old.ln()).sqrt(),
+impl DecoderConfig {
+    /// The factor LongRoPE multiplies cos and sin by (1 for the other
+    /// scalings): the config's `attention_factor`, else
+    /// `√(1 + ln factor / ln original_max_position_embeddings)` when
+    /// `factor = max_position_embeddings / original_max_position_embeddings`
+    /// (or the config's `factor`) exceeds 1.
+    pub fn attention_factor(&self) -> f64 {
+        let cfg = self;
+        match &cfg.rope_scaling {
+            RopeScaling::LongRope {
+                original_max_position_embeddings: old,
+                factor,
+                attention_factor,
+                ..
+            } => {
+                let factor = factor.unwrap_or(cfg.max_position_embeddings as f64 / old);
+                match attention_factor {
+                    Some(a) => *a,
+                    None if factor <= 1.0 => 1.0,
+                    None => (1.0 + factor.ln() / old.ln()).sqrt(),
+                }
             }
+            _ => 1.0,
         }
-        _ => 1.0,
     }
-}
 
-/// The cos and sin tables `[positions, rotary_dim]` (row-major, f32-exact
-/// values) for rotate-half RoPE: `emb = concat(freqs, freqs)`. Row `p` is
-/// position `p`.
-pub fn rope_tables(cfg: &DecoderConfig, positions: usize) -> (Vec<f64>, Vec<f64>) {
-    let f = inv_freq(cfg, positions);
-    let scale = attention_factor(cfg) as f32;
-    let pos_scale = match cfg.rope_scaling {
-        RopeScaling::Linear { factor } => 1.0 / factor,
-        _ => 1.0,
-    };
-    let d = cfg.rotary_dim();
-    let mut cos = Vec::with_capacity(positions * d);
-    let mut sin = Vec::with_capacity(positions * d);
-    for p in 0..positions {
-        let pos = (p as f64 * pos_scale) as f32;
-        for j in 0..d {
-            let ang = pos * f[j % (d / 2)] as f32;
-            let (c, s) = ((ang as f64).cos() as f32, (ang as f64).sin() as f32);
-            if scale == 1.0 {
-                cos.push(c as f64);
-                sin.push(s as f64);
-            } else {
-                cos.push((c * scale) as f64);
-                sin.push((s * scale) as f64);
+    /// The cos and sin tables `[positions, rotary_dim]` (row-major, f32-exact
+    /// values) for rotate-half RoPE: `emb = concat(freqs, freqs)`. Row `p` is
+    /// position `p`.
+    pub fn rope_tables(&self, positions: usize) -> (Vec<f64>, Vec<f64>) {
+        let cfg = self;
+        let f = inv_freq(cfg, positions);
+        let scale = cfg.attention_factor() as f32;
+        let pos_scale = match cfg.rope_scaling {
+            RopeScaling::Linear { factor } => 1.0 / factor,
+            _ => 1.0,
+        };
+        let d = cfg.rotary_dim();
+        let mut cos = Vec::with_capacity(positions * d);
+        let mut sin = Vec::with_capacity(positions * d);
+        for p in 0..positions {
+            let pos = (p as f64 * pos_scale) as f32;
+            for j in 0..d {
+                let ang = pos * f[j % (d / 2)] as f32;
+                let (c, s) = ((ang as f64).cos() as f32, (ang as f64).sin() as f32);
+                if scale == 1.0 {
+                    cos.push(c as f64);
+                    sin.push(s as f64);
+                } else {
+                    cos.push((c * scale) as f64);
+                    sin.push((s * scale) as f64);
+                }
             }
         }
+        (cos, sin)
     }
-    (cos, sin)
 }

@@ -29,11 +29,11 @@ use crate::export::{Artifact, Layout};
 use crate::iree::flags::{Device, Target};
 use crate::manifest::{
     AssetsChat, AssetsKv, AssetsManifest, AssetsProvenance, ExportManifest, FileRecord,
-    ManifestError, ModuleEntry, ASSETS_FORMAT,
+    ManifestError, ModuleEntry,
 };
 use crate::params::gguf::GgufFile;
 use crate::progress::Progress;
-use crate::tokenizer::{gguf_tokenizer_files, Tokenizer, TokenizerFiles};
+use crate::tokenizer::{Tokenizer, TokenizerFiles};
 use crate::util::Staging;
 use crate::{Error, Result};
 use serde::Serialize;
@@ -318,10 +318,11 @@ fn plan_tokenizer(
     };
     if path.is_file() && is_gguf(&path) {
         let gguf = GgufFile::open(&path)?;
-        let files = gguf_tokenizer_files(&gguf).map_err(|source| PackageError::TokenizerBuild {
-            path: path.clone(),
-            source: Box::new(source),
-        })?;
+        let files =
+            TokenizerFiles::from_gguf(&gguf).map_err(|source| PackageError::TokenizerBuild {
+                path: path.clone(),
+                source: Box::new(source),
+            })?;
         return Ok(TokenizerPlan::Built(files));
     }
     let json = if path.is_dir() {
@@ -824,7 +825,7 @@ fn stage_files(
     let kv_modules = kv.iter().flat_map(|kv| kv.modules.values());
     let provenance = provenance(m, modules.values().chain(kv_modules));
     Ok(AssetsManifest {
-        format: ASSETS_FORMAT.to_string(),
+        format: AssetsManifest::FORMAT.to_string(),
         kiln_version: crate::VERSION.to_string(),
         iree_version: crate::iree::flags::IREE_VERSION.to_string(),
         contract: m.contract.with_model(()),

@@ -261,13 +261,22 @@ fn recognize_bytes(
     })
 }
 
+impl GgmlType {
+    /// Quantizes f32 `values` (whole 32-element blocks, row after row) to
+    /// blocks of this type, Q8_0 or Q4_0, bit for bit as
+    /// `gguf.quants.quantize` writes them (`spec/quantized-weights.md`).
+    pub fn quantize(self, values: &[f32]) -> Result<Vec<u8>, String> {
+        quantize(self, values)
+    }
+}
+
 /// Quantizes f32 `values` (whole 32-element blocks, row after row) to GGML
 /// `ty` blocks — Q8_0 or Q4_0 — with llama.cpp's reference rounding, bit
 /// for bit what `gguf.quants.quantize` writes: Q8_0 `d = max|x|/127`,
 /// `q = round(x/d)` half away from zero; Q4_0 `d = x[argmax |x|]/−8`,
 /// `q = min(15, trunc(x/d + 8.5))`; `d` rounded to f16 (nearest even),
 /// every step in f32.
-pub fn quantize(ty: GgmlType, values: &[f32]) -> Result<Vec<u8>, String> {
+pub(crate) fn quantize(ty: GgmlType, values: &[f32]) -> Result<Vec<u8>, String> {
     if values.len() % 32 != 0 {
         return Err(format!(
             "{} values are not whole 32-element {ty} blocks",

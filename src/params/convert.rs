@@ -133,11 +133,23 @@ pub fn f32_to_bytes(dtype: crate::params::DType, src: &[f32], out: &mut Vec<u8>)
     true
 }
 
+impl crate::params::DType {
+    /// Encodes f32 weights as the stored little-endian bytes of this dtype:
+    /// f32, or bf16 and f16 (rounded to nearest even). `None` for any
+    /// other dtype.
+    pub fn encode_weights(self, values: &[f32]) -> Option<Vec<u8>> {
+        encode_weights(values, self)
+    }
+}
+
 /// Encodes f32 weights as the stored little-endian bytes of `dtype`: f32,
 /// or bf16 and f16 (rounded to nearest even, in parallel chunks, each
 /// element as `f32_to_bf16_bits` or `f32_to_f16_bits` rounds it).
 /// `None` for any other dtype.
-pub fn encode_weights(values: &[f32], dtype: impl Into<crate::params::DType>) -> Option<Vec<u8>> {
+pub(crate) fn encode_weights(
+    values: &[f32],
+    dtype: impl Into<crate::params::DType>,
+) -> Option<Vec<u8>> {
     use crate::params::DType as D;
     use rayon::prelude::*;
     const CHUNK: usize = 1 << 16;

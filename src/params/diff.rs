@@ -5,7 +5,6 @@
 
 use super::blocks::Recognized;
 use super::inspect::blocks_of;
-use super::source::detect;
 use super::{open_any, ParamSource, Result, SourceDType, TensorMeta};
 use std::path::Path;
 
@@ -202,13 +201,4 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
             }
         })
         .fold(0.0, f64::max)
-}
-
-/// What `path` is, for a report: `safetensors checkpoint` for a folder,
-/// else its format by its magic, `?` when it has none kiln knows.
-pub fn format_name(path: &Path) -> String {
-    if path.is_dir() {
-        return "safetensors checkpoint".into();
-    }
-    detect(path).map_or_else(|_| "?".into(), |f| f.to_string())
 }

@@ -9,12 +9,12 @@
 //! | file | contents |
 //! |---|---|
 //! | `dtype.rs` | the element types ([`DType`], [`GgmlType`], [`SourceDType`]) and the conversions between them and the graph's |
-//! | `convert.rs` | f32 ⇄ bf16/f16 conversions (round to nearest even); weights as stored bytes ([`encode_weights`]) |
+//! | `convert.rs` | f32 ⇄ bf16/f16 conversions (round to nearest even); weights as stored bytes ([`DType::encode_weights`]) |
 //! | [`safetensors`] | safetensors reader, sharded checkpoints, writer |
 //! | [`irpa`] | IREE parameter archive reader and writer |
 //! | [`gguf`] | GGUF reader |
-//! | `quant.rs` | GGML block dequantization kernels ([`dequantize`]); kiln's i8 rows |
-//! | `blocks.rs` | kiln's block form of the GGML types: [`quantize`], repacking, [`Recognized`] matrices |
+//! | `quant.rs` | GGML block dequantization kernels ([`GgmlType::dequantize`]); kiln's i8 rows |
+//! | `blocks.rs` | kiln's block form of the GGML types: [`GgmlType::quantize`], repacking, [`Recognized`] matrices |
 //! | `source.rs` | a format-agnostic view over all three ([`open_any`], [`ParamSource`]) |
 //! | `stream.rs` | the streaming, hashing, atomic core both writers share ([`TensorWriter`]) |
 //! | `inspect.rs` | what one file holds ([`Inspection`], `kiln params inspect`) |
@@ -57,14 +57,12 @@ pub mod safetensors;
 mod source;
 mod stream;
 
-pub use blocks::{quantize, Recognized};
-pub use convert::encode_weights;
-pub use diff::{format_name, BlockChange, BlockDiff, Diff, Outcome, TensorDiff};
+pub use blocks::Recognized;
+pub use diff::{BlockChange, BlockDiff, Diff, Outcome, TensorDiff};
 pub use dtype::{DType, GgmlType, SourceDType};
 pub use error::ParamsError;
 pub use inspect::{GgufHeader, Inspection, Int8Rows};
 pub use merge::{Conversion, ConvertError, ConvertOptions, FloatDType, OutputFormat};
-pub use quant::dequantize;
 pub use source::{open_any, Format, ParamSource, StorageKind, TensorMeta};
 pub use stream::{TensorWriter, Written};
 

@@ -63,9 +63,17 @@ fn kernel(ty: GgmlType) -> Option<Kernel> {
     })
 }
 
+impl GgmlType {
+    /// Dequantizes `src` (whole blocks of this type) into `dst`. Returns
+    /// an error message when the type is unsupported or the sizes disagree.
+    pub fn dequantize(self, src: &[u8], dst: &mut [f32]) -> Result<(), String> {
+        dequantize(self, src, dst)
+    }
+}
+
 /// Dequantizes `src` (whole blocks of `ty`) into `dst`. Returns an error
 /// message when the type is unsupported or the sizes disagree.
-pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), String> {
+pub(crate) fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), String> {
     let k = kernel(ty).ok_or_else(|| format!("dequantization of {ty} is not supported"))?;
     let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
     if dst.len() % bs != 0 || src.len() != dst.len() / bs * ts {

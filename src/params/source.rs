@@ -23,6 +23,17 @@ pub enum Format {
     Gguf,
 }
 
+impl Format {
+    /// What `path` is, for a report: `safetensors checkpoint` for a folder,
+    /// else its format by its magic, `?` when it has none kiln knows.
+    pub fn name_of(path: &Path) -> String {
+        if path.is_dir() {
+            return "safetensors checkpoint".into();
+        }
+        detect(path).map_or_else(|_| "?".into(), |f| f.to_string())
+    }
+}
+
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -10,9 +10,6 @@ use minijinja::value::{Kwargs, Value};
 use minijinja::{Environment, ErrorKind};
 use serde::Serialize;
 
-/// ChatML, the template `--chat` falls back to for a model without one.
-pub const CHATML_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Message {
@@ -44,6 +41,10 @@ fn template_error(e: minijinja::Error) -> TokenizerError {
 }
 
 impl ChatTemplate {
+    /// ChatML, the template `kiln generate --chat` falls back to for a model
+    /// without one.
+    pub const CHATML: &'static str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
     /// Compiles `source` (Jinja, as in a `tokenizer_config.json`).
     pub fn new(
         source: &str,
@@ -336,7 +337,7 @@ mod tests {
 
     #[test]
     fn chatml_renders() {
-        let t = ChatTemplate::new(CHATML_TEMPLATE, None, None).unwrap();
+        let t = ChatTemplate::new(ChatTemplate::CHATML, None, None).unwrap();
         assert_eq!(
             t.render(&[("user", "Hi")], true).unwrap(),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
@@ -350,7 +351,7 @@ mod tests {
 
     #[test]
     fn affixes_of_a_template() {
-        let t = ChatTemplate::new(CHATML_TEMPLATE, None, None).unwrap();
+        let t = ChatTemplate::new(ChatTemplate::CHATML, None, None).unwrap();
         let a = t.affixes();
         let pair = |p: &str, s: &str| Some((p.to_string(), s.to_string()));
         assert_eq!(a.user, pair("<|im_start|>user\n", "<|im_end|>\n"));

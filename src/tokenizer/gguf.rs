@@ -562,10 +562,12 @@ impl Parts {
     }
 }
 
-/// The tokenizer files of a GGUF file's `tokenizer.*` metadata
-/// ([`GgufVocab::tokenizer_files`]).
-pub fn gguf_tokenizer_files(f: &GgufFile) -> Result<TokenizerFiles, TokenizerError> {
-    GgufVocab::read(f)?.tokenizer_files()
+impl TokenizerFiles {
+    /// The tokenizer files of a GGUF file's `tokenizer.*` metadata
+    /// ([`GgufVocab::read`], then [`GgufVocab::tokenizer_files`]).
+    pub fn from_gguf(f: &GgufFile) -> Result<TokenizerFiles, TokenizerError> {
+        GgufVocab::read(f)?.tokenizer_files()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

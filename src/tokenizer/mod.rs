@@ -22,8 +22,8 @@ mod chat;
 mod gguf;
 mod load;
 
-pub use chat::{ChatAffixes, ChatTemplate, Message, CHATML_TEMPLATE};
-pub use gguf::{gguf_tokenizer_files, GgufVocab, TokenizerFiles};
+pub use chat::{ChatAffixes, ChatTemplate, Message};
+pub use gguf::{GgufVocab, TokenizerFiles};
 
 /// Tokenizer data is malformed, unsupported, or an id is out of range.
 #[derive(Debug, thiserror::Error)]

@@ -296,7 +296,7 @@ pub fn fixture_export_mismatches<S>(
     prepare: impl FnMut(&kiln::export::ExportReport) -> S,
     predict: impl FnMut(&mut S, &[i32]) -> Vec<i32>,
 ) -> Vec<String> {
-    fixture_export_mismatches_bounded(kiln::models::MAX_TENSOR_BYTES, prepare, predict)
+    fixture_export_mismatches_bounded(kiln::DecoderConfig::MAX_TENSOR_BYTES, prepare, predict)
 }
 
 /// [`fixture_export_mismatches`] with the export's tensor bound
