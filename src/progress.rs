@@ -42,11 +42,11 @@ impl std::fmt::Debug for dyn Progress {
 }
 
 /// A shared [`Progress`], as options hold it.
-pub type SharedProgress = Arc<dyn Progress>;
+pub(crate) type SharedProgress = Arc<dyn Progress>;
 
 /// Reports nothing.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Silent;
+pub(crate) struct Silent;
 
 impl Progress for Silent {}
 

@@ -7,7 +7,7 @@
 use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions};
-use kiln::generate::{generate, Interpreted, IreeRunModule, RunModule};
+use kiln::generate::{generate, Interpreter, Redecode, RunModule};
 use kiln::iree::{Device, Emulation, RunOptions, Session, SessionSpec, Target};
 use kiln::models::Checkpoint;
 
@@ -40,7 +40,7 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
         5,
         "SEQ 8 leaves room for 5 new tokens after a 3-token prompt"
     );
-    let mut emulated = IreeRunModule::new(
+    let mut emulated = Redecode::new(
         RunModule {
             toolchain: tc,
             vmfb: outs[1].clone(),
@@ -52,7 +52,7 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
         8,
     );
     let arm = generate(&mut emulated, &prompt, 10, &[], |_| true).unwrap();
-    let mut interp = Interpreted::open(&r.mlir, &r.irpa, "tiny").unwrap();
+    let mut interp = Redecode::<Interpreter>::open(&r.mlir, &r.irpa, "tiny").unwrap();
     let rust = generate(&mut interp, &prompt, 10, &[], |_| true).unwrap();
     assert_eq!(arm, host);
     assert_eq!(rust, host);

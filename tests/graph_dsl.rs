@@ -868,7 +868,7 @@ fn parameter_parts_print_as_slices_of_one_entry() {
     let text = print_module(&m, &PrintOptions::default(), None).unwrap();
     assert!(text.contains("  util.global private @emb_at0 = #flow.parameter.named<\"model\"::\"emb\", {offset = 0 : i64, length = 24 : i64}> : tensor<3x4xbf16>\n"), "{text}");
     assert!(text.contains("  util.global private @emb_at24 = #flow.parameter.named<\"model\"::\"emb\", {offset = 24 : i64, length = 16 : i64}> : tensor<2x4xbf16>\n"), "{text}");
-    let parsed = kiln::stablehlo::parse_module_full(&text).unwrap();
+    let parsed = kiln::stablehlo::ParsedModule::parse(&text).unwrap();
     assert_eq!(parsed.module, m);
     assert_eq!(
         print_module(&parsed.module, &parsed.print_options(), None).unwrap(),

@@ -24,8 +24,8 @@ use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions, Weights};
 use kiln::generate::{
-    generate, generate_kv, Conversation, Driver, DriverOptions, Forward, Interpreted,
-    KvInterpreted, KvRunModule, KvStep, RunModule, Stop,
+    generate, generate_kv, Conversation, Driver, DriverOptions, Forward, Interpreter, KvDriver,
+    KvStep, Redecode, RunModule, Stop,
 };
 use kiln::graph::DType;
 use kiln::iree::{Device, Emulation, KvSession, RunOptions, SessionSpec, Target, Toolchain};
@@ -103,16 +103,16 @@ fn kv_session_full(tc: &Toolchain, r: &ExportReport, vmfb: &Path) -> KvSession {
 
 /// The KV pair of `r` in the interpreter, each call on the smallest span
 /// that holds it.
-fn interp_spans(r: &ExportReport) -> KvInterpreted {
+fn interp_spans(r: &ExportReport) -> KvDriver<Interpreter> {
     interp_kv(r)
         .with_spans(kv_spec(r, Device::LocalTask).spans)
         .unwrap()
 }
 
 /// The KV pair of `r` in the interpreter, every call over all N positions.
-fn interp_kv(r: &ExportReport) -> KvInterpreted {
+fn interp_kv(r: &ExportReport) -> KvDriver<Interpreter> {
     let kv = &r.manifest.kv.as_ref().unwrap().pair;
-    KvInterpreted::open(
+    KvDriver::<Interpreter>::open(
         r.kv_mlir.as_ref().unwrap(),
         &r.irpa,
         &kv.prefill,
@@ -314,7 +314,8 @@ fn interpreter_kv_matches_transformers_and_redecode_on_every_fixture() {
             let plen = if rs.seq > 8 { 10 } else { 5 };
             let prompt = &rs.cases[0].input[..plen];
             let g_kv = generate_kv(&mut kv, prompt, rs.seq, &[], |_| true).unwrap();
-            let mut re = Interpreted::open(&r.mlir, &r.irpa, &r.manifest.function).unwrap();
+            let mut re =
+                Redecode::<Interpreter>::open(&r.mlir, &r.irpa, &r.manifest.function).unwrap();
             let g_re = generate(&mut re, prompt, rs.seq, &[], |_| true).unwrap();
             assert_eq!(g_kv.ids.len(), rs.seq - plen, "{name}: fills N");
             assert_eq!(g_kv.stop, Stop::ContextFull);
@@ -518,7 +519,7 @@ fn caches_over_the_bound_are_split_into_layer_groups() {
     .unwrap();
     let mut host = kv_session(&tc, &split, &outs[0], Device::LocalTask);
     assert_eq!(two_turns(&mut host), want, "host session");
-    let mut per_call = KvRunModule::new(
+    let mut per_call = KvDriver::new(
         RunModule {
             toolchain: tc.clone(),
             vmfb: outs[0].clone(),
@@ -591,7 +592,7 @@ fn chunked_prefill_and_turns_equal_one_prefill() {
     let mut fresh = Conversation::new(&mut one).unwrap();
     assert_eq!(fresh.append(&all).unwrap(), second);
     // The redecode forward agrees at the last position.
-    let mut re = Interpreted::open(&r.mlir, &r.irpa, &r.manifest.function).unwrap();
+    let mut re = Redecode::<Interpreter>::open(&r.mlir, &r.irpa, &r.manifest.function).unwrap();
     let out = re.forward(&pad(&all, 33)).unwrap();
     assert_eq!(out[all.len() - 1], second.id);
 }

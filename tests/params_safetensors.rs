@@ -1,6 +1,6 @@
 //! safetensors reader/writer, sharded checkpoints, and IREE reading our files.
 
-use kiln::params::safetensors::{open_checkpoint, SafeTensors, SafetensorsWriter, TensorSpec};
+use kiln::params::safetensors::{Checkpoint, SafeTensors, SafetensorsWriter, TensorSpec};
 use kiln::params::TensorWriter;
 use kiln::params::{DType, ParamsError};
 use std::path::Path;
@@ -113,7 +113,7 @@ fn sharded_checkpoints_follow_the_index() {
     index(
         r#""c":"model-00002-of-00002.safetensors","a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors""#,
     );
-    let ck = open_checkpoint(d).unwrap();
+    let ck = Checkpoint::open(d).unwrap();
     let names: Vec<&str> = ck.tensors().map(|t| t.name).collect();
     assert_eq!(names, ["a", "b", "c"]);
     assert_eq!(ck.get("c").unwrap().dtype, DType::BF16);
@@ -126,9 +126,9 @@ fn sharded_checkpoints_follow_the_index() {
 
     index(r#""a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors""#);
     // Shards the index does not name are not part of the checkpoint.
-    assert!(open_checkpoint(d).unwrap().get("c").is_none());
+    assert!(Checkpoint::open(d).unwrap().get("c").is_none());
     index(r#""a":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors""#);
-    let e = open_checkpoint(d).unwrap_err();
+    let e = Checkpoint::open(d).unwrap_err();
     assert_eq!(
         e.tensor(),
         Some("b"),
@@ -137,17 +137,17 @@ fn sharded_checkpoints_follow_the_index() {
     index(
         r#""a":"model-00002-of-00002.safetensors","b":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors""#,
     );
-    let e = open_checkpoint(d).unwrap_err();
+    let e = Checkpoint::open(d).unwrap_err();
     assert_eq!(e.tensor(), Some("a"), "{e}");
     index(r#""a":"../x.safetensors""#);
-    assert!(open_checkpoint(d)
+    assert!(Checkpoint::open(d)
         .unwrap_err()
         .to_string()
         .contains("plain file name"));
     index(
         r#""a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors","ghost":"model-00002-of-00002.safetensors""#,
     );
-    assert_eq!(open_checkpoint(d).unwrap_err().tensor(), Some("ghost"));
+    assert_eq!(Checkpoint::open(d).unwrap_err().tensor(), Some("ghost"));
     // A directory with a single model.safetensors.
     let single = tempfile::tempdir().unwrap();
     write(
@@ -155,7 +155,7 @@ fn sharded_checkpoints_follow_the_index() {
         &[TensorSpec::new("w", DType::F16, &[2, 2])],
         &[],
     );
-    assert_eq!(open_checkpoint(single.path()).unwrap().len(), 1);
+    assert_eq!(Checkpoint::open(single.path()).unwrap().len(), 1);
 }
 
 #[test]

@@ -102,7 +102,7 @@ fn mutations_never_panic() {
             }
         }
         if let Ok(t) = std::str::from_utf8(&b) {
-            if let Ok(p) = kiln::stablehlo::parse_module_full(t) {
+            if let Ok(p) = kiln::stablehlo::ParsedModule::parse(t) {
                 // Whatever parses must print and parse back.
                 if let Ok(printed) = print_module(&p.module, &p.print_options(), None) {
                     assert!(kiln::stablehlo::parse_module(&printed).is_ok(), "{printed}");

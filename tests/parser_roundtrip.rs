@@ -7,9 +7,7 @@ use crate::common;
 
 use common::interp::{all_ops_module, random_weights, tiny_model, Tiny};
 use kiln::graph::{DType, Module};
-use kiln::stablehlo::{
-    parse_module, parse_module_full, print_module, ConstantPolicy, PrintOptions,
-};
+use kiln::stablehlo::{parse_module, print_module, ConstantPolicy, ParsedModule, PrintOptions};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -45,7 +43,7 @@ fn print_parse_print_is_identity() {
                 constants: policy.clone(),
             };
             let text = print_module(&m, &opts, Some(&w)).unwrap();
-            let parsed = parse_module_full(&text)
+            let parsed = ParsedModule::parse(&text)
                 .unwrap_or_else(|e| panic!("module @{} under {policy:?}:\n{e}", m.name));
             let again = print_module(&parsed.module, &parsed.print_options(), None).unwrap();
             assert!(
@@ -110,7 +108,7 @@ fn repository_modules() -> Vec<(String, String)> {
 fn every_repository_module_round_trips() {
     let mods = repository_modules();
     for (path, text) in &mods {
-        let parsed = parse_module_full(text).unwrap_or_else(|e| panic!("{path}:\n{e}"));
+        let parsed = ParsedModule::parse(text).unwrap_or_else(|e| panic!("{path}:\n{e}"));
         let again = print_module(&parsed.module, &parsed.print_options(), None).unwrap();
         assert_eq!(
             again.trim_end(),

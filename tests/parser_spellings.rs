@@ -4,7 +4,7 @@
 //! computes what the text says.
 
 use kiln::interp::{run_module, Tensor};
-use kiln::stablehlo::{parse_module, parse_module_full, print_module, PrintOptions};
+use kiln::stablehlo::{parse_module, print_module, ParsedModule, PrintOptions};
 use std::collections::HashMap;
 
 const GENERIC: &str = r#"
@@ -53,7 +53,7 @@ module @spellings attributes {mhlo.num_partitions = 1 : i32, kiln.note = "a, b {
 
 #[test]
 fn generic_and_pretty_spellings_parse_and_compute() {
-    let parsed = parse_module_full(GENERIC).unwrap_or_else(|e| panic!("{e}"));
+    let parsed = ParsedModule::parse(GENERIC).unwrap_or_else(|e| panic!("{e}"));
     let m = &parsed.module;
     assert_eq!(m.name, "spellings");
     assert_eq!(

@@ -16,7 +16,7 @@ use crate::common;
 use common::*;
 use kiln::export::{ExportReport, KvCacheOptions};
 use kiln::generate::{
-    generate_kv, generate_kv_with, Conversation, KvInterpreted, KvRunModule, KvStep, Prediction,
+    generate_kv, generate_kv_with, Conversation, Interpreter, KvDriver, KvStep, Prediction,
     RunModule, Sampler, SamplingParams,
 };
 use kiln::iree::{Device, Emulation, KvSession, RunOptions, SessionSpec, Target};
@@ -49,9 +49,9 @@ fn export_kv(name: &str, seq: usize, dir: &Path, top_k: Option<usize>) -> Export
     export_tiny_kv(&ckpt, hf_expected(name).dtype(), seq, dir, kv)
 }
 
-fn interp_kv(r: &ExportReport) -> KvInterpreted {
+fn interp_kv(r: &ExportReport) -> KvDriver<Interpreter> {
     let kv = &r.manifest.kv.as_ref().unwrap().pair;
-    KvInterpreted::open(
+    KvDriver::<Interpreter>::open(
         r.kv_mlir.as_ref().unwrap(),
         &r.irpa,
         &kv.prefill,
@@ -158,7 +158,7 @@ fn greedy_is_unchanged_top_k_1_is_greedy_and_seeds_repeat() {
         greedy,
         generate_kv(&mut kv, &prompt, 20, &[], |_| true).unwrap()
     );
-    let run = |kv: &mut KvInterpreted, s: Sampler| {
+    let run = |kv: &mut KvDriver<Interpreter>, s: Sampler| {
         generate_kv_with(kv, &prompt, 20, &[], s, |_| true)
             .unwrap()
             .ids
@@ -235,7 +235,7 @@ fn sampled_ids_agree_on_host_arm64_and_vulkan() {
             assert!((c.logit - d.logit).abs() < 1e-4, "{x:?} vs {y:?}");
         }
     }
-    let mut arm = KvRunModule::new(
+    let mut arm = KvDriver::new(
         RunModule {
             toolchain: tc.clone(),
             vmfb: outs[1].clone(),

@@ -24,7 +24,7 @@
 use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
-use kiln::generate::{generate, generate_kv, IreeRunModule, KvInterpreted, RunModule};
+use kiln::generate::{generate, generate_kv, Interpreter, KvDriver, Redecode, RunModule};
 use kiln::iree::{
     run_module, Device, Emulation, HostTensor, KvSession, RunOptions, Session, SessionSpec, Target,
 };
@@ -223,7 +223,7 @@ fn redecode_generation_matches_transformers() {
     // The same loop with one iree-run-module process per step (the chat
     // prompt stops at eos after 7 tokens).
     let chat = exp.prompts.iter().find(|p| p.name == "chat").unwrap();
-    let mut per_step = IreeRunModule::new(
+    let mut per_step = Redecode::new(
         RunModule {
             toolchain: tc,
             vmfb,
@@ -339,7 +339,7 @@ fn kv_cache_generation_matches_transformers() {
     let kv_mlir = e.report.kv_mlir.clone().unwrap();
     let chat = exp.prompts.iter().find(|p| p.name == "chat").unwrap();
     let mut interp =
-        KvInterpreted::open(&kv_mlir, &e.report.irpa, &kv.prefill, &kv.decode).unwrap();
+        KvDriver::<Interpreter>::open(&kv_mlir, &e.report.irpa, &kv.prefill, &kv.decode).unwrap();
     let g = generate_kv(
         &mut interp,
         &chat.ids,

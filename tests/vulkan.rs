@@ -53,7 +53,7 @@ fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
     // archive bytes as i32 pairs of bf16 bits: no 16-bit type reaches IREE.
     let text = std::fs::read_to_string(&r.mlir).unwrap();
     assert!(text.contains("model.embed_tokens.weight\"> : tensor<96x48xbf16>"));
-    let parsed = kiln::stablehlo::parse_module_full(&text).unwrap();
+    let parsed = kiln::stablehlo::ParsedModule::parse(&text).unwrap();
     let lowered = parsed.module.lower_for_vulkan().unwrap();
     let text = kiln::stablehlo::print_module(&lowered, &parsed.print_options(), None).unwrap();
     assert!(

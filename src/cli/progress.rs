@@ -3,7 +3,7 @@
 //! run), drawn on stderr only when it is a terminal and `--quiet` is off.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kiln::progress::{Progress, SharedProgress, Unit};
+use kiln::progress::{Progress, Unit};
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ struct Bars {
 
 /// A [`Progress`] drawing bars, or `None` when nothing should be drawn
 /// (`--quiet`, or stderr is not a terminal).
-pub fn bars() -> Option<SharedProgress> {
+pub fn bars() -> Option<Arc<dyn Progress>> {
     if super::quiet() || !std::io::stderr().is_terminal() {
         return None;
     }

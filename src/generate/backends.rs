@@ -54,12 +54,10 @@ impl<B: Backend> Forward for Redecode<B> {
 }
 
 /// The redecode forward through kiln's interpreter.
-pub type Interpreted = Redecode<Interpreter>;
-
 impl Redecode<Interpreter> {
     /// Parses `mlir` and opens `params`; SEQ is read from `function`'s
     /// signature.
-    pub fn open(mlir: &Path, params: &Path, function: &str) -> Result<Interpreted> {
+    pub fn open(mlir: &Path, params: &Path, function: &str) -> Result<Self> {
         let backend = Interpreter::open(mlir, params)?;
         let seq =
             ids_len(backend.function(function)?).ok_or_else(|| SignatureError::NoTokenIds {
@@ -68,9 +66,6 @@ impl Redecode<Interpreter> {
         Ok(Redecode::new(backend, function, seq))
     }
 }
-
-/// The redecode forward through `iree-run-module`, one process per step.
-pub type IreeRunModule = Redecode<RunModule>;
 
 /// The KV-cache pair driven over a [`Backend`]: the caches a call returns
 /// are kept and passed to the next decode.
@@ -324,13 +319,11 @@ impl Backend for RunModule {
 }
 
 /// The KV-cache pair through kiln's interpreter; the caches are host tensors.
-pub type KvInterpreted = KvDriver<Interpreter>;
-
 impl KvDriver<Interpreter> {
     /// Parses `mlir` (a `NAME-kv-gen.mlir`) and opens `params`; `prefill`
     /// and `decode` name the two functions. P, N and the cache types are
     /// read from their signatures.
-    pub fn open(mlir: &Path, params: &Path, prefill: &str, decode: &str) -> Result<KvInterpreted> {
+    pub fn open(mlir: &Path, params: &Path, prefill: &str, decode: &str) -> Result<Self> {
         let backend = Interpreter::open(mlir, params)?;
         let pf = backend.function(prefill)?;
         let df = backend.function(decode)?;
@@ -350,6 +343,3 @@ impl KvDriver<Interpreter> {
         Ok(KvDriver::new(backend, spec))
     }
 }
-
-/// The KV-cache pair through `iree-run-module`, one process per call.
-pub type KvRunModule = KvDriver<RunModule>;

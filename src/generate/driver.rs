@@ -2,7 +2,7 @@
 //! [`Driver`]): kiln's interpreter for `.mlir`, a loaded IREE session, or
 //! one `iree-run-module` per call; and the loop each runs.
 
-use super::backends::{Interpreted, KvDriver, KvInterpreted, Redecode, RunModule};
+use super::backends::{Interpreter, KvDriver, Redecode, RunModule};
 use super::conversation::generate_kv_with;
 use super::redecode::generate;
 use super::sample::Sampler;
@@ -152,13 +152,13 @@ impl Driver {
         let interpreted = o.module.extension().is_some_and(|e| e == "mlir");
         if interpreted {
             return Ok(match &o.kv {
-                None => Driver::Redecode(Box::new(Interpreted::open(
+                None => Driver::Redecode(Box::new(Redecode::<Interpreter>::open(
                     &o.module,
                     &o.params,
                     &o.function,
                 )?)),
                 Some(kv) => Driver::Kv(Box::new(
-                    KvInterpreted::open(&o.module, &o.params, &kv.prefill, &kv.decode)?
+                    KvDriver::<Interpreter>::open(&o.module, &o.params, &kv.prefill, &kv.decode)?
                         .with_spans(KvSpec::try_from(kv)?.spans)?,
                 )),
             });

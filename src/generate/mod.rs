@@ -27,10 +27,7 @@ mod sample;
 mod stop;
 
 pub use crate::step::{Backend, Candidate, Forward, KvSpan, KvSpec, KvStep, Prediction};
-pub use backends::{
-    Interpreted, Interpreter, IreeRunModule, KvDriver, KvInterpreted, KvRunModule, Redecode,
-    RunModule,
-};
+pub use backends::{Interpreter, KvDriver, Redecode, RunModule};
 pub use conversation::{generate_kv, generate_kv_with, Conversation};
 pub use driver::{Driver, DriverOptions};
 pub use error::GenerateError;

@@ -350,6 +350,14 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// Opens a checkpoint: a `.safetensors` file, a `*.index.json` shard index,
+    /// or a directory holding `model.safetensors.index.json` or
+    /// `model.safetensors`. Every shard is validated; the index must list
+    /// exactly the tensors the shards hold, each in the shard it names.
+    pub fn open(path: impl AsRef<Path>) -> Result<Checkpoint> {
+        open_checkpoint(path)
+    }
+
     /// The shard files, in the order their tensors are listed.
     pub fn files(&self) -> &[SafeTensors] {
         &self.files
@@ -397,11 +405,8 @@ impl Checkpoint {
 /// Name of the shard index HF writes beside sharded checkpoints.
 pub(crate) const INDEX_NAME: &str = "model.safetensors.index.json";
 
-/// Opens a checkpoint: a `.safetensors` file, a `*.index.json` shard index,
-/// or a directory holding `model.safetensors.index.json` or
-/// `model.safetensors`. Every shard is validated; the index must list
-/// exactly the tensors the shards hold, each in the shard it names.
-pub fn open_checkpoint(path: impl AsRef<Path>) -> Result<Checkpoint> {
+/// [`Checkpoint::open`].
+pub(crate) fn open_checkpoint(path: impl AsRef<Path>) -> Result<Checkpoint> {
     let path = path.as_ref();
     let index_path = if path.is_dir() {
         let idx = path.join(INDEX_NAME);

@@ -3,7 +3,8 @@
 mod parser;
 mod printer;
 
-pub use parser::{parse_module, parse_module_full, ParsedModule};
+pub(crate) use parser::parse_module_full;
+pub use parser::{parse_module, ParsedModule};
 pub(crate) use printer::sanitize_identifier;
 pub use printer::{print_module, ConstantPolicy, PrintError, PrintOptions, WeightSource};
 

@@ -64,8 +64,16 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
     parse_module_full(text).map(|p| p.module)
 }
 
-/// Parses StableHLO text into a module, keeping the parameter scope.
-pub fn parse_module_full(text: &str) -> Result<ParsedModule, ParseError> {
+impl ParsedModule {
+    /// Parses StableHLO text into a module, keeping the parameter scope
+    /// ([`parse_module`] keeps the module only).
+    pub fn parse(text: &str) -> Result<ParsedModule, ParseError> {
+        parse_module_full(text)
+    }
+}
+
+/// [`ParsedModule::parse`].
+pub(crate) fn parse_module_full(text: &str) -> Result<ParsedModule, ParseError> {
     let mut c = Cursor::new(text);
     let mut module = Module::new("module");
     let mut globals: HashMap<String, Global> = HashMap::new();

@@ -380,7 +380,7 @@ pub fn case_mismatches(
 /// equals it byte for byte.
 pub fn roundtrip(mlir: &Path) {
     let text = std::fs::read_to_string(mlir).unwrap();
-    let parsed = kiln::stablehlo::parse_module_full(&text).unwrap();
+    let parsed = kiln::stablehlo::ParsedModule::parse(&text).unwrap();
     let again =
         kiln::stablehlo::print_module(&parsed.module, &parsed.print_options(), None).unwrap();
     assert!(
