@@ -25,7 +25,7 @@ use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions, Weights};
 use kiln::generate::{
     generate, generate_kv, Conversation, Driver, DriverOptions, Forward, Interpreter, KvDriver,
-    KvStep, Redecode, RunModule, Stop,
+    KvStep, Redecode, RunModule, Sampler, Stop,
 };
 use kiln::graph::DType;
 use kiln::iree::{Device, Emulation, KvSession, RunOptions, SessionSpec, Target, Toolchain};
@@ -248,8 +248,8 @@ fn spans_against_full(
         }
     }
     let prompt = &rs.cases[0].input[..10];
-    let g_spans = generate_kv(spans, prompt, SPAN_N, &[], |_| true).unwrap();
-    let g_full = generate_kv(full, prompt, SPAN_N, &[], |_| true).unwrap();
+    let g_spans = generate_kv(spans, prompt, SPAN_N, &[], Sampler::greedy(), |_| true).unwrap();
+    let g_full = generate_kv(full, prompt, SPAN_N, &[], Sampler::greedy(), |_| true).unwrap();
     assert_eq!(g_full.ids.len(), SPAN_N - 10, "{name}: fills N");
     if g_spans != g_full {
         failures.push(format!(
@@ -313,7 +313,8 @@ fn interpreter_kv_matches_transformers_and_redecode_on_every_fixture() {
             // chunks): the KV loop and the redecode loop at SEQ = N.
             let plen = if rs.seq > 8 { 10 } else { 5 };
             let prompt = &rs.cases[0].input[..plen];
-            let g_kv = generate_kv(&mut kv, prompt, rs.seq, &[], |_| true).unwrap();
+            let g_kv =
+                generate_kv(&mut kv, prompt, rs.seq, &[], Sampler::greedy(), |_| true).unwrap();
             let mut re =
                 Redecode::<Interpreter>::open(&r.mlir, &r.irpa, &r.manifest.function).unwrap();
             let g_re = generate(&mut re, prompt, rs.seq, &[], |_| true).unwrap();
@@ -577,8 +578,8 @@ fn chunked_prefill_and_turns_equal_one_prefill() {
     .unwrap();
     let prompt: Vec<i32> = (0..10).map(|i| (i * 7 + 3) % 80).collect();
     let (mut small, mut one) = (interp_kv(&r), interp_kv(&r16));
-    let a = generate_kv(&mut small, &prompt, 12, &[], |_| true).unwrap();
-    let b = generate_kv(&mut one, &prompt, 12, &[], |_| true).unwrap();
+    let a = generate_kv(&mut small, &prompt, 12, &[], Sampler::greedy(), |_| true).unwrap();
+    let b = generate_kv(&mut one, &prompt, 12, &[], Sampler::greedy(), |_| true).unwrap();
     assert_eq!(a, b);
     // Two turns against one fresh prefill of everything.
     let mut c = Conversation::new(&mut small).unwrap();
@@ -611,15 +612,31 @@ fn bf16_caches_match_f32_on_the_cpu_and_on_vulkan() {
     let f32_dir = tmpdir();
     let r32 = export_kv("tiny-llama-tied-gqa", 16, f32_dir.path(), DType::F32);
     let prompt = [5, 17, 3];
-    let g16 = generate_kv(&mut interp_kv(&r), &prompt, 16, &[], |_| true).unwrap();
-    let g32 = generate_kv(&mut interp_kv(&r32), &prompt, 16, &[], |_| true).unwrap();
+    let g16 = generate_kv(
+        &mut interp_kv(&r),
+        &prompt,
+        16,
+        &[],
+        Sampler::greedy(),
+        |_| true,
+    )
+    .unwrap();
+    let g32 = generate_kv(
+        &mut interp_kv(&r32),
+        &prompt,
+        16,
+        &[],
+        Sampler::greedy(),
+        |_| true,
+    )
+    .unwrap();
     assert_eq!(g16, g32);
     let Some(tc) = toolchain() else { return };
     let vmfb = dir.path().join("tiny-kv-host.vmfb");
     common::compiled::compile(&tc, r.kv_mlir.as_ref().unwrap(), &Target::Host, &vmfb, &[]).unwrap();
     let mut s = kv_session(&tc, &r, &vmfb, Device::LocalTask);
     assert_eq!(
-        generate_kv(&mut s, &prompt, 16, &[], |_| true).unwrap(),
+        generate_kv(&mut s, &prompt, 16, &[], Sampler::greedy(), |_| true).unwrap(),
         g32
     );
     let vk = dir.path().join("tiny-kv-vulkan.vmfb");
@@ -638,7 +655,7 @@ fn bf16_caches_match_f32_on_the_cpu_and_on_vulkan() {
     if lavapipe_present() {
         let mut s = kv_session(&tc, &r, &vk, Device::Vulkan);
         assert_eq!(
-            generate_kv(&mut s, &prompt, 16, &[], |_| true).unwrap(),
+            generate_kv(&mut s, &prompt, 16, &[], Sampler::greedy(), |_| true).unwrap(),
             g32
         );
     }
@@ -651,9 +668,12 @@ fn bad_input_is_a_clear_error() {
     let mut kv = interp_kv(&r);
     // A prompt longer than P is prefilled in chunks; one that fills N is
     // an error.
-    let g = generate_kv(&mut kv, &[1, 2, 3, 4, 5], 2, &[], |_| true).unwrap();
+    let g = generate_kv(&mut kv, &[1, 2, 3, 4, 5], 2, &[], Sampler::greedy(), |_| {
+        true
+    })
+    .unwrap();
     assert_eq!(g.ids.len(), 2);
-    let e = generate_kv(&mut kv, &[1; 8], 2, &[], |_| true)
+    let e = generate_kv(&mut kv, &[1; 8], 2, &[], Sampler::greedy(), |_| true)
         .unwrap_err()
         .to_string();
     assert!(e.contains("the max context N is 8"), "{e}");

@@ -16,8 +16,8 @@ use crate::common;
 use common::*;
 use kiln::export::{ExportReport, KvCacheOptions};
 use kiln::generate::{
-    generate_kv, generate_kv_with, Conversation, Interpreter, KvDriver, KvStep, Prediction,
-    RunModule, Sampler, SamplingParams,
+    generate_kv, Conversation, Interpreter, KvDriver, KvStep, Prediction, RunModule, Sampler,
+    SamplingParams,
 };
 use kiln::iree::{Device, Emulation, KvSession, RunOptions, SessionSpec, Target};
 use kiln::models::Checkpoint;
@@ -153,15 +153,13 @@ fn greedy_is_unchanged_top_k_1_is_greedy_and_seeds_repeat() {
     let prompt: Vec<i32> = hf_expected(name).seqs[1].cases[0].input[..10].to_vec();
     let mut plain = interp_kv(&greedy_module);
     let mut kv = interp_kv(&sampling_module);
-    let greedy = generate_kv(&mut plain, &prompt, 20, &[], |_| true).unwrap();
+    let greedy = generate_kv(&mut plain, &prompt, 20, &[], Sampler::greedy(), |_| true).unwrap();
     assert_eq!(
         greedy,
-        generate_kv(&mut kv, &prompt, 20, &[], |_| true).unwrap()
+        generate_kv(&mut kv, &prompt, 20, &[], Sampler::greedy(), |_| true).unwrap()
     );
     let run = |kv: &mut KvDriver<Interpreter>, s: Sampler| {
-        generate_kv_with(kv, &prompt, 20, &[], s, |_| true)
-            .unwrap()
-            .ids
+        generate_kv(kv, &prompt, 20, &[], s, |_| true).unwrap().ids
     };
     assert_eq!(run(&mut kv, sampler(1.0, 1, 5)), greedy.ids, "top-k 1");
     let a = run(&mut kv, sampler(1.5, 0, 5));
@@ -170,7 +168,7 @@ fn greedy_is_unchanged_top_k_1_is_greedy_and_seeds_repeat() {
     assert_ne!(a, greedy.ids, "sampling at T 1.5 differs from greedy");
     // Sampling flags on a greedy module: a clear error (the library's
     // states the facts; `kiln generate` adds the flags, below).
-    let e = generate_kv_with(&mut plain, &prompt, 2, &[], sampler(1.0, 0, 1), |_| true)
+    let e = generate_kv(&mut plain, &prompt, 2, &[], sampler(1.0, 0, 1), |_| true)
         .unwrap_err()
         .to_string();
     assert!(

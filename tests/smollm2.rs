@@ -24,7 +24,7 @@
 use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
-use kiln::generate::{generate, generate_kv, Interpreter, KvDriver, Redecode, RunModule};
+use kiln::generate::{generate, generate_kv, Interpreter, KvDriver, Redecode, RunModule, Sampler};
 use kiln::iree::{
     run_module, Device, Emulation, HostTensor, KvSession, RunOptions, Session, SessionSpec, Target,
 };
@@ -290,6 +290,7 @@ fn kv_generations_on_host(
             &p.ids,
             p.generate.max_new_tokens,
             &[exp.eos_id],
+            Sampler::greedy(),
             |_| true,
         )
         .unwrap();
@@ -345,6 +346,7 @@ fn kv_cache_generation_matches_transformers() {
         &chat.ids,
         chat.generate.max_new_tokens,
         &[exp.eos_id],
+        Sampler::greedy(),
         |_| true,
     )
     .unwrap();

@@ -16,7 +16,7 @@ use crate::common;
 use common::compiled::compile;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport};
-use kiln::generate::generate;
+use kiln::generate::{generate, Sampler};
 use kiln::graph::{DType, Graph, Module, TensorType};
 use kiln::iree::{
     run_module, Device, HostTensor, KvSession, RunOptions, Session, SessionSpec, Target, Toolchain,
@@ -296,9 +296,16 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
         let spec = SessionSpec::new(vmfb, &r.irpa).device(device);
         let mut s = KvSession::start(&tc, &spec, &KvSpec::try_from(&pair).unwrap()).unwrap();
         let n = exp.greedy.new.len();
-        kiln::generate::generate_kv(&mut s, &exp.greedy.prompt, n, &[], |_| true)
-            .unwrap()
-            .ids
+        kiln::generate::generate_kv(
+            &mut s,
+            &exp.greedy.prompt,
+            n,
+            &[],
+            Sampler::greedy(),
+            |_| true,
+        )
+        .unwrap()
+        .ids
     };
     assert_eq!(
         greedy(&kv[0], Device::LocalTask),

@@ -5,7 +5,8 @@
 
 use super::gen_common::{chat_template, template_error, SamplingArgs};
 use super::run::{parse_tokens, resolve, Resolved};
-use kiln::generate::{Driver, DriverOptions, Generation, Sampler, Stop, StopStrings};
+use super::stop::StopStrings;
+use kiln::generate::{Driver, DriverOptions, Generation, Sampler, Stop};
 use kiln::iree::{Device, Emulation};
 use kiln::manifest::KvPair;
 use kiln::tokenizer::{StreamDecoder, Tokenizer};

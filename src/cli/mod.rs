@@ -18,6 +18,7 @@ pub mod package;
 pub mod params;
 pub mod progress;
 pub mod run;
+pub mod stop;
 pub mod toolchain;
 pub mod verify;
 

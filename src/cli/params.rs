@@ -317,7 +317,7 @@ fn convert_cmd(a: ConvertArgs) -> Result<i32> {
     opts.describe = a.describe;
     opts.splat = a.splat;
     // The output's name is checked before the other flags.
-    opts.output_format(&a.output)
+    opts.check_output(&a.output)
         .map_err(|e| convert_error(e, &a))?;
     opts.renames = parse_renames(&a.rename)?;
     opts.exclude = a.exclude.clone();

@@ -1,7 +1,7 @@
 //! A conversation over the KV-cache pair ([`Conversation`] over a
 //! [`KvStep`]): the prompt and each turn prefilled in chunks of at most P,
 //! one decode per generated token; and the one-shot KV loops
-//! [`generate_kv`] and [`generate_kv_with`] built on it.
+//! [`generate_kv`] built on it.
 
 use super::redecode::check_prompt;
 use super::sample::Sampler;
@@ -152,30 +152,13 @@ impl<'m> Conversation<'m> {
     }
 }
 
-/// The KV-cache loop: exactly the ids [`generate`](super::generate) gives with SEQ = N (the
-/// same greedy choice and eos handling), the prompt prefilled in chunks of
-/// at most P, then one decode per new token instead of a whole-window
-/// forward. The prompt must leave room in N.
+/// The KV-cache loop, ids chosen by `sampler`: with
+/// [`Sampler::greedy`], exactly the ids [`generate`](super::generate)
+/// gives with SEQ = N (the same greedy choice and eos handling), the
+/// prompt prefilled in chunks of at most P, then one decode per new token
+/// instead of a whole-window forward; any other sampler needs a module
+/// exported with `--sampling topk=K`. The prompt must leave room in N.
 pub fn generate_kv(
-    model: &mut dyn KvStep,
-    prompt: &[i32],
-    max_new_tokens: usize,
-    eos: &[i32],
-    on_token: impl FnMut(i32) -> bool,
-) -> Result<Generation> {
-    generate_kv_with(
-        model,
-        prompt,
-        max_new_tokens,
-        eos,
-        Sampler::greedy(),
-        on_token,
-    )
-}
-
-/// [`generate_kv`] with ids chosen by `sampler` (a module exported with
-/// `--sampling topk=K` unless it is greedy).
-pub fn generate_kv_with(
     model: &mut dyn KvStep,
     prompt: &[i32],
     max_new_tokens: usize,

@@ -3,7 +3,7 @@
 //! one `iree-run-module` per call; and the loop each runs.
 
 use super::backends::{Interpreter, KvDriver, Redecode, RunModule};
-use super::conversation::generate_kv_with;
+use super::conversation::generate_kv;
 use super::redecode::generate;
 use super::sample::Sampler;
 use super::stop::Generation;
@@ -220,7 +220,7 @@ impl Driver {
     }
 
     /// Generates from `prompt` with this driver's loop ([`generate`] or
-    /// [`generate_kv_with`]), choosing ids with `sampler` (only greedy on
+    /// [`generate_kv`]), choosing ids with `sampler` (only greedy on
     /// the redecode loop).
     pub fn generate(
         &mut self,
@@ -236,7 +236,7 @@ impl Driver {
             }
             Driver::Redecode(m) => generate(m.as_mut(), prompt, max_new_tokens, eos, on_token),
             Driver::Kv(m) => {
-                generate_kv_with(m.as_mut(), prompt, max_new_tokens, eos, sampler, on_token)
+                generate_kv(m.as_mut(), prompt, max_new_tokens, eos, sampler, on_token)
             }
         }
     }

@@ -4,15 +4,14 @@
 //! - `redecode.rs`: the phone's redecode loop ([`generate`]) over a
 //!   [`Forward`];
 //! - `conversation.rs`: the KV-cache [`Conversation`] over a [`KvStep`],
-//!   and the one-shot KV loops [`generate_kv`], [`generate_kv_with`];
+//!   and the one-shot KV loop [`generate_kv`];
 //! - `backends.rs`: both protocols over a [`Backend`] ([`Redecode`],
 //!   [`KvDriver`]) and the runtimes that hand tensors back: kiln's
 //!   [`Interpreter`], one `iree-run-module` per call ([`RunModule`]);
 //! - `driver.rs`: the runtime that fits a module ([`DriverOptions`] →
 //!   [`Driver`]), the loaded IREE session included;
-//! - `stop.rs`: why a generation stopped ([`Stop`], [`Generation`]), its
-//!   prefill and decode times ([`Timings`]), and
-//!   stop strings on streamed text ([`StopStrings`]);
+//! - `stop.rs`: why a generation stopped ([`Stop`], [`Generation`]) and
+//!   its prefill and decode times ([`Timings`]);
 //! - `sample.rs`: choosing the next id ([`Sampler`]).
 //!
 //! The step interfaces and predictions are re-exported here, so
@@ -28,9 +27,9 @@ mod stop;
 
 pub use crate::step::{Backend, Candidate, Forward, KvSpan, KvSpec, KvStep, Prediction};
 pub use backends::{Interpreter, KvDriver, Redecode, RunModule};
-pub use conversation::{generate_kv, generate_kv_with, Conversation};
+pub use conversation::{generate_kv, Conversation};
 pub use driver::{Driver, DriverOptions};
 pub use error::GenerateError;
 pub use redecode::generate;
 pub use sample::{Sampler, SamplingParams};
-pub use stop::{Generation, Stop, StopStrings, Timings};
+pub use stop::{Generation, Stop, Timings};

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 /// The output's format, by its extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     /// `.irpa`.
     Irpa,
     /// `.safetensors`.
@@ -26,7 +26,7 @@ pub enum OutputFormat {
 
 impl OutputFormat {
     /// The format of an output named `path` (its extension, in any case).
-    pub fn of(path: &Path) -> Option<OutputFormat> {
+    fn of(path: &Path) -> Option<OutputFormat> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         match ext.as_str() {
             "irpa" => Some(OutputFormat::Irpa),
@@ -67,9 +67,16 @@ pub struct ConvertOptions {
 }
 
 impl ConvertOptions {
+    /// Checks the output's name: it ends in `.irpa` or `.safetensors`, and
+    /// only `.irpa` takes the IRPA-only options ([`Conversion::plan`]
+    /// makes the same check before it opens the inputs).
+    pub fn check_output(&self, path: &Path) -> Result<(), ConvertError> {
+        self.output_format(path).map(|_| ())
+    }
+
     /// The format of the output `path`, checked against the IRPA-only
     /// options.
-    pub fn output_format(&self, path: &Path) -> Result<OutputFormat, ConvertError> {
+    fn output_format(&self, path: &Path) -> Result<OutputFormat, ConvertError> {
         let format =
             OutputFormat::of(path).ok_or_else(|| ConvertError::OutputFormat(path.to_path_buf()))?;
         if format != OutputFormat::Irpa && (self.describe || self.splat) {
