@@ -18,7 +18,7 @@
 //! | model loaders (HF folders, GGUF) | [`models`] | [`Checkpoint`], [`DecoderConfig`] |
 //! | kiln's reference interpreter | [`interp`] | [`interp::predict_file`], [`interp::run`] |
 //! | tokenizers and chat templates | [`tokenizer`] | [`Tokenizer`] |
-//! | the runtime seam (what a runtime implements) | [`step`] | [`step::Forward`], [`step::KvStep`], [`step::Backend`] |
+//! | the runtime seam (what a runtime implements) | [`step`] | [`step::Forward`], [`step::KvStep`], [`step::Prediction`] |
 //! | the IREE tools: find, compile, run | [`iree`] | [`Toolchain`], [`compile()`], [`run_module`] |
 //! | the manifests kiln writes and reads | [`manifest`] | [`manifest::ExportManifest`], [`manifest::AssetsManifest`] |
 //! | export of a checkpoint to MLIR + weights | [`mod@export`] | [`export()`], [`ExportOptions`] |

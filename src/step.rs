@@ -5,9 +5,11 @@
 //!
 //! A runtime implements [`Forward`] (the redecode forward: SEQ ids in, SEQ
 //! predicted ids out) or [`KvStep`] (the KV-cache pair: prefill and
-//! decode, the caches kept between calls, described by a [`KvSpec`]); a
-//! runtime that only hands tensors back implements [`Backend`] and gets
+//! decode, the caches kept between calls, described by a `KvSpec`); a
+//! runtime that only hands tensors back implements `Backend` and gets
 //! both from generate's drivers. Each call's result is a [`Prediction`].
+//! `generate::Driver` opens the runtime that fits a module and hands back
+//! a [`Forward`] or a [`KvStep`].
 //! The checks every implementation makes on its arguments (a prefill
 //! chunk, a decode position) live here too, so a runtime never reaches up
 //! into the loops that drive it.
@@ -24,7 +26,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum StepError {
     /// Caches that are not `[L, KV, N, D]`, or a prompt bucket P outside
-    /// 1..=N ([`KvSpec::new`]).
+    /// 1..=N (`KvSpec::new`).
     #[error(
         "a KV pair needs caches [L, KV, N, D] and 1 ≤ P ≤ N, not {cache} and P = {prompt_len}"
     )]
@@ -57,7 +59,7 @@ pub enum StepError {
         max_context: usize,
     },
     /// Attention spans that do not ascend from P and stay below N
-    /// ([`KvSpec::spans`]).
+    /// (`KvSpec::spans`).
     #[error("attention spans must ascend from P = {prompt_len} and stay below N = {max_context}: got {spans:?}")]
     BadSpans {
         /// The spans given.
@@ -68,7 +70,7 @@ pub enum StepError {
         max_context: usize,
     },
     /// bf16 caches whose head dim is odd cannot be held as i32 pairs (a
-    /// module compiled for Vulkan, [`KvSpec::for_vulkan`]).
+    /// module compiled for Vulkan, `KvSpec::for_vulkan`).
     #[error("a KV cache {cache} with an odd head dim cannot be held as bf16 pairs")]
     OddPairs {
         /// The cache type.
@@ -212,6 +214,9 @@ pub trait KvStep {
 /// kiln's interpreter and by one `iree-run-module` per call; the loaded
 /// IREE session keeps its caches on the device and implements [`KvStep`]
 /// itself (`iree::session::KvSession`).
+// Public so the integration tests can build the runtimes they pin;
+// a library user opens a `generate::Driver` (issue 31: curated API).
+#[doc(hidden)]
 pub trait Backend {
     /// The runtime's tensor.
     type Tensor;
@@ -235,6 +240,9 @@ pub trait Backend {
 /// `manifest::KvPair` converts with `KvSpec::try_from`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+// Public so the integration tests can build the runtimes they pin;
+// a library user opens a `generate::Driver` (issue 31: curated API).
+#[doc(hidden)]
 pub struct KvSpec {
     /// The prefill function: `(ids [1, P], start, length, caches…) ->
     /// (id, caches…[, values, ids])`.
@@ -247,7 +255,7 @@ pub struct KvSpec {
     /// Every cache tensor, in argument order: `K_0 … K_{c-1}, V_0 …
     /// V_{c-1}`, each `[L, KV, N, D]` with the same N.
     pub caches: Vec<TensorType>,
-    /// Attention spans below N, ascending ([`KvSpec::spans`]): functions
+    /// Attention spans below N, ascending (`KvSpec::spans`): functions
     /// with the same signature and caches that attend to the first `span`
     /// positions only. Empty: `prefill` and `decode` serve every call.
     pub spans: Vec<KvSpan>,
@@ -259,6 +267,9 @@ pub struct KvSpec {
 /// context `span` would (`spec/kv-cache.md`, "Attention spans").
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+// Public so the integration tests can build the runtimes they pin;
+// a library user opens a `generate::Driver` (issue 31: curated API).
+#[doc(hidden)]
 pub struct KvSpan {
     /// Positions the functions attend to: `0..span`.
     pub span: usize,

@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 
 /// The redecode forward over a [`Backend`]: one call of `function` on
 /// `[1, SEQ]` ids per step.
+// Public so the integration tests can pin this runtime; a library user
+// opens a `generate::Driver` (issue 31: curated API).
+#[doc(hidden)]
 pub struct Redecode<B: Backend> {
     backend: B,
     function: String,
@@ -69,6 +72,9 @@ impl Redecode<Interpreter> {
 
 /// The KV-cache pair driven over a [`Backend`]: the caches a call returns
 /// are kept and passed to the next decode.
+// Public so the integration tests can pin this runtime; a library user
+// opens a `generate::Driver` (issue 31: curated API).
+#[doc(hidden)]
 pub struct KvDriver<B: Backend> {
     backend: B,
     spec: KvSpec,
@@ -206,6 +212,9 @@ impl<B: Backend> KvStep for KvDriver<B> {
 
 /// kiln's own interpreter as a [`Backend`] (no IREE): the module parsed
 /// once, the weights read from the parameter file on each call.
+// Public so the integration tests can pin this runtime; a library user
+// opens a `generate::Driver` (issue 31: curated API).
+#[doc(hidden)]
 pub struct Interpreter {
     module: crate::graph::Module,
     params: crate::interp::files::FileParams,
@@ -272,6 +281,9 @@ impl Backend for Interpreter {
 
 /// `iree-run-module` as a [`Backend`], one process per call (for emulated
 /// targets): tensors go through `.npy` files.
+// Public so the integration tests can pin this runtime; a library user
+// opens a `generate::Driver` (issue 31: curated API).
+#[doc(hidden)]
 pub struct RunModule {
     /// The toolchain.
     pub toolchain: Toolchain,

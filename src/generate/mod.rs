@@ -5,9 +5,9 @@
 //!   [`Forward`];
 //! - `conversation.rs`: the KV-cache [`Conversation`] over a [`KvStep`],
 //!   and the one-shot KV loop [`generate_kv`];
-//! - `backends.rs`: both protocols over a [`Backend`] ([`Redecode`],
-//!   [`KvDriver`]) and the runtimes that hand tensors back: kiln's
-//!   [`Interpreter`], one `iree-run-module` per call ([`RunModule`]);
+//! - `backends.rs`: both protocols over a `Backend` (`Redecode`,
+//!   `KvDriver`) and the runtimes that hand tensors back: kiln's
+//!   `Interpreter`, one `iree-run-module` per call (`RunModule`);
 //! - `driver.rs`: the runtime that fits a module ([`DriverOptions`] →
 //!   [`Driver`]), the loaded IREE session included;
 //! - `stop.rs`: why a generation stopped ([`Stop`], [`Generation`]) and

@@ -3,7 +3,7 @@
 //! kiln never links IREE: it finds the pinned release's native executables
 //! ([`Toolchain`]), builds their flags in one place ([`Target`], [`Device`]),
 //! and runs them as child processes ([`compile()`], [`run_module`], and the
-//! long-lived runtime sessions [`Session`] and [`KvSession`]).
+//! long-lived runtime sessions that [`Driver`](crate::Driver) opens).
 //!
 //! ```no_run
 //! use kiln::iree::{compile, Target, Toolchain};

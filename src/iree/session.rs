@@ -28,6 +28,9 @@ const SCRIPT: &str = include_str!("session.py");
 /// scope, the device. [`SessionSpec::new`] and the setters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+// Public so the integration tests can pin this runtime; a library user
+// opens a `generate::Driver` (issue 31: curated API).
+#[doc(hidden)]
 pub struct SessionSpec {
     /// The compiled module.
     pub vmfb: PathBuf,
@@ -213,6 +216,9 @@ impl Drop for Runner {
 
 /// A running session over the redecode forward of one module: each step
 /// sends SEQ ids and reads SEQ predicted ids back.
+// Public so the integration tests can pin this runtime; a library user
+// opens a `generate::Driver` (issue 31: curated API).
+#[doc(hidden)]
 pub struct Session {
     runner: Runner,
     seq: usize,
@@ -271,6 +277,9 @@ fn join_ids(ids: &[i32]) -> String {
 /// and decode loaded once, the K/V caches kept on the device between
 /// calls (each call's result buffers are the next call's arguments, and
 /// IREE writes the results into them in place).
+// Public so the integration tests can pin this runtime; a library user
+// opens a `generate::Driver` (issue 31: curated API).
+#[doc(hidden)]
 pub struct KvSession {
     runner: Runner,
     spec: KvSpec,

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Message {
+pub(crate) struct Message {
     /// `system`, `user` or `assistant`.
     pub role: String,
     /// The text.

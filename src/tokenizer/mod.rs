@@ -22,7 +22,7 @@ mod chat;
 mod gguf;
 mod load;
 
-pub use chat::{ChatAffixes, ChatTemplate, Message};
+pub use chat::{ChatAffixes, ChatTemplate};
 pub use gguf::{GgufVocab, TokenizerFiles};
 
 /// Tokenizer data is malformed, unsupported, or an id is out of range.
