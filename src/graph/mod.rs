@@ -41,6 +41,6 @@ mod recipes;
 pub(crate) use ir::bf16_pairs_shape;
 pub use ir::{
     BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Module, Node, Op, ParamDecl,
-    ReduceKind, Shape, TensorType, UnaryOp, Value,
+    ReduceKind, TensorType, UnaryOp, Value,
 };
 pub use recipes::BlockWeight;

@@ -10,7 +10,8 @@ mod types;
 pub(crate) use build::bf16_pairs_shape;
 pub use module::{Module, ParamDecl};
 pub use op::{BinaryOp, CompareDir, DotDims, Literal, Op, ReduceKind, UnaryOp};
-pub use types::{DType, Shape, TensorType};
+pub(crate) use types::Shape;
+pub use types::{DType, TensorType};
 
 use smallvec::SmallVec;
 

@@ -89,7 +89,7 @@ impl fmt::Display for DType {
 }
 
 /// A static shape. Most tensors have rank ≤ 4, which stays inline.
-pub type Shape = SmallVec<[usize; 4]>;
+pub(crate) type Shape = SmallVec<[usize; 4]>;
 
 /// Element type plus static shape: what every graph value carries.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
