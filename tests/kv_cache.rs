@@ -612,24 +612,18 @@ fn bf16_caches_match_f32_on_the_cpu_and_on_vulkan() {
     let f32_dir = tmpdir();
     let r32 = export_kv("tiny-llama-tied-gqa", 16, f32_dir.path(), DType::F32);
     let prompt = [5, 17, 3];
-    let g16 = generate_kv(
-        &mut interp_kv(&r),
-        &prompt,
-        16,
-        &[],
-        Sampler::greedy(),
-        |_| true,
-    )
-    .unwrap();
-    let g32 = generate_kv(
-        &mut interp_kv(&r32),
-        &prompt,
-        16,
-        &[],
-        Sampler::greedy(),
-        |_| true,
-    )
-    .unwrap();
+    let greedy = |r: &ExportReport| {
+        generate_kv(
+            &mut interp_kv(r),
+            &prompt,
+            16,
+            &[],
+            Sampler::greedy(),
+            |_| true,
+        )
+        .unwrap()
+    };
+    let (g16, g32) = (greedy(&r), greedy(&r32));
     assert_eq!(g16, g32);
     let Some(tc) = toolchain() else { return };
     let vmfb = dir.path().join("tiny-kv-host.vmfb");
