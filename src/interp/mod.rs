@@ -415,9 +415,6 @@ pub fn run_module(
 }
 
 /// The function called `name` (the first when `None`).
-// Public for the binary's `kiln interp`, which checks the function's
-// signature before it runs it; a library user calls `run_module`.
-#[doc(hidden)]
 pub fn find_function<'m>(module: &'m Module, name: Option<&str>) -> Result<&'m Graph> {
     match name {
         None => module

@@ -156,9 +156,6 @@ pub fn part_key(name: &str, suffix: &str) -> String {
 /// A block-quantized matrix found among a file's tensors by its parts
 /// (`recognize`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-// Public for the binary's `kiln params inspect` and `diff`, which print it
-// (issue 31: the curated API leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub struct Recognized {
     /// The matrix's name (the parts' names without the suffix).
     pub name: String,

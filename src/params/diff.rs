@@ -9,9 +9,6 @@ use super::{open_any, ParamSource, Result, SourceDType, TensorMeta};
 use std::path::Path;
 
 /// Two open parameter files and the tolerance they are compared with.
-// Public for the binary's `kiln params diff`, which prints it (issue 31:
-// the curated API leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub struct Diff {
     a: Box<dyn ParamSource>,
     b: Box<dyn ParamSource>,
@@ -30,9 +27,6 @@ impl std::fmt::Debug for Diff {
 
 /// One tensor of either file, compared.
 #[derive(Debug, Clone, PartialEq)]
-// Public for the binary's `kiln params diff`, which prints it (issue 31:
-// the curated API leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub enum TensorDiff {
     /// A tensor of A that B lacks.
     OnlyInA(String),
@@ -53,9 +47,6 @@ pub enum TensorDiff {
 
 /// What comparing one tensor of both files found.
 #[derive(Debug, Clone, PartialEq)]
-// Public for the binary's `kiln params diff`, which prints it (issue 31:
-// the curated API leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub enum Outcome {
     /// The shapes differ (A's, B's): the values are not compared.
     Shapes(Vec<u64>, Vec<u64>),
@@ -84,9 +75,6 @@ impl TensorDiff {
 
 /// One block-quantized matrix that is not the same in both files.
 #[derive(Debug, Clone, PartialEq)]
-// Public for the binary's `kiln params diff`, which prints it (issue 31:
-// the curated API leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub enum BlockChange<'d> {
     /// In both, with another form, size or element count (A's, B's).
     Differs(&'d Recognized, &'d Recognized),
@@ -98,9 +86,6 @@ pub enum BlockChange<'d> {
 
 /// The block-quantized matrices of both files (`inspect::blocks_of`).
 #[derive(Debug, Clone, PartialEq)]
-// Public for the binary's `kiln params diff`, which prints it (issue 31:
-// the curated API leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub struct BlockDiff {
     /// A's.
     pub a: Vec<Recognized>,

@@ -13,9 +13,6 @@ use std::path::{Path, PathBuf};
 /// What [`Inspection::open`] found in one parameter file.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-// Public for the binary's `kiln params inspect`, which prints it (issue 31:
-// the curated API leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub struct Inspection {
     /// The path, as given.
     pub path: PathBuf,
@@ -43,9 +40,6 @@ pub struct Inspection {
 /// A GGUF file's version, alignment and metadata.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-// Public for the binary's `kiln params inspect`, which prints it (issue 31:
-// the curated API leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub struct GgufHeader {
     /// Format version.
     pub version: u32,
@@ -59,9 +53,6 @@ pub struct GgufHeader {
 /// entry of rows·K bytes) with `NAME.scale`, one f32 per row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-// Public for the binary's `kiln params inspect`, which prints it (issue 31:
-// the curated API leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub struct Int8Rows {
     /// `NAME`.
     pub name: String,

@@ -38,9 +38,6 @@ impl OutputFormat {
 
 /// The element type float tensors get in the output.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-// Public for the binary's `kiln params convert` (issue 31: the curated API
-// leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub enum FloatDType {
     /// Each tensor's own (GGUF quantized tensors become f32).
     #[default]
@@ -56,9 +53,6 @@ pub enum FloatDType {
 /// What [`Conversion::plan`] does with the inputs' tensors.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-// Public for the binary's `kiln params convert` (issue 31: the curated API
-// leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub struct ConvertOptions {
     /// Element type of float tensors.
     pub dtype: FloatDType,
@@ -95,9 +89,6 @@ impl ConvertOptions {
 /// Why a conversion is refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-// Public for the binary's `kiln params convert` (issue 31: the curated API
-// leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub enum ConvertError {
     /// The output's name ends in neither `.irpa` nor `.safetensors`.
     #[error("{}: the output must end in .irpa or .safetensors", .0.display())]
@@ -117,9 +108,6 @@ pub enum ConvertError {
 }
 
 /// A planned conversion: the inputs, open, and every output tensor.
-// Public for the binary's `kiln params convert` (issue 31: the curated API
-// leaves the params verbs out of the docs).
-#[doc(hidden)]
 pub struct Conversion {
     sources: Vec<Box<dyn ParamSource>>,
     items: Vec<Item>,

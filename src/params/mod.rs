@@ -14,12 +14,12 @@
 //! | [`irpa`] | IREE parameter archive reader and writer |
 //! | [`gguf`] | GGUF reader |
 //! | `quant.rs` | GGML block dequantization kernels ([`GgmlType::dequantize`]); kiln's i8 rows |
-//! | `blocks.rs` | kiln's block form of the GGML types: [`GgmlType::quantize`], repacking, `Recognized` matrices |
+//! | `blocks.rs` | kiln's block form of the GGML types: [`GgmlType::quantize`], repacking, [`Recognized`] matrices |
 //! | `source.rs` | a format-agnostic view over all three ([`open_any`], [`ParamSource`]) |
 //! | `stream.rs` | the streaming, hashing, atomic core both writers share ([`TensorWriter`]) |
-//! | `inspect.rs` | what one file holds (`Inspection`, `kiln params inspect`) |
-//! | `diff.rs` | two files compared tensor by tensor (`Diff`, `kiln params diff`) |
-//! | `merge.rs` | files converted and merged into one (`Conversion`, `kiln params convert`) |
+//! | `inspect.rs` | what one file holds ([`Inspection`], `kiln params inspect`) |
+//! | `diff.rs` | two files compared tensor by tensor ([`Diff`], `kiln params diff`) |
+//! | `merge.rs` | files converted and merged into one ([`Conversion`], `kiln params convert`) |
 
 /// The two public constructors of a reader that validates a whole file in
 /// `fn from_backing(path: &Path, bytes: Backing) -> Result<Self>`: `open`
