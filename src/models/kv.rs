@@ -235,16 +235,6 @@ fn write_rows(
     let all = g.dynamic_update_slice(all, rows, &[layer, zero, pos, zero])?;
     let c = g.slice(all, &[l, 0, 0, 0], &[l + 1, kvh, span, d], &[1, 1, 1, 1])?;
     let c = g.reshape(c, &[kvh, span, d])?;
-    // A span's rows are a strided slice of the layer (KV heads apart):
-    // the pinned IREE's CPU data tiling fuses packing that slice into the
-    // attention dispatch and then fails to compile it (a stack allocation
-    // or a vector over its limits). Behind a barrier the slice is its own
-    // value, packed by its own dispatch as the whole layer is.
-    let c = if span < t.shape[2] {
-        g.optimization_barrier(c)?
-    } else {
-        c
-    };
     let c = if t.dtype == DType::F32 {
         c
     } else {
