@@ -18,18 +18,18 @@ use kiln::graph::{DType, DotDims, Graph, TensorType};
 use kiln::interp::{run, Tensor};
 use kiln::params::irpa::{EntrySpec, IrpaWriter};
 use kiln::params::TensorWriter;
-use kiln::stablehlo::{print_module, PrintOptions};
+use kiln::stablehlo::PrintOptions;
 use smollm2::{smollm2_shaped, DIM, FFN, KV_HEADS, LAYERS, SEQ};
 use std::collections::HashMap;
 
 fn bench_print(c: &mut Criterion) {
     let m = smollm2_shaped();
-    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
+    let text = m.print(&PrintOptions::default(), None).unwrap();
     let mut g = c.benchmark_group("print_module");
     g.throughput(Throughput::Bytes(text.len() as u64));
     g.sample_size(20);
     g.bench_function("smollm2", |b| {
-        b.iter(|| print_module(&m, &PrintOptions::default(), None).unwrap())
+        b.iter(|| m.print(&PrintOptions::default(), None).unwrap())
     });
     g.finish();
 }

@@ -9,7 +9,7 @@
 mod smollm2;
 
 use kiln::interp::{run, Tensor};
-use kiln::stablehlo::{print_module, PrintOptions};
+use kiln::stablehlo::PrintOptions;
 use smollm2::{smollm2_shaped, weights, write_safetensors, SEQ, VOCAB};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -62,11 +62,7 @@ fn main() {
     let mlir = dir.path().join("smollm2.mlir");
     let vmfb = dir.path().join("smollm2.vmfb");
     let st = dir.path().join("smollm2.safetensors");
-    std::fs::write(
-        &mlir,
-        print_module(&m, &PrintOptions::default(), None).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&mlir, m.print(&PrintOptions::default(), None).unwrap()).unwrap();
     write_safetensors(&st, &ws);
     let c = Command::new(compile)
         .args([

@@ -13,8 +13,8 @@
 //! | stage | module | start with |
 //! |---|---|---|
 //! | typed tensor-graph DSL | [`graph`] | [`graph::Graph`], [`graph::Module`] |
-//! | StableHLO text, printed and parsed | [`stablehlo`] | [`stablehlo::print_module`], [`stablehlo::parse_module`] |
-//! | parameter files: safetensors, irpa, gguf | [`params`] | [`params::open_any`], [`params::safetensors`], [`params::irpa`], [`params::gguf`] |
+//! | StableHLO text, printed and parsed | [`stablehlo`] | [`graph::Module::print`], [`graph::Module::parse`], [`stablehlo::PrintOptions`] |
+//! | parameter files: safetensors, irpa, gguf | [`params`] | [`params::ParamSource`], [`params::safetensors`], [`params::irpa`], [`params::gguf`] |
 //! | model loaders (HF folders, GGUF) | [`models`] | [`Checkpoint`], [`DecoderConfig`] |
 //! | kiln's reference interpreter | [`interp`] | [`interp::predict_file`], [`interp::run`] |
 //! | tokenizers and chat templates | [`tokenizer`] | [`Tokenizer`] |

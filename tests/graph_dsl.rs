@@ -4,7 +4,7 @@
 #![allow(clippy::cloned_ref_to_slice_refs)] // one-element input lists read better as `&[x.clone()]`
 
 use kiln::graph::*;
-use kiln::stablehlo::{print_module, ConstantPolicy, PrintOptions};
+use kiln::stablehlo::{ConstantPolicy, PrintOptions};
 use std::collections::HashMap;
 
 fn f32t(shape: &[usize]) -> TensorType {
@@ -14,7 +14,7 @@ fn f32t(shape: &[usize]) -> TensorType {
 fn print(g: Graph) -> String {
     let mut m = Module::new("m");
     m.functions.push(g);
-    print_module(&m, &PrintOptions::default(), None).expect("print")
+    m.print(&PrintOptions::default(), None).expect("print")
 }
 
 macro_rules! snap {
@@ -335,12 +335,11 @@ fn snapshot_constant_policies() {
     let pol = |constants| PrintOptions { constants };
     snap!(
         "policy_external",
-        print_module(&m, &pol(ConstantPolicy::default()), None).unwrap()
+        m.print(&pol(ConstantPolicy::default()), None).unwrap()
     );
     snap!(
         "policy_external_scope",
-        print_module(
-            &m,
+        m.print(
             &pol(ConstantPolicy::ExternalAlways {
                 scope: "weights".into()
             }),
@@ -350,12 +349,12 @@ fn snapshot_constant_policies() {
     );
     snap!(
         "policy_inline",
-        print_module(&m, &pol(ConstantPolicy::InlineAlways), Some(&w)).unwrap()
+        m.print(&pol(ConstantPolicy::InlineAlways), Some(&w))
+            .unwrap()
     );
     snap!(
         "policy_threshold",
-        print_module(
-            &m,
+        m.print(
             &pol(ConstantPolicy::SizeThreshold {
                 bytes: 16,
                 scope: "model".into()
@@ -365,7 +364,9 @@ fn snapshot_constant_policies() {
         .unwrap()
     );
     // Inlining without values is an error, not a panic.
-    let e = print_module(&m, &pol(ConstantPolicy::InlineAlways), None).unwrap_err();
+    let e = m
+        .print(&pol(ConstantPolicy::InlineAlways), None)
+        .unwrap_err();
     assert!(e.to_string().contains("no weights were given"), "{e}");
 }
 
@@ -405,7 +406,7 @@ fn multiple_functions_share_parameters() {
         g.set_outputs(&[y, s]);
         m.functions.push(g);
     }
-    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
+    let text = m.print(&PrintOptions::default(), None).unwrap();
     assert_eq!(text.matches("util.global private").count(), 1);
     snap!("two_functions", text);
 }
@@ -415,9 +416,8 @@ fn printing_is_deterministic() {
     let build = || {
         let (m, w) = policy_module();
         (
-            print_module(&m, &PrintOptions::default(), None).unwrap(),
-            print_module(
-                &m,
+            m.print(&PrintOptions::default(), None).unwrap(),
+            m.print(
                 &PrintOptions {
                     constants: ConstantPolicy::InlineAlways,
                 },
@@ -775,7 +775,7 @@ fn parameters_with_conflicting_types_across_functions_are_rejected() {
         g.set_outputs(&[w]);
         m.functions.push(g);
     }
-    let e = print_module(&m, &PrintOptions::default(), None).unwrap_err();
+    let e = m.print(&PrintOptions::default(), None).unwrap_err();
     assert!(
         e.to_string()
             .contains("\"w\" is used as tensor<2xf32> and as tensor<3xf32>"),
@@ -790,7 +790,7 @@ fn invalid_names_are_rejected_by_the_printer() {
     g.set_outputs(&[x]);
     let mut m = Module::new("m");
     m.functions.push(g);
-    let e = print_module(&m, &PrintOptions::default(), None).unwrap_err();
+    let e = m.print(&PrintOptions::default(), None).unwrap_err();
     assert!(
         e.to_string()
             .contains("function name \"1bad\" is not a valid MLIR identifier"),
@@ -804,7 +804,7 @@ fn snapshot_vulkan_lowering_of_bf16_parameters() {
     let low = m.lower_for_vulkan().unwrap();
     snap!(
         "lowered_bf16_parameters",
-        print_module(&low, &PrintOptions::default(), None).unwrap()
+        low.print(&PrintOptions::default(), None).unwrap()
     );
 }
 
@@ -865,29 +865,29 @@ fn parameter_parts_print_as_slices_of_one_entry() {
         (decls[1].offset, decls[1].describe()),
         (Some(24), "\"emb\" bytes 24..40".to_string())
     );
-    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
+    let text = m.print(&PrintOptions::default(), None).unwrap();
     assert!(text.contains("  util.global private @emb_at0 = #flow.parameter.named<\"model\"::\"emb\", {offset = 0 : i64, length = 24 : i64}> : tensor<3x4xbf16>\n"), "{text}");
     assert!(text.contains("  util.global private @emb_at24 = #flow.parameter.named<\"model\"::\"emb\", {offset = 24 : i64, length = 16 : i64}> : tensor<2x4xbf16>\n"), "{text}");
     let parsed = kiln::stablehlo::ParsedModule::parse(&text).unwrap();
     assert_eq!(parsed.module, m);
     assert_eq!(
-        print_module(&parsed.module, &parsed.print_options(), None).unwrap(),
+        parsed.module.print(&parsed.print_options(), None).unwrap(),
         text
     );
     let lowered = m.lower_for_vulkan().unwrap();
-    let low = print_module(&lowered, &PrintOptions::default(), None).unwrap();
+    let low = lowered.print(&PrintOptions::default(), None).unwrap();
     assert!(
         low.contains("\"emb\", {offset = 24 : i64, length = 16 : i64}> : tensor<2x2xi32>"),
         "{low}"
     );
     // A part is never inlined, whatever the policy.
-    let inl = print_module(
-        &m,
-        &PrintOptions {
-            constants: ConstantPolicy::InlineAlways,
-        },
-        None,
-    )
-    .unwrap();
+    let inl = m
+        .print(
+            &PrintOptions {
+                constants: ConstantPolicy::InlineAlways,
+            },
+            None,
+        )
+        .unwrap();
     assert_eq!(inl.matches("util.global private").count(), 2);
 }

@@ -4,21 +4,21 @@ use crate::common;
 
 use common::interp::{random_weights, tiny_model, Tiny};
 use kiln::graph::DType;
-use kiln::interp::{run_module, Tensor};
-use kiln::stablehlo::{print_module, ConstantPolicy, PrintOptions};
+use kiln::interp::Tensor;
+use kiln::stablehlo::{ConstantPolicy, PrintOptions};
 
 #[test]
 fn interp_prints_the_predicted_ids() {
     let m = tiny_model(&Tiny::new(8, DType::BF16));
     let w = random_weights(&m, 11);
-    let text = print_module(
-        &m,
-        &PrintOptions {
-            constants: ConstantPolicy::InlineAlways,
-        },
-        Some(&w),
-    )
-    .unwrap();
+    let text = m
+        .print(
+            &PrintOptions {
+                constants: ConstantPolicy::InlineAlways,
+            },
+            Some(&w),
+        )
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.mlir");
     std::fs::write(&path, &text).unwrap();
@@ -33,9 +33,8 @@ fn interp_prints_the_predicted_ids() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let want = run_module(
-        &m,
-        None,
+    let want = kiln::interp::run(
+        m.function(None).unwrap(),
         &[Tensor::i32(&[1, 8], vec![5, 17, 3, 0, 0, 0, 0, 0])],
         &{ common::interp::as_tensors(&m, &w) },
     )

@@ -6,8 +6,8 @@ use crate::common;
 
 use common::interp::{as_tensors, random_weights, tiny_model, write_safetensors, Tiny};
 use kiln::graph::DType;
-use kiln::interp::{run_module, Tensor};
-use kiln::stablehlo::{print_module, PrintOptions};
+use kiln::interp::Tensor;
+use kiln::stablehlo::PrintOptions;
 
 #[test]
 fn interp_reads_a_safetensors_file() {
@@ -16,11 +16,7 @@ fn interp_reads_a_safetensors_file() {
     let dir = tempfile::tempdir().unwrap();
     let mlir = dir.path().join("tiny.mlir");
     let st = dir.path().join("tiny.safetensors");
-    std::fs::write(
-        &mlir,
-        print_module(&m, &PrintOptions::default(), None).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&mlir, m.print(&PrintOptions::default(), None).unwrap()).unwrap();
     write_safetensors(&st, &m, &w);
     let out = common::kiln_command()
         .arg("interp")
@@ -35,9 +31,8 @@ fn interp_reads_a_safetensors_file() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let want = run_module(
-        &m,
-        None,
+    let want = kiln::interp::run(
+        m.function(None).unwrap(),
         &[Tensor::i32(&[1, 8], vec![5, 17, 3, 0, 0, 0, 0, 0])],
         &as_tensors(&m, &w),
     )

@@ -10,9 +10,9 @@
 use crate::common;
 
 use common::interp::{as_tensors, random_weights, tiny_model, Rng, Tiny};
-use kiln::graph::DType;
+use kiln::graph::{DType, Module};
 use kiln::interp::{self, Tensor};
-use kiln::stablehlo::{parse_module, print_module, ConstantPolicy, PrintOptions};
+use kiln::stablehlo::{ConstantPolicy, PrintOptions};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -127,7 +127,7 @@ fn tiny_model_matches_iree_host() {
         let opts = PrintOptions {
             constants: ConstantPolicy::InlineAlways,
         };
-        let text = print_module(&m, &opts, Some(&w)).unwrap();
+        let text = m.print(&opts, Some(&w)).unwrap();
         let mut rng = Rng::new(5);
         let ids: Vec<i32> = (0..seq)
             .map(|_| ((rng.next() + 1.0) * 31.9) as i32)
@@ -142,11 +142,10 @@ fn tiny_model_matches_iree_host() {
             .map(|&x| x as i32)
             .collect();
         // The interpreter runs the parsed text, with nothing else to go on.
-        let parsed = parse_module(&text).unwrap();
+        let parsed = Module::parse(&text).unwrap();
         let params: std::collections::HashMap<String, Tensor> = Default::default();
-        let out = interp::run_module(
-            &parsed,
-            None,
+        let out = kiln::interp::run(
+            parsed.function(None).unwrap(),
             &[Tensor::i32(&[1, seq], ids.clone())],
             &params,
         )
@@ -175,7 +174,7 @@ fn every_op_graph_matches_iree_host() {
     let opts = PrintOptions {
         constants: ConstantPolicy::InlineAlways,
     };
-    let text = print_module(&m, &opts, Some(&w)).unwrap();
+    let text = m.print(&opts, Some(&w)).unwrap();
     let x = [0.5f32, -1.25, 2.0, 0.0, 3.5, -0.75];
     let ids = [4i32, 0, 2, 1];
     let xs: Vec<String> = x.iter().map(|v| v.to_string()).collect();
@@ -188,11 +187,10 @@ fn every_op_graph_matches_iree_host() {
         return;
     };
     let iree = result_values(&stdout);
-    let parsed = parse_module(&text).unwrap();
+    let parsed = Module::parse(&text).unwrap();
     let params: std::collections::HashMap<String, Tensor> = Default::default();
-    let out = interp::run_module(
-        &parsed,
-        Some("main"),
+    let out = kiln::interp::run(
+        parsed.function(Some("main")).unwrap(),
         &[
             Tensor::f32(&[2, 3], x.to_vec()),
             Tensor::i32(&[4], ids.to_vec()),
@@ -221,7 +219,7 @@ fn every_op_graph_matches_iree_host() {
 fn external_parameters_match_iree_host() {
     let m = tiny_model(&Tiny::new(16, DType::BF16));
     let w = random_weights(&m, 23);
-    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
+    let text = m.print(&PrintOptions::default(), None).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let st = dir.path().join("w.safetensors");
     common::interp::write_safetensors(&st, &m, &w);
@@ -235,10 +233,9 @@ fn external_parameters_match_iree_host() {
         .iter()
         .map(|&x| x as i32)
         .collect();
-    let parsed = parse_module(&text).unwrap();
-    let out = interp::run_module(
-        &parsed,
-        None,
+    let parsed = Module::parse(&text).unwrap();
+    let out = kiln::interp::run(
+        parsed.function(None).unwrap(),
         &[Tensor::i32(&[1, 16], ids)],
         &as_tensors(&m, &w),
     )

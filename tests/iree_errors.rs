@@ -5,7 +5,7 @@ use crate::common;
 use common::tiny_iree::*;
 use common::{kiln_command as kiln, toolchain};
 
-use kiln::iree::{compile, compile_many, IreeError, Target, Toolchain};
+use kiln::iree::{compile, IreeError, Target, Toolchain};
 use kiln::params::TensorWriter;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -113,15 +113,15 @@ fn unknown_vulkan_name_is_rejected_before_iree_compile_runs() {
         e.to_string().contains("unknown Vulkan target 'lavapipe'"),
         "{e}"
     );
-    let e = compile_many(
-        &tc,
-        &mlir,
-        &[Target::Host, bad],
-        dir.path(),
-        "tiny",
-        &kiln::iree::CompileOptions::default().jobs(2),
-    )
-    .unwrap_err();
+    let e = tc
+        .compile_many(
+            &mlir,
+            &[Target::Host, bad],
+            dir.path(),
+            "tiny",
+            &kiln::iree::CompileOptions::default().jobs(2),
+        )
+        .unwrap_err();
     assert!(e.to_string().contains("lavapipe"), "{e}");
     assert!(!marker.exists(), "iree-compile was called");
     // The CLI, with the fake tool forced through the environment.

@@ -15,7 +15,7 @@ use common::*;
 use kiln::graph::{DType, Graph, Module, TensorType};
 use kiln::iree::{run_module, Device, HostTensor, RunOptions, Target, TensorData};
 use kiln::params::TensorWriter;
-use kiln::stablehlo::{print_module, PrintOptions};
+use kiln::stablehlo::PrintOptions;
 
 fn to_iree(t: &HostT) -> HostTensor {
     match &t.data {
@@ -44,7 +44,7 @@ fn run_cases(
     let cases = op_cases::all();
     let mut m = Module::new("ops");
     m.functions.extend(cases.iter().map(|c| c.graph.clone()));
-    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
+    let text = m.print(&PrintOptions::default(), None).unwrap();
     let dir = tmpdir();
     let mlir = dir.path().join("ops.mlir");
     std::fs::write(&mlir, &text).unwrap();
@@ -189,11 +189,7 @@ fn external_bf16_parameters_compile_for_every_target_and_run_on_host() {
     let (m, tensors) = param_module();
     let dir = tmpdir();
     let mlir = dir.path().join("params-gen.mlir");
-    std::fs::write(
-        &mlir,
-        print_module(&m, &PrintOptions::default(), None).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&mlir, m.print(&PrintOptions::default(), None).unwrap()).unwrap();
     let irpa = dir.path().join("params.irpa");
     write_irpa(&irpa, &tensors);
     let targets = Target::parse_list("host,arm64,arm32,vulkan", None).unwrap();

@@ -7,8 +7,7 @@ use common::tiny_iree::*;
 use common::{kiln_command as kiln, require, toolchain};
 
 use kiln::iree::{
-    compile, compile_many, run_module, Device, Emulation, HostTensor, IreeError, RunOptions,
-    Target, Toolchain,
+    compile, run_module, Device, Emulation, HostTensor, IreeError, RunOptions, Target, Toolchain,
 };
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -31,15 +30,15 @@ fn built(tc: &Toolchain) -> &'static Built {
             Target::Arm32,
             Target::parse("vulkan").unwrap(),
         ];
-        let outs = compile_many(
-            tc,
-            &mlir,
-            &targets,
-            dir.path(),
-            "tiny",
-            &kiln::iree::CompileOptions::default().jobs(2),
-        )
-        .unwrap();
+        let outs = tc
+            .compile_many(
+                &mlir,
+                &targets,
+                dir.path(),
+                "tiny",
+                &kiln::iree::CompileOptions::default().jobs(2),
+            )
+            .unwrap();
         Built {
             _dir: dir,
             st,

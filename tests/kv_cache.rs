@@ -692,13 +692,12 @@ fn bad_input_is_a_clear_error() {
     assert!(e.contains("before a reset"), "{e}");
     // Caches of the wrong shape, fed to the decode function.
     let text = std::fs::read_to_string(r.kv_mlir.as_ref().unwrap()).unwrap();
-    let m = kiln::stablehlo::parse_module(&text).unwrap();
+    let m = kiln::graph::Module::parse(&text).unwrap();
     let kvm = &r.manifest.kv.as_ref().unwrap().pair;
-    let params = kiln::interp::FileParams::open(&r.irpa).unwrap();
+    let params = <dyn kiln::params::ParamSource>::open(&r.irpa).unwrap();
     let bad = kiln::interp::Tensor::f32(&[2, 2, 4, 12], vec![0.0; 2 * 2 * 4 * 12]);
-    let e = kiln::interp::run_module(
-        &m,
-        Some(&kvm.decode),
+    let e = kiln::interp::run(
+        m.function(Some(&kvm.decode)).unwrap(),
         &[
             kiln::interp::Tensor::i32(&[1], vec![3]),
             kiln::interp::Tensor::i32(&[], vec![2]),

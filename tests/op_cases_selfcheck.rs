@@ -15,6 +15,6 @@ fn op_cases_build_and_print() {
     for c in cases {
         m.functions.push(c.graph);
     }
-    let text = kiln::stablehlo::print_module(&m, &Default::default(), None).unwrap();
+    let text = m.print(&Default::default(), None).unwrap();
     assert!(text.contains("func.func @argmax"));
 }

@@ -6,7 +6,7 @@ use crate::common;
 use kiln::params::gguf::GgufFile;
 use kiln::params::irpa::IrpaReader;
 use kiln::params::safetensors::SafeTensors;
-use kiln::params::{open_any, ParamsError};
+use kiln::params::{ParamSource, ParamsError};
 use std::path::{Path, PathBuf};
 
 fn attacks() -> PathBuf {
@@ -61,9 +61,9 @@ fn every_attack_is_rejected_with_a_precise_error() {
         assert_eq!(err.tensor(), tensor.as_deref(), "{rel}: `{msg}`");
         assert_eq!(err.file(), path);
         // The format-agnostic view rejects it too (empty files have no magic).
-        let any = open_any(&path)
+        let any = <dyn ParamSource>::open(&path)
             .err()
-            .unwrap_or_else(|| panic!("{rel}: open_any accepted it"));
+            .unwrap_or_else(|| panic!("{rel}: ParamSource::open accepted it"));
         assert!(any.to_string().contains(&path.display().to_string()));
     }
 }

@@ -275,7 +275,7 @@ fn described_archive_loads_in_iree_and_describes_itself() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let src = kiln::params::open_any(&irpa).unwrap();
+    let src = <dyn kiln::params::ParamSource>::open(&irpa).unwrap();
     let t = &src.tensors()[0];
     assert_eq!(
         (t.name.as_str(), t.dtype.plain(), t.shape.clone()),

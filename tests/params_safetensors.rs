@@ -121,7 +121,7 @@ fn sharded_checkpoints_follow_the_index() {
         .file_of("c")
         .unwrap()
         .ends_with("model-00002-of-00002.safetensors"));
-    let src = kiln::params::open_any(d).unwrap();
+    let src = <dyn kiln::params::ParamSource>::open(d).unwrap();
     assert_eq!(src.tensors().len(), 3);
 
     index(r#""a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors""#);

@@ -1,8 +1,6 @@
 //! Malformed modules give a `line:column` error naming what was expected
 //! and what was found, with the offending line quoted.
 
-use kiln::stablehlo::parse_module;
-
 fn module(body: &str) -> String {
     format!(
         "module @m {{\n  func.func @f(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {{\n{body}\n    return %0 : tensor<2x3xf32>\n  }}\n}}\n"
@@ -37,7 +35,7 @@ fn cases() -> Vec<(&'static str, String)> {
 fn malformed_modules_report_line_and_column() {
     let mut report = String::new();
     for (name, text) in cases() {
-        let e = parse_module(&text).expect_err(name);
+        let e = kiln::graph::Module::parse(&text).expect_err(name);
         assert!(e.line >= 1 && e.column >= 1);
         report.push_str(&format!("== {name}\n{e}\n\n"));
     }
@@ -58,7 +56,7 @@ fn garbage_never_panics() {
         "\u{1F600} module é",
     ];
     for i in inputs {
-        let _ = parse_module(i);
+        let _ = kiln::graph::Module::parse(i);
     }
 }
 
@@ -66,7 +64,7 @@ fn garbage_never_panics() {
 #[test]
 fn mutations_never_panic() {
     use kiln::graph::{DType, Graph, Module, TensorType};
-    use kiln::stablehlo::{print_module, PrintOptions};
+    use kiln::stablehlo::PrintOptions;
     let mut g = Graph::new("f");
     let x = g.input(TensorType::new(DType::F32, &[2, 4]));
     let w = g.weight("w", DType::BF16, &[3, 4]).unwrap();
@@ -79,7 +77,7 @@ fn mutations_never_panic() {
     g.set_outputs(&[ids, r]);
     let mut m = Module::new("m");
     m.functions.push(g);
-    let text = print_module(&m, &PrintOptions::default(), None).unwrap();
+    let text = m.print(&PrintOptions::default(), None).unwrap();
     let bytes = text.as_bytes();
     let alphabet = b"%@#:=,()[]{}<>\"x0123456789-. \nabcfit";
     let mut state = 0x9E3779B97F4A7C15u64;
@@ -104,8 +102,8 @@ fn mutations_never_panic() {
         if let Ok(t) = std::str::from_utf8(&b) {
             if let Ok(p) = kiln::stablehlo::ParsedModule::parse(t) {
                 // Whatever parses must print and parse back.
-                if let Ok(printed) = print_module(&p.module, &p.print_options(), None) {
-                    assert!(kiln::stablehlo::parse_module(&printed).is_ok(), "{printed}");
+                if let Ok(printed) = p.module.print(&p.print_options(), None) {
+                    assert!(kiln::graph::Module::parse(&printed).is_ok(), "{printed}");
                 }
             }
         }

@@ -7,7 +7,7 @@ use crate::common;
 
 use common::interp::{all_ops_module, random_weights, tiny_model, Tiny};
 use kiln::graph::{DType, Module};
-use kiln::stablehlo::{parse_module, print_module, ConstantPolicy, ParsedModule, PrintOptions};
+use kiln::stablehlo::{ConstantPolicy, ParsedModule, PrintOptions};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -42,10 +42,10 @@ fn print_parse_print_is_identity() {
             let opts = PrintOptions {
                 constants: policy.clone(),
             };
-            let text = print_module(&m, &opts, Some(&w)).unwrap();
+            let text = m.print(&opts, Some(&w)).unwrap();
             let parsed = ParsedModule::parse(&text)
                 .unwrap_or_else(|e| panic!("module @{} under {policy:?}:\n{e}", m.name));
-            let again = print_module(&parsed.module, &parsed.print_options(), None).unwrap();
+            let again = parsed.module.print(&parsed.print_options(), None).unwrap();
             assert!(
                 again == text,
                 "module @{} under {policy:?} did not round-trip",
@@ -109,7 +109,7 @@ fn every_repository_module_round_trips() {
     let mods = repository_modules();
     for (path, text) in &mods {
         let parsed = ParsedModule::parse(text).unwrap_or_else(|e| panic!("{path}:\n{e}"));
-        let again = print_module(&parsed.module, &parsed.print_options(), None).unwrap();
+        let again = parsed.module.print(&parsed.print_options(), None).unwrap();
         assert_eq!(
             again.trim_end(),
             text.trim_end(),
@@ -124,15 +124,17 @@ fn every_truncation_is_an_error() {
     let m = all_ops_module();
     let w = random_weights(&m, 3);
     for policy in [ConstantPolicy::default(), ConstantPolicy::InlineAlways] {
-        let text = print_module(&m, &PrintOptions { constants: policy }, Some(&w)).unwrap();
+        let text = m
+            .print(&PrintOptions { constants: policy }, Some(&w))
+            .unwrap();
         let end = text.trim_end().len();
         for cut in 0..end {
             if !text.is_char_boundary(cut) {
                 continue;
             }
-            let r = parse_module(&text[..cut]);
+            let r = Module::parse(&text[..cut]);
             assert!(r.is_err(), "truncation at {cut} parsed");
         }
-        assert!(parse_module(&text[..end]).is_ok());
+        assert!(Module::parse(&text[..end]).is_ok());
     }
 }

@@ -3,8 +3,9 @@
 //! `#stream.parameter.named`, hex and splat `dense<…>`), and what it builds
 //! computes what the text says.
 
-use kiln::interp::{run_module, Tensor};
-use kiln::stablehlo::{parse_module, print_module, ParsedModule, PrintOptions};
+use kiln::graph::Module;
+use kiln::interp::Tensor;
+use kiln::stablehlo::{ParsedModule, PrintOptions};
 use std::collections::HashMap;
 
 const GENERIC: &str = r#"
@@ -64,13 +65,11 @@ fn generic_and_pretty_spellings_parse_and_compute() {
         ]
     );
     // Canonical text parses back to itself.
-    let text = print_module(m, &parsed.print_options(), None).unwrap();
-    let again = print_module(
-        &parse_module(&text).unwrap(),
-        &PrintOptions::default(),
-        None,
-    )
-    .unwrap();
+    let text = m.print(&parsed.print_options(), None).unwrap();
+    let again = Module::parse(&text)
+        .unwrap()
+        .print(&PrintOptions::default(), None)
+        .unwrap();
     assert_eq!(text, again);
     assert!(text.contains("#flow.parameter.named<\"model\"::\"w\">"));
 
@@ -84,7 +83,7 @@ fn generic_and_pretty_spellings_parse_and_compute() {
             vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
         ),
     );
-    let out = run_module(m, Some("main"), &[x, ids], &p).unwrap();
+    let out = kiln::interp::run(m.function(Some("main")).unwrap(), &[x, ids], &p).unwrap();
     // a = 2x: [[2, -4, 6], [1, 1, -2]]
     assert_eq!(
         out[0],
@@ -113,8 +112,13 @@ fn bare_functions_and_constant_globals() {
     return %n : tensor<2xf32>
   }
 "#;
-    let m = parse_module(text).unwrap();
+    let m = Module::parse(text).unwrap();
     let p: HashMap<String, Tensor> = HashMap::new();
-    let out = run_module(&m, None, &[Tensor::f32(&[2], vec![2.0, -2.0])], &p).unwrap();
+    let out = kiln::interp::run(
+        m.function(None).unwrap(),
+        &[Tensor::f32(&[2], vec![2.0, -2.0])],
+        &p,
+    )
+    .unwrap();
     assert_eq!(out[0], Tensor::f32(&[2], vec![-3.0, 5.0]));
 }

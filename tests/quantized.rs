@@ -13,7 +13,7 @@ use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, Weights};
 use kiln::iree::{Device, Emulation, Target, Toolchain};
 use kiln::models::Checkpoint;
-use kiln::params::{open_any, GgmlType};
+use kiln::params::{GgmlType, ParamSource};
 use std::path::Path;
 
 const FIXTURES: [&str; 2] = ["tiny-llama-quant-mix", "tiny-llama-quant-tied"];
@@ -58,7 +58,7 @@ fn failures(
 /// The archive holds block parts, not widened matrices: every quantized
 /// tensor as `.qs` (+ `.qh`) i32 words and `.scale` (+ `.min`).
 fn check_archive(r: &ExportReport) {
-    let src = open_any(&r.irpa).unwrap();
+    let src = <dyn ParamSource>::open(&r.irpa).unwrap();
     let names: Vec<String> = src.tensors().iter().map(|t| t.name.clone()).collect();
     let has = |n: &str| names.iter().any(|x| x == n);
     // Q8_0 or Q4_K embedding, Q5_K or Q4_0 query, F16 kept as it is.
@@ -541,7 +541,7 @@ fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
                 &ExportOptions::new(rs.seq, dir.path()).weights(weights),
             )
             .unwrap();
-            let src = open_any(&r.safetensors).unwrap();
+            let src = <dyn ParamSource>::open(&r.safetensors).unwrap();
             let names: Vec<String> = src.tensors().iter().map(|t| t.name.clone()).collect();
             let has = |n: &str| names.iter().any(|x| x == n);
             let blocks = has("model.layers.0.mlp.down_proj.weight.qs");
@@ -651,7 +651,7 @@ fn weights_for_overrides_single_tensors() {
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|x| x == "safetensors"))
         .unwrap();
-    let src = open_any(&st).unwrap();
+    let src = <dyn ParamSource>::open(&st).unwrap();
     let ts = src.tensors();
     let get = |n: &str| ts.iter().find(|t| t.name == n).map(|t| t.dtype.to_string());
     assert_eq!(get("model.embed_tokens.weight").as_deref(), Some("BF16"));

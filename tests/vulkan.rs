@@ -22,7 +22,7 @@ use kiln::iree::{
     run_module, Device, HostTensor, KvSession, RunOptions, Session, SessionSpec, Target, Toolchain,
 };
 use kiln::models::Checkpoint;
-use kiln::stablehlo::{print_module, PrintOptions};
+use kiln::stablehlo::PrintOptions;
 use kiln::step::KvSpec;
 use std::path::{Path, PathBuf};
 
@@ -55,7 +55,7 @@ fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
     assert!(text.contains("model.embed_tokens.weight\"> : tensor<96x48xbf16>"));
     let parsed = kiln::stablehlo::ParsedModule::parse(&text).unwrap();
     let lowered = parsed.module.lower_for_vulkan().unwrap();
-    let text = kiln::stablehlo::print_module(&lowered, &parsed.print_options(), None).unwrap();
+    let text = lowered.print(&parsed.print_options(), None).unwrap();
     assert!(
         text.contains("model.embed_tokens.weight\"> : tensor<96x24xi32>")
             && !text.contains("xi16>")
@@ -162,11 +162,7 @@ fn rms_norm_at_smollm2_width_matches_the_host_on_lavapipe() {
     m.functions.push(g);
     let dir = tmpdir();
     let mlir = dir.path().join("norm.mlir");
-    std::fs::write(
-        &mlir,
-        print_module(&m, &PrintOptions::default(), None).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&mlir, m.print(&PrintOptions::default(), None).unwrap()).unwrap();
     let host = dir.path().join("norm-host.vmfb");
     let vk = dir.path().join("norm-vulkan.vmfb");
     compile(&tc, &mlir, &Target::Host, &host, &[]).unwrap();
@@ -243,8 +239,8 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
         );
     }
     // The interpreter reads the parts from the archive.
-    let module = kiln::stablehlo::parse_module(&std::fs::read_to_string(&r.mlir).unwrap()).unwrap();
-    let params = kiln::interp::FileParams::open(&r.irpa).unwrap();
+    let module = kiln::graph::Module::parse(&std::fs::read_to_string(&r.mlir).unwrap()).unwrap();
+    let params = <dyn kiln::params::ParamSource>::open(&r.irpa).unwrap();
     let mut failures = Vec::new();
     for (ci, c) in rs.cases.iter().enumerate() {
         let x = kiln::interp::Tensor::i32(&[1, rs.seq], c.input.clone());

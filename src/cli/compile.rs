@@ -1,7 +1,8 @@
 //! `kiln compile`: run iree-compile for one or more targets.
 
-use kiln::export::{record_compiles, Layout, Recorded};
-use kiln::iree::{compile_many, Target, Toolchain};
+use kiln::export::{Layout, Recorded};
+use kiln::iree::{Target, Toolchain};
+use kiln::manifest::ExportManifest;
 use kiln::Error;
 use std::path::PathBuf;
 
@@ -109,9 +110,10 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         .jobs(jobs)
         .extra(extra)
         .progress(super::progress::bars());
-    let outs = compile_many(&tc, &args.module, &targets, &out_dir, &name, &opts)?;
+    let outs = tc.compile_many(&args.module, &targets, &out_dir, &name, &opts)?;
     let compiled: Vec<(Target, PathBuf)> = targets.iter().cloned().zip(outs.clone()).collect();
-    let recorded = match record_compiles(&tc, &args.module, &compiled, &opts.extra)? {
+    let recorded = match ExportManifest::record_compiles(&tc, &args.module, &compiled, &opts.extra)?
+    {
         Recorded::Recorded(manifest) => {
             crate::status!(
                 "kiln: recorded how they were compiled in {}",

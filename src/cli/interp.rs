@@ -30,7 +30,9 @@ pub struct Args {
 /// Opens a parameter file (`.irpa`, `.safetensors` or `.gguf`) as a
 /// [`ParamSource`], with kiln's own readers.
 pub fn open_params(path: &Path) -> Result<Box<dyn ParamSource>> {
-    Ok(Box::new(kiln::interp::FileParams::open(path)?))
+    Ok(Box::new(
+        <dyn kiln::params::ParamSource>::open(path).map_err(kiln::interp::InterpError::from)?,
+    ))
 }
 
 /// Pads `tokens` with id 0 to the length of `shape` (`[1, SEQ]` or `[SEQ]`).
@@ -68,7 +70,7 @@ pub fn format_ids(t: &Tensor) -> Result<String> {
 /// Runs `kiln interp`.
 pub fn run(args: Args) -> Result<i32> {
     let text = std::fs::read_to_string(&args.module).map_err(|e| Error::io(&args.module, e))?;
-    let module = kiln::stablehlo::parse_module(&text).map_err(|e| e.with_file(&args.module))?;
+    let module = kiln::graph::Module::parse(&text).map_err(|e| e.with_file(&args.module))?;
     // A KV-cache module holds a prefill and a decode, not the SEQ forward.
     let is_kv = args.function.is_none()
         && module.functions.len() == 2
@@ -77,7 +79,7 @@ pub fn run(args: Args) -> Result<i32> {
     if is_kv {
         return Err(super::run::kv_module_error(&args.module, "interp"));
     }
-    let g = interp::find_function(&module, args.function.as_deref())?;
+    let g = module.function(args.function.as_deref())?;
     let Some(&arg0) = g.inputs().first() else {
         return Err(SignatureError::NoTokenIds {
             function: g.name.clone(),

@@ -141,7 +141,7 @@ pub fn resolve(
     // Read the file's index with kiln's own reader first: a truncated or
     // corrupt archive is then kiln's error naming the file and what is
     // wrong, not the runtime's (`irpa_parser.c:298: OUT_OF_RANGE …`).
-    kiln::params::open_any(&params)?;
+    <dyn kiln::params::ParamSource>::open(&params)?;
     Ok(Resolved {
         seq,
         function,

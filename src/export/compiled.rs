@@ -11,7 +11,7 @@ use crate::manifest::{CompileInfo, CompiledModule, ExportManifest};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// What [`record_compiles`] did.
+/// What [`ExportManifest::record_compiles`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Recorded {
@@ -23,68 +23,71 @@ pub enum Recorded {
     Skipped(String),
 }
 
-/// Records in the export manifest beside `mlir` (`NAME.json` of
-/// `NAME-gen.mlir` or `NAME-kv-gen.mlir`) how each of `modules` (target,
-/// output path) was compiled from it with `extra` flags after kiln's
-/// preset. Only modules written beside the manifest are recorded, and only
-/// when `mlir` is the file the manifest lists, unchanged; an earlier record
-/// of the same file is replaced. The manifest is rewritten atomically.
-pub fn record_compiles(
-    tc: &Toolchain,
-    mlir: &Path,
-    modules: &[(Target, PathBuf)],
-    extra: &[String],
-) -> Result<Recorded> {
-    let layout = Layout::of_module(mlir).layout;
-    let manifest_path = layout.path(Artifact::Manifest);
-    let skipped = |why: &str| Ok(Recorded::Skipped(why.to_string()));
-    if !manifest_path.is_file() {
-        return skipped("no export manifest beside the module");
-    }
-    let text = std::fs::read_to_string(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
-    let Ok(mut manifest) = serde_json::from_str::<ExportManifest>(&text) else {
-        return skipped("the manifest beside the module is not an export manifest");
-    };
-    let Some(file) = mlir.file_name().and_then(|f| f.to_str()) else {
-        return skipped("the module has no file name");
-    };
-    let Some(source) = manifest.files.values().find(|r| r.path == file).cloned() else {
-        return skipped("the export manifest does not list this module");
-    };
-    let mlir_sha256 = crate::util::sha256_file(mlir)?;
-    if mlir_sha256 != source.sha256 {
-        return skipped("the module changed since the export");
-    }
-    let dir = canonical(layout.dir());
-    let beside: Vec<&(Target, PathBuf)> = modules
-        .iter()
-        .filter(|(_, out)| out.parent().map(canonical) == Some(dir.clone()))
-        .collect();
-    if beside.is_empty() {
-        return skipped("the modules were written to another folder");
-    }
-    let iree_compile = tc.versions()?.compile;
-    for (target, out) in beside {
-        let name = out
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let bytes = std::fs::metadata(out).map_err(|e| Error::io(out, e))?.len();
-        let record = CompiledModule {
-            compile: CompileInfo {
-                mlir: source.path.clone(),
-                mlir_sha256: mlir_sha256.clone(),
-                target: target.clone(),
-                flags: crate::iree::compile::compile_flags(target, extra),
-                iree_compile: iree_compile.clone(),
-            },
-            bytes,
-            sha256: crate::util::sha256_file(out)?,
+impl ExportManifest {
+    /// Records in the export manifest beside `mlir` (`NAME.json` of
+    /// `NAME-gen.mlir` or `NAME-kv-gen.mlir`) how each of `modules` (target,
+    /// output path) was compiled from it with `extra` flags after kiln's
+    /// preset. Only modules written beside the manifest are recorded, and only
+    /// when `mlir` is the file the manifest lists, unchanged; an earlier record
+    /// of the same file is replaced. The manifest is rewritten atomically.
+    pub fn record_compiles(
+        tc: &Toolchain,
+        mlir: &Path,
+        modules: &[(Target, PathBuf)],
+        extra: &[String],
+    ) -> Result<Recorded> {
+        let layout = Layout::of_module(mlir).layout;
+        let manifest_path = layout.path(Artifact::Manifest);
+        let skipped = |why: &str| Ok(Recorded::Skipped(why.to_string()));
+        if !manifest_path.is_file() {
+            return skipped("no export manifest beside the module");
+        }
+        let text =
+            std::fs::read_to_string(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
+        let Ok(mut manifest) = serde_json::from_str::<ExportManifest>(&text) else {
+            return skipped("the manifest beside the module is not an export manifest");
         };
-        manifest.modules.insert(name, record);
+        let Some(file) = mlir.file_name().and_then(|f| f.to_str()) else {
+            return skipped("the module has no file name");
+        };
+        let Some(source) = manifest.files.values().find(|r| r.path == file).cloned() else {
+            return skipped("the export manifest does not list this module");
+        };
+        let mlir_sha256 = crate::util::sha256_file(mlir)?;
+        if mlir_sha256 != source.sha256 {
+            return skipped("the module changed since the export");
+        }
+        let dir = canonical(layout.dir());
+        let beside: Vec<&(Target, PathBuf)> = modules
+            .iter()
+            .filter(|(_, out)| out.parent().map(canonical) == Some(dir.clone()))
+            .collect();
+        if beside.is_empty() {
+            return skipped("the modules were written to another folder");
+        }
+        let iree_compile = tc.versions()?.compile;
+        for (target, out) in beside {
+            let name = out
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let bytes = std::fs::metadata(out).map_err(|e| Error::io(out, e))?.len();
+            let record = CompiledModule {
+                compile: CompileInfo {
+                    mlir: source.path.clone(),
+                    mlir_sha256: mlir_sha256.clone(),
+                    target: target.clone(),
+                    flags: crate::iree::compile::compile_flags(target, extra),
+                    iree_compile: iree_compile.clone(),
+                },
+                bytes,
+                sha256: crate::util::sha256_file(out)?,
+            };
+            manifest.modules.insert(name, record);
+        }
+        crate::util::write_atomic(&manifest_path, manifest.to_json().as_bytes())?;
+        Ok(Recorded::Recorded(manifest_path))
     }
-    crate::util::write_atomic(&manifest_path, manifest.to_json().as_bytes())?;
-    Ok(Recorded::Recorded(manifest_path))
 }
 
 /// `path` made absolute and resolved, or as it is when it cannot be.

@@ -217,17 +217,18 @@ impl<B: Backend> KvStep for KvDriver<B> {
 #[doc(hidden)]
 pub struct Interpreter {
     module: crate::graph::Module,
-    params: crate::interp::files::FileParams,
+    params: Box<dyn crate::params::ParamSource>,
 }
 
 impl Interpreter {
     /// Parses `mlir` and opens `params` (`.irpa`, `.safetensors` or `.gguf`).
     pub fn open(mlir: &Path, params: &Path) -> Result<Interpreter> {
         let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
-        let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
+        let module = crate::graph::Module::parse(&text).map_err(|e| e.with_file(mlir))?;
         Ok(Interpreter {
             module,
-            params: crate::interp::files::FileParams::open(params)?,
+            params: <dyn crate::params::ParamSource>::open(params)
+                .map_err(crate::interp::InterpError::from)?,
         })
     }
 
@@ -238,7 +239,7 @@ impl Interpreter {
 
     /// The module's function `name`.
     fn function(&self, name: &str) -> Result<&crate::graph::Graph> {
-        Ok(crate::interp::find_function(&self.module, Some(name))?)
+        Ok(self.module.function(Some(name))?)
     }
 }
 

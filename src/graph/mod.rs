@@ -26,13 +26,14 @@
 //!   builder only: the composites a transformer block is written with
 //!   ([`Graph::linear`], [`Graph::rms_norm`], [`Graph::rope`], …), the
 //!   exact [`Graph::top_k`], and the in-graph widening of block-quantized
-//!   weights ([`Graph::dequantize_blocks`]);
+//!   weights (`Graph::dequantize_blocks`, crate-private, for the model
+//!   loaders' GGML forms);
 //! - passes (`passes/`): whole-module rewrites, such as the lowering for
 //!   IREE's Vulkan backend ([`Module::lower_for_vulkan`]).
 //!
 //! A [`Module`] prints as StableHLO with `{}` (the default
-//! [`crate::stablehlo::PrintOptions`]); [`crate::stablehlo::print_module`]
-//! takes other options.
+//! [`crate::stablehlo::PrintOptions`]); [`Module::print`] takes other
+//! options, and [`Module::parse`] reads the text back.
 
 mod ir;
 mod passes;
@@ -43,4 +44,4 @@ pub use ir::{
     BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Module, Node, Op, ParamDecl,
     ReduceKind, TensorType, UnaryOp, Value,
 };
-pub use recipes::BlockWeight;
+pub(crate) use recipes::BlockWeight;

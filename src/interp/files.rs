@@ -1,26 +1,12 @@
 //! Parameter files (`.irpa`, `.safetensors`, `.gguf`) as interpreter
-//! [`ParamSource`]s, read through kiln's codecs in [`crate::params`]: the
+//! [`ParamSource`]s, read through kiln's codecs in [`crate::params`]
+//! (`<dyn params::ParamSource>::open(path)`): the
 //! file is memory-mapped and each tensor is converted to f32 only when the
 //! graph loads it (and dropped after its last use), so the whole model is
 //! never copied at once.
 
 use super::{InterpError, ParamSource, Result, Tensor};
 use crate::graph::{DType, TensorType};
-use std::path::Path;
-
-/// A parameter file opened with [`crate::params::open_any`].
-pub struct FileParams {
-    src: Box<dyn crate::params::ParamSource>,
-}
-
-impl FileParams {
-    /// Opens `path` (format chosen by its magic bytes).
-    pub fn open(path: &Path) -> Result<Self> {
-        Ok(FileParams {
-            src: crate::params::open_any(path)?,
-        })
-    }
-}
 
 fn decode_raw(bytes: &[u8], ty: &TensorType) -> Option<Tensor> {
     let shape: Vec<usize> = ty.shape.to_vec();
@@ -71,11 +57,13 @@ fn reads_as(stored: crate::params::DType, dtype: DType) -> bool {
     )
 }
 
-impl ParamSource for FileParams {
+/// A parameter file opened with `<dyn params::ParamSource>::open(path)`
+/// ([`crate::params::ParamSource`]) feeds the interpreter.
+impl ParamSource for Box<dyn crate::params::ParamSource> {
     fn load(&self, key: &str, ty: &TensorType) -> Result<Tensor> {
-        let file = self.src.path().display().to_string();
-        let meta = self
-            .src
+        let src: &dyn crate::params::ParamSource = &**self;
+        let file = src.path().display().to_string();
+        let meta = src
             .meta(key)
             .ok_or_else(|| InterpError::Eval(format!("{file}: no tensor \"{key}\"")))?;
         let shape_ok = meta.shape.len() == ty.rank()
@@ -95,13 +83,13 @@ impl ParamSource for FileParams {
             && crate::graph::bf16_pairs_shape(&file_shape).as_deref() == Some(&ty.shape[..]);
         let same_dtype = plain.is_some_and(|p| reads_as(p, ty.dtype));
         if shape_ok && same_dtype && ty.dtype.is_float() {
-            let data = self.src.to_f32(key)?;
+            let data = src.to_f32(key)?;
             return Ok(Tensor::f32(&ty.shape, data));
         }
         // Same bytes, typed by the graph: integer tensors, bf16 pairs, and
         // IRPA entries that carry no dtype (listed as `[bytes]`).
         if (shape_ok && same_dtype) || bf16_pairs || plain.is_none() {
-            let raw = self.src.raw(key)?;
+            let raw = src.raw(key)?;
             if let Some(t) = decode_raw(&raw, ty) {
                 return Ok(t);
             }
@@ -113,9 +101,9 @@ impl ParamSource for FileParams {
     }
 
     fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> Result<Tensor> {
-        let file = self.src.path().display().to_string();
-        let meta = self
-            .src
+        let src: &dyn crate::params::ParamSource = &**self;
+        let file = src.path().display().to_string();
+        let meta = src
             .meta(key)
             .ok_or_else(|| InterpError::Eval(format!("{file}: no tensor \"{key}\"")))?;
         let len = ty.byte_size() as u64;
@@ -133,7 +121,7 @@ impl ParamSource for FileParams {
                     offset.saturating_add(len)
                 )));
             }
-            let raw = self.src.raw(key)?;
+            let raw = src.raw(key)?;
             let part = &raw[offset as usize..(offset + len) as usize];
             if let Some(t) = decode_raw(part, ty) {
                 return Ok(t);
@@ -144,7 +132,7 @@ impl ParamSource for FileParams {
         if ty.dtype.is_float() {
             let size = ty.dtype.size() as u64;
             let numel = ty.numel();
-            let values = self.src.to_f32(key)?;
+            let values = src.to_f32(key)?;
             let start = (offset / size) as usize;
             if offset % size == 0 && start.checked_add(numel).is_some_and(|e| e <= values.len()) {
                 return Ok(Tensor::f32(

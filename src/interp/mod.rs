@@ -26,8 +26,6 @@ mod kernels;
 mod layout;
 mod matmul;
 
-pub use files::FileParams;
-
 use crate::graph::{DType, Graph, Literal, Module, Op, TensorType};
 use std::collections::HashMap;
 
@@ -403,40 +401,27 @@ pub fn run(graph: &Graph, inputs: &[Tensor], params: &dyn ParamSource) -> Result
         .collect()
 }
 
-/// Evaluates function `function` of `module` (the first one when `None`).
-pub fn run_module(
-    module: &Module,
-    function: Option<&str>,
-    inputs: &[Tensor],
-    params: &dyn ParamSource,
-) -> Result<Vec<Tensor>> {
-    let g = find_function(module, function)?;
-    run(g, inputs, params)
-}
-
-/// The function called `name` (the first when `None`).
-pub fn find_function<'m>(module: &'m Module, name: Option<&str>) -> Result<&'m Graph> {
-    match name {
-        None => module
-            .functions
-            .first()
-            .ok_or_else(|| InterpError::Eval(format!("module @{} has no functions", module.name))),
-        Some(n) => module
-            .functions
-            .iter()
-            .find(|f| f.name == n)
-            .ok_or_else(|| {
-                let names: Vec<String> = module
+impl Module {
+    /// The function called `name` (the first when `None`), for [`run`]:
+    /// an error naming the functions there are when it has none so called.
+    pub fn function(&self, name: Option<&str>) -> Result<&Graph> {
+        match name {
+            None => self.functions.first().ok_or_else(|| {
+                InterpError::Eval(format!("module @{} has no functions", self.name))
+            }),
+            Some(n) => self.functions.iter().find(|f| f.name == n).ok_or_else(|| {
+                let names: Vec<String> = self
                     .functions
                     .iter()
                     .map(|f| format!("@{}", f.name))
                     .collect();
                 InterpError::Eval(format!(
                     "module @{} has no function @{n} (it has {})",
-                    module.name,
+                    self.name,
                     names.join(", ")
                 ))
             }),
+        }
     }
 }
 
@@ -453,8 +438,8 @@ pub fn predict_file(
         path: mlir.to_path_buf(),
         source,
     })?;
-    let module = crate::stablehlo::parse_module(&text).map_err(|e| e.with_file(mlir))?;
-    let g = find_function(&module, function)?;
+    let module = Module::parse(&text).map_err(|e| e.with_file(mlir))?;
+    let g = module.function(function)?;
     let arg = g
         .inputs()
         .first()
@@ -469,7 +454,7 @@ pub fn predict_file(
     }
     let mut data = ids.to_vec();
     data.resize(seq, 0);
-    let p = files::FileParams::open(params)?;
+    let p = <dyn crate::params::ParamSource>::open(params)?;
     let out = run(g, &[Tensor::i32(&shape, data)], &p)?;
     out.first()
         .and_then(Tensor::as_i32)

@@ -199,7 +199,7 @@ pub(crate) fn output_path(out_dir: &Path, name: &str, target: &Target) -> PathBu
     out_dir.join(format!("{name}-{}.vmfb", target.suffix()))
 }
 
-/// How [`compile_many`] runs: `default()` and the setters.
+/// How [`Toolchain::compile_many`] runs: `default()` and the setters.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CompileOptions {
@@ -251,62 +251,65 @@ impl CompileOptions {
     }
 }
 
-/// Compiles `mlir` for every target, at most `opts.jobs` at once (threads),
-/// into `out_dir/NAME-<suffix>.vmfb`. Every target is validated before any
-/// compile starts; all compiles run to the end, and the first failure (in
-/// `targets` order) is returned. Returns the outputs in `targets` order.
-pub fn compile_many(
-    tc: &Toolchain,
-    mlir: &Path,
-    targets: &[Target],
-    out_dir: &Path,
-    name: &str,
-    opts: &CompileOptions,
-) -> Result<Vec<PathBuf>> {
-    for t in targets {
-        t.validate()?;
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    for t in targets {
-        if !seen.insert(t.suffix()) {
-            return Err(IreeError::DuplicateTarget {
-                path: output_path(out_dir, name, t),
-            });
+impl Toolchain {
+    /// Compiles `mlir` with this toolchain for every target, at most
+    /// `opts.jobs` at once (threads), into `out_dir/NAME-<suffix>.vmfb`. Every
+    /// target is validated before any compile starts; all compiles run to the
+    /// end, and the first failure (in `targets` order) is returned. Returns
+    /// the outputs in `targets` order.
+    pub fn compile_many(
+        &self,
+        mlir: &Path,
+        targets: &[Target],
+        out_dir: &Path,
+        name: &str,
+        opts: &CompileOptions,
+    ) -> Result<Vec<PathBuf>> {
+        for t in targets {
+            t.validate()?;
         }
-    }
-    let outs: Vec<PathBuf> = targets
-        .iter()
-        .map(|t| output_path(out_dir, name, t))
-        .collect();
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<()>>>> =
-        Mutex::new((0..targets.len()).map(|_| None).collect());
-    let workers = opts.jobs.max(1).min(targets.len().max(1));
-    let progress = crate::progress::or_silent(&opts.progress);
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                if i >= targets.len() {
-                    break;
-                }
-                let label = format!("compile {}", targets[i]);
-                progress.start(&label, 0, crate::progress::Unit::None);
-                let r = compile(tc, mlir, &targets[i], &outs[i], &opts.extra);
-                progress.finish(&label, r.is_ok());
-                if let Ok(mut g) = results.lock() {
-                    g[i] = Some(r);
-                }
-            });
+        let mut seen = std::collections::BTreeSet::new();
+        for t in targets {
+            if !seen.insert(t.suffix()) {
+                return Err(IreeError::DuplicateTarget {
+                    path: output_path(out_dir, name, t),
+                });
+            }
         }
-    });
-    // A panicking worker re-panics out of the scope above, so every slot
-    // is filled here and the lock cannot be poisoned.
-    let results = results
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for r in results {
-        r.expect("every target was compiled")?;
+        let outs: Vec<PathBuf> = targets
+            .iter()
+            .map(|t| output_path(out_dir, name, t))
+            .collect();
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<Result<()>>>> =
+            Mutex::new((0..targets.len()).map(|_| None).collect());
+        let workers = opts.jobs.max(1).min(targets.len().max(1));
+        let progress = crate::progress::or_silent(&opts.progress);
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= targets.len() {
+                        break;
+                    }
+                    let label = format!("compile {}", targets[i]);
+                    progress.start(&label, 0, crate::progress::Unit::None);
+                    let r = compile(self, mlir, &targets[i], &outs[i], &opts.extra);
+                    progress.finish(&label, r.is_ok());
+                    if let Ok(mut g) = results.lock() {
+                        g[i] = Some(r);
+                    }
+                });
+            }
+        });
+        // A panicking worker re-panics out of the scope above, so every slot
+        // is filled here and the lock cannot be poisoned.
+        let results = results
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for r in results {
+            r.expect("every target was compiled")?;
+        }
+        Ok(outs)
     }
-    Ok(outs)
 }

@@ -22,7 +22,7 @@ pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod toolchain;
 
-pub use compile::{compile, compile_many, CompileOptions};
+pub use compile::{compile, CompileOptions};
 pub use flags::{Device, Target};
 pub use limits::{TensorUse, VulkanLimit};
 pub use run::{run_module, Emulation, HostTensor, RunOptions, TensorData};

@@ -520,7 +520,7 @@ fn check_irpa<'m>(
     }
     // kiln's own reader reads the index: a damaged archive is named with
     // what is wrong before anything is copied.
-    crate::params::open_any(&irpa_src)?;
+    <dyn crate::params::ParamSource>::open(&irpa_src)?;
     Ok((irpa_src, irpa_rec))
 }
 

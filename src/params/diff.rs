@@ -5,7 +5,7 @@
 
 use super::blocks::Recognized;
 use super::inspect::blocks_of;
-use super::{open_any, ParamSource, Result, SourceDType, TensorMeta};
+use super::{ParamSource, Result, SourceDType, TensorMeta};
 use std::path::Path;
 
 /// Two open parameter files and the tolerance they are compared with.
@@ -120,8 +120,8 @@ impl Diff {
     /// Opens both files; values further apart than `tolerance` differ.
     pub fn open(a: &Path, b: &Path, tolerance: f64) -> Result<Diff> {
         Ok(Diff {
-            a: open_any(a)?,
-            b: open_any(b)?,
+            a: <dyn ParamSource>::open(a)?,
+            b: <dyn ParamSource>::open(b)?,
             tolerance,
         })
     }

@@ -6,7 +6,7 @@
 use super::blocks::{part_key, recognize, Recognized};
 use super::gguf::{GgufFile, GgufValue};
 use super::quant::I8_ROWS_PARTS;
-use super::{open_any, DType, Format, ParamSource, Result, StorageKind, TensorMeta};
+use super::{DType, Format, ParamSource, Result, StorageKind, TensorMeta};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -66,7 +66,7 @@ impl Inspection {
     /// Opens `path` (any format, chosen by its magic) and gathers the
     /// report.
     pub fn open(path: &Path) -> Result<Inspection> {
-        let src = open_any(path)?;
+        let src = <dyn ParamSource>::open(path)?;
         let gguf = match src.format() {
             Format::Gguf => Some(GgufFile::open(path)?),
             _ => None,

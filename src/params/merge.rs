@@ -8,9 +8,7 @@
 
 use super::irpa::{self, EntrySpec, IrpaWriter};
 use super::safetensors::{SafetensorsWriter, TensorSpec};
-use super::{
-    convert, open_any, DType, ParamSource, ParamsError, SourceDType, TensorMeta, TensorWriter,
-};
+use super::{convert, DType, ParamSource, ParamsError, SourceDType, TensorMeta, TensorWriter};
 use crate::progress::{Progress, Unit};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -197,7 +195,7 @@ impl Conversion {
         let format = opts.output_format(output)?;
         let sources: Vec<Box<dyn ParamSource>> = inputs
             .iter()
-            .map(open_any)
+            .map(<dyn ParamSource>::open)
             .collect::<Result<_, ParamsError>>()?;
         let items = plan_items(&sources, opts)?;
         Ok(Conversion {

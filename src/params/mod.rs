@@ -15,7 +15,7 @@
 //! | [`gguf`] | GGUF reader |
 //! | `quant.rs` | GGML block dequantization kernels ([`GgmlType::dequantize`]); kiln's i8 rows |
 //! | `blocks.rs` | kiln's block form of the GGML types: [`GgmlType::quantize`], repacking, [`Recognized`] matrices |
-//! | `source.rs` | a format-agnostic view over all three ([`open_any`], [`ParamSource`]) |
+//! | `source.rs` | a format-agnostic view over all three ([`ParamSource`], opened with `<dyn ParamSource>::open`) |
 //! | `stream.rs` | the streaming, hashing, atomic core both writers share ([`TensorWriter`]) |
 //! | `inspect.rs` | what one file holds ([`Inspection`], `kiln params inspect`) |
 //! | `diff.rs` | two files compared tensor by tensor ([`Diff`], `kiln params diff`) |
@@ -63,7 +63,7 @@ pub use dtype::{DType, GgmlType, SourceDType};
 pub use error::ParamsError;
 pub use inspect::{GgufHeader, Inspection, Int8Rows};
 pub use merge::{Conversion, ConvertError, ConvertOptions, FloatDType};
-pub use source::{open_any, Format, ParamSource, StorageKind, TensorMeta};
+pub use source::{Format, ParamSource, StorageKind, TensorMeta};
 pub use stream::{TensorWriter, Written};
 
 /// `Result` with [`ParamsError`].

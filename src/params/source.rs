@@ -142,18 +142,21 @@ pub fn detect(path: &Path) -> Result<Format> {
     })
 }
 
-/// Opens any parameter file: a safetensors file, a sharded checkpoint
-/// (directory or `*.index.json`), an `.irpa` or a `.gguf`, chosen by magic.
-pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn ParamSource>> {
-    let path = path.as_ref();
-    if path.is_dir() || path.to_string_lossy().ends_with(".index.json") {
-        return Ok(Box::new(StSource::new(path, open_checkpoint(path)?)));
+impl dyn ParamSource {
+    /// Opens any parameter file: a safetensors file, a sharded checkpoint
+    /// (directory or `*.index.json`), an `.irpa` or a `.gguf`, chosen by magic
+    /// (`<dyn ParamSource>::open(path)`).
+    pub fn open(path: impl AsRef<Path>) -> Result<Box<dyn ParamSource>> {
+        let path = path.as_ref();
+        if path.is_dir() || path.to_string_lossy().ends_with(".index.json") {
+            return Ok(Box::new(StSource::new(path, open_checkpoint(path)?)));
+        }
+        Ok(match detect(path)? {
+            Format::Safetensors => Box::new(StSource::new(path, open_checkpoint(path)?)),
+            Format::Irpa => Box::new(IrpaSource::new(IrpaReader::open(path)?)?),
+            Format::Gguf => Box::new(GgufSource::new(GgufFile::open(path)?)),
+        })
     }
-    Ok(match detect(path)? {
-        Format::Safetensors => Box::new(StSource::new(path, open_checkpoint(path)?)),
-        Format::Irpa => Box::new(IrpaSource::new(IrpaReader::open(path)?)?),
-        Format::Gguf => Box::new(GgufSource::new(GgufFile::open(path)?)),
-    })
 }
 
 fn not_found(path: &Path, name: &str) -> ParamsError {

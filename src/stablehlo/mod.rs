@@ -4,9 +4,9 @@ mod parser;
 mod printer;
 
 pub(crate) use parser::parse_module_full;
-pub use parser::{parse_module, ParsedModule};
-pub(crate) use printer::sanitize_identifier;
-pub use printer::{print_module, ConstantPolicy, PrintError, PrintOptions, WeightSource};
+pub use parser::ParsedModule;
+pub(crate) use printer::{print_module, sanitize_identifier};
+pub use printer::{ConstantPolicy, PrintError, PrintOptions, WeightSource};
 
 use std::fmt;
 

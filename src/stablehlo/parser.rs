@@ -1,6 +1,6 @@
 //! The StableHLO parser: text → [`Module`], the inverse of the printer.
 //!
-//! It accepts everything [`print_module`](super::print_module) emits plus the
+//! It accepts everything [`Module::print`] emits plus the
 //! equivalent generic and pretty spellings used by StableHLO's and IREE's
 //! own tests, and rebuilds the graph node by node through the graph builder,
 //! so the types a line states are checked against the types the builder
@@ -8,10 +8,11 @@
 //! byte; a non-canonical spelling prints in canonical form.
 //!
 //! ```
-//! use kiln::stablehlo::{parse_module, print_module, PrintOptions};
+//! use kiln::graph::Module;
+//! use kiln::stablehlo::PrintOptions;
 //! let text = "module @m {\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    %0 = stablehlo.add %arg0, %arg0 : tensor<2xf32>\n    return %0 : tensor<2xf32>\n  }\n}\n";
-//! let m = parse_module(text).unwrap();
-//! assert_eq!(print_module(&m, &PrintOptions::default(), None).unwrap(), text);
+//! let m = Module::parse(text).unwrap();
+//! assert_eq!(m.print(&PrintOptions::default(), None).unwrap(), text);
 //! ```
 
 mod body;
@@ -59,14 +60,17 @@ pub(crate) enum Global {
     Const { lit: Literal, ty: TensorType },
 }
 
-/// Parses StableHLO text into a module.
-pub fn parse_module(text: &str) -> Result<Module, ParseError> {
-    parse_module_full(text).map(|p| p.module)
+impl Module {
+    /// Parses StableHLO text into a module (the inverse of
+    /// [`Module::print`]).
+    pub fn parse(text: &str) -> Result<Module, ParseError> {
+        parse_module_full(text).map(|p| p.module)
+    }
 }
 
 impl ParsedModule {
     /// Parses StableHLO text into a module, keeping the parameter scope
-    /// ([`parse_module`] keeps the module only).
+    /// ([`Module::parse`] keeps the module only).
     pub fn parse(text: &str) -> Result<ParsedModule, ParseError> {
         parse_module_full(text)
     }

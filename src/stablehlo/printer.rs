@@ -194,7 +194,7 @@ pub fn sanitize_identifier(name: &str, prefix: &str) -> String {
 }
 
 /// A symbol name for a parameter key: [`sanitize_identifier`] with a `p_`
-/// prefix. Not injective by itself: [`print_module`] appends `_N` on a clash.
+/// prefix. Not injective by itself: [`Module::print`] appends `_N` on a clash.
 pub fn sanitize_symbol(key: &str) -> String {
     sanitize_identifier(key, "p_")
 }
@@ -322,9 +322,17 @@ struct ParamPlan {
     symbols: HashMap<(String, Option<u64>), String>,
 }
 
-/// Prints `module` as StableHLO text. `weights` supplies values for
-/// parameters the policy inlines (an error if it is needed and absent).
-pub fn print_module(
+impl Module {
+    /// Prints the module as StableHLO text with `opts` (`{}` prints it
+    /// with the default options). `weights` supplies values for parameters
+    /// the policy inlines (an error if it is needed and absent).
+    pub fn print(&self, opts: &PrintOptions, weights: Option<&dyn WeightSource>) -> Result<String> {
+        print_module(self, opts, weights)
+    }
+}
+
+/// [`Module::print`].
+pub(crate) fn print_module(
     module: &Module,
     opts: &PrintOptions,
     weights: Option<&dyn WeightSource>,
@@ -418,7 +426,7 @@ fn print_function(
     Ok(())
 }
 
-/// `{}` prints the module as [`print_module`] does with the default
+/// `{}` prints the module as [`Module::print`] does with the default
 /// [`PrintOptions`] (every parameter an external `util.global` of scope
 /// `model`), so `println!("{module}")` shows it while debugging. A module
 /// the printer rejects prints as one `//` line naming the error.

@@ -117,7 +117,7 @@ pub fn compile(
     Ok(())
 }
 
-/// [`kiln::iree::compile_many`] (`NAME-<target>.vmfb` in `out_dir`),
+/// [`kiln::iree::Toolchain::compile_many`] (`NAME-<target>.vmfb` in `out_dir`),
 /// compiling only the targets not compiled before, `jobs` at a time.
 pub fn compile_many(
     tc: &Toolchain,
@@ -151,8 +151,7 @@ pub fn compile_many(
     if !missing.is_empty() {
         let scratch = tempfile::tempdir_in(dir()).unwrap();
         let t0 = std::time::Instant::now();
-        let outs = kiln::iree::compile_many(
-            tc,
+        let outs = tc.compile_many(
             mlir,
             &missing,
             scratch.path(),

@@ -381,8 +381,7 @@ pub fn case_mismatches(
 pub fn roundtrip(mlir: &Path) {
     let text = std::fs::read_to_string(mlir).unwrap();
     let parsed = kiln::stablehlo::ParsedModule::parse(&text).unwrap();
-    let again =
-        kiln::stablehlo::print_module(&parsed.module, &parsed.print_options(), None).unwrap();
+    let again = parsed.module.print(&parsed.print_options(), None).unwrap();
     assert!(
         again == text,
         "print(parse(text)) differs for {}",

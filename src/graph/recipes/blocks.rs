@@ -7,8 +7,9 @@ use crate::graph::{DType, Graph, GraphError, ReduceKind, UnaryOp, Value};
 /// A block-quantized matrix's parts as graph values, with the shape of
 /// its form (`params::blocks::BlockForm`). Every part has the
 /// same leading dims (rows, or gathered ids); the last dim is per row.
+/// Crate-private, as the forms are: only the model loaders build one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BlockWeight {
+pub(crate) struct BlockWeight {
     /// i32 words of the low code bits.
     pub qs: Value,
     /// Bits per code in `qs` (4 or 8).
@@ -67,7 +68,7 @@ impl Graph {
     /// `(f32(lo | hi << low_bits) − zero)·scale + min`, each scale and
     /// minimum broadcast over its group. Exact: the same products and sums
     /// as `gguf.quants.dequantize`.
-    pub fn dequantize_blocks(&mut self, w: &BlockWeight) -> Result<Value, GraphError> {
+    pub(crate) fn dequantize_blocks(&mut self, w: &BlockWeight) -> Result<Value, GraphError> {
         let mut args = vec![w.qs, w.scale];
         args.extend(w.qh.map(|(v, _)| v));
         args.extend(w.min);

@@ -11,4 +11,4 @@ mod blocks;
 mod composite;
 mod top_k;
 
-pub use blocks::BlockWeight;
+pub(crate) use blocks::BlockWeight;
