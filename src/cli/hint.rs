@@ -12,7 +12,6 @@ use kiln::export::ExportError;
 use kiln::generate::{GenerateError, Stop};
 use kiln::interp::InterpError;
 use kiln::iree::IreeError;
-use kiln::iree::VulkanLimit;
 use kiln::manifest::ManifestError;
 use kiln::models::ModelError;
 use kiln::package::{PackageError, PackageWarning};
@@ -163,11 +162,11 @@ fn iree(e: &IreeError) -> Option<String> {
         IreeError::I8Weights { .. } => {
             "; export with --weights keep, q8_0 or q4_0 for Vulkan".into()
         }
-        IreeError::VulkanLimit(VulkanLimit::Workgroups { .. }) => format!(
+        IreeError::VulkanWorkgroups { .. } => format!(
             "\nhint: kiln export uses an LM head over a larger vocabulary in row chunks of at most {} rows",
             kiln::DecoderConfig::MAX_TABLE_ROWS
         ),
-        IreeError::VulkanLimit(VulkanLimit::StorageBuffer { .. }) => {
+        IreeError::VulkanStorageBuffer { .. } => {
             "\nhint: kiln export keeps its tables, weight matrices and KV caches under the range (row chunks over \
              the same archive entry, caches in groups of layers; --max-tensor-bytes, default 2^27); for what \
              remains (attention scores at a long --seq or --prompt-len) export with a shorter --seq or a smaller \

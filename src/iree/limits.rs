@@ -14,7 +14,8 @@
 //! embedding or LM head in row chunks ([`crate::models::MAX_TENSOR_BYTES`],
 //! `spec/vulkan-limits.md`).
 
-use std::path::{Path, PathBuf};
+use super::IreeError;
+use std::path::Path;
 
 /// `maxStorageBufferRange` assumed for every Vulkan target: 2^27 bytes,
 /// the minimum the Vulkan specification requires of every device (and what
@@ -207,47 +208,23 @@ fn carrier(line: &str) -> String {
     t.split_whitespace().next().unwrap_or("").to_string()
 }
 
-/// A module past a limit every Vulkan device guarantees, found by
-/// kiln's own check of the module text before `iree-compile` runs.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum VulkanLimit {
-    /// A product with more result columns than the workgroup count (and no
-    /// tensor over the storage-buffer range).
-    #[error(
+/// [`IreeError::VulkanWorkgroups`]'s message: the first product over the
+/// workgroup count, and how many more there are.
+pub(crate) fn workgroups_text(file: &Path, target: &str, first: &TensorUse, more: usize) -> String {
+    format!(
         "{}:{}: {}, more than the {VULKAN_MAX_WORKGROUP_COUNT} workgroups per dimension \
          of Vulkan target {target} (maxComputeWorkGroupCount, the minimum every Vulkan device guarantees): IREE \
          launches about one per column and a GPU would silently leave the rest uncomputed{}",
         file.display(),
         first.line,
         first.wide(),
-        if *more > 0 { format!(" (and {more} more such products)") } else { String::new() }
-    )]
-    Workgroups {
-        /// The module.
-        file: PathBuf,
-        /// The Vulkan target.
-        target: String,
-        /// The first such product (boxed: the crate's `Error` stays small).
-        first: Box<TensorUse>,
-        /// How many more there are.
-        more: usize,
-    },
-    /// Tensors over the storage-buffer range.
-    #[error("{}", storage_text(file, target, over))]
-    StorageBuffer {
-        /// The module.
-        file: PathBuf,
-        /// The Vulkan target.
-        target: String,
-        /// Every tensor over the range, in text order (at least one).
-        over: Vec<TensorUse>,
-    },
+        if more > 0 { format!(" (and {more} more such products)") } else { String::new() }
+    )
 }
 
-/// [`VulkanLimit::StorageBuffer`]'s message: the first tensor over the
-/// range, up to four more, and how many beyond those.
-fn storage_text(file: &Path, target: &str, over: &[TensorUse]) -> String {
+/// [`IreeError::VulkanStorageBuffer`]'s message: the first tensor over
+/// the range, up to four more, and how many beyond those.
+pub(crate) fn storage_text(file: &Path, target: &str, over: &[TensorUse]) -> String {
     let limit = VULKAN_MAX_STORAGE_BUFFER_RANGE;
     let Some(first) = over.first() else {
         return format!(
@@ -274,11 +251,11 @@ fn storage_text(file: &Path, target: &str, over: &[TensorUse]) -> String {
 /// Checks that `text` (the module in `file`) names no tensor over the
 /// storage-buffer range of Vulkan target `target`, and no product wider
 /// than the workgroup count: the first limit passed otherwise.
-pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<(), VulkanLimit> {
+pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<(), IreeError> {
     let over = tensors_over(text, VULKAN_MAX_STORAGE_BUFFER_RANGE);
     let wide = products_wider_than(text, VULKAN_MAX_WORKGROUP_COUNT);
     if let (None, Some(w)) = (over.first(), wide.first()) {
-        return Err(VulkanLimit::Workgroups {
+        return Err(IreeError::VulkanWorkgroups {
             file: file.to_path_buf(),
             target: target.to_string(),
             first: Box::new(w.clone()),
@@ -288,7 +265,7 @@ pub fn check_vulkan(text: &str, file: &Path, target: &str) -> Result<(), VulkanL
     if over.is_empty() {
         return Ok(());
     }
-    Err(VulkanLimit::StorageBuffer {
+    Err(IreeError::VulkanStorageBuffer {
         file: file.to_path_buf(),
         target: target.to_string(),
         over,

@@ -24,7 +24,7 @@ pub(crate) mod toolchain;
 
 pub use compile::{compile, CompileOptions};
 pub use flags::{Device, Target};
-pub use limits::{TensorUse, VulkanLimit};
+pub use limits::TensorUse;
 pub use run::{run_module, Emulation, HostTensor, RunOptions, TensorData};
 pub use session::{KvSession, Session, SessionSpec};
 pub use toolchain::{Toolchain, Versions};
@@ -178,9 +178,33 @@ pub enum IreeError {
         /// The module both would write.
         path: PathBuf,
     },
-    /// A module for Vulkan is past a limit every Vulkan device guarantees.
-    #[error(transparent)]
-    VulkanLimit(#[from] limits::VulkanLimit),
+    /// A module for Vulkan has a product with more result columns than
+    /// the workgroup count every Vulkan device guarantees (and no tensor
+    /// over the storage-buffer range), found by kiln's own check of the
+    /// module text before `iree-compile` runs.
+    #[error("{}", limits::workgroups_text(file, target, first, *more))]
+    VulkanWorkgroups {
+        /// The module.
+        file: PathBuf,
+        /// The Vulkan target.
+        target: String,
+        /// The first such product (boxed: the crate's `Error` stays small).
+        first: Box<TensorUse>,
+        /// How many more there are.
+        more: usize,
+    },
+    /// A module for Vulkan has tensors over the storage-buffer range every
+    /// Vulkan device guarantees, found by kiln's own check of the module
+    /// text before `iree-compile` runs.
+    #[error("{}", limits::storage_text(file, target, over))]
+    VulkanStorageBuffer {
+        /// The module.
+        file: PathBuf,
+        /// The Vulkan target.
+        target: String,
+        /// Every tensor over the range, in text order (at least one).
+        over: Vec<TensorUse>,
+    },
 }
 
 /// Boxed: a parse error is large, and the crate's `Error` stays small.
@@ -220,7 +244,8 @@ impl IreeError {
                 | IreeError::Print(_)
                 | IreeError::I8Weights { .. }
                 | IreeError::DuplicateTarget { .. }
-                | IreeError::VulkanLimit(_)
+                | IreeError::VulkanWorkgroups { .. }
+                | IreeError::VulkanStorageBuffer { .. }
         )
     }
 }
