@@ -574,8 +574,8 @@ impl<'a> Check<'a> {
         for (artifact, rec) in &r.files {
             self.compare(&rec.path, &rec.sha256, &rebuilt.path(*artifact));
         }
-        let here = match self.tc.versions() {
-            Ok(v) => v.compile,
+        let here = match self.tc.compiler_version() {
+            Ok(v) => v,
             Err(e) => return self.fault(&manifest, format!("no iree-compile version: {e}")),
         };
         for module in r.modules {

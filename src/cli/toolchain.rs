@@ -61,7 +61,7 @@ fn opt(p: &Option<PathBuf>) -> String {
 }
 
 fn show(tc: &Toolchain) -> kiln::Result<()> {
-    let v = tc.versions()?;
+    let (compile_version, runtime_version) = (tc.compiler_version()?, tc.runtime_version());
     let root = tc
         .root
         .as_ref()
@@ -71,9 +71,9 @@ fn show(tc: &Toolchain) -> kiln::Result<()> {
     let source = tc.source.replace(Toolchain::EXPLICIT_DIR, "--iree-dir");
     println!("found via:               {source}{root}");
     println!("iree-compile:            {}", tc.compile.display());
-    println!("  version:               {}", v.compile);
+    println!("  version:               {compile_version}");
     println!("iree-run-module:         {}", tc.run_module.display());
-    println!("  version:               {}", v.runtime);
+    println!("  version:               {runtime_version}");
     println!("iree-benchmark-module:   {}", opt(&tc.benchmark_module));
     println!("iree-convert-parameters: {}", opt(&tc.convert_parameters));
     println!("iree-dump-parameters:    {}", opt(&tc.dump_parameters));
@@ -88,11 +88,11 @@ fn show(tc: &Toolchain) -> kiln::Result<()> {
             "(not found)"
         }
     );
-    if !v.compile.contains(Toolchain::IREE_VERSION) {
+    if !compile_version.contains(Toolchain::IREE_VERSION) {
         eprintln!(
             "kiln: warning: kiln is pinned to IREE {} but found '{}'; flags may differ (run `kiln toolchain install`)",
             Toolchain::IREE_VERSION,
-            v.compile
+            compile_version
         );
     }
     Ok(())

@@ -65,7 +65,7 @@ impl ExportManifest {
         if beside.is_empty() {
             return skipped("the modules were written to another folder");
         }
-        let iree_compile = tc.versions()?.compile;
+        let iree_compile = tc.compiler_version()?;
         for (target, out) in beside {
             let name = out
                 .file_name()

@@ -27,7 +27,7 @@ pub use flags::{Device, Target};
 pub use limits::TensorUse;
 pub use run::{run_module, Emulation, HostTensor, RunOptions, TensorData};
 pub use session::{KvSession, Session, SessionSpec};
-pub use toolchain::{Toolchain, Versions};
+pub use toolchain::Toolchain;
 
 use std::path::PathBuf;
 

@@ -48,15 +48,6 @@ pub struct Toolchain {
     pub aarch64_run_module: Option<PathBuf>,
 }
 
-/// The `--version` text of the main tools.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Versions {
-    /// First version line of `iree-compile --version`.
-    pub compile: String,
-    /// The runtime package version (iree-run-module 3.13 has no `--version`).
-    pub runtime: String,
-}
-
 /// [`Toolchain::EXPLICIT_DIR`].
 pub(crate) const EXPLICIT_DIR: &str = "the given IREE directory";
 
@@ -310,8 +301,8 @@ impl Toolchain {
         }
     }
 
-    /// The `--version` strings of iree-compile and the runtime.
-    pub fn versions(&self) -> Result<Versions> {
+    /// The first version line of `iree-compile --version`.
+    pub fn compiler_version(&self) -> Result<String> {
         let out = Command::new(&self.compile)
             .arg("--version")
             .stdin(Stdio::null())
@@ -321,16 +312,18 @@ impl Toolchain {
                 source,
             })?;
         let text = String::from_utf8_lossy(&out.stdout);
-        let compile = text
+        Ok(text
             .lines()
             .map(str::trim)
             .find(|l| l.contains("version"))
             .unwrap_or_else(|| text.trim())
-            .to_string();
-        Ok(Versions {
-            compile,
-            runtime: runtime_version(&self.run_module).unwrap_or_else(|| "unknown".into()),
-        })
+            .to_string())
+    }
+
+    /// The runtime package version (iree-run-module 3.13 has no
+    /// `--version`), `unknown` when it cannot be read.
+    pub fn runtime_version(&self) -> String {
+        runtime_version(&self.run_module).unwrap_or_else(|| "unknown".into())
     }
 
     /// Installs the pinned IREE into its venv (`iree-3.13.0` under
