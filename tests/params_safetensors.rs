@@ -189,7 +189,7 @@ fn iree_reads_our_safetensors() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout);
     let st = SafeTensors::open(&p).unwrap();
-    for t in st.infos() {
+    for t in st.tensors() {
         let start = st.data_start() + t.data_offsets.0;
         let end = st.data_start() + t.data_offsets.1;
         assert!(

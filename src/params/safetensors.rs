@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 /// Largest header kiln accepts (same cap as the `safetensors` crate).
 pub(crate) const MAX_HEADER_LEN: u64 = 100_000_000;
 
-/// One tensor's header record.
+/// One tensor's header record ([`TensorView`] shows it with its bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TensorInfo {
+pub(crate) struct TensorInfo {
     /// Tensor name.
     pub name: String,
     /// Element type.
@@ -42,6 +42,9 @@ pub struct TensorView<'a> {
     pub shape: &'a [u64],
     /// The tensor's bytes (little-endian elements, no alignment guarantee).
     pub data: &'a [u8],
+    /// Byte range of `data` relative to the start of the data section
+    /// ([`SafeTensors::data_start`]), as the header gives it.
+    pub data_offsets: (u64, u64),
 }
 
 impl TensorView<'_> {
@@ -116,7 +119,7 @@ impl SafeTensors {
     }
 
     /// Tensor records in header (file) order.
-    pub fn infos(&self) -> &[TensorInfo] {
+    pub(crate) fn infos(&self) -> &[TensorInfo] {
         &self.tensors
     }
 
@@ -167,6 +170,7 @@ impl SafeTensors {
             dtype: t.dtype,
             shape: &t.shape,
             data: &self.bytes[a..b],
+            data_offsets: t.data_offsets,
         }
     }
 }
