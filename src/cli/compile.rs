@@ -1,6 +1,6 @@
 //! `kiln compile`: run iree-compile for one or more targets.
 
-use kiln::export::{Layout, Recorded};
+use kiln::export::Layout;
 use kiln::iree::{Target, Toolchain};
 use kiln::manifest::ExportManifest;
 use kiln::Error;
@@ -112,17 +112,13 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         .progress(super::progress::bars());
     let outs = tc.compile_many(&args.module, &targets, &out_dir, &name, &opts)?;
     let compiled: Vec<(Target, PathBuf)> = targets.iter().cloned().zip(outs.clone()).collect();
-    let recorded = match ExportManifest::record_compiles(&tc, &args.module, &compiled, &opts.extra)?
-    {
-        Recorded::Recorded(manifest) => {
-            crate::status!(
-                "kiln: recorded how they were compiled in {}",
-                manifest.display()
-            );
-            Some(manifest)
-        }
-        _ => None,
-    };
+    let recorded = ExportManifest::record_compiles(&tc, &args.module, &compiled, &opts.extra)?;
+    if let Some(manifest) = &recorded {
+        crate::status!(
+            "kiln: recorded how they were compiled in {}",
+            manifest.display()
+        );
+    }
     if args.json {
         let modules: Vec<serde_json::Value> = targets
             .iter()

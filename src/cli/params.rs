@@ -4,7 +4,7 @@
 
 use clap::{Subcommand, ValueEnum};
 use kiln::params::{
-    BlockChange, BlockDiff, Conversion, ConvertError, ConvertOptions, Diff, FloatDType, Inspection,
+    BlockChange, BlockDiff, Conversion, ConvertError, ConvertOptions, DType, Diff, Inspection,
     Outcome, Recognized, StorageKind, TensorDiff,
 };
 use kiln::progress::{Progress, Unit};
@@ -309,10 +309,10 @@ impl Progress for ConvertBar {
 fn convert_cmd(a: ConvertArgs) -> Result<i32> {
     let mut opts = ConvertOptions::default();
     opts.dtype = match a.dtype {
-        OutDType::Keep => FloatDType::Keep,
-        OutDType::F32 => FloatDType::F32,
-        OutDType::Bf16 => FloatDType::BF16,
-        OutDType::F16 => FloatDType::F16,
+        OutDType::Keep => None,
+        OutDType::F32 => Some(DType::F32),
+        OutDType::Bf16 => Some(DType::BF16),
+        OutDType::F16 => Some(DType::F16),
     };
     opts.describe = a.describe;
     opts.splat = a.splat;

@@ -11,18 +11,6 @@ use crate::manifest::{CompileInfo, CompiledModule, ExportManifest};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// What [`ExportManifest::record_compiles`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Recorded {
-    /// The modules were recorded in this manifest.
-    Recorded(PathBuf),
-    /// Nothing was recorded, and why: no export manifest beside the MLIR,
-    /// an MLIR the manifest does not list or that changed since the export,
-    /// or modules written to another folder.
-    Skipped(String),
-}
-
 impl ExportManifest {
     /// Records in the export manifest beside `mlir` (`NAME.json` of
     /// `NAME-gen.mlir` or `NAME-kv-gen.mlir`) how each of `modules` (target,
@@ -30,32 +18,41 @@ impl ExportManifest {
     /// preset. Only modules written beside the manifest are recorded, and only
     /// when `mlir` is the file the manifest lists, unchanged; an earlier record
     /// of the same file is replaced. The manifest is rewritten atomically.
+    ///
+    /// Returns the manifest's path, or `None` when nothing was recorded: no
+    /// export manifest beside the MLIR, an MLIR the manifest does not list
+    /// or that changed since the export, or modules written to another
+    /// folder.
     pub fn record_compiles(
         tc: &Toolchain,
         mlir: &Path,
         modules: &[(Target, PathBuf)],
         extra: &[String],
-    ) -> Result<Recorded> {
+    ) -> Result<Option<PathBuf>> {
         let layout = Layout::of_module(mlir).layout;
         let manifest_path = layout.path(Artifact::Manifest);
-        let skipped = |why: &str| Ok(Recorded::Skipped(why.to_string()));
         if !manifest_path.is_file() {
-            return skipped("no export manifest beside the module");
+            // Not recorded: no export manifest beside the module.
+            return Ok(None);
         }
         let text =
             std::fs::read_to_string(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
         let Ok(mut manifest) = serde_json::from_str::<ExportManifest>(&text) else {
-            return skipped("the manifest beside the module is not an export manifest");
+            // Not recorded: the manifest beside the module is not an export manifest.
+            return Ok(None);
         };
         let Some(file) = mlir.file_name().and_then(|f| f.to_str()) else {
-            return skipped("the module has no file name");
+            // Not recorded: the module has no file name.
+            return Ok(None);
         };
         let Some(source) = manifest.files.values().find(|r| r.path == file).cloned() else {
-            return skipped("the export manifest does not list this module");
+            // Not recorded: the export manifest does not list this module.
+            return Ok(None);
         };
         let mlir_sha256 = crate::util::sha256_file(mlir)?;
         if mlir_sha256 != source.sha256 {
-            return skipped("the module changed since the export");
+            // Not recorded: the module changed since the export.
+            return Ok(None);
         }
         let dir = canonical(layout.dir());
         let beside: Vec<&(Target, PathBuf)> = modules
@@ -63,7 +60,8 @@ impl ExportManifest {
             .filter(|(_, out)| out.parent().map(canonical) == Some(dir.clone()))
             .collect();
         if beside.is_empty() {
-            return skipped("the modules were written to another folder");
+            // Not recorded: the modules were written to another folder.
+            return Ok(None);
         }
         let iree_compile = tc.compiler_version()?;
         for (target, out) in beside {
@@ -86,7 +84,7 @@ impl ExportManifest {
             manifest.modules.insert(name, record);
         }
         crate::util::write_atomic(&manifest_path, manifest.to_json().as_bytes())?;
-        Ok(Recorded::Recorded(manifest_path))
+        Ok(Some(manifest_path))
     }
 }
 

@@ -26,7 +26,6 @@ mod options;
 mod plan;
 mod write;
 
-pub use compiled::Recorded;
 pub use error::ExportError;
 pub use layout::{Artifact, Layout, ModuleFile};
 pub(crate) use manifest::checkpoint_record;

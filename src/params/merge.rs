@@ -34,26 +34,14 @@ impl OutputFormat {
     }
 }
 
-/// The element type float tensors get in the output.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum FloatDType {
-    /// Each tensor's own (GGUF quantized tensors become f32).
-    #[default]
-    Keep,
-    /// f32.
-    F32,
-    /// bf16 (round to nearest even).
-    BF16,
-    /// f16 (round to nearest even).
-    F16,
-}
-
 /// What [`Conversion::plan`] does with the inputs' tensors.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ConvertOptions {
-    /// Element type of float tensors.
-    pub dtype: FloatDType,
+    /// The element type float tensors get: f32, bf16 or f16 (rounded to
+    /// nearest even); `None` keeps each tensor's own (GGUF quantized
+    /// tensors become f32).
+    pub dtype: Option<DType>,
     /// Tensors written under another name: old → new.
     pub renames: HashMap<String, String>,
     /// Tensors left out.
@@ -75,6 +63,9 @@ impl ConvertOptions {
     /// The format of the output `path`, checked against the IRPA-only
     /// options.
     fn output_format(&self, path: &Path) -> Result<OutputFormat, ConvertError> {
+        if let Some(d) = self.dtype.filter(|d| !d.is_float()) {
+            return Err(ConvertError::NotFloat(d));
+        }
         let format =
             OutputFormat::of(path).ok_or_else(|| ConvertError::OutputFormat(path.to_path_buf()))?;
         if format != OutputFormat::Irpa && (self.describe || self.splat) {
@@ -91,6 +82,9 @@ pub enum ConvertError {
     /// The output's name ends in neither `.irpa` nor `.safetensors`.
     #[error("{}: the output must end in .irpa or .safetensors", .0.display())]
     OutputFormat(PathBuf),
+    /// The element type asked for float tensors is not a float type.
+    #[error("float tensors can be converted to F32, BF16 or F16, not {0}")]
+    NotFloat(DType),
     /// Entry descriptions or splats asked for another output than IRPA.
     #[error("entry descriptions and splats only apply to .irpa output")]
     IrpaOnly,
@@ -139,7 +133,7 @@ struct Item {
 
 impl Item {
     /// Tensor `t` of input `src`, written as `name` with float dtype `want`.
-    fn new(src: usize, t: &TensorMeta, name: String, want: FloatDType) -> Item {
+    fn new(src: usize, t: &TensorMeta, name: String, want: Option<DType>) -> Item {
         let out_dtype = target_dtype(t.dtype, want);
         let nbytes = match out_dtype {
             None => t.nbytes,
@@ -166,7 +160,7 @@ impl Item {
 }
 
 /// The output dtype of a tensor stored as `d` (`None`: raw bytes).
-fn target_dtype(d: SourceDType, want: FloatDType) -> Option<DType> {
+fn target_dtype(d: SourceDType, want: Option<DType>) -> Option<DType> {
     let plain = match d {
         SourceDType::Plain(p) => p,
         SourceDType::Ggml(g) => g.plain().unwrap_or(DType::F32),
@@ -175,12 +169,7 @@ fn target_dtype(d: SourceDType, want: FloatDType) -> Option<DType> {
     if !plain.is_float() {
         return Some(plain);
     }
-    Some(match want {
-        FloatDType::Keep => plain,
-        FloatDType::F32 => DType::F32,
-        FloatDType::BF16 => DType::BF16,
-        FloatDType::F16 => DType::F16,
-    })
+    Some(want.unwrap_or(plain))
 }
 
 impl Conversion {
@@ -402,4 +391,31 @@ fn splat_of(src: &dyn ParamSource, it: &Item, splat: bool) -> Result<Option<Vec<
         Ok(())
     })?;
     Ok(pattern.flatten())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_output_dtype_is_a_float_type_and_integers_keep_theirs() {
+        let mut opts = ConvertOptions::default();
+        let out = Path::new("out.irpa");
+        assert!(opts.check_output(out).is_ok());
+        opts.dtype = Some(DType::BF16);
+        assert!(opts.check_output(out).is_ok());
+        opts.dtype = Some(DType::I32);
+        let e = opts.check_output(out).unwrap_err();
+        assert!(matches!(e, ConvertError::NotFloat(DType::I32)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "float tensors can be converted to F32, BF16 or F16, not I32"
+        );
+        let f32_in = SourceDType::Plain(DType::F32);
+        assert_eq!(target_dtype(f32_in, None), Some(DType::F32));
+        assert_eq!(target_dtype(f32_in, Some(DType::F16)), Some(DType::F16));
+        let i32_in = SourceDType::Plain(DType::I32);
+        assert_eq!(target_dtype(i32_in, Some(DType::F16)), Some(DType::I32));
+        assert_eq!(target_dtype(SourceDType::Raw, Some(DType::F16)), None);
+    }
 }

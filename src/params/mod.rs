@@ -62,7 +62,7 @@ pub use diff::{BlockChange, BlockDiff, Diff, Outcome, TensorDiff};
 pub use dtype::{DType, GgmlType, SourceDType};
 pub use error::ParamsError;
 pub use inspect::{GgufHeader, Inspection, Int8Rows};
-pub use merge::{Conversion, ConvertError, ConvertOptions, FloatDType};
+pub use merge::{Conversion, ConvertError, ConvertOptions};
 pub use source::{Format, ParamSource, StorageKind, TensorMeta};
 pub use stream::{TensorWriter, Written};
 
