@@ -736,6 +736,19 @@ fn bad_input_is_a_clear_error() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.split_whitespace().count(), 2, "{out}");
     assert!(err.contains("stopped: context full (N = 8)"), "{err}");
+    // A module named as the KV pair is driven as one without the flag:
+    // the same ids.
+    let (code2, out2, err2) = kiln(&[
+        "generate",
+        &kv_mlir,
+        "--tokens",
+        "1,2,3,4,5,6",
+        "--max-new-tokens",
+        "5",
+    ]);
+    assert_eq!(code2, 0, "{err2}");
+    assert_eq!(out2, out);
+    assert!(err2.contains("KV cache P"), "{err2}");
     // `kiln interp` (and `kiln run`) call the SEQ forward, which a KV
     // module does not have: they say so and point to generate.
     let (code, _, err) = kiln(&["interp", &kv_mlir, "--tokens", "1,2"]);

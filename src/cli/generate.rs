@@ -71,7 +71,8 @@ pub struct Args {
     /// Drive the KV-cache pair (`NAME-kv-<target>.vmfb` or
     /// `NAME-kv-gen.mlir` from `kiln export --kv-cache`): the prompt
     /// prefilled in chunks of P tokens, then one decode call per token,
-    /// the caches kept on the device.
+    /// the caches kept on the device. Implied when MODULE is named as a
+    /// KV-cache pair (`NAME-kv-…`).
     #[arg(long)]
     pub kv_cache: bool,
     /// Stop when the generated text contains STRING (repeatable); the
@@ -89,12 +90,14 @@ pub struct Args {
 }
 
 /// Runs `kiln generate`.
-pub fn run(a: Args) -> Result<i32> {
+pub fn run(mut a: Args) -> Result<i32> {
     if a.json {
         super::set_quiet();
     }
     let sampler = a.sampling.sampler()?;
     let r = resolve(&a.module, a.seq, a.function.clone(), None, a.params.clone())?;
+    // A module named as the KV-cache pair is driven as one.
+    a.kv_cache |= r.kv_module;
     let tok_path = a
         .tokenizer
         .clone()
@@ -243,8 +246,9 @@ fn render_chat(a: &Args, t: &Tokenizer, text: &str, tok_path: Option<&Path>) -> 
         .map_err(|e| template_error(a.chat_template.as_deref(), tok_path, e))
 }
 
-/// With `--kv-cache`, the manifest's KV pair; without, checks that the
-/// prompt leaves room in the SEQ window.
+/// With `--kv-cache` (or a module named as the KV-cache pair), the
+/// manifest's KV pair; without, checks that the prompt leaves room in the
+/// SEQ window.
 fn kv_pair(a: &Args, r: &Resolved, prompt_len: usize) -> Result<Option<KvPair>> {
     if a.kv_cache {
         return Ok(Some(r.manifest.kv_pair().ok_or_else(|| {
