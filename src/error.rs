@@ -1,6 +1,8 @@
-//! The crate-wide error type. Each stage has its own error enum; this one
+//! The crate-wide error type, on the top floor. Each stage has its own
+//! error enum, which carries the errors of the floors below whole; this one
 //! wraps them so a caller can `?` across stages and still print one line
-//! that names the file, tensor or op at fault. Messages state facts (what,
+//! that names the file, tensor or op at fault, each carried error flattened
+//! back to its own variant (so exit codes and hints see one shape). Messages state facts (what,
 //! where, what is supported); what to type about it (a flag, a `kiln` verb)
 //! is the command line's to add.
 
@@ -21,7 +23,7 @@ pub enum Error {
     Iree(#[from] crate::iree::IreeError),
     /// A checkpoint could not be turned into a model graph.
     #[error(transparent)]
-    Model(#[from] crate::models::ModelError),
+    Model(crate::models::ModelError),
     /// StableHLO text could not be parsed.
     #[error(transparent)]
     Parse(#[from] crate::stablehlo::ParseError),
@@ -44,21 +46,25 @@ pub enum Error {
     /// A generation cannot run as asked (a prompt that does not fit,
     /// sampling a module cannot serve).
     #[error(transparent)]
-    Generate(#[from] crate::generate::GenerateError),
+    Generate(crate::generate::GenerateError),
     /// An export cannot be written as asked (its name, or a weight form
     /// the checkpoint's tensors cannot take).
     #[error(transparent)]
-    Export(#[from] crate::export::ExportError),
+    Export(crate::export::ExportError),
     /// A manifest cannot be read as one.
     #[error(transparent)]
-    Manifest(#[from] crate::manifest::ManifestError),
+    Manifest(crate::manifest::ManifestError),
     /// The files of an export cannot be packaged as they are.
     #[error(transparent)]
-    Package(#[from] crate::package::PackageError),
+    Package(crate::package::PackageError),
     /// A folder could not be verified at all (`kiln verify`; a mismatch is
     /// a fault in its report, not an error).
     #[error(transparent)]
-    Verify(#[from] crate::verify::VerifyError),
+    Verify(crate::verify::VerifyError),
+    /// A library user's own step runtime failed (`step::CallError::Runtime`
+    /// holding an error that is not kiln's).
+    #[error(transparent)]
+    Runtime(Box<dyn std::error::Error + Send + Sync>),
     /// An I/O operation on a named path failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -105,5 +111,165 @@ impl From<crate::util::IoError> for Error {
             path: e.path,
             source: e.source,
         }
+    }
+}
+
+/// A stage's error becomes the crate variant it was before that stage had
+/// its own: the lower stages' errors it passes on are unwrapped to their
+/// own variants (so exit codes and the command line's hints see them), and
+/// only its own facts stay under its variant.
+impl From<crate::verify::VerifyError> for Error {
+    fn from(e: crate::verify::VerifyError) -> Self {
+        use crate::verify::VerifyError;
+        match e {
+            VerifyError::Io(e) => e.into(),
+            e => Error::Verify(e),
+        }
+    }
+}
+
+impl From<crate::models::ModelError> for Error {
+    fn from(e: crate::models::ModelError) -> Self {
+        use crate::models::ModelError;
+        match e {
+            ModelError::Params(e) => e.into(),
+            ModelError::Io(e) => e.into(),
+            e => Error::Model(e),
+        }
+    }
+}
+
+impl From<crate::step::CallError> for Error {
+    fn from(e: crate::step::CallError) -> Self {
+        use crate::step::CallError;
+        match e {
+            CallError::Step(e) => e.into(),
+            CallError::Signature(e) => e.into(),
+            CallError::Runtime(e) => runtime(e),
+        }
+    }
+}
+
+/// A step runtime's boxed error as the crate `Error`: kiln's own runtimes
+/// raise kiln's stage errors, each unwrapped to its own variant.
+fn runtime(e: Box<dyn std::error::Error + Send + Sync>) -> Error {
+    macro_rules! unbox {
+        ($e:ident, $($t:ty),*) => {{
+            $(let $e = match $e.downcast::<$t>() {
+                Ok(e) => return Error::from(*e),
+                Err(e) => e,
+            };)*
+            $e
+        }};
+    }
+    let e = unbox!(
+        e,
+        crate::iree::IreeError,
+        crate::interp::InterpError,
+        crate::generate::GenerateError,
+        crate::step::StepError,
+        crate::step::SignatureError,
+        crate::params::ParamsError,
+        crate::stablehlo::ParseError,
+        crate::util::IoError
+    );
+    Error::Runtime(e)
+}
+
+impl From<crate::generate::GenerateError> for Error {
+    fn from(e: crate::generate::GenerateError) -> Self {
+        use crate::generate::GenerateError as G;
+        match e {
+            G::Call(e) => e.into(),
+            G::Iree(e) => e.into(),
+            G::Interp(e) => e.into(),
+            G::Parse(e) => (*e).into(),
+            G::Manifest(e) => e.into(),
+            G::Io(e) => e.into(),
+            e => Error::Generate(e),
+        }
+    }
+}
+
+impl From<crate::manifest::ManifestError> for Error {
+    fn from(e: crate::manifest::ManifestError) -> Self {
+        use crate::manifest::ManifestError;
+        match e {
+            ManifestError::Io(e) => e.into(),
+            e => Error::Manifest(e),
+        }
+    }
+}
+
+impl From<crate::export::ExportError> for Error {
+    fn from(e: crate::export::ExportError) -> Self {
+        use crate::export::ExportError as E;
+        match e {
+            E::Model(e) => e.into(),
+            E::Params(e) => e.into(),
+            E::Graph(e) => e.into(),
+            E::Print(e) => e.into(),
+            E::Manifest(e) => e.into(),
+            E::Io(e) => e.into(),
+            E::Iree(e) => e.into(),
+            e => Error::Export(e),
+        }
+    }
+}
+
+impl From<crate::package::PackageError> for Error {
+    fn from(e: crate::package::PackageError) -> Self {
+        use crate::package::PackageError as P;
+        match e {
+            P::Manifest(e) => e.into(),
+            P::Io(e) => e.into(),
+            P::Iree(e) => e.into(),
+            P::Params(e) => e.into(),
+            P::Step(e) => e.into(),
+            e => Error::Package(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+    use crate::generate::GenerateError;
+    use crate::iree::IreeError;
+    use crate::step::{CallError, StepError};
+    use crate::util::IoError;
+
+    fn io() -> IoError {
+        IoError::new("a.gguf", std::io::ErrorKind::NotFound.into())
+    }
+
+    /// A stage's carried error comes out as its own variant, however deep
+    /// it was carried; a runtime's boxed error too, with its exit code.
+    #[test]
+    fn carried_errors_flatten_to_their_own_variants() {
+        let e = Error::from(crate::models::ModelError::Io(io()));
+        assert!(matches!(e, Error::Io { .. }), "{e:?}");
+        let e = Error::from(crate::export::ExportError::Model(
+            crate::models::ModelError::Io(io()),
+        ));
+        assert!(matches!(e, Error::Io { .. }), "{e:?}");
+        let e = Error::from(GenerateError::Call(CallError::runtime(IreeError::Session(
+            "the runner stopped".into(),
+        ))));
+        assert!(matches!(e, Error::Iree(IreeError::Session(_))), "{e:?}");
+        assert_eq!(e.exit_code(), 3);
+        let step = StepError::PastContext {
+            position: 9,
+            max_context: 8,
+        };
+        let e = Error::from(CallError::runtime(GenerateError::from(step.clone())));
+        assert!(matches!(e, Error::Step(ref s) if *s == step), "{e:?}");
+        let e = Error::from(CallError::runtime(GenerateError::NotReset {
+            function: "decode".into(),
+        }));
+        assert!(matches!(e, Error::Generate(GenerateError::NotReset { .. })));
+        assert_eq!(e.exit_code(), 2);
+        let e = Error::from(CallError::runtime(std::fmt::Error));
+        assert!(matches!(e, Error::Runtime(_)), "{e:?}");
     }
 }

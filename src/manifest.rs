@@ -18,7 +18,7 @@
 use crate::graph::DType;
 use crate::iree::flags::{Device, Target};
 use crate::models::DecoderConfig;
-use crate::{Error, Result};
+use crate::util::IoError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +27,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ManifestError {
+    /// The file could not be read.
+    #[error(transparent)]
+    Io(#[from] IoError),
     /// The file is not JSON.
     #[error("{}: not valid JSON: {source}", path.display())]
     Json {
@@ -578,11 +581,11 @@ impl RunManifest {
     /// A manifest written by `kiln export` (it has `kiln_version`) is read as
     /// [`ExportManifest`]; any other JSON object as hand-written
     /// [`RunDefaults`] (see [`RunManifest`]).
-    pub fn read(path: &Path) -> crate::Result<Option<RunManifest>> {
+    pub fn read(path: &Path) -> Result<Option<RunManifest>, ManifestError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(path, e)),
+            Err(e) => return Err(IoError::new(path, e).into()),
         };
         let v: serde_json::Value =
             serde_json::from_str(&text).map_err(|source| ManifestError::Json {
@@ -601,7 +604,7 @@ impl RunManifest {
                     source,
                 })?;
             if m.seq == 0 {
-                return Err(bad("seq", "a positive integer").into());
+                return Err(bad("seq", "a positive integer"));
             }
             return Ok(Some(RunManifest {
                 defaults: RunDefaults::from(&m),
@@ -617,7 +620,7 @@ impl RunManifest {
                     .ok_or_else(|| bad("seq", "a positive integer"))?,
             ),
         };
-        let string = |k: &str| -> crate::Result<Option<String>> {
+        let string = |k: &str| -> Result<Option<String>, ManifestError> {
             match v.get(k) {
                 None | Some(serde_json::Value::Null) => Ok(None),
                 Some(s) => Ok(Some(

@@ -17,8 +17,37 @@
 //! This module imports neither `iree` nor `generate`: both import it.
 
 use crate::graph::TensorType;
-use crate::Result;
 use std::path::PathBuf;
+
+/// `Result` of a step call.
+pub type Result<T, E = CallError> = std::result::Result<T, E>;
+
+/// A step call that failed: the call itself (outside what the caches hold,
+/// results of another signature than the contract's), or the runtime that
+/// ran it, whose own error is kept whole.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// A call outside what the caches hold.
+    #[error(transparent)]
+    Step(#[from] StepError),
+    /// A function returned results of another signature than its step
+    /// contract gives it.
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+    /// The runtime failed (an IREE tool, the interpreter, a file it reads,
+    /// or a library user's own backend); its error, kept whole (the crate
+    /// `Error` unwraps kiln's own).
+    #[error(transparent)]
+    Runtime(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl CallError {
+    /// The runtime's error `e`, kept whole.
+    pub fn runtime(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        CallError::Runtime(Box::new(e))
+    }
+}
 
 /// A step call outside what the caches hold, or a KV pair that cannot be
 /// one.

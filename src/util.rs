@@ -22,12 +22,19 @@ pub struct IoError {
 /// `Result` of the helpers.
 pub type Result<T, E = IoError> = std::result::Result<T, E>;
 
+impl IoError {
+    /// Wraps `source` with the path it concerns.
+    pub fn new(path: impl Into<PathBuf>, source: std::io::Error) -> IoError {
+        IoError {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
 /// Wraps `source` with the path it concerns.
 fn io(path: impl Into<PathBuf>, source: std::io::Error) -> IoError {
-    IoError {
-        path: path.into(),
-        source,
-    }
+    IoError::new(path, source)
 }
 
 /// An output file that only appears under its final name once it is

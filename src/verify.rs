@@ -28,7 +28,7 @@ use crate::manifest::{
 use crate::models::Checkpoint;
 use crate::params::irpa::IrpaReader;
 use crate::stablehlo::ConstantPolicy;
-use crate::{Error, Result};
+use crate::util::IoError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -126,18 +126,27 @@ pub enum VerifyError {
         /// The field and its value.
         what: String,
     },
+    /// The folder is not one, or cannot be listed.
+    #[error(transparent)]
+    Io(#[from] IoError),
 }
 
 /// Checks every manifest in `dir` (see the module docs).
-pub fn verify(dir: &Path, tc: &Toolchain, opts: &VerifyOptions) -> Result<VerifyReport> {
+pub fn verify(
+    dir: &Path,
+    tc: &Toolchain,
+    opts: &VerifyOptions,
+) -> Result<VerifyReport, VerifyError> {
+    let io = |e| IoError::new(dir, e);
     if !dir.is_dir() {
-        return Err(Error::io(
-            dir,
-            std::io::Error::new(std::io::ErrorKind::NotFound, "not a folder"),
-        ));
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "not a folder",
+        ))
+        .into());
     }
     let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
+        .map_err(io)?
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -170,9 +179,9 @@ pub fn verify(dir: &Path, tc: &Toolchain, opts: &VerifyOptions) -> Result<Verify
         }
     }
     if models.is_empty() {
-        return Err(Error::Verify(VerifyError::NoManifest {
+        return Err(VerifyError::NoManifest {
             dir: dir.to_path_buf(),
-        }));
+        });
     }
     Ok(VerifyReport {
         dir: dir.to_path_buf(),
@@ -643,8 +652,13 @@ struct Rebuild<'m> {
 }
 
 /// Exports the checkpoint at `source` again with `recipe`'s options into
-/// `dir`; returns the layout of what it wrote.
-fn rebuild_export(source: &Path, recipe: &ExportRecipe, dir: &Path) -> Result<Layout> {
+/// `dir`; returns the layout of what it wrote. The error is only shown (a
+/// fault's text), so any stage's will do.
+fn rebuild_export(
+    source: &Path,
+    recipe: &ExportRecipe,
+    dir: &Path,
+) -> Result<Layout, Box<dyn std::error::Error>> {
     let ckpt = Checkpoint::open(source)?;
     let opts = export_options(recipe, dir)?;
     export(&ckpt, &opts)?;
@@ -652,10 +666,11 @@ fn rebuild_export(source: &Path, recipe: &ExportRecipe, dir: &Path) -> Result<La
 }
 
 /// The export options a recipe records, writing into `dir`.
-fn export_options(recipe: &ExportRecipe, dir: &Path) -> Result<ExportOptions> {
-    let bad = |what: String| Error::Verify(VerifyError::Recipe { what });
-    let weights =
-        |s: &str| -> Result<Weights> { s.parse().map_err(|_| bad(format!("weights form {s:?}"))) };
+fn export_options(recipe: &ExportRecipe, dir: &Path) -> Result<ExportOptions, VerifyError> {
+    let bad = |what: String| VerifyError::Recipe { what };
+    let weights = |s: &str| -> Result<Weights, VerifyError> {
+        s.parse().map_err(|_| bad(format!("weights form {s:?}")))
+    };
     let mut weights_for = Vec::new();
     for w in &recipe.weights_for {
         let (pattern, form) = w
@@ -701,10 +716,7 @@ fn export_options(recipe: &ExportRecipe, dir: &Path) -> Result<ExportOptions> {
 /// and decode `(token [1] i32, position, K…, V…) -> (the same)`, then
 /// each attention span's prefill and decode with the same signatures. In
 /// a module for Vulkan (`vulkan`), bf16 caches are i32 words of two.
-fn kv_signatures(
-    pair: &KvPair,
-    vulkan: bool,
-) -> std::result::Result<Vec<FunctionSignature>, String> {
+fn kv_signatures(pair: &KvPair, vulkan: bool) -> Result<Vec<FunctionSignature>, String> {
     let cache = pair.cache_type().map_err(|e| e.to_string())?;
     let cache = match vulkan {
         true => cache

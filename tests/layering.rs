@@ -26,22 +26,7 @@ const LAYERS: &[&[&str]] = &[
     &["generate"],
     &["package"],
     &["verify"],
-];
-
-/// Modules outside the floors. `error`: the crate-wide `Error` wraps every
-/// stage's error type, so it imports most floors; and the stages in
-/// [`RETURN_ERROR`] still return it, so they import it. It moves to the top
-/// once each stage returns its own error type (issue 31, item 4).
-const EXEMPT: &[&str] = &["error"];
-
-/// The stages that still return (or build) the crate-wide `Error`, so they
-/// import `error`; every other floor returns its own error type and must
-/// not. `models` (`Checkpoint::open`: params, model and I/O errors), `step`
-/// (the runtime traits, whose implementations in `iree` and `generate`
-/// raise each other's errors), `iree` (its session implements them), and
-/// the stages above that chain several floors' calls.
-const RETURN_ERROR: &[&str] = &[
-    "models", "step", "iree", "manifest", "export", "generate", "package", "verify",
+    &["error"],
 ];
 
 /// A Rust source file of one of the two crates (the library, rooted at
@@ -538,13 +523,13 @@ fn lower_layers_do_not_import_higher_ones_and_folders_have_no_circles() {
         .map(|s| s.module[0].as_str())
         .collect();
     for m in &top {
-        if floor(m).is_none() && !EXEMPT.contains(m) {
+        if floor(m).is_none() {
             problems.push(format!(
                 "src/{m}: a top-level module missing from the layer table (tests/layering.rs)"
             ));
         }
     }
-    for m in LAYERS.iter().flat_map(|f| f.iter()).chain(EXEMPT) {
+    for m in LAYERS.iter().flat_map(|f| f.iter()) {
         if !top.contains(m) {
             problems.push(format!(
                 "the layer table names `{m}`, which is not a module of src/"
@@ -552,8 +537,6 @@ fn lower_layers_do_not_import_higher_ones_and_folders_have_no_circles() {
         }
     }
 
-    // The floors that import `error`.
-    let mut error_users = BTreeSet::new();
     for bin in [false, true] {
         let crate_sources: Vec<&Source> = sources.iter().filter(|s| s.bin == bin).collect();
         let modules: BTreeMap<Vec<String>, &Source> = crate_sources
@@ -569,26 +552,16 @@ fn lower_layers_do_not_import_higher_ones_and_folders_have_no_circles() {
                 let (from, to) = (&s.module, &to);
                 if !bin && !from.is_empty() && !to.is_empty() && from[0] != to[0] {
                     let (a, b) = (from[0].as_str(), to[0].as_str());
-                    if b == "error" && floor(a).is_some() {
-                        error_users.insert(a.to_string());
-                        if !RETURN_ERROR.contains(&a) {
+                    if let (Some(fa), Some(fb)) = (floor(a), floor(b)) {
+                        if fb >= fa {
+                            let how = if fb == fa {
+                                "its own floor"
+                            } else {
+                                "a higher floor"
+                            };
                             problems.push(format!(
-                                "{at}: `{a}` returns its own error type, not the crate's `Error` (RETURN_ERROR)"
+                                "{at}: `{a}` (floor {fa}) imports `{b}` (floor {fb}, {how})"
                             ));
-                        }
-                    }
-                    if !EXEMPT.contains(&a) && !EXEMPT.contains(&b) {
-                        if let (Some(fa), Some(fb)) = (floor(a), floor(b)) {
-                            if fb >= fa {
-                                let how = if fb == fa {
-                                    "its own floor"
-                                } else {
-                                    "a higher floor"
-                                };
-                                problems.push(format!(
-                                    "{at}: `{a}` (floor {fa}) imports `{b}` (floor {fb}, {how})"
-                                ));
-                            }
                         }
                     }
                 }
@@ -597,16 +570,11 @@ fn lower_layers_do_not_import_higher_ones_and_folders_have_no_circles() {
                 let common = from.iter().zip(to).take_while(|(x, y)| x == y).count();
                 if common < from.len() && common < to.len() {
                     let folder = from[..common].to_vec();
-                    let exempt = !bin
-                        && common == 0
-                        && (EXEMPT.contains(&from[0].as_str()) || EXEMPT.contains(&to[0].as_str()));
-                    if !exempt {
-                        folders.entry(folder).or_default().push(Edge {
-                            from: from[common].clone(),
-                            to: to[common].clone(),
-                            at: at.clone(),
-                        });
-                    }
+                    folders.entry(folder).or_default().push(Edge {
+                        from: from[common].clone(),
+                        to: to[common].clone(),
+                        at: at.clone(),
+                    });
                 }
             }
         }
@@ -631,13 +599,6 @@ fn lower_layers_do_not_import_higher_ones_and_folders_have_no_circles() {
                 }
                 problems.push(lines.join("\n"));
             }
-        }
-    }
-    for m in RETURN_ERROR {
-        if !error_users.contains(*m) {
-            problems.push(format!(
-                "`{m}` no longer imports the crate's `error`: drop it from RETURN_ERROR"
-            ));
         }
     }
     assert!(

@@ -322,15 +322,19 @@ fn export_errors_name_the_file_the_tensor_and_the_flag() {
     // The library says the same without the flags.
     use kiln::export::{export as export_lib, ExportOptions, Weights};
     let ckpt = kiln::models::Checkpoint::open(fixture("hf/tiny-qwen2")).unwrap();
-    let e = export_lib(&ckpt, &ExportOptions::new(8, out).name("a/b")).unwrap_err();
+    let e =
+        kiln::Error::from(export_lib(&ckpt, &ExportOptions::new(8, out).name("a/b")).unwrap_err());
     assert!(
         states_facts(&e).contains("name \"a/b\" must be a plain file name"),
         "{e}"
     );
-    let e = export_lib(&ckpt, &ExportOptions::new(8, out).weights(Weights::Keep)).unwrap_err();
+    let e = kiln::Error::from(
+        export_lib(&ckpt, &ExportOptions::new(8, out).weights(Weights::Keep)).unwrap_err(),
+    );
     assert!(states_facts(&e).contains("is not a GGUF file"), "{e}");
     let q4 = Weights::Quantize(kiln::params::GgmlType::Q4_0);
-    let e = export_lib(&ckpt, &ExportOptions::new(8, out).weights(q4)).unwrap_err();
+    let e =
+        kiln::Error::from(export_lib(&ckpt, &ExportOptions::new(8, out).weights(q4)).unwrap_err());
     assert!(
         states_facts(&e).contains("so q4_0 weights cannot store it"),
         "{e}"
@@ -416,7 +420,7 @@ fn package_errors_name_the_file_and_the_flag() {
         tokenizer: kiln::package::TokenizerChoice::None,
         ..Default::default()
     };
-    let err = kiln::package::package(&manifest, &opts).unwrap_err();
+    let err = kiln::Error::from(kiln::package::package(&manifest, &opts).unwrap_err());
     assert!(
         states_facts(&err).contains("is the export's own directory"),
         "{err}"
@@ -436,7 +440,7 @@ fn package_errors_name_the_file_and_the_flag() {
         tokenizer: kiln::package::TokenizerChoice::None,
         ..Default::default()
     };
-    let e = kiln::package::package(&manifest, &opts).unwrap_err();
+    let e = kiln::Error::from(kiln::package::package(&manifest, &opts).unwrap_err());
     assert!(
         states_facts(&e).contains("the archive changed since it was exported"),
         "{e}"

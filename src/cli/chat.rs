@@ -103,14 +103,13 @@ pub fn run(a: Args) -> Result<i32> {
 
 /// Opens the KV-cache pair `kv` of the module on the runtime that fits it.
 fn open_driver(a: &Args, r: &Resolved, kv: &KvPair) -> Result<Driver> {
-    Driver::open(
-        &DriverOptions::new(&a.module, &r.params, &r.function, r.seq)
-            .scope(&r.scope)
-            .kv(kv.clone())
-            .device(a.device)
-            .task_groups(a.task_groups)
-            .iree_dir(a.iree_dir.clone()),
-    )
+    let o = DriverOptions::new(&a.module, &r.params, &r.function, r.seq)
+        .scope(&r.scope)
+        .kv(kv.clone())
+        .device(a.device)
+        .task_groups(a.task_groups)
+        .iree_dir(a.iree_dir.clone());
+    Ok(Driver::open(&o)?)
 }
 
 /// A running `kiln chat`: the messages, the caches and what they hold.

@@ -80,7 +80,7 @@ pub fn config() -> DecoderConfig {
 
 /// The demo checkpoint (deterministic weights).
 pub fn checkpoint() -> Result<Checkpoint> {
-    Checkpoint::synthetic(NAME, config(), SEED)
+    Ok(Checkpoint::synthetic(NAME, config(), SEED)?)
 }
 
 fn secs(t: Instant) -> String {

@@ -4,11 +4,12 @@
 //! sha256), so `kiln package` can carry it into the assets and `kiln
 //! verify --rebuild` can compile again.
 
+use super::error::Result;
 use super::layout::{Artifact, Layout};
 use crate::iree::flags::Target;
 use crate::iree::Toolchain;
 use crate::manifest::{CompileInfo, CompiledModule, ExportManifest};
-use crate::{Error, Result};
+use crate::util::IoError;
 use std::path::{Path, PathBuf};
 
 impl ExportManifest {
@@ -36,7 +37,7 @@ impl ExportManifest {
             return Ok(None);
         }
         let text =
-            std::fs::read_to_string(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
+            std::fs::read_to_string(&manifest_path).map_err(|e| IoError::new(&manifest_path, e))?;
         let Ok(mut manifest) = serde_json::from_str::<ExportManifest>(&text) else {
             // Not recorded: the manifest beside the module is not an export manifest.
             return Ok(None);
@@ -69,7 +70,9 @@ impl ExportManifest {
                 .file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let bytes = std::fs::metadata(out).map_err(|e| Error::io(out, e))?.len();
+            let bytes = std::fs::metadata(out)
+                .map_err(|e| IoError::new(out, e))?
+                .len();
             let record = CompiledModule {
                 compile: CompileInfo {
                     mlir: source.path.clone(),

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 const KEPT_TYPES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K";
 
 /// An export cannot be written as asked.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExportError {
     /// An export name that is not a plain file name.
@@ -94,7 +94,32 @@ pub enum ExportError {
         /// The dtype.
         dtype: DType,
     },
+    /// The checkpoint could not be read or turned into a graph.
+    #[error(transparent)]
+    Model(#[from] crate::models::ModelError),
+    /// A parameter file could not be read or written.
+    #[error(transparent)]
+    Params(#[from] crate::params::ParamsError),
+    /// kiln built a graph its own builder rejected.
+    #[error(transparent)]
+    Graph(#[from] crate::graph::GraphError),
+    /// The module could not be printed as StableHLO text.
+    #[error(transparent)]
+    Print(#[from] crate::stablehlo::PrintError),
+    /// A manifest beside the export could not be read.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+    /// A file could not be read or written.
+    #[error(transparent)]
+    Io(#[from] crate::util::IoError),
+    /// The IREE compiler's version could not be read (to record a
+    /// compile).
+    #[error(transparent)]
+    Iree(#[from] crate::iree::IreeError),
 }
+
+/// `Result` of the export.
+pub(crate) type Result<T, E = ExportError> = std::result::Result<T, E>;
 
 impl ExportError {
     /// The weight forms `keep` stores as they are: GGUF tensor types of

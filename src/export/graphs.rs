@@ -2,6 +2,7 @@
 //! built from the checkpoint's graph and printed as StableHLO (weights
 //! that are printed inline read from the checkpoint as stored).
 
+use super::error::Result;
 use super::layout::Artifact;
 use super::options::{ExportOptions, KvCacheOptions};
 use super::plan::{cols_of, tensor_bytes};
@@ -12,7 +13,6 @@ use crate::models::kv::{build_functions, KvOptions};
 use crate::models::{Checkpoint, DecoderConfig, WeightPlan};
 use crate::params::convert::bytes_to_f64;
 use crate::stablehlo::{print_module, PrintError, PrintOptions, WeightSource};
-use crate::Result;
 
 /// The printed modules of an export.
 pub(super) struct Graphs {

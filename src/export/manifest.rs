@@ -1,6 +1,7 @@
 //! The export manifest, `NAME.json`: what the export was, and the
 //! records of the files it wrote.
 
+use super::error::Result;
 use super::graphs::Graphs;
 use super::layout::Artifact;
 use super::options::ExportOptions;
@@ -14,6 +15,7 @@ use crate::models::kv::KvOptions;
 use crate::models::Checkpoint;
 use crate::params::Written;
 use crate::stablehlo::ConstantPolicy;
+use crate::util::IoError;
 
 /// The export manifest: the files' records (the writers hashed every byte
 /// as they wrote it, so no second pass) and what the export was.
@@ -107,11 +109,11 @@ fn recipe(
 /// file's size and sha256, or an HF folder's regular files and one sha256
 /// over their lines `<sha256>  <name>\n` in name order. `None` for a
 /// checkpoint that is not on disk (a synthetic one).
-pub(crate) fn checkpoint_record(path: &std::path::Path) -> crate::Result<Option<CheckpointRecord>> {
+pub(crate) fn checkpoint_record(path: &std::path::Path) -> Result<Option<CheckpointRecord>> {
     use crate::util::sha256_file;
     if path.is_file() {
         let bytes = std::fs::metadata(path)
-            .map_err(|e| crate::Error::io(path, e))?
+            .map_err(|e| IoError::new(path, e))?
             .len();
         return Ok(Some(CheckpointRecord {
             bytes,
@@ -122,13 +124,13 @@ pub(crate) fn checkpoint_record(path: &std::path::Path) -> crate::Result<Option<
     if !path.is_dir() {
         return Ok(None);
     }
-    let entries = std::fs::read_dir(path).map_err(|e| crate::Error::io(path, e))?;
+    let entries = std::fs::read_dir(path).map_err(|e| IoError::new(path, e))?;
     let mut names = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| crate::Error::io(path, e))?;
+        let entry = entry.map_err(|e| IoError::new(path, e))?;
         if entry
             .file_type()
-            .map_err(|e| crate::Error::io(entry.path(), e))?
+            .map_err(|e| IoError::new(entry.path(), e))?
             .is_file()
         {
             names.push(entry.file_name().to_string_lossy().into_owned());
@@ -140,7 +142,7 @@ pub(crate) fn checkpoint_record(path: &std::path::Path) -> crate::Result<Option<
         .map(|name| {
             let file = path.join(&name);
             let bytes = std::fs::metadata(&file)
-                .map_err(|e| crate::Error::io(&file, e))?
+                .map_err(|e| IoError::new(&file, e))?
                 .len();
             Ok(FileRecord {
                 sha256: sha256_file(&file)?,
@@ -148,7 +150,7 @@ pub(crate) fn checkpoint_record(path: &std::path::Path) -> crate::Result<Option<
                 bytes,
             })
         })
-        .collect::<crate::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?;
     let listing: String = files
         .iter()
         .map(|f| format!("{}  {}\n", f.sha256, f.path))

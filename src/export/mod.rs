@@ -37,7 +37,7 @@ use plan::weight_plan;
 use crate::manifest::ExportManifest;
 use crate::models::Checkpoint;
 use crate::util::Staging;
-use crate::Result;
+use error::Result;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -54,7 +54,7 @@ impl Names {
     fn resolve(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<Names> {
         let name = opts.name.clone().unwrap_or_else(|| ckpt.name.clone());
         if name.is_empty() || name.contains(['/', '\\']) {
-            return Err(ExportError::BadName { name }.into());
+            return Err(ExportError::BadName { name });
         }
         Ok(Names {
             function: opts.function.clone().unwrap_or_else(|| identifier(&name)),

@@ -2,6 +2,7 @@
 //! ([`weight_plan`]), the archive entries that makes, and the stored bytes
 //! of each entry, row chunk by row chunk.
 
+use super::error::Result;
 use super::options::Weights;
 use super::ExportError;
 use crate::graph::DType;
@@ -11,7 +12,6 @@ use crate::params::blocks::{self, part_key, BlockForm};
 use crate::params::convert::encode_weights;
 use crate::params::gguf::GgmlType;
 use crate::params::quant::quantize_rows_i8;
-use crate::Result;
 
 /// How each weight of `ckpt` is stored under `weights`, with
 /// `overrides` (`--weights-for PATTERN=FORM`: every tensor whose HF name
@@ -36,8 +36,7 @@ pub fn weight_plan(
             return Err(ExportError::NoTensorMatches {
                 checkpoint: ckpt.path.clone(),
                 pattern: pattern.clone(),
-            }
-            .into());
+            });
         }
     }
     for (name, shape) in ckpt.tensors() {
@@ -177,12 +176,10 @@ pub(super) fn tensor_rows_bytes(
     storage: Storage,
     rows: std::ops::Range<usize>,
 ) -> Result<Vec<Vec<u8>>> {
-    let named = |message: String| {
-        crate::Error::from(ExportError::Tensor {
-            checkpoint: ckpt.path.clone(),
-            tensor: tensor.to_string(),
-            message,
-        })
+    let named = |message: String| ExportError::Tensor {
+        checkpoint: ckpt.path.clone(),
+        tensor: tensor.to_string(),
+        message,
     };
     let cols = cols_of(shape);
     match storage {

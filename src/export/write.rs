@@ -2,6 +2,7 @@
 //! (one converting thread, one writer thread per file), then every file
 //! moved from the staging directory into place, the manifest last.
 
+use super::error::Result;
 use super::graphs::Graphs;
 use super::layout::Artifact;
 use super::plan::{cols_of, rows_of, tensor_rows_bytes, Entry};
@@ -13,7 +14,6 @@ use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
 use crate::params::{TensorWriter, Written};
 use crate::progress::Progress;
 use crate::util::Staging;
-use crate::Result;
 use std::path::Path;
 use std::sync::mpsc::SyncSender;
 

@@ -3,14 +3,15 @@
 //! [`KvStep`]); and the two such runtimes, kiln's [`Interpreter`] and
 //! [`RunModule`] (one `iree-run-module` per call).
 
-use super::GenerateError;
+use super::{GenerateError, Result};
 use crate::iree::run::{run_module, HostTensor, RunOptions};
 use crate::iree::Toolchain;
+use crate::step::Result as StepResult;
 use crate::step::{
     candidates, check_chunk, check_position, Backend, Forward, KvSpec, KvStep, Prediction,
     SignatureError,
 };
-use crate::{Error, Result};
+use crate::util::IoError;
 use std::path::{Path, PathBuf};
 
 /// The redecode forward over a [`Backend`]: one call of `function` on
@@ -39,7 +40,7 @@ impl<B: Backend> Forward for Redecode<B> {
     fn seq(&self) -> usize {
         self.seq
     }
-    fn forward(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
+    fn forward(&mut self, ids: &[i32]) -> StepResult<Vec<i32>> {
         let input = self.backend.i32(&[1, self.seq], ids.to_vec())?;
         let out = self.backend.run(&self.function, vec![input])?;
         out.first()
@@ -106,7 +107,7 @@ impl<B: Backend> KvDriver<B> {
 
     /// Runs `function` on `inputs` then the kept caches, and keeps the
     /// caches it returns; returns its prediction.
-    fn call(&mut self, function: &str, mut inputs: Vec<B::Tensor>) -> Result<Prediction> {
+    fn call(&mut self, function: &str, mut inputs: Vec<B::Tensor>) -> StepResult<Prediction> {
         let caches = self.caches.take().ok_or_else(|| GenerateError::NotReset {
             function: function.to_string(),
         })?;
@@ -170,18 +171,18 @@ impl<B: Backend> KvStep for KvDriver<B> {
     fn max_context(&self) -> usize {
         self.spec.max_context()
     }
-    fn reset(&mut self) -> Result<()> {
+    fn reset(&mut self) -> StepResult<()> {
         let b = &self.backend;
         let caches = self
             .spec
             .caches
             .iter()
             .map(|ty| b.zeros(ty))
-            .collect::<Result<_>>()?;
+            .collect::<StepResult<_>>()?;
         self.caches = Some(caches);
         Ok(())
     }
-    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> Result<Prediction> {
+    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> StepResult<Prediction> {
         check_chunk(
             chunk.len(),
             self.spec.prompt_len,
@@ -198,7 +199,7 @@ impl<B: Backend> KvStep for KvDriver<B> {
         let f = self.spec.prefill_for(start + length).to_string();
         self.call(&f, inputs)
     }
-    fn decode(&mut self, token: i32, position: usize) -> Result<Prediction> {
+    fn decode(&mut self, token: i32, position: usize) -> StepResult<Prediction> {
         check_position(position, self.max_context())?;
         let b = &self.backend;
         let inputs = vec![
@@ -223,7 +224,7 @@ pub struct Interpreter {
 impl Interpreter {
     /// Parses `mlir` and opens `params` (`.irpa`, `.safetensors` or `.gguf`).
     pub fn open(mlir: &Path, params: &Path) -> Result<Interpreter> {
-        let text = std::fs::read_to_string(mlir).map_err(|e| Error::io(mlir, e))?;
+        let text = std::fs::read_to_string(mlir).map_err(|e| IoError::new(mlir, e))?;
         let module = crate::graph::Module::parse(&text).map_err(|e| e.with_file(mlir))?;
         Ok(Interpreter {
             module,
@@ -251,10 +252,10 @@ fn ids_len(g: &crate::graph::Graph) -> Option<usize> {
 
 impl Backend for Interpreter {
     type Tensor = crate::interp::Tensor;
-    fn i32(&self, shape: &[usize], data: Vec<i32>) -> Result<Self::Tensor> {
+    fn i32(&self, shape: &[usize], data: Vec<i32>) -> StepResult<Self::Tensor> {
         Ok(crate::interp::Tensor::i32(shape, data))
     }
-    fn zeros(&self, ty: &crate::graph::TensorType) -> Result<Self::Tensor> {
+    fn zeros(&self, ty: &crate::graph::TensorType) -> StepResult<Self::Tensor> {
         // Float dtypes (f32, bf16) are held as f32; i32 pairs (a module
         // lowered for Vulkan) as i32.
         Ok(match ty.dtype {
@@ -262,7 +263,7 @@ impl Backend for Interpreter {
             _ => crate::interp::Tensor::f32(&ty.shape, vec![0.0; ty.numel()]),
         })
     }
-    fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
+    fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> StepResult<Vec<Self::Tensor>> {
         Ok(crate::interp::run(
             self.function(function)?,
             &inputs,
@@ -299,10 +300,10 @@ pub struct RunModule {
 
 impl Backend for RunModule {
     type Tensor = HostTensor;
-    fn i32(&self, shape: &[usize], data: Vec<i32>) -> Result<Self::Tensor> {
+    fn i32(&self, shape: &[usize], data: Vec<i32>) -> StepResult<Self::Tensor> {
         Ok(HostTensor::i32(shape.to_vec(), data)?)
     }
-    fn zeros(&self, ty: &crate::graph::TensorType) -> Result<Self::Tensor> {
+    fn zeros(&self, ty: &crate::graph::TensorType) -> StepResult<Self::Tensor> {
         use crate::graph::DType;
         use crate::iree::run::TensorData;
         let n = ty.numel();
@@ -315,7 +316,7 @@ impl Backend for RunModule {
         };
         Ok(HostTensor::new(ty.shape.to_vec(), data)?)
     }
-    fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> Result<Vec<Self::Tensor>> {
+    fn run(&mut self, function: &str, inputs: Vec<Self::Tensor>) -> StepResult<Vec<Self::Tensor>> {
         let mut opts = self.options.clone();
         opts.function = function.to_string();
         Ok(run_module(&self.toolchain, &self.vmfb, &opts, &inputs)?)

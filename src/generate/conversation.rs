@@ -6,9 +6,8 @@
 use super::redecode::check_prompt;
 use super::sample::Sampler;
 use super::stop::{Generation, Stop, Timings};
-use super::GenerateError;
+use super::{GenerateError, Result};
 use crate::step::{KvStep, Prediction};
-use crate::Result;
 
 /// A conversation over the KV-cache pair: every token so far sits in the
 /// caches, so a new turn costs only its own tokens. [`Conversation::append`]
@@ -73,15 +72,14 @@ impl<'m> Conversation<'m> {
     pub fn append(&mut self, tokens: &[i32]) -> Result<Prediction> {
         let (p, n) = (self.model.prompt_len(), self.model.max_context());
         if tokens.is_empty() {
-            return Err(GenerateError::NothingToAppend.into());
+            return Err(GenerateError::NothingToAppend);
         }
         if self.tokens.len() + tokens.len() > n {
             return Err(GenerateError::ConversationFull {
                 held: self.tokens.len(),
                 adding: tokens.len(),
                 max_context: n,
-            }
-            .into());
+            });
         }
         let mut next = Prediction::greedy(0);
         let mut fed = 0;

@@ -7,20 +7,19 @@ use super::conversation::generate_kv;
 use super::redecode::generate;
 use super::sample::Sampler;
 use super::stop::Generation;
-use super::GenerateError;
+use super::{GenerateError, Result};
 use crate::graph::{DType, TensorType};
 use crate::iree::run::RunOptions;
 use crate::iree::session::{KvSession, Session, SessionSpec};
 use crate::iree::Toolchain;
 use crate::manifest::KvPair;
 use crate::step::{Forward, KvSpan, KvSpec, KvStep};
-use crate::{Error, Result};
 use std::path::PathBuf;
 
 /// The pair a manifest records, checked (its cache dtype known, 1 ≤ P ≤ N,
 /// its spans ascending from P and below N).
 impl TryFrom<&KvPair> for KvSpec {
-    type Error = Error;
+    type Error = GenerateError;
     fn try_from(kv: &KvPair) -> Result<KvSpec> {
         let spans = kv
             .spans
@@ -232,7 +231,7 @@ impl Driver {
     ) -> Result<Generation> {
         match self {
             Driver::Redecode(_) if !sampler.params().is_greedy() => {
-                Err(GenerateError::SamplingNeedsKv.into())
+                Err(GenerateError::SamplingNeedsKv)
             }
             Driver::Redecode(m) => generate(m.as_mut(), prompt, max_new_tokens, eos, on_token),
             Driver::Kv(m) => {

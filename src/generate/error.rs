@@ -4,7 +4,7 @@
 use crate::graph::TensorType;
 
 /// A generation cannot run as asked.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GenerateError {
     /// A prompt without a token.
@@ -78,4 +78,60 @@ pub enum GenerateError {
         /// The module's K.
         k: usize,
     },
+    /// A model call failed (outside the caches, results of another
+    /// signature, or its runtime's own error).
+    #[error(transparent)]
+    Call(#[from] crate::step::CallError),
+    /// The IREE toolchain is missing or the session could not start.
+    #[error(transparent)]
+    Iree(#[from] crate::iree::IreeError),
+    /// kiln's interpreter could not open or evaluate the module.
+    #[error(transparent)]
+    Interp(#[from] crate::interp::InterpError),
+    /// The module's text could not be parsed (boxed: the parser's error is
+    /// the largest).
+    #[error(transparent)]
+    Parse(Box<crate::stablehlo::ParseError>),
+    /// The manifest's pair cannot be read as one.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+    /// A file could not be read.
+    #[error(transparent)]
+    Io(#[from] crate::util::IoError),
+}
+
+impl From<crate::stablehlo::ParseError> for GenerateError {
+    fn from(e: crate::stablehlo::ParseError) -> Self {
+        GenerateError::Parse(Box::new(e))
+    }
+}
+
+impl From<crate::step::StepError> for GenerateError {
+    fn from(e: crate::step::StepError) -> Self {
+        GenerateError::Call(e.into())
+    }
+}
+
+impl From<crate::step::SignatureError> for GenerateError {
+    fn from(e: crate::step::SignatureError) -> Self {
+        GenerateError::Call(e.into())
+    }
+}
+
+/// The interpreter's failures, as a step runtime's: kept whole.
+impl From<crate::interp::InterpError> for crate::step::CallError {
+    fn from(e: crate::interp::InterpError) -> Self {
+        crate::step::CallError::runtime(e)
+    }
+}
+
+/// A generation loop's own refusals met inside a step call (a call before
+/// a reset, caches `iree-run-module` cannot carry), kept whole.
+impl From<GenerateError> for crate::step::CallError {
+    fn from(e: GenerateError) -> Self {
+        match e {
+            GenerateError::Call(e) => e,
+            e => crate::step::CallError::runtime(e),
+        }
+    }
 }

@@ -25,6 +25,9 @@ mod redecode;
 mod sample;
 mod stop;
 
+/// `Result` of the generation loops and drivers.
+type Result<T, E = GenerateError> = std::result::Result<T, E>;
+
 pub use crate::step::{Backend, Candidate, Forward, KvSpan, KvSpec, KvStep, Prediction};
 pub use backends::{Interpreter, KvDriver, Redecode, RunModule};
 pub use conversation::{generate_kv, Conversation};

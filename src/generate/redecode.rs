@@ -4,9 +4,8 @@
 //! at an end-of-sequence id, after `max_new_tokens`, or when SEQ is full.
 
 use super::stop::{Generation, Stop, Timings};
-use super::GenerateError;
+use super::{GenerateError, Result};
 use crate::step::Forward;
-use crate::Result;
 
 /// A prompt must have a token and leave room for one more in `limit`
 /// positions (SEQ, or the KV pair's N); `too_long` says why it does not.

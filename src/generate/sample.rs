@@ -12,9 +12,8 @@
 //! token), so a seed gives the same ids on every run and every runtime
 //! (the candidates are the same on every target).
 
-use super::GenerateError;
+use super::{GenerateError, Result};
 use crate::step::{Candidate, Prediction};
-use crate::Result;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

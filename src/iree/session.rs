@@ -261,8 +261,15 @@ impl Forward for Session {
     fn seq(&self) -> usize {
         self.seq
     }
-    fn forward(&mut self, ids: &[i32]) -> crate::Result<Vec<i32>> {
+    fn forward(&mut self, ids: &[i32]) -> crate::step::Result<Vec<i32>> {
         Ok(self.run(ids)?)
+    }
+}
+
+/// The session's failures are the runtime's, kept whole.
+impl From<IreeError> for crate::step::CallError {
+    fn from(e: IreeError) -> Self {
+        crate::step::CallError::runtime(e)
     }
 }
 
@@ -322,16 +329,20 @@ impl KvStep for KvSession {
     fn max_context(&self) -> usize {
         self.spec.max_context()
     }
-    fn reset(&mut self) -> crate::Result<()> {
+    fn reset(&mut self) -> crate::step::Result<()> {
         let out = self.runner.request("r")?;
         if out.trim() != "ok" {
-            return Err(
-                IreeError::Session(format!("unexpected runner output: {}", out.trim())).into(),
-            );
+            let e = IreeError::Session(format!("unexpected runner output: {}", out.trim()));
+            return Err(e.into());
         }
         Ok(())
     }
-    fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> crate::Result<Prediction> {
+    fn prefill(
+        &mut self,
+        chunk: &[i32],
+        start: usize,
+        length: usize,
+    ) -> crate::step::Result<Prediction> {
         check_chunk(
             chunk.len(),
             self.spec.prompt_len,
@@ -342,7 +353,7 @@ impl KvStep for KvSession {
         let f = self.function_for(start + length);
         Ok(self.predict(&format!("p {f} {start} {length} {}", join_ids(chunk)))?)
     }
-    fn decode(&mut self, token: i32, position: usize) -> crate::Result<Prediction> {
+    fn decode(&mut self, token: i32, position: usize) -> crate::step::Result<Prediction> {
         check_position(position, self.max_context())?;
         let f = self.function_for(position + 1);
         Ok(self.predict(&format!("d {f} {token} {position}"))?)

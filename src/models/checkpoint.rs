@@ -8,7 +8,10 @@ use super::family::{Undo, ROPE_FREQS};
 use super::ModelError;
 use crate::params::gguf::{GgmlType, GgufFile, GgufValue};
 use crate::params::safetensors;
-use crate::{Error, Result};
+use crate::util::IoError;
+
+/// `Result` of opening and reading a checkpoint.
+type Result<T, E = ModelError> = std::result::Result<T, E>;
 use std::path::{Path, PathBuf};
 
 /// Where a checkpoint's tensors come from.
@@ -37,17 +40,17 @@ pub struct Checkpoint {
     tensors: Vec<(String, Vec<usize>)>,
 }
 
-fn model_err(path: &Path, msg: impl std::fmt::Display) -> Error {
-    Error::Model(ModelError::Invalid(msg.to_string()).in_file(path))
+fn model_err(path: &Path, msg: impl std::fmt::Display) -> ModelError {
+    ModelError::Invalid(msg.to_string()).in_file(path)
 }
 
 /// A missing tensor of the checkpoint at `path`.
-fn missing_tensor(path: &Path, name: &str) -> Error {
+fn missing_tensor(path: &Path, name: &str) -> ModelError {
     let e = ModelError::MissingTensor {
         name: name.to_string(),
         expected: None,
     };
-    Error::Model(e.in_file(path))
+    e.in_file(path)
 }
 
 /// Names a checkpoint may carry that the graph does not use and that are
@@ -82,8 +85,8 @@ impl Checkpoint {
         }
         let mut magic = [0u8; 4];
         use std::io::Read;
-        let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let n = f.read(&mut magic).map_err(|e| Error::io(path, e))?;
+        let mut f = std::fs::File::open(path).map_err(|e| IoError::new(path, e))?;
+        let n = f.read(&mut magic).map_err(|e| IoError::new(path, e))?;
         if n == 4 && &magic == b"GGUF" {
             return Self::open_gguf(path);
         }
@@ -407,7 +410,7 @@ fn check_tensors(
                     name: name.clone(),
                     expected: Some(shape.clone()),
                 };
-                return Err(Error::Model(e.in_file(path)));
+                return Err(e.in_file(path));
             }
             Some((_, found)) if found != shape => {
                 let e = ModelError::Shape {
@@ -415,7 +418,7 @@ fn check_tensors(
                     expected: shape.clone(),
                     found: found.clone(),
                 };
-                return Err(Error::Model(e.in_file(path)));
+                return Err(e.in_file(path));
             }
             Some(_) => {}
         }
@@ -476,7 +479,7 @@ fn meta_u(file: &GgufFile, path: &Path, key: &str) -> Result<usize> {
                 file: "GGUF metadata",
                 key: key.to_string(),
             };
-            Error::Model(e.in_file(path))
+            e.in_file(path)
         })
 }
 
@@ -495,10 +498,10 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<DecoderConfig> {
                 file: "GGUF metadata",
                 key: "general.architecture".into(),
             };
-            Error::Model(e.in_file(path))
+            e.in_file(path)
         })?
         .to_string();
-    let family = Family::parse(&arch).map_err(|e| Error::Model(e.in_file(path)))?;
+    let family = Family::parse(&arch).map_err(|e| e.in_file(path))?;
     let a = arch.as_str();
     let hidden = meta_u(file, path, &format!("{a}.embedding_length"))?;
     let heads = meta_u(file, path, &format!("{a}.attention.head_count"))?;
@@ -524,7 +527,7 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<DecoderConfig> {
                 format!("GGUF metadata {a}.rope.scaling.type \"{other}\""),
                 "none, linear",
             );
-            return Err(Error::Model(e.in_file(path)));
+            return Err(e.in_file(path));
         }
     };
     // Llama 3.x scaling: llama.cpp's converter writes the per-frequency

@@ -92,6 +92,13 @@ pub enum ModelError {
     /// kiln built a graph its own builder rejected: a bug in a model file.
     #[error("internal graph build error: {0}")]
     Graph(#[from] crate::graph::GraphError),
+    /// A checkpoint's parameter file (safetensors, GGUF) is malformed or
+    /// unsupported.
+    #[error(transparent)]
+    Params(#[from] crate::params::ParamsError),
+    /// A checkpoint's file could not be read.
+    #[error(transparent)]
+    Io(#[from] crate::util::IoError),
 }
 
 impl ModelError {

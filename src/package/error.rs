@@ -1,4 +1,4 @@
-//! What [`package`](super::package)(super::package) refuses ([`PackageError`]) and what it
+//! What [`package`](super::package) refuses ([`PackageError`]) and what it
 //! notes without failing ([`PackageWarning`]).
 
 use crate::iree::flags::Target;
@@ -116,6 +116,22 @@ pub enum PackageError {
     /// A JSON document could not be written.
     #[error(transparent)]
     Json(serde_json::Error),
+    /// The export manifest, or a manifest in the output folder, cannot be
+    /// read as one.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+    /// A file could not be read, copied or written.
+    #[error(transparent)]
+    Io(#[from] crate::util::IoError),
+    /// The IREE toolchain's version could not be read.
+    #[error(transparent)]
+    Iree(#[from] crate::iree::IreeError),
+    /// The parameter archive or the GGUF source cannot be read.
+    #[error(transparent)]
+    Params(#[from] crate::params::ParamsError),
+    /// The export's KV-cache pair cannot be one.
+    #[error(transparent)]
+    Step(#[from] crate::step::StepError),
 }
 
 /// Something [`package`](super::package) notes without failing.

@@ -34,8 +34,8 @@ use crate::manifest::{
 use crate::params::gguf::GgufFile;
 use crate::progress::Progress;
 use crate::tokenizer::{Tokenizer, TokenizerFiles};
+use crate::util::IoError;
 use crate::util::Staging;
-use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -45,6 +45,9 @@ use std::path::{Path, PathBuf};
 
 mod error;
 pub use error::{PackageError, PackageWarning};
+
+/// `Result` of packaging.
+type Result<T, E = PackageError> = std::result::Result<T, E>;
 
 /// One module an app may ship: its key in the assets manifest (an Android
 /// ABI, or `vulkan`/`host`), the `kiln compile` target it comes from, and
@@ -165,8 +168,8 @@ pub struct PackageReport {
 }
 
 /// A not-found I/O error for `path`, saying `what`.
-fn not_found(path: &Path, what: &str) -> Error {
-    Error::io(
+fn not_found(path: &Path, what: &str) -> IoError {
+    IoError::new(
         path,
         std::io::Error::new(std::io::ErrorKind::NotFound, what.to_string()),
     )
@@ -177,9 +180,9 @@ fn not_found(path: &Path, what: &str) -> Error {
 /// are set.
 pub(crate) fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
     if !path.is_file() {
-        return Err(not_found(path, "export manifest not found"));
+        return Err(not_found(path, "export manifest not found").into());
     }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = std::fs::read_to_string(path).map_err(|e| IoError::new(path, e))?;
     let m: ExportManifest =
         serde_json::from_str(&text).map_err(|source| ManifestError::NotExport {
             path: path.to_path_buf(),
@@ -237,18 +240,19 @@ fn copy_hashed(src: &Path, dest: &Path, progress: &dyn Progress) -> Result<(u64,
 
 /// [`copy_hashed`] without progress steps: calls `done` per chunk copied.
 fn copy_hashed_quietly(src: &Path, dest: &Path, done: &dyn Fn(u64)) -> Result<(u64, String)> {
-    let mut r = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
+    let mut r = std::fs::File::open(src).map_err(|e| IoError::new(src, e))?;
     let mut out = crate::util::AtomicFile::create(dest)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
     loop {
-        let n = r.read(&mut buf).map_err(|e| Error::io(src, e))?;
+        let n = r.read(&mut buf).map_err(|e| IoError::new(src, e))?;
         if n == 0 {
             break;
         }
         h.update(&buf[..n]);
-        out.write_all(&buf[..n]).map_err(|e| Error::io(dest, e))?;
+        out.write_all(&buf[..n])
+            .map_err(|e| IoError::new(dest, e))?;
         total += n as u64;
         done(n as u64);
     }
@@ -306,7 +310,7 @@ fn plan_tokenizer(
         TokenizerChoice::None => return Ok(TokenizerPlan::None),
         TokenizerChoice::Path(p) => {
             if !p.exists() {
-                return Err(not_found(p, "tokenizer not found"));
+                return Err(not_found(p, "tokenizer not found").into());
             }
             p.clone()
         }
@@ -328,7 +332,7 @@ fn plan_tokenizer(
     let json = if path.is_dir() {
         let j = path.join("tokenizer.json");
         if !j.is_file() {
-            return Err(PackageError::NoTokenizerJson { dir: path.clone() }.into());
+            return Err(PackageError::NoTokenizerJson { dir: path.clone() });
         }
         j
     } else {
@@ -343,7 +347,7 @@ fn plan_tokenizer(
 /// is only advisory (a warning), as the app may bring its own tokenizer
 /// library.
 fn check_tokenizer_json(json: &Path, warnings: &mut Vec<PackageWarning>) -> Result<()> {
-    let text = std::fs::read_to_string(json).map_err(|e| Error::io(json, e))?;
+    let text = std::fs::read_to_string(json).map_err(|e| IoError::new(json, e))?;
     let parsed: Value =
         serde_json::from_str(&text).map_err(|source| PackageError::NotTokenizerJson {
             path: json.to_path_buf(),
@@ -352,8 +356,7 @@ fn check_tokenizer_json(json: &Path, warnings: &mut Vec<PackageWarning>) -> Resu
     if parsed.get("model").is_none() {
         return Err(PackageError::NoTokenizerModel {
             path: json.to_path_buf(),
-        }
-        .into());
+        });
     }
     if let Err(e) = Tokenizer::from_tokenizer_json(json) {
         warnings.push(PackageWarning::TokenizerUnreadable {
@@ -388,7 +391,7 @@ fn tokenizer_config(json: &Path) -> Result<Option<Vec<u8>>> {
         // into the config so one file carries it.
         let mut cfg: Map<String, Value> = if config_path.is_file() {
             let t =
-                std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
+                std::fs::read_to_string(&config_path).map_err(|e| IoError::new(&config_path, e))?;
             serde_json::from_str(&t).map_err(|source| PackageError::ConfigNotObject {
                 path: config_path.clone(),
                 source,
@@ -397,11 +400,11 @@ fn tokenizer_config(json: &Path) -> Result<Option<Vec<u8>>> {
             Map::new()
         };
         let template =
-            std::fs::read_to_string(&jinja_path).map_err(|e| Error::io(&jinja_path, e))?;
+            std::fs::read_to_string(&jinja_path).map_err(|e| IoError::new(&jinja_path, e))?;
         cfg.insert("chat_template".into(), Value::String(template));
         Ok(Some(json_bytes(&Value::Object(cfg))?))
     } else if config_path.is_file() {
-        let bytes = std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?;
+        let bytes = std::fs::read(&config_path).map_err(|e| IoError::new(&config_path, e))?;
         serde_json::from_slice::<Map<String, Value>>(&bytes).map_err(|source| {
             PackageError::ConfigNotObject {
                 path: config_path.clone(),
@@ -435,12 +438,12 @@ pub fn package(manifest_path: &Path, opts: &PackageOptions) -> Result<PackageRep
     let out = &opts.out_dir;
     if let (Ok(a), Ok(b)) = (out.canonicalize(), base.canonicalize()) {
         if a == b {
-            return Err(PackageError::OutIsExportDir { out: out.clone() }.into());
+            return Err(PackageError::OutIsExportDir { out: out.clone() });
         }
     }
     let created = !out.exists();
     let result = Staging::create(out, ".kiln-package-", "assets directory")
-        .map_err(Error::from)
+        .map_err(PackageError::from)
         .and_then(|staging| {
             let progress = crate::progress::or_silent(&opts.progress);
             let manifest = stage_files(&staging, &m, sources, progress, &mut warnings)?;
@@ -507,7 +510,7 @@ fn check_irpa<'m>(
     })?;
     let irpa_src = base.join(plain_file(irpa_rec, manifest_path)?);
     let irpa_len = std::fs::metadata(&irpa_src)
-        .map_err(|e| Error::io(&irpa_src, e))?
+        .map_err(|e| IoError::new(&irpa_src, e))?
         .len();
     if irpa_len != irpa_rec.bytes {
         return Err(PackageError::IrpaSize {
@@ -515,8 +518,7 @@ fn check_irpa<'m>(
             manifest: manifest_path.to_path_buf(),
             found: irpa_len,
             recorded: irpa_rec.bytes,
-        }
-        .into());
+        });
     }
     // kiln's own reader reads the index: a damaged archive is named with
     // what is wrong before anything is copied.
@@ -562,7 +564,7 @@ fn find_modules(
             warn_if_stale(&p, &mlir, warnings);
             modules.push((k, p));
         } else if k.target == Target::Host {
-            return Err(PackageError::NoHostModule { path: p }.into());
+            return Err(PackageError::NoHostModule { path: p });
         } else {
             warnings.push(PackageWarning::MissingModule {
                 path: p,
@@ -580,8 +582,7 @@ fn find_modules(
             dir: base.to_path_buf(),
             looked,
             mlir,
-        }
-        .into());
+        });
     }
     Ok(modules)
 }
@@ -631,8 +632,7 @@ fn copy_irpa(
             irpa: src,
             found: sha,
             recorded: rec.sha256.clone(),
-        }
-        .into());
+        });
     }
     Ok(FileRecord {
         path: file.to_string(),
@@ -770,7 +770,9 @@ fn stage_tokenizer(
 /// The file record of the staged file `file`, hashed from disk.
 fn staged_record(staging: &Staging, file: &str) -> Result<FileRecord> {
     let p = staging.path(file);
-    let bytes = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?.len();
+    let bytes = std::fs::metadata(&p)
+        .map_err(|e| IoError::new(&p, e))?
+        .len();
     Ok(FileRecord {
         path: file.to_string(),
         bytes,
@@ -867,7 +869,7 @@ fn commit(staging: Staging, out: &Path, manifest: AssetsManifest) -> Result<Stag
         if plain && !manifest.files.iter().any(|r| r.path == f) {
             let p = out.join(&f);
             if p.is_file() {
-                std::fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;
+                std::fs::remove_file(&p).map_err(|e| IoError::new(&p, e))?;
             }
         }
     }
