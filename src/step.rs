@@ -20,7 +20,7 @@ use crate::graph::TensorType;
 use std::path::PathBuf;
 
 /// `Result` of a step call.
-pub type Result<T, E = CallError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = CallError> = std::result::Result<T, E>;
 
 /// A step call that failed: the call itself (outside what the caches hold,
 /// results of another signature than the contract's), or the runtime that
