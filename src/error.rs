@@ -253,10 +253,13 @@ mod tests {
             crate::models::ModelError::Io(io()),
         ));
         assert!(matches!(e, Error::Io { .. }), "{e:?}");
-        let e = Error::from(GenerateError::Call(CallError::runtime(IreeError::Session(
-            "the runner stopped".into(),
-        ))));
-        assert!(matches!(e, Error::Iree(IreeError::Session(_))), "{e:?}");
+        let e = Error::from(GenerateError::Call(CallError::runtime(
+            IreeError::SessionOutput { line: "?".into() },
+        )));
+        assert!(
+            matches!(e, Error::Iree(IreeError::SessionOutput { .. })),
+            "{e:?}"
+        );
         assert_eq!(e.exit_code(), 3);
         let step = StepError::PastContext {
             position: 9,

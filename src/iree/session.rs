@@ -149,16 +149,14 @@ impl Runner {
                 path: py.clone(),
                 source,
             })?;
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| IreeError::Session("no stdin".into()))?;
-        let stdout = BufReader::new(
-            child
-                .stdout
-                .take()
-                .ok_or_else(|| IreeError::Session("no stdout".into()))?,
-        );
+        let stdin = child.stdin.take().ok_or_else(|| IreeError::SessionPipe {
+            op: "writing to",
+            source: std::io::Error::new(std::io::ErrorKind::BrokenPipe, "no stdin"),
+        })?;
+        let stdout = BufReader::new(child.stdout.take().ok_or_else(|| IreeError::SessionPipe {
+            op: "reading from",
+            source: std::io::Error::new(std::io::ErrorKind::BrokenPipe, "no stdout"),
+        })?);
         let mut r = Runner {
             child,
             stdin,
@@ -176,7 +174,10 @@ impl Runner {
         let n = self
             .stdout
             .read_line(&mut line)
-            .map_err(|e| IreeError::Session(format!("reading from the runner: {e}")))?;
+            .map_err(|source| IreeError::SessionPipe {
+                op: "reading from",
+                source,
+            })?;
         if n == 0 {
             return Err(self.failure("running"));
         }
@@ -184,7 +185,7 @@ impl Runner {
     }
 
     /// The runner died: its stderr, last lines, as the error.
-    fn failure(&mut self, what: &str) -> IreeError {
+    fn failure(&mut self, during: &'static str) -> IreeError {
         let _ = self.child.kill();
         let mut err = String::new();
         if let Some(mut e) = self.child.stderr.take() {
@@ -192,17 +193,20 @@ impl Runner {
         }
         let tail: Vec<&str> = err.lines().rev().take(6).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        IreeError::Session(format!(
-            "IREE runtime session failed while {what}: {}",
-            tail.join(" | ")
-        ))
+        IreeError::SessionFailed {
+            during,
+            stderr: tail.join(" | "),
+        }
     }
 
     /// Sends one request line and reads the answer line.
     fn request(&mut self, line: &str) -> Result<String> {
         writeln!(self.stdin, "{line}")
             .and_then(|_| self.stdin.flush())
-            .map_err(|e| IreeError::Session(format!("writing to the runner: {e}")))?;
+            .map_err(|source| IreeError::SessionPipe {
+                op: "writing to",
+                source,
+            })?;
         self.read_line()
     }
 }
@@ -245,13 +249,12 @@ impl Session {
             .split_whitespace()
             .map(|t| t.parse::<i32>())
             .collect::<std::result::Result<_, _>>()
-            .map_err(|_| IreeError::Session(format!("unexpected runner output: {}", out.trim())))?;
+            .map_err(|_| unexpected(&out))?;
         if v.len() != self.seq {
-            return Err(IreeError::Session(format!(
-                "the runner returned {} ids, expected SEQ = {}",
-                v.len(),
-                self.seq
-            )));
+            return Err(IreeError::SessionIds {
+                got: v.len(),
+                seq: self.seq,
+            });
         }
         Ok(v)
     }
@@ -270,6 +273,13 @@ impl Forward for Session {
 impl From<IreeError> for crate::step::CallError {
     fn from(e: IreeError) -> Self {
         crate::step::CallError::runtime(e)
+    }
+}
+
+/// A runner's answer that is not the protocol's.
+fn unexpected(line: &str) -> IreeError {
+    IreeError::SessionOutput {
+        line: line.trim().to_string(),
     }
 }
 
@@ -317,8 +327,7 @@ impl KvSession {
     /// module, `NEXT id_0 … id_{K-1} value_0 … value_{K-1}`.
     fn predict(&mut self, line: &str) -> Result<Prediction> {
         let out = self.runner.request(line)?;
-        parse_prediction(&out)
-            .ok_or_else(|| IreeError::Session(format!("unexpected runner output: {}", out.trim())))
+        parse_prediction(&out).ok_or_else(|| unexpected(&out))
     }
 }
 
@@ -332,8 +341,7 @@ impl KvStep for KvSession {
     fn reset(&mut self) -> crate::step::Result<()> {
         let out = self.runner.request("r")?;
         if out.trim() != "ok" {
-            let e = IreeError::Session(format!("unexpected runner output: {}", out.trim()));
-            return Err(e.into());
+            return Err(unexpected(&out).into());
         }
         Ok(())
     }
