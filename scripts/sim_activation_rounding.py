@@ -12,11 +12,20 @@ transformers' f32 one:
   llama  llama.cpp's CPU dot products for Q4_1/Q8_0 weights: the weights
          exact, the activations rounded per 32-block to Q8 (d = max|x|/127
          stored as f16, q = round(x/d) half away from zero)
+  blkc   spec/quantized-weights.md's `blkc`: weights and activations i8 with
+         one scale per (row, chunk of <= 256 along K) (max/127, ties to
+         even; K 576 is chunks 256, 256, 64), the integer products per chunk
+         times x's scale, then the weight's, summed over chunks
+  blkc128  the same with chunks of <= 128
+  a256   the activations as blkc's (i8 per 256-chunk), the weights exact
 
-Measured 2026-12-02 (torch 2.15, transformers 5.24): w8a8 66/73, llama
-71/73 (kiln's own w8a8 module: 65/73 in its interpreter, 67/73 on the host;
-spec/quantized-weights.md; 62/73 when the rounded values are multiplied in
-f32 instead of the codes: near-ties flip with the order of the f32 work).
+Measured 2026-12-03 (torch 2.15.0, transformers 5.24.0, CPU): f32 73/73,
+w8a8 66/73, llama 71/73, blkc 67/73, blkc128 69/73, a256 68/73 (kiln's own
+w8a8 module: 65/73 in its interpreter, 67/73 on the host;
+spec/quantized-weights.md; w8a8 is 62/73 when the rounded values are
+multiplied in f32 instead of the codes, and blkc 68/73, blkc128 68/73 when
+the per-chunk products are summed in f64: near-ties flip with the order of
+the f32 work).
 This is a simulation of llama.cpp's rounding, not llama.cpp itself.
 
 Usage: ~/.cache/kiln/torch-venv/bin/python scripts/sim_activation_rounding.py
@@ -52,6 +61,11 @@ def blocks_q8(x):
     return (q * d.half().float()).reshape(sh)
 
 
+def chunks_i8(t, c):
+    """rows_i8 per chunk of <= c along the last axis (the last one shorter)."""
+    return [rows_i8(part) for part in t.split(c, dim=-1)]
+
+
 def main():
     exp = json.load(open(REPO / "tests/fixtures/smollm2/expected.json"))
     model = AutoModelForCausalLM.from_pretrained(
@@ -68,12 +82,23 @@ def main():
             y = (qx @ qw.T) * sx * sw.T
         elif mode["now"] == "llama":
             y = blocks_q8(x) @ self.weight.T
+        elif mode["now"] in ("blkc", "blkc128"):
+            c = 256 if mode["now"] == "blkc" else 128
+            key = f"_sim_{mode['now']}"
+            if not hasattr(self, key):
+                setattr(self, key, chunks_i8(self.weight, c))
+            y = 0
+            for (qx, sx), (qw, sw) in zip(chunks_i8(x, c), getattr(self, key)):
+                y = y + (qx @ qw.T) * sx * sw.T
+        elif mode["now"] == "a256":
+            x = torch.cat([q * s for q, s in chunks_i8(x, 256)], dim=-1)
+            y = x @ self.weight.T
         else:
             return linear(self, x)
         return y if self.bias is None else y + self.bias
 
     torch.nn.Linear.forward = forward
-    for m in [None, "w8a8", "llama"]:
+    for m in [None, "w8a8", "llama", "blkc", "blkc128", "a256"]:
         mode["now"] = m
         same = total = 0
         for p in exp["prompts"]:
