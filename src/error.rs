@@ -2,9 +2,9 @@
 //! error enum, which carries the errors of the floors below whole; this one
 //! wraps them so a caller can `?` across stages and still print one line
 //! that names the file, tensor or op at fault, each carried error flattened
-//! back to its own variant (so exit codes and hints see one shape). Messages state facts (what,
-//! where, what is supported); what to type about it (a flag, a `kiln` verb)
-//! is the command line's to add.
+//! back to its own variant (so exit codes and hints see one shape).
+//! Messages state facts (what, where, what is supported); what to type
+//! about it (a flag, a `kiln` verb) is the command line's to add.
 
 use std::path::PathBuf;
 

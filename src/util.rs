@@ -32,11 +32,6 @@ impl IoError {
     }
 }
 
-/// Wraps `source` with the path it concerns.
-fn io(path: impl Into<PathBuf>, source: std::io::Error) -> IoError {
-    IoError::new(path, source)
-}
-
 /// An output file that only appears under its final name once it is
 /// complete: bytes go to a temporary file in the same directory, and
 /// [`AtomicFile::commit`] renames it into place. Dropping it uncommitted
@@ -57,7 +52,7 @@ impl AtomicFile {
         let tmp = tempfile::Builder::new()
             .prefix(".kiln-tmp-")
             .tempfile_in(&dir)
-            .map_err(|e| io(&dest, e))?;
+            .map_err(|e| IoError::new(&dest, e))?;
         Ok(AtomicFile { tmp, dest })
     }
 
@@ -69,7 +64,7 @@ impl AtomicFile {
     /// Flushes, syncs nothing (speed over durability) and moves the file
     /// into place with [`persist`].
     pub fn commit(mut self) -> Result<PathBuf> {
-        self.tmp.flush().map_err(|e| io(&self.dest, e))?;
+        self.tmp.flush().map_err(|e| IoError::new(&self.dest, e))?;
         persist(self.tmp, &self.dest)?;
         Ok(self.dest)
     }
@@ -84,17 +79,17 @@ pub fn persist(tmp: tempfile::NamedTempFile, dest: &Path) -> Result<()> {
     {
         use std::os::unix::fs::PermissionsExt;
         let perms = std::fs::Permissions::from_mode(0o644);
-        std::fs::set_permissions(tmp.path(), perms).map_err(|e| io(dest, e))?;
+        std::fs::set_permissions(tmp.path(), perms).map_err(|e| IoError::new(dest, e))?;
     }
     let replaces = std::fs::symlink_metadata(dest).is_ok_and(|m| m.is_file());
     if !replaces {
-        tmp.persist(dest).map_err(|e| io(dest, e.error))?;
+        tmp.persist(dest).map_err(|e| IoError::new(dest, e.error))?;
         return Ok(());
     }
     let aside = tempfile::Builder::new()
         .prefix(".kiln-old-")
         .tempdir_in(tmp.path().parent().unwrap_or(Path::new(".")))
-        .map_err(|e| io(dest, e))?;
+        .map_err(|e| IoError::new(dest, e))?;
     // The temporary name is deleted on drop unless the rename took it.
     let tmp = tmp.into_temp_path();
     replace_by_rename(&tmp, dest, aside.path())?;
@@ -117,7 +112,8 @@ impl Write for AtomicFile {
 /// Writes `bytes` to `dest` atomically (temp file + rename).
 pub fn write_atomic(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<PathBuf> {
     let mut f = AtomicFile::create(dest.as_ref())?;
-    f.write_all(bytes).map_err(|e| io(dest.as_ref(), e))?;
+    f.write_all(bytes)
+        .map_err(|e| IoError::new(dest.as_ref(), e))?;
     f.commit()
 }
 
@@ -137,13 +133,13 @@ pub fn replace_by_rename(src: &Path, dst: &Path, aside: &Path) -> Result<()> {
     let moved = match std::fs::rename(dst, &prev) {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(e) => return Err(io(dst, e)),
+        Err(e) => return Err(IoError::new(dst, e)),
     };
     std::fs::rename(src, dst).map_err(|e| {
         if moved {
             let _ = std::fs::rename(&prev, dst);
         }
-        io(dst, e)
+        IoError::new(dst, e)
     })
 }
 
@@ -158,7 +154,7 @@ pub fn staging_dir(dir: &Path, prefix: &str, what: &str) -> Result<tempfile::Tem
         .prefix(&format!("{prefix}{}-", std::process::id()))
         .tempdir_in(dir)
         .map_err(|e| {
-            io(
+            IoError::new(
                 dir,
                 std::io::Error::new(e.kind(), format!("{what} is not writable: {e}")),
             )
@@ -182,7 +178,7 @@ impl Staging {
     /// the errors (`cannot create WHAT: …`, `WHAT is not writable: …`).
     pub fn create(out: &Path, prefix: &str, what: &str) -> Result<Self> {
         std::fs::create_dir_all(out).map_err(|e| {
-            io(
+            IoError::new(
                 out,
                 std::io::Error::new(e.kind(), format!("cannot create {what}: {e}")),
             )
@@ -205,7 +201,7 @@ impl Staging {
     /// their final paths in that order.
     pub fn commit<S: AsRef<str>>(self, files: &[S], manifest: &str) -> Result<Vec<PathBuf>> {
         let aside = self.dir.path().join(".previous");
-        std::fs::create_dir(&aside).map_err(|e| io(&aside, e))?;
+        std::fs::create_dir(&aside).map_err(|e| IoError::new(&aside, e))?;
         let mut written = Vec::new();
         for f in files.iter().map(AsRef::as_ref).chain([manifest]) {
             let dest = self.out.join(f);
@@ -243,11 +239,11 @@ fn remove_stale_staging(dir: &Path, prefix: &str) {
 /// Hex sha256 of a file's contents, streamed.
 pub fn sha256_file(path: impl AsRef<Path>) -> Result<String> {
     let path = path.as_ref();
-    let mut f = std::fs::File::open(path).map_err(|e| io(path, e))?;
+    let mut f = std::fs::File::open(path).map_err(|e| IoError::new(path, e))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = f.read(&mut buf).map_err(|e| io(path, e))?;
+        let n = f.read(&mut buf).map_err(|e| IoError::new(path, e))?;
         if n == 0 {
             break;
         }
