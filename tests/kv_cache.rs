@@ -387,20 +387,27 @@ fn keep_weights_kv_matches_transformers_in_the_interpreter_and_on_the_host() {
 }
 
 /// `--weights w8a8` (i8 matrices, activations rounded to i8 per row at
-/// each product): each position's row is rounded on its own, so the KV
+/// each product) and `w8a16` (two i8 terms per row): each position's row
+/// is rounded on its own, so the KV
 /// pair, teacher-forced in the interpreter and on the host, predicts the
 /// redecode forward's ids at every position (the interpreter's reading of
 /// the forward module; its agreement with transformers is
 /// tests/quantized.rs's).
 #[test]
-fn w8a8_kv_matches_its_redecode_forward() {
+fn w8a8_and_w8a16_kv_match_their_redecode_forward() {
+    for weights in [Weights::W8A8, Weights::W8A16] {
+        i8_rows_kv_matches_its_redecode_forward(weights);
+    }
+}
+
+fn i8_rows_kv_matches_its_redecode_forward(weights: Weights) {
     let tc = toolchain();
     let name = "tiny-llama-untied-mha";
     let exp = hf_expected(name);
     let rs = exp.seqs.last().unwrap();
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
     let dir = tmpdir();
-    let r = export_kv_of(&ckpt, Weights::W8A8, rs.seq, dir.path(), DType::F32);
+    let r = export_kv_of(&ckpt, weights, rs.seq, dir.path(), DType::F32);
     let mut models = interp_and_host(&r, tc.as_ref(), dir.path());
     let mut failures = Vec::new();
     for (ci, c) in rs.cases.iter().enumerate() {
@@ -409,7 +416,7 @@ fn w8a8_kv_matches_its_redecode_forward() {
         for (what, m) in &mut models {
             let bad = teacher_forced(m.as_mut(), &c.input, &redecode, &every);
             if !bad.is_empty() {
-                failures.push(format!("{what} case {ci}: {}", bad.join("; ")));
+                failures.push(format!("{weights} {what} case {ci}: {}", bad.join("; ")));
             }
         }
     }

@@ -516,7 +516,8 @@ fn agreement(got: &[i32], want: &[i32], margin: &[f64]) -> (usize, usize) {
 
 /// `--weights q8_0` and `q4_0` from an HF checkpoint: every matrix stored
 /// in blocks, vectors as bf16; `w8a8`: every matrix as i8 rows, the
-/// activations rounded to i8 at each product. The ids are not
+/// activations rounded to i8 at each product; `w8a16`: the same rows, the
+/// activations as two i8 terms. The ids are not
 /// transformers' f32 ones exactly (the weights are rounded), so the test
 /// reports the agreement and requires most of it
 /// (spec/quantized-weights.md records it).
@@ -531,6 +532,9 @@ fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
         (Weights::Quantize(GgmlType::Q8_0), 0.9),
         (Weights::Quantize(GgmlType::Q4_0), 0.5),
         (Weights::W8A8, 0.9),
+        // The weights' rounding to i8 per row is all w8a16 loses: on these
+        // random weights as much as q8_0's blocks (116/123).
+        (Weights::W8A16, 0.9),
     ];
     for (weights, floor) in forms {
         let (mut same, mut all) = (0, 0);
@@ -548,7 +552,7 @@ fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
             assert_eq!(blocks, matches!(weights, Weights::Quantize(_)));
             assert_eq!(
                 has("model.layers.0.mlp.down_proj.weight.q8"),
-                weights == Weights::W8A8
+                matches!(weights, Weights::W8A8 | Weights::W8A16)
             );
             assert!(names.contains(&"model.norm.weight".to_string()));
             assert_eq!(r.manifest.weights_dtype, weights.to_string());
@@ -591,6 +595,7 @@ fn inline_constants_equal_parameters_for_every_weight_form() {
         Weights::Dtype(kiln::graph::DType::BF16),
         Weights::Quantize(GgmlType::Q4_0),
         Weights::W8A8,
+        Weights::W8A16,
     ] {
         let (ext, inl) = (tmpdir(), tmpdir());
         let a = export(&ckpt, &ExportOptions::new(8, ext.path()).weights(weights)).unwrap();
@@ -683,26 +688,35 @@ fn weights_for_overrides_single_tensors() {
     }
 }
 
-/// `--weights w8a8` on the tiny untied HF model: IREE's i8 × i8 → i32
-/// products, on the host and on arm64 under qemu, give the interpreter's
-/// ids at every position (both round the activations alike and the integer
-/// sums are exact); arm32 compiles. Vulkan is refused up front, naming the
-/// form.
+/// `--weights w8a8` and `w8a16` on the tiny untied HF model: IREE's i8 ×
+/// i8 → i32 products, on the host and on arm64 under qemu, give the
+/// interpreter's ids at every position (both round the activations alike
+/// and the integer sums are exact); arm32 compiles. Vulkan is refused up
+/// front, naming the form.
 #[test]
-fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
+fn w8a8_and_w8a16_run_on_host_and_arm64_as_in_the_interpreter() {
     let Some(tc) = toolchain() else { return };
+    for weights in [Weights::W8A8, Weights::W8A16] {
+        i8_rows_run_on_host_and_arm64_as_in_the_interpreter(&tc, weights);
+    }
+}
+
+fn i8_rows_run_on_host_and_arm64_as_in_the_interpreter(tc: &Toolchain, weights: Weights) {
+    let tc = tc.clone();
     let name = "tiny-llama-untied-mha";
     let rs = &hf_expected(name).seqs[0];
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
     let dir = tmpdir();
     let r = export(
         &ckpt,
-        &ExportOptions::new(rs.seq, dir.path()).weights(Weights::W8A8),
+        &ExportOptions::new(rs.seq, dir.path()).weights(weights),
     )
     .unwrap();
-    assert_eq!(r.manifest.weights_dtype, "w8a8");
+    assert_eq!(r.manifest.weights_dtype, weights.to_string());
     assert!(
-        r.vulkan_issues.iter().any(|i| i.contains("w8a8")),
+        r.vulkan_issues
+            .iter()
+            .any(|i| i.contains(&weights.to_string())),
         "{:?}",
         r.vulkan_issues
     );
@@ -733,7 +747,9 @@ fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
         ] {
             let got = module_ids(&tc, &r, vmfb, Device::LocalTask, emulate, &c.input);
             if got != want {
-                failures.push(format!("case {ci} {what}: {got:?}, interpreter {want:?}"));
+                failures.push(format!(
+                    "{weights} case {ci} {what}: {got:?}, interpreter {want:?}"
+                ));
             }
         }
     }
@@ -742,6 +758,43 @@ fn w8a8_runs_on_host_and_arm64_as_in_the_interpreter() {
     let e = common::compiled::compile(&tc, &r.mlir, &Target::parse("vulkan").unwrap(), &vk, &[])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("w8a8") && e.contains("CPU-only"), "{e}");
+    assert!(
+        e.contains(&weights.to_string()) && e.contains("CPU-only"),
+        "{e}"
+    );
     assert!(!vk.exists());
+}
+
+/// `kiln export --weights fast` picks the fastest CPU form at llama.cpp's
+/// accuracy (w8a16, spec/quantized-weights.md), says so, and the manifest
+/// names the form it chose; the same archive bytes as `--weights w8a16`.
+#[test]
+fn weights_fast_chooses_w8a16_and_says_so() {
+    let dir = tmpdir();
+    let ckpt = fixture("hf/tiny-llama-untied-mha");
+    let out = |name: &str, form: &str| {
+        let (code, _, err) = kiln(&[
+            "export",
+            ckpt.to_str().unwrap(),
+            "--seq",
+            "8",
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--name",
+            name,
+            "--weights",
+            form,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        err
+    };
+    let said = out("fast", "fast");
+    assert!(said.contains("--weights fast chose w8a16"), "{said}");
+    assert!(!out("named", "w8a16").contains("--weights fast"));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("fast.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["weights_dtype"], "w8a16");
+    let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
+    assert!(read("fast.irpa") == read("named.irpa"));
 }

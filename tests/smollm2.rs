@@ -584,11 +584,31 @@ fn keep_weights_match_transformers_redecode_and_kv() {
 /// rounding boundary, and that can flip a near-tie.
 #[test]
 fn w8a8_weights_agree_with_transformers_and_the_host_equals_the_interpreter() {
+    i8_weights_agree_with_transformers(kiln::export::Weights::W8A8, 80);
+}
+
+/// `--weights w8a16` (the w8a8 archive, activations as two i8 terms): only
+/// the weights' rounding is lossy, and at least 70 of the fixture's 73
+/// non-tie prompt positions (95 %, llama.cpp's share in
+/// `scripts/sim_activation_rounding.py`) equal transformers' in the
+/// interpreter and on the host.
+#[test]
+fn w8a16_weights_agree_with_transformers_as_llama_cpp_does() {
+    i8_weights_agree_with_transformers(kiln::export::Weights::W8A16, 95);
+}
+
+/// `weights` (an i8-rows form) against transformers on SmolLM2's fixture:
+/// at least `percent` % of the non-tie prompt positions in the interpreter
+/// and on the host, and the host equal to the interpreter at 95 % of all.
+fn i8_weights_agree_with_transformers(weights: kiln::export::Weights, percent: usize) {
     let Some(gguf) = smollm2_gguf() else { return };
     let dir = tmpdir();
-    let r = export_weights(&gguf, dir.path(), kiln::export::Weights::W8A8, None);
+    let r = export_weights(&gguf, dir.path(), weights, None);
     let irpa_bytes = std::fs::metadata(&r.irpa).unwrap().len();
-    assert!(irpa_bytes < 140_000_000, "w8a8 archive {irpa_bytes} bytes");
+    assert!(
+        irpa_bytes < 140_000_000,
+        "{weights} archive {irpa_bytes} bytes"
+    );
     let exp = smol_expected();
     let vmfb = toolchain().map(|tc| {
         let v = dir.path().join("smollm2-host.vmfb");
@@ -619,11 +639,15 @@ fn w8a8_weights_agree_with_transformers_and_the_host_equals_the_interpreter() {
         }
     }
     eprintln!(
-        "SmolLM2 --weights w8a8: non-tie prompt positions equal to transformers: {}/{} interpreter, \
+        "SmolLM2 --weights {weights}: non-tie prompt positions equal to transformers: {}/{} interpreter, \
          {}/{} host; host = interpreter at {}/{} prompt positions",
         interp.0, interp.1, host.0, host.1, both.0, both.1
     );
-    assert!(interp.0 * 10 >= interp.1 * 8, "interpreter: {interp:?}");
-    assert!(host.0 * 10 >= host.1 * 8, "host: {host:?}");
+    // 70/73 is 95.9 %: the issue's line is met by `percent` 95.
+    assert!(
+        interp.0 * 100 >= interp.1 * percent,
+        "interpreter: {interp:?}"
+    );
+    assert!(host.0 * 100 >= host.1 * percent, "host: {host:?}");
     assert!(both.0 * 100 >= both.1 * 95, "host = interpreter: {both:?}");
 }

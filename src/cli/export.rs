@@ -31,7 +31,10 @@ pub struct Args {
     /// and are widened in the graph); q8_0 or q4_0 (every matrix quantized
     /// with llama.cpp's reference rounding, vectors bf16); w8a8 (i8
     /// matrices times activations rounded to i8: lossy, fastest on CPUs,
-    /// not for Vulkan).
+    /// not for Vulkan); w8a16 (the same i8 matrices times activations as
+    /// two i8 terms: only the weights are rounded, not for Vulkan); fast
+    /// (the fastest CPU form at llama.cpp's accuracy: w8a16 today; the
+    /// export says which).
     #[arg(long, value_enum, default_value_t = WeightsArg::Bf16)]
     pub weights: WeightsArg,
     /// An exception to --weights for every tensor whose HF name contains
@@ -106,7 +109,7 @@ pub fn parse_weights_for(s: &str) -> Result<(String, kiln::export::Weights)> {
         return Err(bad("the pattern is empty"));
     }
     let w = WeightsArg::from_str(form, false)
-        .map_err(|_| bad("FORM must be bf16, f16, f32, keep, q8_0, q4_0 or w8a8"))?;
+        .map_err(|_| bad("FORM must be bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16 or fast"))?;
     Ok((pattern.to_string(), w.into()))
 }
 
@@ -139,6 +142,12 @@ pub enum WeightsArg {
     /// Every matrix as i8 with a scale per row, multiplied by activations
     /// rounded to i8 (lossy; the fastest on CPUs; CPU targets only).
     W8a8,
+    /// The w8a8 matrices, multiplied by activations as two i8 terms (only
+    /// the weights are rounded; CPU targets only).
+    W8a16,
+    /// The fastest CPU form at llama.cpp's accuracy (w8a16 today; CPU
+    /// targets only).
+    Fast,
 }
 
 impl From<WeightsArg> for kiln::export::Weights {
@@ -151,6 +160,8 @@ impl From<WeightsArg> for kiln::export::Weights {
             WeightsArg::Q8_0 => kiln::export::Weights::Quantize(GgmlType::Q8_0),
             WeightsArg::Q4_0 => kiln::export::Weights::Quantize(GgmlType::Q4_0),
             WeightsArg::W8a8 => kiln::export::Weights::W8A8,
+            WeightsArg::W8a16 => kiln::export::Weights::W8A16,
+            WeightsArg::Fast => kiln::export::Weights::FAST,
         }
     }
 }
@@ -244,6 +255,13 @@ pub fn run(a: Args) -> Result<i32> {
         super::print_json(&r);
     }
     print_summary(&a.checkpoint, &a.out, &r, t);
+    if a.weights == WeightsArg::Fast {
+        crate::status!(
+            "  fast      --weights fast chose {weights}: i8 weights, one scale per row, times the \
+             activations as two i8 terms (the fastest CPU form at llama.cpp's accuracy; \
+             spec/quantized-weights.md)"
+        );
+    }
     print_vulkan_notes(&r.vulkan_issues);
     Ok(0)
 }

@@ -152,6 +152,22 @@ pub enum Weights {
     /// twice, and the fastest form on CPUs (IREE's i8 matmul kernels);
     /// CPU targets only (`spec/quantized-weights.md`).
     W8A8,
+    /// The `w8a8` archive (i8 codes, one f32 scale per row), and every
+    /// product takes its activations as two i8 terms per row, stacked into
+    /// one i8 × i8 → i32 product ([`crate::graph::Graph::linear_w8a16`]):
+    /// only the weights' rounding is lossy, for about w8a8's decode time
+    /// (one read of the weights) and twice its prefill arithmetic. CPU
+    /// targets only (`spec/quantized-weights.md`).
+    W8A16,
+}
+
+impl Weights {
+    /// The fastest CPU form whose ids stay within llama.cpp's accuracy on
+    /// the measured models (`kiln export --weights fast`): `w8a16` (at
+    /// least 95 % of the non-tie positions equal transformers', as
+    /// llama.cpp's own rounding; `w8a8` keeps 82–90 %).
+    /// spec/quantized-weights.md has the measurements.
+    pub const FAST: Weights = Weights::W8A16;
 }
 
 impl From<DType> for Weights {
@@ -166,6 +182,7 @@ impl std::fmt::Display for Weights {
             Weights::Dtype(d) => write!(f, "{d}"),
             Weights::Keep => f.write_str("keep"),
             Weights::W8A8 => f.write_str("w8a8"),
+            Weights::W8A16 => f.write_str("w8a16"),
             Weights::Quantize(t) => write!(f, "{}", t.to_string().to_lowercase()),
         }
     }
@@ -175,7 +192,7 @@ impl std::str::FromStr for Weights {
     type Err = String;
 
     /// The names [`Weights`]' `Display` writes: `bf16`, `f16`, `f32`,
-    /// `keep`, `q8_0`, `q4_0`, `w8a8`.
+    /// `keep`, `q8_0`, `q4_0`, `w8a8`, `w8a16`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "bf16" => Ok(DType::BF16.into()),
@@ -185,8 +202,9 @@ impl std::str::FromStr for Weights {
             "q8_0" => Ok(Weights::Quantize(GgmlType::Q8_0)),
             "q4_0" => Ok(Weights::Quantize(GgmlType::Q4_0)),
             "w8a8" => Ok(Weights::W8A8),
+            "w8a16" => Ok(Weights::W8A16),
             _ => Err(format!(
-                "unknown weights form {s:?} (bf16, f16, f32, keep, q8_0, q4_0 or w8a8)"
+                "unknown weights form {s:?} (bf16, f16, f32, keep, q8_0, q4_0, w8a8 or w8a16)"
             )),
         }
     }

@@ -75,8 +75,10 @@ fn storage_for(
     match w {
         Weights::Dtype(d @ (DType::BF16 | DType::F16 | DType::F32)) => Ok(Storage::Plain(d)),
         Weights::Dtype(dtype) => Err(ExportError::WeightDtype { dtype }),
-        Weights::W8A8 if shape.len() == 2 => Ok(Storage::Int8Rows),
-        Weights::W8A8 => Ok(Storage::Plain(DType::BF16)),
+        Weights::W8A8 | Weights::W8A16 if shape.len() == 2 => Ok(Storage::Int8Rows {
+            two_terms: w == Weights::W8A16,
+        }),
+        Weights::W8A8 | Weights::W8A16 => Ok(Storage::Plain(DType::BF16)),
         Weights::Quantize(ty) => {
             let form = BlockForm::of(ty)
                 .filter(|_| matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0))
@@ -204,7 +206,7 @@ pub(super) fn tensor_rows_bytes(
                 }
             }
         }
-        Storage::Int8Rows => {
+        Storage::Int8Rows { .. } => {
             let (codes, scales) = quantize_rows_i8(&ckpt.read_f32_rows(tensor, rows)?, cols);
             let scales = scales.iter().flat_map(|x| x.to_le_bytes()).collect();
             Ok(vec![codes.iter().map(|&q| q as u8).collect(), scales])

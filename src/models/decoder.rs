@@ -85,9 +85,10 @@ pub(crate) enum Table {
     Whole(Value),
     Rows(Vec<(usize, Value)>),
     Blocks(Vec<(usize, BlockWeight)>),
-    /// `--weights w8a8` chunks: i8 codes `[rows, cols]` and f32 row scales
-    /// `[rows, 1]`.
-    Int8(Vec<(usize, (Value, Value))>),
+    /// `--weights w8a8` / `w8a16` chunks: i8 codes `[rows, cols]` and f32
+    /// row scales `[rows, 1]`; `true` when the products take the
+    /// activations as two i8 terms (`w8a16`).
+    Int8(bool, Vec<(usize, (Value, Value))>),
 }
 
 /// Row ranges of a `[v, h]` table whose stored parts have `row_bytes`
@@ -303,13 +304,14 @@ impl<'a> Decoder<'a> {
             let vals = self.declare_parts(key, &parts, r, whole)?;
             match storage {
                 Storage::Blocks(form) => blocks.push((start, self.block_weight(&form, vals)?)),
-                Storage::Int8Rows => int8.push((start, (vals[0], vals[1]))),
+                Storage::Int8Rows { .. } => int8.push((start, (vals[0], vals[1]))),
                 Storage::Plain(_) => unreachable!("plain storage has no parts"),
             }
         }
         Ok(match storage {
             Storage::Blocks(_) => Table::Blocks(blocks),
-            _ => Table::Int8(int8),
+            Storage::Int8Rows { two_terms } => Table::Int8(two_terms, int8),
+            Storage::Plain(_) => unreachable!("plain storage has no parts"),
         })
     }
 
@@ -379,7 +381,7 @@ impl<'a> Decoder<'a> {
                     rows.push((*start, self.g.dequantize_blocks(bw)?));
                 }
             }
-            Table::Int8(chunks) => {
+            Table::Int8(_, chunks) => {
                 for &(start, (q, s)) in chunks {
                     rows.push((start, self.g.widen_i8_rows(q, s)?));
                 }
@@ -400,7 +402,7 @@ impl<'a> Decoder<'a> {
                 "\"{key}\" {shape:?} cannot be stored in {} blocks: only matrices are",
                 f.ggml
             ))),
-            Storage::Int8Rows => Err(ModelError::Invalid(format!(
+            Storage::Int8Rows { .. } => Err(ModelError::Invalid(format!(
                 "\"{key}\" {shape:?} cannot be stored as i8 rows: only matrices are"
             ))),
         }
@@ -429,7 +431,7 @@ impl<'a> Decoder<'a> {
                 .iter()
                 .map(|&(start, bw)| (start, g.ty(bw.qs).shape[0], Rows::Blocks(bw)))
                 .collect(),
-            Table::Int8(chunks) => chunks
+            Table::Int8(_, chunks) => chunks
                 .iter()
                 .map(|&(start, (q, s))| (start, g.ty(q).shape[0], Rows::Int8(q, s)))
                 .collect(),
@@ -768,20 +770,27 @@ impl<'a> Decoder<'a> {
     }
 
     /// `x · Wᵀ` per row chunk of `w` (one for a whole matrix): `(first
-    /// row, the chunk's columns of the product)`. A `--weights w8a8` matrix
-    /// takes `x` rounded to i8 ([`Graph::linear_w8a8`]); the others widen
-    /// to f32.
+    /// row, the chunk's columns of the product)`. A `--weights w8a8` or
+    /// `w8a16` matrix takes `x` rounded to i8 ([`Graph::linear_w8a8`],
+    /// [`Graph::linear_w8a16`]); the others widen to f32.
     fn products(&mut self, x: Value, w: &Table) -> Result<Vec<(usize, Value)>, ModelError> {
-        if let Table::Int8(chunks) = w {
+        if let Table::Int8(two_terms, chunks) = w {
             return chunks
                 .iter()
-                .map(|&(start, (q, s))| Ok((start, self.g.linear_w8a8(x, q, s)?)))
+                .map(|&(start, (q, s))| {
+                    let y = if *two_terms {
+                        self.g.linear_w8a16(x, q, s)?
+                    } else {
+                        self.g.linear_w8a8(x, q, s)?
+                    };
+                    Ok((start, y))
+                })
                 .collect();
         }
         let chunks = match self.dense(w)? {
             Table::Whole(w) => vec![(0, w)],
             Table::Rows(chunks) => chunks,
-            Table::Blocks(_) | Table::Int8(_) => unreachable!("dense tables are f32"),
+            Table::Blocks(_) | Table::Int8(..) => unreachable!("dense tables are f32"),
         };
         chunks
             .into_iter()

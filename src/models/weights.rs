@@ -16,8 +16,14 @@ pub enum Storage {
     Blocks(BlockForm),
     /// i8 codes with one f32 scale per row (`<name>.q8` `[rows, cols]`,
     /// `<name>.scale` `[rows, 1]`), multiplied by activations rounded to
-    /// i8 per row (`--weights w8a8`, lossy: [`crate::graph::Graph::linear_w8a8`]).
-    Int8Rows,
+    /// i8 per row: one i8 term (`--weights w8a8`, lossy:
+    /// [`crate::graph::Graph::linear_w8a8`]) or, with `two_terms`, two
+    /// (`--weights w8a16`: [`crate::graph::Graph::linear_w8a16`]). The
+    /// archive is the same either way.
+    Int8Rows {
+        /// The activations are carried by two i8 terms per row.
+        two_terms: bool,
+    },
 }
 
 /// The parts of an [`Storage::Int8Rows`] matrix with `cols` columns:
@@ -41,7 +47,7 @@ impl Storage {
                     .map(|p| (p.suffix, p.dtype, p.cols))
                     .collect(),
             ),
-            Storage::Int8Rows => Some(int8_parts(cols).to_vec()),
+            Storage::Int8Rows { .. } => Some(int8_parts(cols).to_vec()),
         }
     }
 }

@@ -145,6 +145,41 @@ impl Graph {
         codes: Value,
         scale: Value,
     ) -> Result<Value, GraphError> {
+        self.linear_i8(x, codes, scale, 1)
+    }
+
+    /// `x · Wᵀ` as [`Graph::linear_w8a8`], with each row of `x` carried by
+    /// two i8 terms (`--weights w8a16`): `x ≈ s₁·q₁ + s₂·q₂`, where `q₁` is
+    /// `x` rounded as in `linear_w8a8` and `q₂` the rounding error
+    /// `x − s₁·q₁` rounded the same way (its own scale `max|r|/127`), so the
+    /// activations keep about 15 bits. Both terms go through one i8 × i8 →
+    /// i32 product (stacked as `[2·S, in]`, one read of the weights), and
+    /// the result is `(s₁·(q₁·Wᵀ) + s₂·(q₂·Wᵀ))` times the weight row's
+    /// scale. Only the weights' rounding to i8 per row is lossy.
+    pub fn linear_w8a16(
+        &mut self,
+        x: Value,
+        codes: Value,
+        scale: Value,
+    ) -> Result<Value, GraphError> {
+        self.linear_i8(x, codes, scale, 2)
+    }
+
+    /// `x · Wᵀ` with `x` as `terms` (1 or 2) i8 terms per row and `W` as i8
+    /// codes with one scale per row ([`Graph::linear_w8a8`],
+    /// [`Graph::linear_w8a16`]).
+    fn linear_i8(
+        &mut self,
+        x: Value,
+        codes: Value,
+        scale: Value,
+        terms: usize,
+    ) -> Result<Value, GraphError> {
+        let op = if terms == 1 {
+            "linear_w8a8"
+        } else {
+            "linear_w8a16"
+        };
         let (tx, tq, ts) = (self.ty(x).clone(), self.ty(codes), self.ty(scale));
         if tx.rank() != 2
             || tx.dtype != DType::F32
@@ -155,29 +190,60 @@ impl Graph {
             || ts.shape.as_slice() != [tq.shape[0], 1]
         {
             return Err(GraphError {
-                op: "linear_w8a8",
+                op,
                 msg: format!("needs f32 x [S, in], i8 codes [out, in] and f32 scale [out, 1], got {tx}, {tq} and {ts}"),
             });
         }
         let (s, n) = (tx.shape[0], tq.shape[0]);
+        let (q1, s1, xs, r1) = self.round_rows_i8(x)?;
+        let scaled = |g: &mut Graph, sums: Value, sx: Value| -> Result<Value, GraphError> {
+            let y = g.convert(sums, DType::F32)?;
+            let sxo = g.broadcast_in_dim(sx, &[s, n], &[0])?;
+            g.mul(y, sxo)
+        };
+        let y = if terms == 1 {
+            let sums = self.linear(q1, codes)?;
+            scaled(self, sums, s1)?
+        } else {
+            // x/s₁ − round(x/s₁) lies in [−½, ½]: times 254 it rounds into
+            // i8, the second term with the fixed scale s₂ = s₁/254.
+            let rest = self.sub(xs, r1)?;
+            let k254 = self.splat_like(rest, 254.0)?;
+            let rest = self.mul(rest, k254)?;
+            let rest = self.unary(UnaryOp::RoundNearestEven, rest)?;
+            let q2 = self.convert(rest, DType::I8)?;
+            let k254 = self.splat_like(s1, 254.0)?;
+            let s2 = self.div(s1, k254)?;
+            let both = self.concatenate(&[q1, q2], 0)?;
+            let sums = self.linear(both, codes)?;
+            let first = self.slice_dim(sums, 0, 0, s)?;
+            let second = self.slice_dim(sums, 0, s, 2 * s)?;
+            let y1 = scaled(self, first, s1)?;
+            let y2 = scaled(self, second, s2)?;
+            self.add(y1, y2)?
+        };
+        let sw = self.reshape(scale, &[n])?;
+        let swo = self.broadcast_in_dim(sw, &[s, n], &[1])?;
+        self.mul(y, swo)
+    }
+
+    /// Each row of f32 `x` `[S, in]` rounded to i8 with its own scale
+    /// `max|x|/127` (`round_nearest_even`; an all-zero row keeps a positive
+    /// scale): `(codes i8, scales f32 [S], x / scale, its rounding)`, the
+    /// last two f32 `[S, in]`.
+    fn round_rows_i8(&mut self, x: Value) -> Result<(Value, Value, Value, Value), GraphError> {
+        let shape = self.ty(x).shape.to_vec();
         let a = self.unary(UnaryOp::Abs, x)?;
         let amax = self.reduce(a, ReduceKind::Max, &[1])?;
         let inv127 = self.splat_like(amax, 127.0)?;
         let sx = self.div(amax, inv127)?;
-        // An all-zero row keeps a positive scale (its codes are all 0).
         let tiny = self.splat_like(sx, f32::MIN_POSITIVE as f64)?;
         let sx = self.max(sx, tiny)?;
-        let sxb = self.broadcast_in_dim(sx, &tx.shape, &[0])?;
+        let sxb = self.broadcast_in_dim(sx, &shape, &[0])?;
         let xs = self.div(x, sxb)?;
         let xr = self.unary(UnaryOp::RoundNearestEven, xs)?;
         let xq = self.convert(xr, DType::I8)?;
-        let sums = self.linear(xq, codes)?;
-        let y = self.convert(sums, DType::F32)?;
-        let sxo = self.broadcast_in_dim(sx, &[s, n], &[0])?;
-        let y = self.mul(y, sxo)?;
-        let sw = self.reshape(scale, &[n])?;
-        let swo = self.broadcast_in_dim(sw, &[s, n], &[1])?;
-        self.mul(y, swo)
+        Ok((xq, sx, xs, xr))
     }
 
     /// Rows of an i8 matrix widened: `f32(codes) · scale`, `codes` i8
