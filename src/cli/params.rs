@@ -230,7 +230,7 @@ fn print_tensor_table(i: &Inspection) -> usize {
 fn print_quantized(i: &Inspection, name_w: usize) {
     if !i.int8_rows.is_empty() {
         println!(
-            "i8 matrices, one f32 scale per row (kiln export --weights w8a8): {}",
+            "i8 matrices, one f32 scale per row (kiln export --weights w8a8 or w8a16): {}",
             i.int8_rows.len()
         );
         for r in &i.int8_rows {

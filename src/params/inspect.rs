@@ -33,7 +33,7 @@ pub struct Inspection {
     /// The block-quantized matrices, by their parts (`--weights keep`,
     /// `q8_0`, `q4_0` exports).
     pub blocks: Vec<Recognized>,
-    /// The i8-rows matrices, by their parts (`--weights w8a8` exports).
+    /// The i8-rows matrices, by their parts (`--weights w8a8` and `w8a16` exports).
     pub int8_rows: Vec<Int8Rows>,
 }
 
