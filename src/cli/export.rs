@@ -33,7 +33,7 @@ pub struct Args {
     /// matrices times activations rounded to i8: lossy, fastest on CPUs,
     /// not for Vulkan); w8a16 (the same i8 matrices times activations as
     /// two i8 terms: only the weights are rounded, not for Vulkan); fast
-    /// (the fastest CPU form at llama.cpp's accuracy: w8a16 today; the
+    /// (the fastest CPU form near llama.cpp's accuracy: w8a16 today; the
     /// export says which).
     #[arg(long, value_enum, default_value_t = WeightsArg::Bf16)]
     pub weights: WeightsArg,
@@ -145,7 +145,7 @@ pub enum WeightsArg {
     /// The w8a8 matrices, multiplied by activations as two i8 terms (only
     /// the weights are rounded; CPU targets only).
     W8a16,
-    /// The fastest CPU form at llama.cpp's accuracy (w8a16 today; CPU
+    /// The fastest CPU form near llama.cpp's accuracy (w8a16 today; CPU
     /// targets only).
     Fast,
 }
@@ -258,7 +258,7 @@ pub fn run(a: Args) -> Result<i32> {
     if a.weights == WeightsArg::Fast {
         crate::status!(
             "  fast      --weights fast chose {weights}: i8 weights, one scale per row, times the \
-             activations as two i8 terms (the fastest CPU form at llama.cpp's accuracy; \
+             activations as two i8 terms (the fastest CPU form near llama.cpp's accuracy; \
              spec/quantized-weights.md)"
         );
     }

@@ -162,11 +162,11 @@ pub enum Weights {
 }
 
 impl Weights {
-    /// The fastest CPU form whose ids stay within llama.cpp's accuracy on
-    /// the measured models (`kiln export --weights fast`): `w8a16` (at
-    /// least 95 % of the non-tie positions equal transformers', as
-    /// llama.cpp's own rounding; `w8a8` keeps 82–90 %).
-    /// spec/quantized-weights.md has the measurements.
+    /// The fastest CPU form whose ids stay near llama.cpp's accuracy on the
+    /// measured models (`kiln export --weights fast`): `w8a16` (SmolLM2:
+    /// 95 % of the non-tie positions equal transformers', as llama.cpp's
+    /// own rounding; Gemma 3: 93 %, 2 points under it; `w8a8` keeps
+    /// 80–90 %). spec/quantized-weights.md has the measurements.
     pub const FAST: Weights = Weights::W8A16;
 }
 
