@@ -277,12 +277,38 @@ pub fn all() -> Vec<OpCase> {
     }
     cases.push(case(
         "linear_w8a8",
-        vec![xw, HostT::i(&[n, k], codes), sw],
+        vec![xw.clone(), HostT::i(&[n, k], codes.clone()), sw.clone()],
         HostT::f(&[rows, n], want),
         EXACT,
         |g, v| {
             let q = g.convert(v[1], kiln::graph::DType::I8).unwrap();
             g.linear_w8a8(v[0], q, v[2]).unwrap()
+        },
+    ));
+    // `--weights w8a16`'s product (Graph::linear_w8a16): the activations as
+    // two i8 terms, both through one i8 × i8 → i32 product.
+    let mut want = Vec::with_capacity(rows * n);
+    for r in xw.fv().chunks_exact(k) {
+        let s = (r.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0).max(f32::MIN_POSITIVE);
+        let xs: Vec<f32> = r.iter().map(|x| x / s).collect();
+        let q1: Vec<i32> = xs.iter().map(|x| x.round_ties_even() as i32).collect();
+        let q2: Vec<i32> = xs
+            .iter()
+            .map(|x| ((x - x.round_ties_even()) * 254.0).round_ties_even() as i32)
+            .collect();
+        for (j, c) in codes.chunks_exact(k).enumerate() {
+            let dot = |q: &[i32]| q.iter().zip(c).map(|(a, b)| a * b).sum::<i32>() as f32;
+            want.push((dot(&q1) * s + dot(&q2) * (s / 254.0)) * sw.fv()[j]);
+        }
+    }
+    cases.push(case(
+        "linear_w8a16",
+        vec![xw, HostT::i(&[n, k], codes), sw],
+        HostT::f(&[rows, n], want),
+        ARITH,
+        |g, v| {
+            let q = g.convert(v[1], kiln::graph::DType::I8).unwrap();
+            g.linear_w8a16(v[0], q, v[2]).unwrap()
         },
     ));
     // compare + select: select(compare(a, b), a, b) also covers select.
