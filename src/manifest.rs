@@ -240,6 +240,11 @@ pub struct CompileInfo {
     pub flags: Vec<String>,
     /// The first version line of `iree-compile --version`.
     pub iree_compile: String,
+    /// Compiled with `kiln compile --pack`: the weights of its products
+    /// were packed from the export's archive into a packed archive beside
+    /// the module, which it reads under scope `packed`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pack: bool,
 }
 
 /// A compiled module in the export manifest: how it was compiled and the
@@ -254,6 +259,10 @@ pub struct CompiledModule {
     pub bytes: u64,
     /// Lower-case hex sha256.
     pub sha256: String,
+    /// The packed archive of a module compiled with `kiln compile --pack`
+    /// (`NAME-<target>.packed.irpa`), read under scope `packed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packed: Option<FileRecord>,
 }
 
 /// What the assets came from: the toolchain's versions, the checkpoint
@@ -715,6 +724,11 @@ pub struct ModuleEntry {
     /// How it was compiled, when `kiln compile` recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compiled: Option<CompileInfo>,
+    /// File name of its packed archive (a module compiled with `kiln
+    /// compile --pack`), which the app opens under scope `packed` beside
+    /// the `parameters` archive, before the module. Also in `files`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packed: Option<String>,
 }
 
 /// The chat template in the assets: the Jinja source (as in the

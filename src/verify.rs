@@ -211,6 +211,9 @@ struct ModuleToCheck<'m> {
     compiled: Option<&'m CompileInfo>,
     /// The sha256 the manifest records for it.
     sha256: Option<&'m str>,
+    /// Its packed archive (`kiln compile --pack`), read under scope
+    /// `packed`.
+    packed: Option<String>,
 }
 
 impl<'a> Check<'a> {
@@ -266,6 +269,7 @@ impl<'a> Check<'a> {
                 vulkan: e.device == Device::Vulkan,
                 compiled: e.compiled.as_ref(),
                 sha256: sha(&e.path),
+                packed: e.packed.clone(),
             })
             .collect();
         if let Some(kv) = &m.kv {
@@ -275,9 +279,16 @@ impl<'a> Check<'a> {
                 vulkan: e.device == Device::Vulkan,
                 compiled: e.compiled.as_ref(),
                 sha256: sha(&e.path),
+                packed: e.packed.clone(),
             }));
         }
-        for listed in modules.iter().map(|x| &x.file).chain([&m.parameters]) {
+        let packed = modules.iter().filter_map(|x| x.packed.as_ref());
+        for listed in modules
+            .iter()
+            .map(|x| &x.file)
+            .chain(packed)
+            .chain([&m.parameters])
+        {
             if !m.files.iter().any(|r| &r.path == listed) {
                 let what = format!("listed by {} but not among its files", self.manifest);
                 self.fault(listed, what);
@@ -318,6 +329,9 @@ impl<'a> Check<'a> {
                 bytes: rec.bytes,
                 sha256: rec.sha256.clone(),
             });
+            if let Some(packed) = &rec.packed {
+                self.file(packed);
+            }
         }
         // Recorded modules, and any other module kiln compile named after
         // this export (compiled without a record).
@@ -332,6 +346,7 @@ impl<'a> Check<'a> {
                 vulkan: matches!(rec.compile.target, Target::Vulkan { .. }),
                 compiled: Some(&rec.compile),
                 sha256: Some(rec.sha256.as_str()),
+                packed: rec.packed.as_ref().map(|p| p.path.clone()),
             })
             .collect();
         for target in crate::iree::flags::TARGET_NAMES {
@@ -344,7 +359,10 @@ impl<'a> Check<'a> {
             ] {
                 let file = layout.file(artifact);
                 if layout.path(artifact).is_file() && !m.modules.contains_key(&file) {
+                    let packed = crate::iree::pack::packed_archive(Path::new(&file));
+                    let packed = packed.to_string_lossy().into_owned();
                     modules.push(ModuleToCheck {
+                        packed: self.dir.join(&packed).is_file().then_some(packed),
                         file,
                         kv,
                         vulkan: matches!(t, Target::Vulkan { .. }),
@@ -430,18 +448,7 @@ impl<'a> Check<'a> {
             let manifest = self.manifest.clone();
             self.fault(&manifest, what);
         }
-        let archive = match IrpaReader::open(self.dir.join(irpa)) {
-            Ok(r) => Some(
-                r.entries()
-                    .iter()
-                    .map(|e| (e.name.clone(), e.len()))
-                    .collect::<BTreeMap<String, u64>>(),
-            ),
-            Err(e) => {
-                self.fault(irpa, format!("not a readable parameter archive: {e}"));
-                None
-            }
-        };
+        let archive = self.entries(irpa);
         for module in modules {
             self.modules += 1;
             let path = self.dir.join(&module.file);
@@ -477,8 +484,19 @@ impl<'a> Check<'a> {
                 }
             };
             self.functions(&module.file, &info, &expected);
+            let packed = module.packed.as_ref().and_then(|p| {
+                let entries = self.entries(p)?;
+                Some((p.as_str(), entries))
+            });
             if let Some(archive) = &archive {
-                self.parameters(&module.file, &info, &contract.scope, (irpa, archive));
+                let packed = packed.as_ref().map(|(p, e)| (*p, e));
+                self.parameters(
+                    &module.file,
+                    &info,
+                    &contract.scope,
+                    (irpa, archive),
+                    packed,
+                );
             }
         }
     }
@@ -510,19 +528,47 @@ impl<'a> Check<'a> {
         }
     }
 
-    /// The module's parameter reads against the archive's entries.
+    /// The entries of the archive `irpa` and their byte counts; `None`
+    /// (and a fault) when it cannot be read.
+    fn entries(&mut self, irpa: &str) -> Option<BTreeMap<String, u64>> {
+        match IrpaReader::open(self.dir.join(irpa)) {
+            Ok(r) => Some(
+                r.entries()
+                    .iter()
+                    .map(|e| (e.name.clone(), e.len()))
+                    .collect::<BTreeMap<String, u64>>(),
+            ),
+            Err(e) => {
+                self.fault(irpa, format!("not a readable parameter archive: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The module's parameter reads against the archive's entries, and the
+    /// reads of scope `packed` against its packed archive's.
     fn parameters(
         &mut self,
         file: &str,
         info: &ModuleInfo,
         scope: &str,
         (irpa, archive): (&str, &BTreeMap<String, u64>),
+        packed: Option<(&str, &BTreeMap<String, u64>)>,
     ) {
         for read in &info.parameters {
-            let what = if read.scope != scope {
+            let (irpa, archive) = match packed {
+                Some(p) if read.scope == crate::iree::pack::PACKED_SCOPE => p,
+                _ => (irpa, archive),
+            };
+            let what = if read.scope != scope && read.scope != crate::iree::pack::PACKED_SCOPE {
                 format!(
                     "reads parameter {:?} of scope {:?}, the manifest's scope is {scope:?}",
                     read.key, read.scope
+                )
+            } else if read.scope == crate::iree::pack::PACKED_SCOPE && packed.is_none() {
+                format!(
+                    "reads parameter {:?} of scope \"packed\" (packed at compile time), but no packed archive is recorded for it",
+                    read.key
                 )
             } else {
                 match archive.get(&read.key) {
@@ -614,12 +660,14 @@ impl<'a> Check<'a> {
                 Artifact::Mlir
             };
             let out = tmp.path().join(&module.file);
-            match crate::iree::compile::compile(
+            let pack = c.pack.then(|| rebuilt.path(Artifact::Irpa));
+            match crate::iree::compile::compile_with(
                 self.tc,
                 &rebuilt.path(mlir),
                 &c.target,
                 &out,
                 extra,
+                pack.as_deref(),
             ) {
                 Ok(()) => self.compare(&module.file, sha, &out),
                 Err(e) => self.fault(&module.file, format!("the compile failed again: {e}")),

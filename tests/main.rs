@@ -28,6 +28,7 @@ mod layering;
 mod manifest;
 mod messages;
 mod op_cases_selfcheck;
+mod pack;
 mod package;
 mod params_attacks;
 mod params_cli;

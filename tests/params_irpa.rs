@@ -340,3 +340,76 @@ fn writer_rejects_misuse() {
         "no temp files left"
     );
 }
+
+/// A shared entry (`EntrySpec::shared`, how `kiln compile --pack` stores a
+/// packed weight once for prefill and decode) reads the bytes of the
+/// entry it names, in kiln's reader and in `iree-dump-parameters`, and takes
+/// no storage of its own; a share of a later, missing or other-length entry
+/// is refused.
+#[test]
+fn shared_entries_read_the_bytes_they_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("shared.irpa");
+    let a = bytes(3, 100);
+    let b = bytes(4, 40);
+    let mut w = IrpaWriter::new(
+        &p,
+        vec![
+            EntrySpec::data("a", 100),
+            EntrySpec::shared("a_again", "a", 100),
+            EntrySpec::data("b", 40),
+            EntrySpec::shared("a_third", "a", 100),
+        ],
+    )
+    .unwrap();
+    w.write_tensor("a", &a).unwrap();
+    w.write_tensor("b", &b).unwrap();
+    w.finish().unwrap();
+    let r = IrpaReader::open(&p).unwrap();
+    for (name, want) in [("a", &a), ("a_again", &a), ("b", &b), ("a_third", &a)] {
+        assert_eq!(r.get(name), Some(IrpaData::Data(&want[..])), "{name}");
+    }
+    let offsets: Vec<u64> = r
+        .entries()
+        .iter()
+        .map(|e| match e.kind {
+            EntryKind::Data { offset, .. } => offset,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(offsets, vec![0, 0, 128, 0]);
+    // IREE's own listing: the shared entries start where `a` does.
+    // (Its `--extract` reads only mapped archives, which its tools no
+    // longer open: "only host allocation file handles are supported".)
+    if let Some(dump) = iree_tool("iree-dump-parameters") {
+        let out = Command::new(&dump)
+            .arg(format!("--parameters={}", p.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        let start = |name: &str| {
+            text.lines()
+                .find(|l| l.trim_end().ends_with(&format!("`{name}`")))
+                .and_then(|l| l.split('|').next())
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|| panic!("{name} not listed: {text}"))
+        };
+        assert_eq!(start("a_again"), start("a"), "{text}");
+        assert_eq!(start("a_third"), start("a"), "{text}");
+        assert_ne!(start("b"), start("a"), "{text}");
+    }
+    let q = dir.path().join("bad.irpa");
+    for specs in [
+        vec![EntrySpec::shared("x", "a", 4), EntrySpec::data("a", 4)],
+        vec![EntrySpec::data("a", 4), EntrySpec::shared("x", "a", 8)],
+        vec![EntrySpec::data("a", 4), EntrySpec::shared("x", "nope", 4)],
+    ] {
+        let e = IrpaWriter::new(&q, specs)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("shares the bytes of"), "{e}");
+    }
+    assert!(!q.exists());
+}

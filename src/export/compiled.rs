@@ -73,6 +73,22 @@ impl ExportManifest {
             let bytes = std::fs::metadata(out)
                 .map_err(|e| IoError::new(out, e))?
                 .len();
+            // `kiln compile --pack` left its packed archive beside the
+            // module (a compile without it removes a stale one).
+            let packed_path = crate::iree::pack::packed_archive(out);
+            let packed = match packed_path.is_file() {
+                false => None,
+                true => Some(crate::manifest::FileRecord {
+                    path: packed_path
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    bytes: std::fs::metadata(&packed_path)
+                        .map_err(|e| IoError::new(&packed_path, e))?
+                        .len(),
+                    sha256: crate::util::sha256_file(&packed_path)?,
+                }),
+            };
             let record = CompiledModule {
                 compile: CompileInfo {
                     mlir: source.path.clone(),
@@ -80,9 +96,11 @@ impl ExportManifest {
                     target: target.clone(),
                     flags: crate::iree::compile::compile_flags(target, extra),
                     iree_compile: iree_compile.clone(),
+                    pack: packed.is_some(),
                 },
                 bytes,
                 sha256: crate::util::sha256_file(out)?,
+                packed,
             };
             manifest.modules.insert(name, record);
         }

@@ -53,6 +53,23 @@ pub fn compile(
     out: &Path,
     extra: &[String],
 ) -> Result<()> {
+    compile_with(tc, mlir, target, out, extra, None)
+}
+
+/// [`compile`], and with `pack` (the export's parameter archive) on a CPU
+/// target, packs the weights of the matrix products at compile time into
+/// [`packed_archive`](super::pack::packed_archive)`(out)`, each distinct
+/// packed tensor stored once (`kiln compile --pack`, [`super::pack`]).
+/// Without `pack`, a packed archive left beside `out` by an earlier
+/// compile is removed, so a module never meets a stale one.
+pub(crate) fn compile_with(
+    tc: &Toolchain,
+    mlir: &Path,
+    target: &Target,
+    out: &Path,
+    extra: &[String],
+    pack: Option<&Path>,
+) -> Result<()> {
     target.validate()?;
     if !mlir.is_file() {
         return Err(io(
@@ -75,7 +92,35 @@ pub fn compile(
         Target::Vulkan { target: name } => lower_for_vulkan(text, mlir, name)?,
         _ => text,
     };
-    let output = run_with_stdin(&tc.compile, compile_args(target, tmp.path(), extra), &text)?;
+    let packed_out = super::pack::packed_archive(out);
+    // The packing flags go before the caller's (a later flag wins).
+    let mut flags = Vec::new();
+    let mut export = None;
+    if let (Some(archive), false) = (pack, matches!(target, Target::Vulkan { .. })) {
+        if !archive.is_file() {
+            return Err(io(
+                archive,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the export's parameter archive, which packing at compile time reads, is not there",
+                ),
+            ));
+        }
+        let parsed = crate::stablehlo::parse_module_full(&text).map_err(|e| e.with_file(mlir))?;
+        let keys = super::pack::packable_keys(&parsed.module);
+        if !keys.is_empty() {
+            let scratch = tempfile::Builder::new()
+                .prefix(".kiln-tmp-")
+                .tempdir_in(&dir)
+                .map_err(|e| io(&dir, e))?;
+            let path = scratch.path().join("packed.irpa");
+            let scope = parsed.scope.as_deref().unwrap_or("model");
+            flags = super::flags::pack_flags(archive, scope, &keys, &path);
+            export = Some((scratch, path));
+        }
+    }
+    flags.extend(extra.iter().cloned());
+    let output = run_with_stdin(&tc.compile, compile_args(target, tmp.path(), &flags), &text)?;
     let stderr =
         String::from_utf8_lossy(&output.stderr).replace(STDIN_NAME, &mlir.display().to_string());
     if !output.status.success() {
@@ -99,6 +144,19 @@ pub fn compile(
     }
     for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
         eprintln!("iree-compile ({target}): {line}");
+    }
+    // The packed archive goes into place before the module that reads it.
+    match export {
+        Some((_scratch, path)) if path.is_file() => {
+            super::pack::share_duplicates(&path, &packed_out).map_err(|e| IreeError::Pack {
+                module: out.to_path_buf(),
+                source: Box::new(e),
+            })?;
+        }
+        _ => match std::fs::remove_file(&packed_out) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&packed_out, e)),
+            _ => {}
+        },
     }
     // 0644 like every output, replacing an earlier module without the
     // rename-over flush.
@@ -210,6 +268,10 @@ pub struct CompileOptions {
     /// Receives one [`Unit::None`](crate::progress::Unit) step per target,
     /// `compile TARGET`.
     pub progress: Option<crate::progress::SharedProgress>,
+    /// The export's parameter archive, to pack the weights of the CPU
+    /// targets' matrix products at compile time (`kiln compile --pack`,
+    /// [`super::pack`]); `None`: packed at load, as IREE does by default.
+    pub pack: Option<PathBuf>,
 }
 
 impl Default for CompileOptions {
@@ -219,6 +281,7 @@ impl Default for CompileOptions {
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             extra: Vec::new(),
             progress: None,
+            pack: None,
         }
     }
 }
@@ -238,6 +301,13 @@ impl CompileOptions {
     /// Sets the flags after kiln's preset.
     pub fn extra(mut self, extra: Vec<String>) -> Self {
         self.extra = extra;
+        self
+    }
+
+    /// Packs the CPU targets' weights at compile time from the export's
+    /// parameter archive `archive` (`None`: at load).
+    pub fn pack(mut self, archive: impl Into<Option<PathBuf>>) -> Self {
+        self.pack = archive.into();
         self
     }
 
@@ -294,7 +364,14 @@ impl Toolchain {
                     }
                     let label = format!("compile {}", targets[i]);
                     progress.start(&label, 0, crate::progress::Unit::None);
-                    let r = compile(self, mlir, &targets[i], &outs[i], &opts.extra);
+                    let r = compile_with(
+                        self,
+                        mlir,
+                        &targets[i],
+                        &outs[i],
+                        &opts.extra,
+                        opts.pack.as_deref(),
+                    );
                     progress.finish(&label, r.is_ok());
                     if let Ok(mut g) = results.lock() {
                         g[i] = Some(r);

@@ -4,6 +4,7 @@
 
 use super::IreeError;
 use std::fmt;
+use std::path::Path;
 
 /// The IREE release kiln drives (`iree-base-compiler` / `iree-base-runtime` on PyPI).
 pub(crate) const IREE_VERSION: &str = "3.13.0";
@@ -437,6 +438,34 @@ pub const AARCH64_WHEEL_PLATFORM: &str = "manylinux_2_28_aarch64";
 
 /// Python version tag of the aarch64 runtime wheel used under qemu.
 pub const AARCH64_WHEEL_PYTHON: &str = "3.11";
+
+/// The iree-compile flags that pack `keys` of `archive` (scope `scope`)
+/// at compile time into `export`: the keys are imported into the compile
+/// (nothing else), and every packed constant goes to `export` under
+/// [`PACKED_SCOPE`](super::pack::PACKED_SCOPE).
+pub(crate) fn pack_flags(
+    archive: &Path,
+    scope: &str,
+    keys: &[String],
+    export: &Path,
+) -> Vec<String> {
+    let mut flags = vec![
+        format!("--iree-parameter-import={scope}={}", archive.display()),
+        // 0: no import by size; only the keys below.
+        "--iree-parameter-import-maximum-size=0".to_string(),
+    ];
+    flags.extend(
+        keys.iter()
+            .map(|k| format!("--iree-parameter-import-keys={k}")),
+    );
+    flags.push(format!(
+        "--iree-parameter-export={}={}",
+        super::pack::PACKED_SCOPE,
+        export.display()
+    ));
+    flags.push("--iree-parameter-export-minimum-size=0".to_string());
+    flags
+}
 
 #[cfg(test)]
 mod tests {

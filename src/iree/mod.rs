@@ -18,6 +18,7 @@ pub(crate) mod compile;
 pub(crate) mod flags;
 pub(crate) mod inspect;
 pub(crate) mod limits;
+pub mod pack;
 pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod toolchain;
@@ -199,6 +200,14 @@ pub enum IreeError {
         function: String,
         /// The parameter's key.
         key: String,
+    },
+    /// The packed archive of `kiln compile --pack` could not be written.
+    #[error("{}: its packed weights: {source}", module.display())]
+    Pack {
+        /// The module being compiled.
+        module: PathBuf,
+        /// What failed (boxed: the crate's `Error` stays small).
+        source: Box<crate::params::ParamsError>,
     },
     /// Two targets of one compile would write the same module.
     #[error("two targets would both write {}: name each target once", path.display())]

@@ -413,6 +413,8 @@ fn base_command(tc: &Toolchain, emulate: Option<Emulation>) -> Result<Command> {
 }
 
 /// The iree-run-module arguments for `vmfb` and `opts` (inputs excluded).
+/// A module compiled with `--pack` also gets its packed archive, beside it
+/// ([`super::pack::packed_archive`]), under scope `packed`.
 pub fn run_args(vmfb: &Path, opts: &RunOptions) -> Vec<String> {
     let mut args = vec![
         opts.device.flag(),
@@ -422,6 +424,15 @@ pub fn run_args(vmfb: &Path, opts: &RunOptions) -> Vec<String> {
     ];
     for (scope, path) in &opts.params {
         args.push(flags::parameters_flag(scope, path));
+    }
+    let packed = super::pack::packed_archive(vmfb);
+    if packed.is_file()
+        && !opts
+            .params
+            .iter()
+            .any(|(s, _)| s == super::pack::PACKED_SCOPE)
+    {
+        args.push(flags::parameters_flag(super::pack::PACKED_SCOPE, &packed));
     }
     if let Some(n) = opts.task_groups {
         args.push(flags::task_groups_flag(n));

@@ -3,7 +3,8 @@
 # line on stdin with one line on stdout.
 #
 # Arguments: VMFB PARAMS SPEC; SPEC is one JSON object (session.rs builds it
-# in runner_args): scope, device, task_groups (null: IREE's default), seq, and
+# in runner_args): packed (the packed archive of `kiln compile --pack`, or
+# null), scope, device, task_groups (null: IREE's default), seq, and
 # "function" (redecode) or "kv": {functions: [[prefill, decode], ...] (one
 # pair per attention span, the pair over all N positions last), caches:
 # [{shape, dtype}]}.
@@ -37,8 +38,17 @@ index = rt.ParameterIndex()
 # bytes. iree-run-module reads slices right; so does this mode, at the same
 # decode speed and memory (spec/vulkan-limits.md).
 index.load(params, mode="file_async")
-provider = index.create_provider(scope=spec["scope"])
-param_module = rt.create_io_parameters_module(config.vm_instance, provider)
+providers = [index.create_provider(scope=spec["scope"])]
+if spec.get("packed"):
+    # A module compiled with `kiln compile --pack` reads its packed weights
+    # from a second archive, scope "packed". Mapped (the default mode), not
+    # read: kiln stores each packed tensor once and lets the prefill's and
+    # the decode's entries share the bytes, which only a mapping holds once.
+    # The archive has no slices (the mapped mode's offset bug above).
+    packed = rt.ParameterIndex()
+    packed.load(spec["packed"])
+    providers.append(packed.create_provider(scope="packed"))
+param_module = rt.create_io_parameters_module(config.vm_instance, *providers)
 module = rt.VmModule.mmap(config.vm_instance, vmfb)
 modules = rt.load_vm_modules(param_module, module, config=config)
 kv = spec.get("kv")

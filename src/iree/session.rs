@@ -87,7 +87,9 @@ enum Program<'a> {
 /// one JSON object (the one place the wire format is built; session.py
 /// reads it).
 fn runner_args(spec: &SessionSpec, program: &Program) -> [std::ffi::OsString; 3] {
+    let packed = super::pack::packed_archive(&spec.vmfb);
     let mut wire = serde_json::json!({
+        "packed": packed.is_file().then(|| packed.to_string_lossy().into_owned()),
         "scope": spec.scope,
         "device": spec.device.name(),
         "task_groups": spec.task_groups,
@@ -414,7 +416,7 @@ mod tests {
         assert_eq!(
             wire,
             serde_json::json!({
-                "scope": "model", "device": "local-task", "task_groups": 2, "seq": 4,
+                "packed": null, "scope": "model", "device": "local-task", "task_groups": 2, "seq": 4,
                 "kv": {"functions": [["prefill_4", "decode_4"], ["prefill", "decode"]], "caches": [
                     {"shape": [2, 1, 8, 4], "dtype": "bf16"},
                     {"shape": [2, 1, 8, 4], "dtype": "bf16"},
@@ -433,7 +435,7 @@ mod tests {
         assert_eq!(
             wire,
             serde_json::json!({
-                "scope": "model", "device": "vulkan", "task_groups": null,
+                "packed": null, "scope": "model", "device": "vulkan", "task_groups": null,
                 "function": "m", "seq": 8,
             })
         );

@@ -659,6 +659,24 @@ fn copy_modules(
             false => Artifact::AssetModule(k.key),
         });
         let (bytes, sha256) = copy_hashed(src, &staging.path(&file), progress)?;
+        // A module compiled with `--pack` takes its packed archive along,
+        // named after the module's asset name.
+        let packed_src = crate::iree::pack::packed_archive(src);
+        let packed = match packed_src.is_file() {
+            false => None,
+            true => {
+                let name = crate::iree::pack::packed_archive(Path::new(&file))
+                    .to_string_lossy()
+                    .into_owned();
+                let (bytes, sha256) = copy_hashed(&packed_src, &staging.path(&name), progress)?;
+                files.push(FileRecord {
+                    path: name.clone(),
+                    bytes,
+                    sha256,
+                });
+                Some(name)
+            }
+        };
         entries.insert(
             k.key.to_string(),
             ModuleEntry {
@@ -668,6 +686,7 @@ fn copy_modules(
                 cache_dtype: None,
                 cache_shape: None,
                 compiled: compile_record(m, src, &sha256),
+                packed,
             },
         );
         files.push(FileRecord {

@@ -282,7 +282,7 @@ pub(crate) struct FileErrors<'a>(pub(crate) &'a Path);
 
 impl FileErrors<'_> {
     /// The file, owned.
-    fn file(self) -> PathBuf {
+    pub(crate) fn file(self) -> PathBuf {
         self.0.to_path_buf()
     }
 

@@ -546,6 +546,11 @@ pub struct EntrySpec {
     pub splat: Option<Vec<u8>>,
     /// Per-entry metadata (empty for none; IREE's tools write none).
     pub metadata: Vec<u8>,
+    /// `Some(name)`: a DATA entry with no bytes of its own, reading the
+    /// stored bytes of the earlier DATA entry `name` (same length). IREE's
+    /// parser takes two entries over one storage range; a runtime that maps
+    /// the archive then holds those bytes once.
+    pub shares: Option<String>,
 }
 
 impl EntrySpec {
@@ -556,6 +561,17 @@ impl EntrySpec {
             length,
             splat: None,
             metadata: Vec::new(),
+            shares: None,
+        }
+    }
+
+    /// A DATA entry of `length` bytes stored nowhere else: it reads the
+    /// bytes of the earlier DATA entry `of`, which has the same length. No
+    /// bytes are streamed for it.
+    pub fn shared(name: impl Into<String>, of: impl Into<String>, length: u64) -> Self {
+        EntrySpec {
+            shares: Some(of.into()),
+            ..EntrySpec::data(name, length)
         }
     }
 
@@ -566,6 +582,7 @@ impl EntrySpec {
             length,
             splat: Some(pattern.to_vec()),
             metadata: Vec::new(),
+            shares: None,
         }
     }
 
@@ -615,12 +632,33 @@ impl IrpaWriter {
     }
 }
 
-/// Refuses a repeated name and a splat pattern that cannot cover its entry.
+/// Refuses a repeated name, a splat pattern that cannot cover its entry
+/// and a shared entry whose storage is not an earlier DATA entry's of the
+/// same length.
 fn check_specs(err: FileErrors, specs: &[EntrySpec]) -> Result<()> {
     let mut seen = HashSet::new();
+    let mut stored: HashMap<&str, u64> = HashMap::new();
     for s in specs {
         if !seen.insert(s.name.as_str()) {
             return Err(err.duplicate_name(&s.name));
+        }
+        match (&s.shares, &s.splat) {
+            (Some(of), None) if stored.get(of.as_str()) != Some(&s.length) => {
+                let msg = format!(
+                    "shares the bytes of \"{of}\", which is no earlier stored entry of {} bytes",
+                    s.length
+                );
+                return Err(ParamsError::Write {
+                    file: err.file(),
+                    tensor: Some(s.name.clone()),
+                    msg,
+                });
+            }
+            (None, None) => {
+                stored.insert(s.name.as_str(), s.length);
+            }
+            // A share of a stored entry, or a splat (checked below).
+            _ => {}
         }
         if let Some(p) = &s.splat {
             if ![1, 2, 4, 8, 16].contains(&p.len()) || s.length % p.len() as u64 != 0 {
@@ -748,6 +786,7 @@ impl Layout {
         specs
             .iter()
             .zip(&self.data_rel)
+            .filter(|(s, _)| s.shares.is_none())
             .filter_map(|(s, r)| {
                 r.map(|o| Slot {
                     name: s.name.clone(),
@@ -764,10 +803,15 @@ impl Layout {
 fn storage_offsets(err: FileErrors, specs: &[EntrySpec]) -> Result<(Vec<Option<u64>>, u64)> {
     let mut scur = 0u64;
     let mut data_rel = Vec::with_capacity(specs.len());
+    let mut at_name: HashMap<&str, u64> = HashMap::new();
     for s in specs {
         if s.splat.is_some() {
             data_rel.push(None);
+        } else if let Some(of) = &s.shares {
+            // check_specs made sure `of` is an earlier stored entry.
+            data_rel.push(at_name.get(of.as_str()).copied());
         } else {
+            at_name.insert(s.name.as_str(), align_up(scur, DATA_ALIGNMENT));
             let at = align_up(scur, DATA_ALIGNMENT);
             data_rel.push(Some(at));
             scur = at

@@ -1,0 +1,168 @@
+//! Packing at compile time (`kiln compile --pack`, spec/iree.md "Packed at
+//! compile time"): iree-compile reads the weights of the matrix products
+//! from the export's archive, packs them into its CPU kernels' tile layout
+//! while it compiles, and writes the packed weights to a second archive,
+//! which the module reads under the scope [`PACKED_SCOPE`]. kiln then
+//! stores each distinct packed tensor once ([`share_duplicates`]): the
+//! prefill and decode functions of a KV module get two identical entries
+//! for every weight, and a runtime that maps the archive holds their bytes
+//! once. Nothing is packed at load.
+
+use crate::graph::{Module, Op};
+use crate::params::irpa::{EntrySpec, IrpaReader, IrpaWriter};
+use crate::params::{ParamsError, TensorWriter};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The parameter scope of a packed archive in the module.
+pub const PACKED_SCOPE: &str = "packed";
+
+/// The packed archive of a module compiled with `--pack`: the module's
+/// path with `.packed.irpa` in place of `.vmfb`
+/// (`NAME-kv-host.vmfb` → `NAME-kv-host.packed.irpa`). kiln's runners
+/// (`kiln run`, `generate`, `chat`, the tests) pass it, when it exists,
+/// under [`PACKED_SCOPE`].
+pub fn packed_archive(vmfb: &Path) -> PathBuf {
+    let name = vmfb
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name.strip_suffix(".vmfb").unwrap_or(&name);
+    vmfb.with_file_name(format!("{stem}.packed.irpa"))
+}
+
+/// The keys of the whole-entry parameters whose every use, in every
+/// function, reaches a `dot_general` operand through element conversions,
+/// reshapes and transposes only: the weights IREE packs for its matrix
+/// kernels, in the module's order. A parameter that is also gathered (a
+/// tied embedding), widened with integer ops (`keep`), sliced, or used
+/// elementwise (a norm, a per-row scale) is left out: imported, its raw
+/// bytes would be compiled into the module.
+pub fn packable_keys(module: &Module) -> Vec<String> {
+    let mut ok: HashMap<&str, bool> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for g in &module.functions {
+        let nodes = g.nodes();
+        let mut users: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for (i, n) in nodes.iter().enumerate() {
+            for a in &n.args {
+                users[a.0 as usize].push(i);
+            }
+        }
+        // Whether every use of node `i` ends in a product operand (and
+        // there is at least one).
+        fn to_dots(i: usize, nodes: &[crate::graph::Node], users: &[Vec<usize>]) -> bool {
+            !users[i].is_empty()
+                && users[i].iter().all(|&u| match nodes[u].op {
+                    Op::DotGeneral(_) => true,
+                    Op::Convert | Op::Reshape | Op::Transpose { .. } => to_dots(u, nodes, users),
+                    _ => false,
+                })
+        }
+        for (i, n) in nodes.iter().enumerate() {
+            if let Op::Parameter { key, offset } = &n.op {
+                let good = offset.is_none() && to_dots(i, nodes, &users);
+                match ok.get_mut(key.as_str()) {
+                    Some(v) => *v &= good,
+                    None => {
+                        ok.insert(key, good);
+                        order.push(key);
+                    }
+                }
+            }
+        }
+    }
+    order
+        .into_iter()
+        .filter(|k| ok[k])
+        .map(str::to_string)
+        .collect()
+}
+
+/// What [`share_duplicates`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shared {
+    /// Entries in the archive.
+    pub entries: usize,
+    /// Entries that read another entry's bytes.
+    pub shared: usize,
+    /// Bytes stored.
+    pub stored: u64,
+    /// Bytes the entries cover (stored once per entry).
+    pub covered: u64,
+}
+
+/// Rewrites the archive `src` (iree-compile's export) into `dst`, in kiln's
+/// layout (the entries in `src`'s order), storing each distinct byte string
+/// once: an entry whose bytes equal an earlier entry's reads that entry's
+/// storage ([`EntrySpec::shared`]). `dst` is written to a temporary file
+/// and renamed into place.
+pub fn share_duplicates(src: &Path, dst: &Path) -> Result<Shared, ParamsError> {
+    use crate::params::irpa::{EntryKind, IrpaData};
+    use sha2::{Digest, Sha256};
+    let reader = IrpaReader::open(src)?;
+    let entries = reader.entries();
+    let bytes_of = |i: usize| match reader.data(&entries[i]) {
+        IrpaData::Data(d) => d,
+        IrpaData::Splat { .. } => &[],
+    };
+    let mut specs = Vec::new();
+    let mut first: HashMap<[u8; 32], Vec<usize>> = HashMap::new();
+    let mut stored = Vec::new();
+    let mut shared = Shared {
+        entries: 0,
+        shared: 0,
+        stored: 0,
+        covered: 0,
+    };
+    for (i, e) in entries.iter().enumerate() {
+        match &e.kind {
+            EntryKind::Skip => continue,
+            EntryKind::Splat { length, pattern } => {
+                specs.push(EntrySpec::splat(e.name.clone(), pattern, *length));
+            }
+            EntryKind::Data { length, .. } => {
+                let bytes = bytes_of(i);
+                let same = first.entry(Sha256::digest(bytes).into()).or_default();
+                // Same hash: compare the bytes too.
+                match same.iter().find(|&&j| bytes_of(j) == bytes) {
+                    Some(&j) => {
+                        specs.push(EntrySpec::shared(
+                            e.name.clone(),
+                            entries[j].name.clone(),
+                            *length,
+                        ));
+                        shared.shared += 1;
+                    }
+                    None => {
+                        same.push(i);
+                        specs.push(EntrySpec::data(e.name.clone(), *length));
+                        stored.push(i);
+                        shared.stored += length;
+                    }
+                }
+            }
+        }
+        shared.entries += 1;
+        shared.covered += e.len();
+    }
+    let mut w = IrpaWriter::new(dst, specs)?;
+    for i in stored {
+        w.write_tensor(&entries[i].name, bytes_of(i))?;
+    }
+    w.finish()?;
+    Ok(shared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_archive_sits_beside_the_module() {
+        assert_eq!(
+            packed_archive(Path::new("out/m-kv-host.vmfb")),
+            Path::new("out/m-kv-host.packed.irpa")
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! `kiln compile --pack` (spec/iree.md, "Packed at compile time"): the
+//! products' weights packed by iree-compile into `NAME-<target>.packed.irpa`,
+//! each packed tensor stored once, found by run, generate and package; the
+//! same ids as the module packed at load, on the host and on arm64 under
+//! qemu.
+
+use crate::common::{self, kiln, tmpdir};
+use kiln::params::irpa::{EntryKind, IrpaReader};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const FIXTURE: &str = "tests/fixtures/hf/tiny-llama-untied-mha";
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `kiln` with `args`, which must succeed; its stdout.
+fn ok(args: &[&str]) -> String {
+    let (code, out, err) = kiln(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    out
+}
+
+/// The ids `kiln run` or `kiln interp` prints.
+fn run_ids(args: &[&str]) -> String {
+    ok(args).trim().to_string()
+}
+
+/// The token ids `kiln generate --kv-cache` prints for a fixed prompt.
+fn generated(vmfb: &Path) -> String {
+    let out = ok(&[
+        "generate",
+        s(vmfb),
+        "--kv-cache",
+        "--tokens",
+        "3,1,4,1,5",
+        "--max-new-tokens",
+        "8",
+    ]);
+    out.lines().next().unwrap_or_default().to_string()
+}
+
+/// The w8a8 export of the tiny fixture (forward and KV pair) in `dir`.
+fn export_into(dir: &Path) {
+    ok(&[
+        "export",
+        FIXTURE,
+        "--seq",
+        "8",
+        "--out",
+        s(dir),
+        "--name",
+        "m",
+        "--weights",
+        "w8a8",
+        "--kv-cache",
+        "--max-context",
+        "16",
+    ]);
+}
+
+/// How many entries an archive has, and how many distinct storage ranges.
+fn entries_and_stored(path: &Path) -> (usize, usize) {
+    let r = IrpaReader::open(path).unwrap();
+    let stored: BTreeSet<u64> = r
+        .entries()
+        .iter()
+        .filter_map(|e| match e.kind {
+            EntryKind::Data { offset, .. } => Some(offset),
+            _ => None,
+        })
+        .collect();
+    (r.entries().len(), stored.len())
+}
+
+#[test]
+fn packed_modules_give_the_same_ids_with_each_packed_weight_stored_once() {
+    let Some(tc) = common::toolchain() else {
+        return;
+    };
+    let a = tmpdir();
+    let a = a.path();
+    export_into(a);
+    let p = |d: &Path, f: &str| -> PathBuf { d.join(f) };
+
+    // The forward module on the host and on arm64 under qemu: the ids of
+    // the module packed at load and of the interpreter.
+    ok(&[
+        "compile",
+        s(&p(a, "m-gen.mlir")),
+        "-t",
+        "host,arm64",
+        "--pack",
+    ]);
+    for t in ["host", "arm64"] {
+        assert!(p(a, &format!("m-{t}.packed.irpa")).is_file(), "{t}");
+    }
+    let tokens = "3,1,4,1,5,9,2,6";
+    let interp = run_ids(&[
+        "interp",
+        s(&p(a, "m-gen.mlir")),
+        "--params",
+        s(&p(a, "m.irpa")),
+        "--tokens",
+        tokens,
+    ]);
+    assert_eq!(
+        run_ids(&["run", s(&p(a, "m-host.vmfb")), "--tokens", tokens]),
+        interp,
+        "host"
+    );
+    assert_eq!(
+        run_ids(&[
+            "run",
+            s(&p(a, "m-arm64.vmfb")),
+            "--emulate",
+            "arm64",
+            "--tokens",
+            tokens,
+        ]),
+        interp,
+        "arm64 under qemu"
+    );
+
+    // The KV pair: prefill and decode get two identical packed entries per
+    // weight from iree-compile; kiln stores each once. IREE's own tool
+    // reads the archive.
+    ok(&["compile", s(&p(a, "m-kv-gen.mlir")), "-t", "host", "--pack"]);
+    let packed = p(a, "m-kv-host.packed.irpa");
+    let (entries, stored) = entries_and_stored(&packed);
+    assert!(
+        entries >= 2 * 14 && stored * 2 == entries,
+        "{entries} entries, {stored} stored"
+    );
+    let dump = std::process::Command::new(tc.dump_parameters.as_ref().unwrap())
+        .arg(format!("--parameters=packed={}", s(&packed)))
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&dump.stdout);
+    assert!(
+        dump.status.success() && listed.contains(&format!("({entries} entries")),
+        "{listed}{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    // The manifest records the packing and the archive.
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p(a, "m.json")).unwrap()).unwrap();
+    let rec = &m["modules"]["m-kv-host.vmfb"];
+    assert_eq!(rec["pack"], true, "{rec}");
+    assert_eq!(rec["packed"]["path"], "m-kv-host.packed.irpa", "{rec}");
+    let sha = {
+        use sha2::Digest;
+        sha2::Sha256::digest(std::fs::read(&packed).unwrap())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    assert_eq!(rec["packed"]["sha256"].as_str().unwrap(), sha);
+    let packed_ids = generated(&p(a, "m-kv-host.vmfb"));
+
+    // The same export in another folder: byte-identical module and packed
+    // archive. Compiled again without --pack, the packed archive goes and
+    // the ids stay.
+    let b = tmpdir();
+    let b = b.path();
+    for f in ["m-kv-gen.mlir", "m.irpa", "m.json"] {
+        std::fs::copy(p(a, f), p(b, f)).unwrap();
+    }
+    ok(&["compile", s(&p(b, "m-kv-gen.mlir")), "-t", "host", "--pack"]);
+    for f in ["m-kv-host.vmfb", "m-kv-host.packed.irpa"] {
+        assert!(
+            std::fs::read(p(a, f)).unwrap() == std::fs::read(p(b, f)).unwrap(),
+            "{f} differs between two folders"
+        );
+    }
+    ok(&["compile", s(&p(b, "m-kv-gen.mlir")), "-t", "host"]);
+    assert!(!p(b, "m-kv-host.packed.irpa").exists());
+    assert_eq!(generated(&p(b, "m-kv-host.vmfb")), packed_ids);
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p(b, "m.json")).unwrap()).unwrap();
+    assert!(m["modules"]["m-kv-host.vmfb"].get("packed").is_none());
+
+    // kiln package carries each packed archive beside its module, and
+    // kiln verify checks the folder.
+    let assets = p(a, "assets");
+    ok(&[
+        "package",
+        s(&p(a, "m.json")),
+        "--no-tokenizer",
+        "--include-host",
+        "-o",
+        s(&assets),
+    ]);
+    let am: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p(&assets, "m.manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        am["modules"]["arm64-v8a"]["packed"], "m-arm64-v8a.packed.irpa",
+        "{am}"
+    );
+    assert_eq!(
+        am["kv"]["modules"]["host"]["packed"], "m-kv-host.packed.irpa",
+        "{am}"
+    );
+    assert!(p(&assets, "m-kv-host.packed.irpa").is_file());
+    ok(&["verify", s(&assets)]);
+    // A packed archive changed after packaging is a fault that names it.
+    let f = p(&assets, "m-kv-host.packed.irpa");
+    let mut bytes = std::fs::read(&f).unwrap();
+    let last = bytes.len() - 4096 - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&f, bytes).unwrap();
+    let (code, out, err) = kiln(&["verify", s(&assets)]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        (out.clone() + &err).contains("m-kv-host.packed.irpa"),
+        "{out}{err}"
+    );
+
+    // Vulkan has no CPU kernels to pack for: a usage error, no output.
+    let (code, _, err) = kiln(&["compile", s(&p(a, "m-gen.mlir")), "-t", "vulkan", "--pack"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--pack") && err.contains("vulkan"), "{err}");
+    assert!(!p(a, "m-vulkan.vmfb").exists());
+}
