@@ -224,3 +224,69 @@ fn packed_modules_give_the_same_ids_with_each_packed_weight_stored_once() {
     assert!(err.contains("--pack") && err.contains("vulkan"), "{err}");
     assert!(!p(a, "m-vulkan.vmfb").exists());
 }
+
+/// A tied embedding is gathered and is the LM head: `--pack` reads the
+/// head's side under a key of its own (`KEY#products`, the same bytes), so
+/// the head is packed at compile time too while the gather reads the
+/// export's archive, which the runtime session then maps. The ids stay those
+/// of the module packed at load.
+#[test]
+fn a_tied_head_is_packed_at_compile_time_and_the_gather_reads_the_archive() {
+    let Some(_tc) = common::toolchain() else {
+        return;
+    };
+    let a = tmpdir();
+    let a = a.path();
+    ok(&[
+        "export",
+        "tests/fixtures/hf/tiny-llama-tied-gqa",
+        "--seq",
+        "8",
+        "--out",
+        s(a),
+        "--name",
+        "m",
+        "--weights",
+        "fast",
+        "--kv-cache",
+        "--max-context",
+        "16",
+    ]);
+    let text = std::fs::read_to_string(a.join("m-kv-gen.mlir")).unwrap();
+    let module = kiln::graph::Module::parse(&text).unwrap();
+    let emb = "model.embed_tokens.weight.q8";
+    assert!(!kiln::iree::pack::packable_keys(&module).contains(&emb.to_string()));
+    let (split, pairs) = kiln::iree::pack::split_products(&module)
+        .unwrap()
+        .expect("a split");
+    let head = format!("{emb}{}", kiln::iree::pack::PRODUCTS_SUFFIX);
+    assert_eq!(pairs, vec![(head.clone(), emb.to_string())]);
+    let keys = kiln::iree::pack::packable_keys(&split);
+    assert!(
+        keys.contains(&head) && !keys.contains(&emb.to_string()),
+        "{keys:?}"
+    );
+
+    let b = tmpdir();
+    let b = b.path();
+    for f in ["m-kv-gen.mlir", "m.irpa", "m.json"] {
+        std::fs::copy(a.join(f), b.join(f)).unwrap();
+    }
+    ok(&["compile", s(&a.join("m-kv-gen.mlir")), "-t", "host"]);
+    ok(&[
+        "compile",
+        s(&b.join("m-kv-gen.mlir")),
+        "-t",
+        "host",
+        "--pack",
+    ]);
+    // Two entries (prefill, decode) per packed matrix, the head's included:
+    // 7 per layer and the head.
+    let (entries, stored) = entries_and_stored(&b.join("m-kv-host.packed.irpa"));
+    let layers = 2;
+    assert_eq!((entries, stored), (2 * (7 * layers + 1), 7 * layers + 1));
+    assert_eq!(
+        generated(&b.join("m-kv-host.vmfb")),
+        generated(&a.join("m-kv-host.vmfb"))
+    );
+}

@@ -90,9 +90,11 @@ pub struct Args {
     /// 65535 rows, is used in row chunks over the same archive entry, and
     /// larger KV caches are split into groups of layers. The default,
     /// 134217728 (2^27), is the storage-buffer range every Vulkan device
-    /// guarantees; 0 turns this off (CPU targets only).
-    #[arg(long, value_name = "BYTES", default_value_t = kiln::DecoderConfig::MAX_TENSOR_BYTES)]
-    pub max_tensor_bytes: u64,
+    /// guarantees; 0 turns this off (CPU targets only), the default of the
+    /// CPU-only forms (w8a8, w8a16, fast), whose whole tensors `kiln compile
+    /// --pack` can pack.
+    #[arg(long, value_name = "BYTES")]
+    pub max_tensor_bytes: Option<u64>,
     /// Print a JSON report on stdout instead of text (and no status lines).
     #[arg(long)]
     pub json: bool,
@@ -247,7 +249,15 @@ pub fn run(a: Args) -> Result<i32> {
         .constants(constants)
         .progress(super::progress::bars())
         .kv(kv)
-        .max_tensor_bytes(a.max_tensor_bytes);
+        .max_tensor_bytes(a.max_tensor_bytes.unwrap_or(
+            match matches!(
+                weights,
+                kiln::export::Weights::W8A8 | kiln::export::Weights::W8A16
+            ) {
+                true => 0,
+                false => kiln::DecoderConfig::MAX_TENSOR_BYTES,
+            },
+        ));
     opts.name = a.name;
     opts.function = a.function;
     let r = export(&ckpt, &opts)?;

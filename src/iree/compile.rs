@@ -88,7 +88,7 @@ pub(crate) fn compile_with(
         .tempfile_in(&dir)
         .map_err(|e| io(&dir, e))?;
     let text = std::fs::read_to_string(mlir).map_err(|e| io(mlir, e))?;
-    let text = match target {
+    let mut text = match target {
         Target::Vulkan { target: name } => lower_for_vulkan(text, mlir, name)?,
         _ => text,
     };
@@ -107,15 +107,39 @@ pub(crate) fn compile_with(
             ));
         }
         let parsed = crate::stablehlo::parse_module_full(&text).map_err(|e| e.with_file(mlir))?;
-        let keys = super::pack::packable_keys(&parsed.module);
+        let scope = parsed.scope.as_deref().unwrap_or("model").to_string();
+        let scratch = tempfile::Builder::new()
+            .prefix(".kiln-tmp-")
+            .tempdir_in(&dir)
+            .map_err(|e| io(&dir, e))?;
+        let mut archives = vec![archive.to_path_buf()];
+        // A tied embedding's products read it under a key of their own,
+        // imported from a scratch archive of those bytes.
+        let split =
+            super::pack::split_products(&parsed.module).map_err(|source| IreeError::Lowering {
+                mlir: mlir.to_path_buf(),
+                source,
+            })?;
+        let module = match split {
+            Some((module, pairs)) => {
+                let extra_archive = scratch.path().join("products.irpa");
+                super::pack::write_split_archive(archive, &pairs, &extra_archive).map_err(|e| {
+                    IreeError::Pack {
+                        module: out.to_path_buf(),
+                        source: Box::new(e),
+                    }
+                })?;
+                archives.push(extra_archive);
+                text = module.print(&parsed.print_options(), None)?;
+                module
+            }
+            None => parsed.module,
+        };
+        let keys = super::pack::packable_keys(&module);
         if !keys.is_empty() {
-            let scratch = tempfile::Builder::new()
-                .prefix(".kiln-tmp-")
-                .tempdir_in(&dir)
-                .map_err(|e| io(&dir, e))?;
             let path = scratch.path().join("packed.irpa");
-            let scope = parsed.scope.as_deref().unwrap_or("model");
-            flags = super::flags::pack_flags(archive, scope, &keys, &path);
+            let archives: Vec<&Path> = archives.iter().map(PathBuf::as_path).collect();
+            flags = super::flags::pack_flags(&archives, &scope, &keys, &path);
             export = Some((scratch, path));
         }
     }

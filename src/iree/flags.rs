@@ -439,21 +439,22 @@ pub const AARCH64_WHEEL_PLATFORM: &str = "manylinux_2_28_aarch64";
 /// Python version tag of the aarch64 runtime wheel used under qemu.
 pub const AARCH64_WHEEL_PYTHON: &str = "3.11";
 
-/// The iree-compile flags that pack `keys` of `archive` (scope `scope`)
+/// The iree-compile flags that pack `keys` of `archives` (scope `scope`)
 /// at compile time into `export`: the keys are imported into the compile
 /// (nothing else), and every packed constant goes to `export` under
 /// [`PACKED_SCOPE`](super::pack::PACKED_SCOPE).
 pub(crate) fn pack_flags(
-    archive: &Path,
+    archives: &[&Path],
     scope: &str,
     keys: &[String],
     export: &Path,
 ) -> Vec<String> {
-    let mut flags = vec![
-        format!("--iree-parameter-import={scope}={}", archive.display()),
-        // 0: no import by size; only the keys below.
-        "--iree-parameter-import-maximum-size=0".to_string(),
-    ];
+    let mut flags: Vec<String> = archives
+        .iter()
+        .map(|a| format!("--iree-parameter-import={scope}={}", a.display()))
+        .collect();
+    // 0: no import by size; only the keys below.
+    flags.push("--iree-parameter-import-maximum-size=0".to_string());
     flags.extend(
         keys.iter()
             .map(|k| format!("--iree-parameter-import-keys={k}")),

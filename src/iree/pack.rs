@@ -8,7 +8,7 @@
 //! for every weight, and a runtime that maps the archive holds their bytes
 //! once. Nothing is packed at load.
 
-use crate::graph::{Module, Op};
+use crate::graph::{Graph, GraphError, Module, Node, Op, Value};
 use crate::params::irpa::{EntrySpec, IrpaReader, IrpaWriter};
 use crate::params::{ParamsError, TensorWriter};
 use std::collections::HashMap;
@@ -31,36 +31,46 @@ pub fn packed_archive(vmfb: &Path) -> PathBuf {
     vmfb.with_file_name(format!("{stem}.packed.irpa"))
 }
 
+/// Whether every use of node `i` ends in a product operand through
+/// conversions, reshapes and transposes (and there is at least one use).
+fn to_dots(i: usize, nodes: &[Node], users: &[Vec<usize>]) -> bool {
+    !users[i].is_empty()
+        && users[i].iter().all(|&u| match nodes[u].op {
+            Op::DotGeneral(_) => true,
+            Op::Convert | Op::Reshape | Op::Transpose { .. } => to_dots(u, nodes, users),
+            _ => false,
+        })
+}
+
+/// Each node's users, by index.
+fn users_of(g: &Graph) -> Vec<Vec<usize>> {
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); g.nodes().len()];
+    for (i, n) in g.nodes().iter().enumerate() {
+        for a in &n.args {
+            users[a.index()].push(i);
+        }
+    }
+    users
+}
+
 /// The keys of the whole-entry parameters whose every use, in every
 /// function, reaches a `dot_general` operand through element conversions,
 /// reshapes and transposes only: the weights IREE packs for its matrix
-/// kernels, in the module's order. A parameter that is also gathered (a
-/// tied embedding), widened with integer ops (`keep`), sliced, or used
-/// elementwise (a norm, a per-row scale) is left out: imported, its raw
-/// bytes would be compiled into the module.
+/// kernels, in the module's order. A parameter that is also gathered, widened
+/// with integer ops (`keep`), sliced, or used elementwise (a norm, a per-row
+/// scale) is left out: imported, its raw bytes would be compiled into the
+/// module. ([`split_products`] first gives a tied embedding's products a key
+/// of their own.)
 pub fn packable_keys(module: &Module) -> Vec<String> {
     let mut ok: HashMap<&str, bool> = HashMap::new();
     let mut order: Vec<&str> = Vec::new();
     for g in &module.functions {
         let nodes = g.nodes();
-        let mut users: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-        for (i, n) in nodes.iter().enumerate() {
-            for a in &n.args {
-                users[a.0 as usize].push(i);
-            }
-        }
-        // Whether every use of node `i` ends in a product operand (and
-        // there is at least one).
-        fn to_dots(i: usize, nodes: &[crate::graph::Node], users: &[Vec<usize>]) -> bool {
-            !users[i].is_empty()
-                && users[i].iter().all(|&u| match nodes[u].op {
-                    Op::DotGeneral(_) => true,
-                    Op::Convert | Op::Reshape | Op::Transpose { .. } => to_dots(u, nodes, users),
-                    _ => false,
-                })
-        }
+        let users = users_of(g);
         for (i, n) in nodes.iter().enumerate() {
             if let Op::Parameter { key, offset } = &n.op {
+                // A row-chunk slice is left out: iree-compile 3.13 crashes
+                // importing one (SIGSEGV in `raw_inplace_ostream::write_impl`).
                 let good = offset.is_none() && to_dots(i, nodes, &users);
                 match ok.get_mut(key.as_str()) {
                     Some(v) => *v &= good,
@@ -77,6 +87,137 @@ pub fn packable_keys(module: &Module) -> Vec<String> {
         .filter(|k| ok[k])
         .map(str::to_string)
         .collect()
+}
+
+/// The suffix of the key [`split_products`] gives a parameter's products.
+pub const PRODUCTS_SUFFIX: &str = "#products";
+
+/// A module whose products read split keys, and the (new key, original key)
+/// pairs ([`split_products`]).
+pub type Split = (Module, Vec<(String, String)>);
+
+/// `module` with each whole-entry parameter that feeds both products and
+/// other ops (a tied embedding: gathered, and the LM head) read under a
+/// second key, `KEY#products`, on its product paths: the same bytes, so the
+/// products' side becomes packable while the gather keeps reading `KEY`.
+/// Returns the module and the (new key, original key) pairs; `None` when no
+/// parameter is split.
+pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
+    let mut split: Vec<(String, String)> = Vec::new();
+    let mut out = module.clone();
+    out.functions.clear();
+    for f in &module.functions {
+        let nodes = f.nodes();
+        let users = users_of(f);
+        // Parameters with both kinds of use.
+        let mixed: Vec<bool> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                matches!(n.op, Op::Parameter { offset: None, .. })
+                    && !to_dots(i, nodes, &users)
+                    && users[i].iter().any(|&u| match nodes[u].op {
+                        Op::DotGeneral(_) => true,
+                        Op::Convert | Op::Reshape | Op::Transpose { .. } => {
+                            to_dots(u, nodes, &users)
+                        }
+                        _ => false,
+                    })
+            })
+            .collect();
+        if !mixed.iter().any(|&m| m) {
+            out.functions.push(f.clone());
+            continue;
+        }
+        let mut g = Graph::new(f.name.clone());
+        let mut map: Vec<Value> = Vec::with_capacity(nodes.len());
+        // The products' parameter of each mixed node, once made.
+        let mut second: HashMap<usize, Value> = HashMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            let v = match &n.op {
+                Op::Input { .. } => g.input(n.ty.clone()),
+                op => {
+                    let mut args = Vec::with_capacity(n.args.len());
+                    for a in &n.args {
+                        let ai = a.index();
+                        let product_path = match op {
+                            Op::DotGeneral(_) => true,
+                            Op::Convert | Op::Reshape | Op::Transpose { .. } => {
+                                to_dots(i, nodes, &users)
+                            }
+                            _ => false,
+                        };
+                        if mixed[ai] && product_path {
+                            let Op::Parameter { key, .. } = &nodes[ai].op else {
+                                unreachable!("only parameters are mixed")
+                            };
+                            let new_key = format!("{key}{PRODUCTS_SUFFIX}");
+                            if !split.iter().any(|(k, _)| *k == new_key) {
+                                split.push((new_key.clone(), key.clone()));
+                            }
+                            let p = match second.get(&ai) {
+                                Some(&p) => p,
+                                None => {
+                                    let p = g.parameter(&new_key, nodes[ai].ty.clone())?;
+                                    second.insert(ai, p);
+                                    p
+                                }
+                            };
+                            args.push(p);
+                        } else {
+                            args.push(map[ai]);
+                        }
+                    }
+                    g.push(op.clone(), &args, n.ty.clone())
+                }
+            };
+            map.push(v);
+        }
+        let outputs: Vec<Value> = f.outputs().iter().map(|o| map[o.index()]).collect();
+        g.set_outputs(&outputs);
+        for &(arg, result) in f.output_storage() {
+            let input = g.inputs()[arg];
+            g.store_output_in_input(result, input)?;
+        }
+        out.functions.push(g);
+    }
+    Ok((!split.is_empty()).then_some((out, split)))
+}
+
+/// Writes `out`, an archive of the `(new key, original key)` pairs of
+/// [`split_products`]: each new key with the bytes of its original in
+/// `archive`, for iree-compile to import beside it.
+pub(crate) fn write_split_archive(
+    archive: &Path,
+    pairs: &[(String, String)],
+    out: &Path,
+) -> Result<(), ParamsError> {
+    let reader = IrpaReader::open(archive)?;
+    let mut specs = Vec::new();
+    let mut data = Vec::new();
+    for (new_key, key) in pairs {
+        let bytes = reader
+            .get(key)
+            .ok_or_else(|| ParamsError::NotFound {
+                file: archive.to_path_buf(),
+                tensor: key.clone(),
+            })?
+            .expand()
+            .map_err(|_| {
+                ParamsError::io(
+                    archive,
+                    std::io::Error::new(std::io::ErrorKind::OutOfMemory, key.clone()),
+                )
+            })?;
+        specs.push(EntrySpec::data(new_key.clone(), bytes.len() as u64));
+        data.push((new_key, bytes));
+    }
+    let mut w = IrpaWriter::new(out, specs)?;
+    for (k, b) in data {
+        w.write_tensor(k, &b)?;
+    }
+    w.finish()?;
+    Ok(())
 }
 
 /// What [`share_duplicates`] wrote.

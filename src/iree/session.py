@@ -4,7 +4,7 @@
 #
 # Arguments: VMFB PARAMS SPEC; SPEC is one JSON object (session.rs builds it
 # in runner_args): packed (the packed archive of `kiln compile --pack`, or
-# null), scope, device, task_groups (null: IREE's default), seq, and
+# null), map_params (map the archive, not read it), scope, device, task_groups (null: IREE's default), seq, and
 # "function" (redecode) or "kv": {functions: [[prefill, decode], ...] (one
 # pair per attention span, the pair over all N positions last), caches:
 # [{shape, dtype}]}.
@@ -37,7 +37,13 @@ index = rt.ParameterIndex()
 # chunks of a large embedding) and every chunk reads the entry's first
 # bytes. iree-run-module reads slices right; so does this mode, at the same
 # decode speed and memory (spec/vulkan-limits.md).
-index.load(params, mode="file_async")
+# With `map_params` (a module packed at compile time that reads no slice
+# past an entry's start: session.rs checks), the archive is mapped instead:
+# only the pages the module reads (a gathered embedding's rows) are resident.
+if spec.get("map_params"):
+    index.load(params)
+else:
+    index.load(params, mode="file_async")
 providers = [index.create_provider(scope=spec["scope"])]
 if spec.get("packed"):
     # A module compiled with `kiln compile --pack` reads its packed weights

@@ -86,10 +86,11 @@ enum Program<'a> {
 /// parameter file (paths, passed as they are), then everything else as
 /// one JSON object (the one place the wire format is built; session.py
 /// reads it).
-fn runner_args(spec: &SessionSpec, program: &Program) -> [std::ffi::OsString; 3] {
+fn runner_args(spec: &SessionSpec, program: &Program, map_params: bool) -> [std::ffi::OsString; 3] {
     let packed = super::pack::packed_archive(&spec.vmfb);
     let mut wire = serde_json::json!({
         "packed": packed.is_file().then(|| packed.to_string_lossy().into_owned()),
+        "map_params": map_params,
         "scope": spec.scope,
         "device": spec.device.name(),
         "task_groups": spec.task_groups,
@@ -139,10 +140,18 @@ impl Runner {
         let py = venv_python(tc).ok_or_else(|| IreeError::NoSessionVenv {
             run_module: tc.run_module.clone(),
         })?;
+        // A module packed at compile time reads from the archive only what
+        // is not packed (a gathered embedding's rows, norms, scales): mapped,
+        // only the pages read are resident. Not when the module reads a
+        // parameter slice past an entry's start, which the mapped mode of
+        // iree-base-runtime 3.13 reads from the entry's start (session.py).
+        let map_params = super::pack::packed_archive(&spec.vmfb).is_file()
+            && super::inspect::inspect_module(tc, &spec.vmfb)
+                .is_ok_and(|m| m.parameters.iter().all(|r| r.offset == 0));
         let mut child = Command::new(&py)
             .arg("-c")
             .arg(SCRIPT)
-            .args(runner_args(spec, program))
+            .args(runner_args(spec, program, map_params))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -407,7 +416,7 @@ mod tests {
             .unwrap()
             .spans(vec![crate::step::KvSpan::new(4, "prefill_4", "decode_4")])
             .unwrap();
-        let [vmfb, params, wire] = runner_args(&spec, &Program::Kv(&kv));
+        let [vmfb, params, wire] = runner_args(&spec, &Program::Kv(&kv), false);
         assert_eq!(
             (vmfb.to_str(), params.to_str()),
             (Some("m.vmfb"), Some("m.irpa"))
@@ -416,7 +425,7 @@ mod tests {
         assert_eq!(
             wire,
             serde_json::json!({
-                "packed": null, "scope": "model", "device": "local-task", "task_groups": 2, "seq": 4,
+                "packed": null, "map_params": false, "scope": "model", "device": "local-task", "task_groups": 2, "seq": 4,
                 "kv": {"functions": [["prefill_4", "decode_4"], ["prefill", "decode"]], "caches": [
                     {"shape": [2, 1, 8, 4], "dtype": "bf16"},
                     {"shape": [2, 1, 8, 4], "dtype": "bf16"},
@@ -430,12 +439,13 @@ mod tests {
                 function: "m",
                 seq: 8,
             },
+            false,
         );
         let wire: serde_json::Value = serde_json::from_str(wire.to_str().unwrap()).unwrap();
         assert_eq!(
             wire,
             serde_json::json!({
-                "packed": null, "scope": "model", "device": "vulkan", "task_groups": null,
+                "packed": null, "map_params": false, "scope": "model", "device": "vulkan", "task_groups": null,
                 "function": "m", "seq": 8,
             })
         );
