@@ -40,8 +40,9 @@ pub struct Args {
     /// CPU targets: pack the weights of the matrix products while
     /// compiling, into `NAME-<target>.packed.irpa` beside the module (each
     /// packed tensor stored once), instead of at every load: for a KV
-    /// module about half the resident memory at the same speed (SmolLM2
-    /// w8a8: 205 vs 310 MB; spec/iree.md). Reads the export's `NAME.irpa`.
+    /// module 55-65 % of the resident memory at the same speed (SmolLM2
+    /// --weights fast: 196 vs 319 MB; spec/iree.md). Reads the export's
+    /// `NAME.irpa`.
     #[arg(long, conflicts_with = "low_memory")]
     pub pack: bool,
     /// Use the IREE venv (or tool directory) at DIR.
