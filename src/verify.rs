@@ -214,6 +214,8 @@ struct ModuleToCheck<'m> {
     /// Its packed archive (`kiln compile --pack`), read under scope
     /// `packed`.
     packed: Option<String>,
+    /// The sha256 the manifest records for the packed archive.
+    packed_sha256: Option<&'m str>,
 }
 
 impl<'a> Check<'a> {
@@ -270,6 +272,7 @@ impl<'a> Check<'a> {
                 compiled: e.compiled.as_ref(),
                 sha256: sha(&e.path),
                 packed: e.packed.clone(),
+                packed_sha256: e.packed.as_deref().and_then(sha),
             })
             .collect();
         if let Some(kv) = &m.kv {
@@ -280,6 +283,7 @@ impl<'a> Check<'a> {
                 compiled: e.compiled.as_ref(),
                 sha256: sha(&e.path),
                 packed: e.packed.clone(),
+                packed_sha256: e.packed.as_deref().and_then(sha),
             }));
         }
         let packed = modules.iter().filter_map(|x| x.packed.as_ref());
@@ -347,6 +351,7 @@ impl<'a> Check<'a> {
                 compiled: Some(&rec.compile),
                 sha256: Some(rec.sha256.as_str()),
                 packed: rec.packed.as_ref().map(|p| p.path.clone()),
+                packed_sha256: rec.packed.as_ref().map(|p| p.sha256.as_str()),
             })
             .collect();
         for target in crate::iree::flags::TARGET_NAMES {
@@ -368,6 +373,7 @@ impl<'a> Check<'a> {
                         vulkan: matches!(t, Target::Vulkan { .. }),
                         compiled: None,
                         sha256: None,
+                        packed_sha256: None,
                     });
                 }
             }
@@ -669,7 +675,12 @@ impl<'a> Check<'a> {
                 extra,
                 pack.as_deref(),
             ) {
-                Ok(()) => self.compare(&module.file, sha, &out),
+                Ok(()) => {
+                    self.compare(&module.file, sha, &out);
+                    if let (Some(p), Some(psha)) = (&module.packed, module.packed_sha256) {
+                        self.compare(p, psha, &crate::iree::pack::packed_archive(&out));
+                    }
+                }
                 Err(e) => self.fault(&module.file, format!("the compile failed again: {e}")),
             }
         }

@@ -57,7 +57,9 @@ fn fixture() -> Option<&'static Fixture> {
         let mlir = s(&export.join("t-gen.mlir"));
         let kv_mlir = s(&export.join("t-kv-gen.mlir"));
         run(&["compile", &mlir, "-t", "arm64", "-q"]);
-        run(&["compile", &kv_mlir, "-t", "arm64", "-q"]);
+        // Packed at compile time: its packed archive is packaged, checked
+        // and rebuilt too.
+        run(&["compile", &kv_mlir, "-t", "arm64", "--pack", "-q"]);
         run(&[
             "package",
             &s(&export.join("t.json")),
@@ -132,9 +134,10 @@ fn fresh_package_and_export_pass() {
     let report: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
     assert_eq!(report["passed"], true);
     assert_eq!(report["models"][0]["kind"], "assets");
-    // The forward and the KV module, and the archive, the manifest lists.
+    // The forward and the KV module, the archive and the KV module's
+    // packed archive, the manifest lists.
     assert_eq!(report["models"][0]["modules"], 2);
-    assert_eq!(report["models"][0]["files"], 3);
+    assert_eq!(report["models"][0]["files"], 4);
 }
 
 #[test]
@@ -217,7 +220,12 @@ fn rebuild_reproduces_the_package_byte_for_byte() {
         .iter()
         .filter_map(|v| v.as_str())
         .collect();
-    for file in ["t.irpa", "t-arm64-v8a.vmfb", "t-kv-arm64-v8a.vmfb"] {
+    for file in [
+        "t.irpa",
+        "t-arm64-v8a.vmfb",
+        "t-kv-arm64-v8a.vmfb",
+        "t-kv-arm64-v8a.packed.irpa",
+    ] {
         assert!(rebuilt.contains(&file), "{file} not rebuilt: {out}");
     }
     assert_eq!(report["models"][0]["not_rebuilt"], serde_json::json!([]));
