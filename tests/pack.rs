@@ -41,11 +41,12 @@ fn generated(vmfb: &Path) -> String {
     out.lines().next().unwrap_or_default().to_string()
 }
 
-/// The w8a8 export of the tiny fixture (forward and KV pair) in `dir`.
-fn export_into(dir: &Path) {
+/// The `weights` export of the tiny checkpoint `ckpt` (forward and KV
+/// pair, SEQ 8, N 16) in `dir`, named `m`.
+fn export_into(dir: &Path, ckpt: &str, weights: &str) {
     ok(&[
         "export",
-        FIXTURE,
+        ckpt,
         "--seq",
         "8",
         "--out",
@@ -53,7 +54,7 @@ fn export_into(dir: &Path) {
         "--name",
         "m",
         "--weights",
-        "w8a8",
+        weights,
         "--kv-cache",
         "--max-context",
         "16",
@@ -81,7 +82,7 @@ fn packed_modules_give_the_same_ids_with_each_packed_weight_stored_once() {
     };
     let a = tmpdir();
     let a = a.path();
-    export_into(a);
+    export_into(a, FIXTURE, "w8a8");
     let p = |d: &Path, f: &str| -> PathBuf { d.join(f) };
 
     // The forward module on the host and on arm64 under qemu: the ids of
@@ -237,21 +238,7 @@ fn a_tied_head_is_packed_at_compile_time_and_the_gather_reads_the_archive() {
     };
     let a = tmpdir();
     let a = a.path();
-    ok(&[
-        "export",
-        "tests/fixtures/hf/tiny-llama-tied-gqa",
-        "--seq",
-        "8",
-        "--out",
-        s(a),
-        "--name",
-        "m",
-        "--weights",
-        "fast",
-        "--kv-cache",
-        "--max-context",
-        "16",
-    ]);
+    export_into(a, "tests/fixtures/hf/tiny-llama-tied-gqa", "fast");
     let text = std::fs::read_to_string(a.join("m-kv-gen.mlir")).unwrap();
     let module = kiln::graph::Module::parse(&text).unwrap();
     let emb = "model.embed_tokens.weight.q8";

@@ -173,12 +173,7 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
             };
             map.push(v);
         }
-        let outputs: Vec<Value> = f.outputs().iter().map(|o| map[o.index()]).collect();
-        g.set_outputs(&outputs);
-        for &(arg, result) in f.output_storage() {
-            let input = g.inputs()[arg];
-            g.store_output_in_input(result, input)?;
-        }
+        g.set_outputs_as(f, &map)?;
         out.functions.push(g);
     }
     Ok((!split.is_empty()).then_some((out, split)))

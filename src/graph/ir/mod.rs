@@ -147,6 +147,19 @@ impl Graph {
         self.output_storage.clear();
     }
 
+    /// For a graph rebuilt node by node from `f` (`map`: the new value of
+    /// each of `f`'s nodes, by index): `f`'s outputs and output storages,
+    /// mapped. Arguments must have been added in `f`'s order.
+    pub(crate) fn set_outputs_as(&mut self, f: &Graph, map: &[Value]) -> Result<(), GraphError> {
+        let outputs: Vec<Value> = f.outputs().iter().map(|o| map[o.index()]).collect();
+        self.set_outputs(&outputs);
+        for &(arg, result) in f.output_storage() {
+            let input = self.inputs[arg];
+            self.store_output_in_input(result, input)?;
+        }
+        Ok(())
+    }
+
     /// Makes argument `input`'s buffer the storage of result `output`
     /// (see [`Graph::output_storage`]). Call after [`Graph::set_outputs`]:
     /// both must have one type, and neither may be given twice.

@@ -199,12 +199,7 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
         };
         map.push(v);
     }
-    let outputs: Vec<Value> = f.outputs().iter().map(|o| map[o.index()]).collect();
-    g.set_outputs(&outputs);
-    for &(arg, result) in f.output_storage() {
-        let input = g.inputs()[arg];
-        g.store_output_in_input(result, input)?;
-    }
+    g.set_outputs_as(f, &map)?;
     Ok(g)
 }
 
