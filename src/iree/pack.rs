@@ -34,12 +34,17 @@ pub fn packed_archive(vmfb: &Path) -> PathBuf {
 /// Whether every use of node `i` ends in a product operand through
 /// conversions, reshapes and transposes (and there is at least one use).
 fn to_dots(i: usize, nodes: &[Node], users: &[Vec<usize>]) -> bool {
-    !users[i].is_empty()
-        && users[i].iter().all(|&u| match nodes[u].op {
-            Op::DotGeneral(_) => true,
-            Op::Convert | Op::Reshape | Op::Transpose { .. } => to_dots(u, nodes, users),
-            _ => false,
-        })
+    !users[i].is_empty() && users[i].iter().all(|&u| on_product_path(u, nodes, users))
+}
+
+/// Whether node `u`, as a user, leads only to products: a `dot_general`,
+/// or a conversion, reshape or transpose whose every use does.
+fn on_product_path(u: usize, nodes: &[Node], users: &[Vec<usize>]) -> bool {
+    match nodes[u].op {
+        Op::DotGeneral(_) => true,
+        Op::Convert | Op::Reshape | Op::Transpose { .. } => to_dots(u, nodes, users),
+        _ => false,
+    }
 }
 
 /// Each node's users, by index.
@@ -116,13 +121,7 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
             .map(|(i, n)| {
                 matches!(n.op, Op::Parameter { offset: None, .. })
                     && !to_dots(i, nodes, &users)
-                    && users[i].iter().any(|&u| match nodes[u].op {
-                        Op::DotGeneral(_) => true,
-                        Op::Convert | Op::Reshape | Op::Transpose { .. } => {
-                            to_dots(u, nodes, &users)
-                        }
-                        _ => false,
-                    })
+                    && users[i].iter().any(|&u| on_product_path(u, nodes, &users))
             })
             .collect();
         if !mixed.iter().any(|&m| m) {
@@ -137,16 +136,11 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
             let v = match &n.op {
                 Op::Input { .. } => g.input(n.ty.clone()),
                 op => {
+                    let product_path = n.args.iter().any(|a| mixed[a.index()])
+                        && on_product_path(i, nodes, &users);
                     let mut args = Vec::with_capacity(n.args.len());
                     for a in &n.args {
                         let ai = a.index();
-                        let product_path = match op {
-                            Op::DotGeneral(_) => true,
-                            Op::Convert | Op::Reshape | Op::Transpose { .. } => {
-                                to_dots(i, nodes, &users)
-                            }
-                            _ => false,
-                        };
                         if mixed[ai] && product_path {
                             let Op::Parameter { key, .. } = &nodes[ai].op else {
                                 unreachable!("only parameters are mixed")

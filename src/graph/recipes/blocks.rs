@@ -150,9 +150,9 @@ impl Graph {
 
     /// `x · Wᵀ` as [`Graph::linear_w8a8`], with each row of `x` carried by
     /// two i8 terms (`--weights w8a16`): `x ≈ s₁·q₁ + s₂·q₂`, where `q₁` is
-    /// `x` rounded as in `linear_w8a8` and `q₂` the rounding error
-    /// `x − s₁·q₁` rounded the same way (its own scale `max|r|/127`), so the
-    /// activations keep about 15 bits. Both terms go through one i8 × i8 →
+    /// `x` rounded as in `linear_w8a8` and `q₂ = round((x/s₁ − q₁)·254)`
+    /// the rounding error with the fixed scale `s₂ = s₁/254` (`x/s₁ − q₁`
+    /// lies in [−½, ½]), so the activations keep about 15 bits. Both terms go through one i8 × i8 →
     /// i32 product (stacked as `[2·S, in]`, one read of the weights), and
     /// the result is `(s₁·(q₁·Wᵀ) + s₂·(q₂·Wᵀ))` times the weight row's
     /// scale. Only the weights' rounding to i8 per row is lossy.
@@ -235,8 +235,8 @@ impl Graph {
         let shape = self.ty(x).shape.to_vec();
         let a = self.unary(UnaryOp::Abs, x)?;
         let amax = self.reduce(a, ReduceKind::Max, &[1])?;
-        let inv127 = self.splat_like(amax, 127.0)?;
-        let sx = self.div(amax, inv127)?;
+        let k127 = self.splat_like(amax, 127.0)?;
+        let sx = self.div(amax, k127)?;
         let tiny = self.splat_like(sx, f32::MIN_POSITIVE as f64)?;
         let sx = self.max(sx, tiny)?;
         let sxb = self.broadcast_in_dim(sx, &shape, &[0])?;
