@@ -30,6 +30,11 @@ the same windows):
          c from 5 rounds of alternating row/column max normalization; x·c
          rounded as w8a16's activations): not a kiln form, a measured next
          step (spec/quantized-weights.md)
+  w8a16mse  w8a16 with each weight row's scale chosen (max|w|/127 times
+         0.50..1.00) for the least squared rounding error
+  w8a16w16=PAT[+PAT...]  w8a16, with the matrices whose module name
+         contains a PAT carrying their weights in two i8 terms too, as
+         kiln's `--weights w16a16` (r2 = round((w/s - r1)*254), scale s/254)
 
 Measured 2026-12-03 (torch 2.15.0, transformers 5.24.0, CPU): f32 73/73,
 w8a8 66/73, llama 71/73, blkc 67/73, blkc128 69/73, a256 68/73 (kiln's own
@@ -43,6 +48,9 @@ spec/quantized-weights.md` at commit a701e12 (767 and 768 non-tie
 positions): SmolLM2 w8a8 630, w8 732, a8 655, w8a16 732, w8a16sk 733,
 llama 730; Gemma 3 w8a8 613, w8a16 711, w8a16sk 724, llama 725
 (spec/quantized-weights.md, "--weights w8a16").
+Measured 2026-12-03 22:00 (torch 2.15.0, transformers 5.25.0, the same text):
+Gemma 3 w8a16w16=down_proj 735/768 (fixture 14/16), w8a16w16=mlp 733,
+w8a16mse 706; SmolLM2 w8a16w16=down_proj 741/767 (fixture 69/73).
 This is a simulation of llama.cpp's rounding, not llama.cpp itself.
 
 Usage: ~/.cache/kiln/torch-venv/bin/python scripts/sim_activation_rounding.py
@@ -81,6 +89,26 @@ def blocks_q8(x):
     inv = torch.where(d == 0, torch.zeros_like(d), 1.0 / d)
     q = torch.sign(b * inv) * torch.floor((b * inv).abs() + 0.5)
     return (q * d.half().float()).reshape(sh)
+
+
+def rows_i8_mse(t):
+    """rows_i8 with each row's scale the one of max|w|/127 * f, f in
+    0.50..1.00 by 0.01, that rounds the row with the least squared error."""
+    amax = t.abs().amax(dim=-1, keepdim=True)
+    best_q, best_s, best_e = None, None, None
+    for i in range(50, 101):
+        s = amax * (i / 100) / 127
+        s = torch.where(s == 0, torch.ones_like(s), s)
+        q = torch.round(t / s).clamp(-127, 127)
+        e = ((q * s - t) ** 2).sum(-1, keepdim=True)
+        if best_e is None:
+            best_q, best_s, best_e = q, s, e
+        else:
+            better = e < best_e
+            best_q = torch.where(better, q, best_q)
+            best_s = torch.where(better, s, best_s)
+            best_e = torch.where(better, e, best_e)
+    return best_q, best_s
 
 
 def two_terms(x):
@@ -123,6 +151,11 @@ def main():
     ap.add_argument("--model", choices=sorted(MODELS), default="smollm2")
     ap.add_argument("--modes", default=MODES)
     ap.add_argument("--text", nargs="*", default=[])
+    ap.add_argument(
+        "--dump-text",
+        metavar="JSON",
+        help="write the text windows (input, f32 argmax, margin) to JSON and stop",
+    )
     args = ap.parse_args()
     gguf_dir, gguf = MODELS[args.model]
     model = AutoModelForCausalLM.from_pretrained(
@@ -142,6 +175,20 @@ def main():
                 top = logits.topk(2, -1).values
                 windows.append((w, logits.argmax(-1).tolist(), (top[:, 0] - top[:, 1]).tolist()))
         cases.append(("text", windows))
+        if args.dump_text:
+            rows = [{"input": w, "argmax": a, "margin": m} for w, a, m in windows]
+            out = {
+                "model": gguf,
+                "text": [Path(f).name for f in args.text],
+                "reference": "transformers f32, eager attention, the GGUF dequantized",
+                "windows": rows,
+            }
+            with open(args.dump_text, "w") as f:
+                json.dump(out, f)
+                f.write("\n")
+            return
+    for name, mod in model.named_modules():
+        mod._sim_name = name
     linear = torch.nn.Linear.forward
     mode = {"now": None}
 
@@ -176,6 +223,27 @@ def main():
                 setattr(self, key, (c, *rows_i8(self.weight / c)))
             c, qw, sw = getattr(self, key)
             q1, s1, q2, s2 = two_terms(x * c)
+            y = ((q1 @ qw.T) * s1 + (q2 @ qw.T) * s2) * sw.T
+        elif mode["now"] == "w8a16mse":
+            key = "_sim_w8a16mse"
+            if not hasattr(self, key):
+                setattr(self, key, rows_i8_mse(self.weight))
+            qw, sw = getattr(self, key)
+            q1, s1, q2, s2 = two_terms(x)
+            y = ((q1 @ qw.T) * s1 + (q2 @ qw.T) * s2) * sw.T
+        elif (mode["now"] or "").startswith("w8a16w16="):
+            # w8a16, but the matrices named by the mode's patterns (joined
+            # by "+") carry their weights in two i8 terms too.
+            pats = mode["now"].split("=", 1)[1].split("+")
+            key = f"_sim_{mode['now']}"
+            if not hasattr(self, key):
+                qw, sw = rows_i8(self.weight)
+                if any(p in self._sim_name for p in pats):
+                    r = torch.round((self.weight / sw - qw) * 254)
+                    qw = qw + r / 254
+                setattr(self, key, (qw, sw))
+            qw, sw = getattr(self, key)
+            q1, s1, q2, s2 = two_terms(x)
             y = ((q1 @ qw.T) * s1 + (q2 @ qw.T) * s2) * sw.T
         elif mode["now"] == "a256":
             x = torch.cat([q * s for q, s in chunks_i8(x, 256)], dim=-1)

@@ -387,15 +387,21 @@ fn keep_weights_kv_matches_transformers_in_the_interpreter_and_on_the_host() {
 }
 
 /// `--weights w8a8` (i8 matrices, activations rounded to i8 per row at
-/// each product) and `w8a16` (two i8 terms per row): each position's row
-/// is rounded on its own, so the KV
+/// each product), `w8a16` (two i8 terms per row), `w8a16e` (its embedding
+/// rows in two terms) and `w16a16` (two terms on both sides): each
+/// position's row is rounded on its own, so the KV
 /// pair, teacher-forced in the interpreter and on the host, predicts the
 /// redecode forward's ids at every position (the interpreter's reading of
 /// the forward module; its agreement with transformers is
 /// tests/quantized.rs's).
 #[test]
-fn w8a8_and_w8a16_kv_match_their_redecode_forward() {
-    for weights in [Weights::W8A8, Weights::W8A16] {
+fn i8_forms_kv_match_their_redecode_forward() {
+    for weights in [
+        Weights::W8A8,
+        Weights::W8A16,
+        Weights::W8A16E,
+        Weights::W16A16,
+    ] {
         i8_rows_kv_matches_its_redecode_forward(weights);
     }
 }

@@ -230,7 +230,8 @@ fn packed_modules_give_the_same_ids_with_each_packed_weight_stored_once() {
 /// head's side under a key of its own (`KEY#products`, the same bytes), so
 /// the head is packed at compile time too while the gather reads the
 /// export's archive, which the runtime session then maps. The ids stay those
-/// of the module packed at load.
+/// of the module packed at load. With `--weights w8a16e` the gather also
+/// reads the rows' second term (`KEY.q8lo`), which the head does not.
 #[test]
 fn a_tied_head_is_packed_at_compile_time_and_the_gather_reads_the_archive() {
     let Some(_tc) = common::toolchain() else {
@@ -238,11 +239,14 @@ fn a_tied_head_is_packed_at_compile_time_and_the_gather_reads_the_archive() {
     };
     let a = tmpdir();
     let a = a.path();
-    export_into(a, "tests/fixtures/hf/tiny-llama-tied-gqa", "fast");
+    export_into(a, "tests/fixtures/hf/tiny-llama-tied-gqa", "w8a16e");
     let text = std::fs::read_to_string(a.join("m-kv-gen.mlir")).unwrap();
+    assert!(text.contains("model.embed_tokens.weight.q8lo"));
     let module = kiln::graph::Module::parse(&text).unwrap();
     let emb = "model.embed_tokens.weight.q8";
-    assert!(!kiln::iree::pack::packable_keys(&module).contains(&emb.to_string()));
+    let packable = kiln::iree::pack::packable_keys(&module);
+    assert!(!packable.contains(&emb.to_string()));
+    assert!(!packable.contains(&format!("{emb}lo")));
     let (split, pairs) = kiln::iree::pack::split_products(&module)
         .unwrap()
         .expect("a split");

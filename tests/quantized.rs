@@ -517,12 +517,12 @@ fn agreement(got: &[i32], want: &[i32], margin: &[f64]) -> (usize, usize) {
 /// `--weights q8_0` and `q4_0` from an HF checkpoint: every matrix stored
 /// in blocks, vectors as bf16; `w8a8`: every matrix as i8 rows, the
 /// activations rounded to i8 at each product; `w8a16`: the same rows, the
-/// activations as two i8 terms. The ids are not
+/// activations as two i8 terms; `w16a16`: two terms on both sides. The ids are not
 /// transformers' f32 ones exactly (the weights are rounded), so the test
 /// reports the agreement and requires most of it
 /// (spec/quantized-weights.md records it).
 #[test]
-fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
+fn quantized_forms_from_an_hf_checkpoint() {
     let name = "tiny-llama-untied-mha";
     let exp = hf_expected(name);
     let ckpt = Checkpoint::open(fixture(&format!("hf/{name}"))).unwrap();
@@ -535,6 +535,9 @@ fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
         // The weights' rounding to i8 per row is all w8a16 loses: on these
         // random weights as much as q8_0's blocks (116/123).
         (Weights::W8A16, 0.9),
+        // Two terms on both sides: about 15 bits, bf16's share or more.
+        (Weights::W8A16E, 0.9),
+        (Weights::W16A16, 0.95),
     ];
     for (weights, floor) in forms {
         let (mut same, mut all) = (0, 0);
@@ -552,7 +555,17 @@ fn q8_0_q4_0_and_w8a8_from_an_hf_checkpoint() {
             assert_eq!(blocks, matches!(weights, Weights::Quantize(_)));
             assert_eq!(
                 has("model.layers.0.mlp.down_proj.weight.q8"),
-                matches!(weights, Weights::W8A8 | Weights::W8A16)
+                matches!(weights, Weights::W8A8 | Weights::W8A16 | Weights::W8A16E)
+            );
+            // Only the embedding table gets w8a16e's second term.
+            assert_eq!(
+                has("model.embed_tokens.weight.q8lo"),
+                weights == Weights::W8A16E
+            );
+            assert!(!has("model.layers.0.mlp.down_proj.weight.q8lo"));
+            assert_eq!(
+                has("model.layers.0.mlp.down_proj.weight.q8x2"),
+                weights == Weights::W16A16
             );
             assert!(names.contains(&"model.norm.weight".to_string()));
             assert_eq!(r.manifest.weights_dtype, weights.to_string());
@@ -596,6 +609,8 @@ fn inline_constants_equal_parameters_for_every_weight_form() {
         Weights::Quantize(GgmlType::Q4_0),
         Weights::W8A8,
         Weights::W8A16,
+        Weights::W8A16E,
+        Weights::W16A16,
     ] {
         let (ext, inl) = (tmpdir(), tmpdir());
         let a = export(&ckpt, &ExportOptions::new(8, ext.path()).weights(weights)).unwrap();
@@ -688,15 +703,20 @@ fn weights_for_overrides_single_tensors() {
     }
 }
 
-/// `--weights w8a8` and `w8a16` on the tiny untied HF model: IREE's i8 ×
+/// `--weights w8a8`, `w8a16` and `w16a16` on the tiny untied HF model: IREE's i8 ×
 /// i8 → i32 products, on the host and on arm64 under qemu, give the
 /// interpreter's ids at every position (both round the activations alike
 /// and the integer sums are exact); arm32 compiles. Vulkan is refused up
 /// front, naming the form.
 #[test]
-fn w8a8_and_w8a16_run_on_host_and_arm64_as_in_the_interpreter() {
+fn i8_forms_run_on_host_and_arm64_as_in_the_interpreter() {
     let Some(tc) = toolchain() else { return };
-    for weights in [Weights::W8A8, Weights::W8A16] {
+    for weights in [
+        Weights::W8A8,
+        Weights::W8A16,
+        Weights::W8A16E,
+        Weights::W16A16,
+    ] {
         i8_rows_run_on_host_and_arm64_as_in_the_interpreter(&tc, weights);
     }
 }
@@ -732,8 +752,20 @@ fn i8_rows_run_on_host_and_arm64_as_in_the_interpreter(tc: &Toolchain, weights: 
             .iter()
             .find(|m| m["name"] == "model.layers.0.mlp.down_proj.weight")
             .unwrap();
+        let terms = if weights == Weights::W16A16 { 2 } else { 1 };
         assert_eq!(down["shape"], serde_json::json!([32, 64]));
-        assert_eq!(down["bytes"], 32 * 64 + 32 * 4);
+        assert_eq!(down["terms"], terms);
+        assert_eq!(down["bytes"], terms * 32 * 64 + 32 * 4);
+        let emb = rows
+            .iter()
+            .find(|m| m["name"] == "model.embed_tokens.weight")
+            .unwrap();
+        let parts = match weights {
+            Weights::W16A16 => serde_json::json!(["q8x2", "scale"]),
+            Weights::W8A16E => serde_json::json!(["q8", "scale", "q8lo"]),
+            _ => serde_json::json!(["q8", "scale"]),
+        };
+        assert_eq!(emb["parts"], parts, "{emb}");
     }
     let targets = [Target::Host, Target::Arm64, Target::Arm32];
     let outs = common::compiled::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2).unwrap();
@@ -768,12 +800,15 @@ fn i8_rows_run_on_host_and_arm64_as_in_the_interpreter(tc: &Toolchain, weights: 
 /// `kiln export --weights fast` picks the fastest CPU form at llama.cpp's
 /// accuracy (w8a16, spec/quantized-weights.md), says so, and the manifest
 /// names the form it chose; the same archive bytes as `--weights w8a16`.
+/// On a Gemma 3 checkpoint it adds its exception, the MLP's down
+/// projections as w16a16, says that too and records it with the
+/// `--weights-for` flags; the user's own flag for the same tensors wins.
 #[test]
 fn weights_fast_chooses_w8a16_and_says_so() {
     let dir = tmpdir();
-    let ckpt = fixture("hf/tiny-llama-untied-mha");
-    let out = |name: &str, form: &str| {
-        let (code, _, err) = kiln(&[
+    let out = |ckpt: &str, name: &str, form: &str, more: &[&str]| {
+        let ckpt = fixture(ckpt);
+        let mut args = vec![
             "export",
             ckpt.to_str().unwrap(),
             "--seq",
@@ -784,27 +819,82 @@ fn weights_fast_chooses_w8a16_and_says_so() {
             name,
             "--weights",
             form,
-        ]);
+        ];
+        args.extend_from_slice(more);
+        let (code, _, err) = kiln(&args);
         assert_eq!(code, 0, "{err}");
         err
     };
-    let said = out("fast", "fast");
-    assert!(said.contains("--weights fast chose w8a16"), "{said}");
-    assert!(!out("named", "w8a16").contains("--weights fast"));
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("fast.json")).unwrap())
-            .unwrap();
-    assert_eq!(manifest["weights_dtype"], "w8a16");
+    let manifest = |name: &str| -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(format!("{name}.json"))).unwrap(),
+        )
+        .unwrap()
+    };
     let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
+    let llama = "hf/tiny-llama-untied-mha";
+    let said = out(llama, "fast", "fast", &[]);
+    assert!(said.contains("--weights fast chose w8a16:"), "{said}");
+    assert!(!out(llama, "named", "w8a16", &[]).contains("--weights fast"));
+    assert_eq!(manifest("fast")["weights_dtype"], "w8a16");
     assert!(read("fast.irpa") == read("named.irpa"));
+
+    let gemma = "hf/tiny-gemma3";
+    let said = out(gemma, "g-fast", "fast", &[]);
+    assert!(
+        said.contains(
+            "--weights fast chose w8a16, with --weights-for embed_tokens=w8a16e \
+             --weights-for mlp.down_proj=w16a16:"
+        ),
+        "{said}"
+    );
+    let m = manifest("g-fast");
+    assert_eq!(m["weights_dtype"], "w8a16");
+    assert_eq!(
+        m["recipe"]["weights_for"],
+        serde_json::json!(["embed_tokens=w8a16e", "mlp.down_proj=w16a16"])
+    );
+    out(
+        gemma,
+        "g-named",
+        "w8a16",
+        &[
+            "--weights-for",
+            "embed_tokens=w8a16e",
+            "--weights-for",
+            "mlp.down_proj=w16a16",
+        ],
+    );
+    assert!(read("g-fast.irpa") == read("g-named.irpa"));
+    let src = <dyn ParamSource>::open(dir.path().join("g-fast.safetensors")).unwrap();
+    let names: Vec<String> = src.tensors().iter().map(|t| t.name.clone()).collect();
+    let has = |n: &str| names.iter().any(|x| x == n);
+    assert!(has("model.layers.0.mlp.down_proj.weight.q8x2"));
+    assert!(has("model.layers.0.mlp.up_proj.weight.q8"));
+    assert!(has("model.embed_tokens.weight.q8") && has("model.embed_tokens.weight.q8lo"));
+    // The user's flags come after fast's, so they win.
+    out(
+        gemma,
+        "g-mine",
+        "fast",
+        &[
+            "--weights-for",
+            "mlp.down_proj=w8a16",
+            "--weights-for",
+            "embed_tokens=w8a16",
+        ],
+    );
+    out(gemma, "g-w8a16", "w8a16", &[]);
+    assert!(read("g-mine.irpa") == read("g-w8a16.irpa"));
 }
 
-/// Gemma 3 270M with `--weights w8a16` (`--weights fast`), in the
-/// interpreter: at least 15 of the fixture's 16 positions equal
-/// transformers' (w8a8 keeps 11; spec/quantized-weights.md has the larger
-/// simulated count, 92.6 % against llama.cpp's rounding's 94.4 %).
+/// Gemma 3 270M with `--weights fast` (w8a16, its embedding w8a16e and
+/// its MLP down projections w16a16), in the interpreter: at least 14 of
+/// the fixture's 16 positions equal transformers' (w8a8 keeps 11; the two
+/// it may miss are near-ties, margins 0.07 and 0.17). The accuracy line
+/// is measured on text: [`gemma3_270m_fast_meets_the_accuracy_line_on_text`].
 #[test]
-fn gemma3_270m_w8a16_agrees_with_transformers_in_the_interpreter() {
+fn gemma3_270m_fast_agrees_with_transformers_in_the_interpreter() {
     let Some(gguf) = gemma3_gguf() else { return };
     let exp: HfExpected = serde_json::from_str(
         &std::fs::read_to_string(fixture("gguf/quant/gemma3-270m.json")).unwrap(),
@@ -816,12 +906,40 @@ fn gemma3_270m_w8a16_agrees_with_transformers_in_the_interpreter() {
         &Checkpoint::open(&gguf).unwrap(),
         &ExportOptions::new(rs.seq, dir.path())
             .name("gemma3")
-            .weights(Weights::W8A16),
+            .weights(Weights::FAST)
+            .weights_for(Weights::fast_exceptions(kiln::models::Family::Gemma3)),
     )
     .unwrap();
     let c = &rs.cases[0];
     let got = kiln::interp::predict_file(&r.mlir, &r.irpa, None, &c.input).unwrap();
     let (same, all) = agreement(&got, &c.argmax, &c.margin);
-    eprintln!("Gemma 3 270M --weights w8a16: {same}/{all} non-tie positions equal transformers");
-    assert!(same + 1 >= all && all == 16, "{same}/{all}: {got:?}");
+    eprintln!("Gemma 3 270M --weights fast: {same}/{all} non-tie positions equal transformers");
+    assert!(same + 2 >= all && all == 16, "{same}/{all}: {got:?}");
+}
+
+/// The accuracy line of `--weights fast` on Gemma 3 270M Q4_K_M: on 768
+/// positions of text (8 windows of 96 tokens), at least 95 % of the
+/// non-tie positions equal transformers' on the host (735/768 measured;
+/// `w8a16` alone 696, llama.cpp's rounding simulated 725).
+#[test]
+fn gemma3_270m_fast_meets_the_accuracy_line_on_text() {
+    let (Some(tc), Some(gguf)) = (toolchain(), gemma3_gguf()) else {
+        return;
+    };
+    let (same, all) = text_windows_agreement(
+        &tc,
+        &gguf,
+        "gguf/quant/gemma3-270m-text-windows.json",
+        |dir| {
+            ExportOptions::new(96, dir)
+                .name("text")
+                .weights(Weights::FAST)
+                .weights_for(Weights::fast_exceptions(kiln::models::Family::Gemma3))
+                .max_tensor_bytes(0)
+        },
+    );
+    eprintln!(
+        "Gemma 3 270M --weights fast, text: {same}/{all} non-tie positions equal transformers"
+    );
+    assert!(all >= 700 && same * 100 >= 95 * all, "{same}/{all}");
 }

@@ -32,8 +32,10 @@ pub struct Args {
     /// with llama.cpp's reference rounding, vectors bf16); w8a8 (i8
     /// matrices times activations rounded to i8: lossy, fastest on CPUs,
     /// not for Vulkan); w8a16 (the same i8 matrices times activations as
-    /// two i8 terms: only the weights are rounded, not for Vulkan); fast
-    /// (the fastest CPU form near llama.cpp's accuracy: w8a16 today; the
+    /// two i8 terms: only the weights are rounded, not for Vulkan); w8a16e
+    /// (w8a16, the embedding's gathered rows in two i8 terms); w16a16 (two
+    /// i8 terms on both sides, twice the bytes); fast (the fastest CPU form
+    /// near llama.cpp's accuracy: w8a16, with per-model exceptions; the
     /// export says which).
     #[arg(long, value_enum, default_value_t = WeightsArg::Bf16)]
     pub weights: WeightsArg,
@@ -110,8 +112,9 @@ pub fn parse_weights_for(s: &str) -> Result<(String, kiln::export::Weights)> {
     if pattern.is_empty() {
         return Err(bad("the pattern is empty"));
     }
-    let w = WeightsArg::from_str(form, false)
-        .map_err(|_| bad("FORM must be bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16 or fast"))?;
+    let w = WeightsArg::from_str(form, false).map_err(|_| {
+        bad("FORM must be bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e, w16a16 or fast")
+    })?;
     Ok((pattern.to_string(), w.into()))
 }
 
@@ -147,8 +150,14 @@ pub enum WeightsArg {
     /// The w8a8 matrices, multiplied by activations as two i8 terms (only
     /// the weights are rounded; CPU targets only).
     W8a16,
-    /// The fastest CPU form near llama.cpp's accuracy (w8a16 today; CPU
-    /// targets only).
+    /// The w8a16 products with the weights in two i8 terms too (about 15
+    /// bits on both sides, twice w8a16's weight bytes; CPU targets only).
+    W16a16,
+    /// w8a16, with the embedding table's rows in two i8 terms for its
+    /// gathers (the rest as a second part; CPU targets only).
+    W8a16e,
+    /// The fastest CPU form near llama.cpp's accuracy (w8a16 today, with
+    /// per-model exceptions; CPU targets only).
     Fast,
 }
 
@@ -163,6 +172,8 @@ impl From<WeightsArg> for kiln::export::Weights {
             WeightsArg::Q4_0 => kiln::export::Weights::Quantize(GgmlType::Q4_0),
             WeightsArg::W8a8 => kiln::export::Weights::W8A8,
             WeightsArg::W8a16 => kiln::export::Weights::W8A16,
+            WeightsArg::W16a16 => kiln::export::Weights::W16A16,
+            WeightsArg::W8a16e => kiln::export::Weights::W8A16E,
             WeightsArg::Fast => kiln::export::Weights::FAST,
         }
     }
@@ -236,13 +247,19 @@ pub fn run(a: Args) -> Result<i32> {
     let weights: kiln::export::Weights = a.weights.into();
     let constants = parse_constants(&a.constants, &a.scope)?;
     let kv = kv_options(&a)?;
-    let weights_for = a
+    let mut weights_for = a
         .weights_for
         .iter()
         .map(|s| parse_weights_for(s))
         .collect::<Result<Vec<_>>>()?;
     let t = std::time::Instant::now();
     let ckpt = Checkpoint::open(&a.checkpoint)?;
+    // `fast`'s own exceptions come first, so the user's flags win.
+    let fast_exceptions = match a.weights {
+        WeightsArg::Fast => kiln::export::Weights::fast_exceptions(ckpt.config.family),
+        _ => Vec::new(),
+    };
+    weights_for.splice(0..0, fast_exceptions.iter().cloned());
     let mut opts = ExportOptions::new(a.seq, a.out.clone())
         .weights(weights)
         .weights_for(weights_for)
@@ -252,7 +269,10 @@ pub fn run(a: Args) -> Result<i32> {
         .max_tensor_bytes(a.max_tensor_bytes.unwrap_or(
             match matches!(
                 weights,
-                kiln::export::Weights::W8A8 | kiln::export::Weights::W8A16
+                kiln::export::Weights::W8A8
+                    | kiln::export::Weights::W8A16
+                    | kiln::export::Weights::W8A16E
+                    | kiln::export::Weights::W16A16
             ) {
                 true => 0,
                 false => kiln::DecoderConfig::MAX_TENSOR_BYTES,
@@ -266,9 +286,17 @@ pub fn run(a: Args) -> Result<i32> {
     }
     print_summary(&a.checkpoint, &a.out, &r, t);
     if a.weights == WeightsArg::Fast {
+        let flags: Vec<String> = fast_exceptions
+            .iter()
+            .map(|(p, w)| format!("--weights-for {p}={w}"))
+            .collect();
+        let with = match flags.is_empty() {
+            true => String::new(),
+            false => format!(", with {}", flags.join(" ")),
+        };
         crate::status!(
-            "  fast      --weights fast chose {weights}: i8 weights, one scale per row, times the \
-             activations as two i8 terms (the fastest CPU form near llama.cpp's accuracy; \
+            "  fast      --weights fast chose {weights}{with}: i8 weights, one scale per row, times \
+             the activations as two i8 terms (the fastest CPU form near llama.cpp's accuracy; \
              spec/quantized-weights.md)"
         );
     }

@@ -81,7 +81,7 @@ pub fn message(e: &Error) -> Option<String> {
             format!("--weights-for {pattern}=…: {e}")
         }
         Error::Export(ExportError::WeightDtype { dtype }) => {
-            format!("--weights must be bf16, f16, f32, keep, q8_0, q4_0, w8a8 or w8a16, not {dtype}")
+            format!("--weights must be bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e or w16a16, not {dtype}")
         }
         Error::Export(ExportError::QuantizeType { ty }) => {
             format!("--weights quantizes to q8_0 or q4_0, not {ty}")

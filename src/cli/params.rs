@@ -230,14 +230,15 @@ fn print_tensor_table(i: &Inspection) -> usize {
 fn print_quantized(i: &Inspection, name_w: usize) {
     if !i.int8_rows.is_empty() {
         println!(
-            "i8 matrices, one f32 scale per row (kiln export --weights w8a8 or w8a16): {}",
+            "i8 matrices, one f32 scale per row (kiln export --weights w8a8, w8a16, w8a16e or w16a16): {}",
             i.int8_rows.len()
         );
         for r in &i.int8_rows {
             let ([rows, k], bytes) = (r.shape, r.bytes);
             println!(
-                "  {:<name_w$}  [{rows}, {k}]  {bytes:>10} bytes  (q8, scale)",
-                r.name
+                "  {:<name_w$}  [{rows}, {k}]  {bytes:>10} bytes  ({})",
+                r.name,
+                r.parts.join(", ")
             );
         }
     }

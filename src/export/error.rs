@@ -28,7 +28,7 @@ pub enum ExportError {
         pattern: String,
     },
     /// A plain weight dtype other than bf16, f16 or f32.
-    #[error("weights are stored as bf16, f16, f32, keep, q8_0, q4_0, w8a8 or w8a16, not {dtype}")]
+    #[error("weights are stored as bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e or w16a16, not {dtype}")]
     WeightDtype {
         /// The dtype asked for.
         dtype: DType,

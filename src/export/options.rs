@@ -159,15 +159,48 @@ pub enum Weights {
     /// (one read of the weights) and twice its prefill arithmetic. CPU
     /// targets only (`spec/quantized-weights.md`).
     W8A16,
+    /// `w8a16`, with the embedding table's rows in two i8 terms for its
+    /// gathers: each row's rounding error is stored as a second i8 part
+    /// (`NAME.q8lo`), and a gather widens `scale·(q + lo/254)`, about 15
+    /// bits; a tied head's product is `w8a16`'s (one read of the codes).
+    /// The other matrices are `w8a16`'s. CPU targets only.
+    W8A16E,
+    /// Every matrix as two i8 terms with one f32 scale per row (each
+    /// row's codes, then the codes of its rounding error), and every
+    /// product takes its activations as two i8 terms too, in one
+    /// i8 × i8 → i32 product ([`crate::graph::Graph::linear_w16a16`]):
+    /// about 15 bits on both sides, twice `w8a16`'s bytes per weight.
+    /// Meant per tensor (`--weights-for`) where a model's ids are
+    /// sensitive to the weights' rounding; CPU targets only.
+    W16A16,
 }
 
 impl Weights {
     /// The fastest CPU form whose ids stay near llama.cpp's accuracy on the
     /// measured models (`kiln export --weights fast`): `w8a16` (SmolLM2:
     /// 95 % of the non-tie positions equal transformers', as llama.cpp's
-    /// own rounding; Gemma 3: 93 %, 2 points under it; `w8a8` keeps
-    /// 80–90 %). spec/quantized-weights.md has the measurements.
+    /// own rounding; `w8a8` keeps 80–90 %), with the exceptions of
+    /// [`Weights::fast_exceptions`]. spec/quantized-weights.md has the
+    /// measurements.
     pub const FAST: Weights = Weights::W8A16;
+
+    /// The per-tensor exceptions `--weights fast` adds to [`Weights::FAST`]
+    /// for a model of `family`, as `--weights-for` pairs. Gemma 3: its
+    /// embedding table as `w8a16e` (the gathered rows to about 15 bits)
+    /// and its MLP down projections as `w16a16`; measured through kiln on
+    /// 768 text positions, 696 (90.6 %) equal transformers' with `w8a16`
+    /// alone, 735 (95.7 %) with both, against llama.cpp's rounding's
+    /// simulated 725. None for the others (SmolLM2: 733 of 767, 95.6 %,
+    /// with `w8a16` alone). spec/quantized-weights.md has the table.
+    pub fn fast_exceptions(family: crate::models::Family) -> Vec<(String, Weights)> {
+        match family {
+            crate::models::Family::Gemma3 => vec![
+                ("embed_tokens".into(), Weights::W8A16E),
+                ("mlp.down_proj".into(), Weights::W16A16),
+            ],
+            _ => Vec::new(),
+        }
+    }
 }
 
 impl From<DType> for Weights {
@@ -183,6 +216,8 @@ impl std::fmt::Display for Weights {
             Weights::Keep => f.write_str("keep"),
             Weights::W8A8 => f.write_str("w8a8"),
             Weights::W8A16 => f.write_str("w8a16"),
+            Weights::W8A16E => f.write_str("w8a16e"),
+            Weights::W16A16 => f.write_str("w16a16"),
             Weights::Quantize(t) => write!(f, "{}", t.to_string().to_lowercase()),
         }
     }
@@ -192,7 +227,7 @@ impl std::str::FromStr for Weights {
     type Err = String;
 
     /// The names [`Weights`]' `Display` writes: `bf16`, `f16`, `f32`,
-    /// `keep`, `q8_0`, `q4_0`, `w8a8`, `w8a16`.
+    /// `keep`, `q8_0`, `q4_0`, `w8a8`, `w8a16`, `w8a16e`, `w16a16`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "bf16" => Ok(DType::BF16.into()),
@@ -203,8 +238,10 @@ impl std::str::FromStr for Weights {
             "q4_0" => Ok(Weights::Quantize(GgmlType::Q4_0)),
             "w8a8" => Ok(Weights::W8A8),
             "w8a16" => Ok(Weights::W8A16),
+            "w8a16e" => Ok(Weights::W8A16E),
+            "w16a16" => Ok(Weights::W16A16),
             _ => Err(format!(
-                "unknown weights form {s:?} (bf16, f16, f32, keep, q8_0, q4_0, w8a8 or w8a16)"
+                "unknown weights form {s:?} (bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e or w16a16)"
             )),
         }
     }

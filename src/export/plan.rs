@@ -7,11 +7,11 @@ use super::options::Weights;
 use super::ExportError;
 use crate::graph::DType;
 use crate::models::checkpoint::file_rows;
-use crate::models::{Checkpoint, Storage, WeightPlan};
+use crate::models::{Checkpoint, Int8Form, Storage, WeightPlan, EMBEDDING};
 use crate::params::blocks::{self, part_key, BlockForm};
 use crate::params::convert::encode_weights;
 use crate::params::gguf::GgmlType;
-use crate::params::quant::quantize_rows_i8;
+use crate::params::quant::{quantize_rows_i8, quantize_rows_i8_two_terms};
 
 /// How each weight of `ckpt` is stored under `weights`, with
 /// `overrides` (`--weights-for PATTERN=FORM`: every tensor whose HF name
@@ -75,10 +75,19 @@ fn storage_for(
     match w {
         Weights::Dtype(d @ (DType::BF16 | DType::F16 | DType::F32)) => Ok(Storage::Plain(d)),
         Weights::Dtype(dtype) => Err(ExportError::WeightDtype { dtype }),
-        Weights::W8A8 | Weights::W8A16 if shape.len() == 2 => Ok(Storage::Int8Rows {
-            two_terms: w == Weights::W8A16,
-        }),
-        Weights::W8A8 | Weights::W8A16 => Ok(Storage::Plain(DType::BF16)),
+        Weights::W8A8 | Weights::W8A16 | Weights::W8A16E | Weights::W16A16 if shape.len() == 2 => {
+            Ok(Storage::Int8Rows(match w {
+                Weights::W8A8 => Int8Form::W8A8,
+                Weights::W8A16 => Int8Form::W8A16,
+                // Only a gathered table has rows worth a second term.
+                Weights::W8A16E if name == EMBEDDING => Int8Form::W8A16E,
+                Weights::W8A16E => Int8Form::W8A16,
+                _ => Int8Form::W16A16,
+            }))
+        }
+        Weights::W8A8 | Weights::W8A16 | Weights::W8A16E | Weights::W16A16 => {
+            Ok(Storage::Plain(DType::BF16))
+        }
         Weights::Quantize(ty) => {
             let form = BlockForm::of(ty)
                 .filter(|_| matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0))
@@ -206,10 +215,25 @@ pub(super) fn tensor_rows_bytes(
                 }
             }
         }
-        Storage::Int8Rows { .. } => {
-            let (codes, scales) = quantize_rows_i8(&ckpt.read_f32_rows(tensor, rows)?, cols);
+        Storage::Int8Rows(form) => {
+            let values = ckpt.read_f32_rows(tensor, rows)?;
+            let bytes = |codes: &[i8]| codes.iter().map(|&q| q as u8).collect::<Vec<u8>>();
+            let (codes, scales) = match form {
+                Int8Form::W16A16 | Int8Form::W8A16E => quantize_rows_i8_two_terms(&values, cols),
+                Int8Form::W8A8 | Int8Form::W8A16 => quantize_rows_i8(&values, cols),
+            };
             let scales = scales.iter().flat_map(|x| x.to_le_bytes()).collect();
-            Ok(vec![codes.iter().map(|&q| q as u8).collect(), scales])
+            Ok(match form {
+                // Each row's two halves as two parts: the codes, the rest.
+                Int8Form::W8A16E => {
+                    let (first, rest): (Vec<_>, Vec<_>) = codes
+                        .chunks(2 * cols.max(1))
+                        .map(|row| row.split_at(cols))
+                        .unzip();
+                    vec![bytes(&first.concat()), scales, bytes(&rest.concat())]
+                }
+                _ => vec![bytes(&codes), scales],
+            })
         }
     }
 }

@@ -71,7 +71,7 @@ pub fn first_vulkan_problem(text: &str) -> Option<String> {
         .position(|l| l.contains("util.global") && l.contains("xi8>"))
     {
         return Some(format!(
-            "line {}: an i8 weight (w8a8 or w8a16 weights), a CPU-only form: \
+            "line {}: an i8 weight (w8a8, w8a16, w8a16e or w16a16 weights), a CPU-only form: \
              the Android Vulkan baseline has no 8-bit storage",
             i + 1
         ));

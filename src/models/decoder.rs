@@ -10,7 +10,7 @@
 
 use super::config::{Activation, DecoderConfig};
 use super::masks::{CausalMasks, Mask};
-use super::weights::{Storage, WeightPlan};
+use super::weights::{Int8Form, Storage, WeightPlan};
 use super::ModelError;
 use crate::graph::{BlockWeight, CompareDir, DType, DotDims, Graph, TensorType, Value};
 use crate::params::blocks::{part_key, BlockForm};
@@ -85,10 +85,10 @@ pub(crate) enum Table {
     Whole(Value),
     Rows(Vec<(usize, Value)>),
     Blocks(Vec<(usize, BlockWeight)>),
-    /// `--weights w8a8` / `w8a16` chunks: i8 codes `[rows, cols]` and f32
-    /// row scales `[rows, 1]`; `true` when the products take the
-    /// activations as two i8 terms (`w8a16`).
-    Int8(bool, Vec<(usize, (Value, Value))>),
+    /// `--weights w8a8` / `w8a16` / `w16a16` chunks: i8 codes `[rows,
+    /// cols]` (`[rows, 2·cols]` for `w16a16`) and f32 row scales
+    /// `[rows, 1]`, multiplied as the form says.
+    Int8(Int8Form, Vec<(usize, I8Chunk)>),
 }
 
 /// Row ranges of a `[v, h]` table whose stored parts have `row_bytes`
@@ -139,11 +139,23 @@ pub(crate) fn row_chunks(
     ))
 }
 
+/// The parts of one chunk of an i8-rows matrix: codes, row scales, and
+/// the codes of the rows' rounding error (`w8a16e` only).
+#[derive(Clone, Copy)]
+pub(crate) struct I8Chunk {
+    q: Value,
+    s: Value,
+    rest: Option<Value>,
+}
+
+/// The token embedding table's HF name, in every family.
+pub(crate) const EMBEDDING: &str = "model.embed_tokens.weight";
+
 /// One chunk of a table, for a gather.
 enum Rows {
     Plain(Value),
     Blocks(BlockWeight),
-    Int8(Value, Value),
+    Int8(Int8Form, I8Chunk),
 }
 
 impl Rows {
@@ -162,12 +174,24 @@ impl Rows {
                 r.min = bw.min.map(|m| g.gather_rows(m, ids)).transpose()?;
                 g.dequantize_blocks(&r)
             }
-            Rows::Int8(q, s) => {
-                let q = g.gather_rows(q, ids)?;
-                let s = g.gather_rows(s, ids)?;
-                g.widen_i8_rows(q, s)
+            Rows::Int8(form, c) => {
+                let rows = I8Chunk {
+                    q: g.gather_rows(c.q, ids)?,
+                    s: g.gather_rows(c.s, ids)?,
+                    rest: c.rest.map(|r| g.gather_rows(r, ids)).transpose()?,
+                };
+                widen_i8(g, form, rows)
             }
         }
+    }
+}
+
+/// An i8-rows chunk widened to f32 as its form stores it.
+fn widen_i8(g: &mut Graph, form: Int8Form, c: I8Chunk) -> Result<Value, crate::graph::GraphError> {
+    match (form, c.rest) {
+        (Int8Form::W16A16, _) => g.widen_i8_two_term_rows(c.q, c.s),
+        (_, Some(rest)) => g.widen_i8_rows_and_rest(c.q, rest, c.s),
+        (_, None) => g.widen_i8_rows(c.q, c.s),
     }
 }
 
@@ -304,13 +328,20 @@ impl<'a> Decoder<'a> {
             let vals = self.declare_parts(key, &parts, r, whole)?;
             match storage {
                 Storage::Blocks(form) => blocks.push((start, self.block_weight(&form, vals)?)),
-                Storage::Int8Rows { .. } => int8.push((start, (vals[0], vals[1]))),
+                Storage::Int8Rows(_) => int8.push((
+                    start,
+                    I8Chunk {
+                        q: vals[0],
+                        s: vals[1],
+                        rest: vals.get(2).copied(),
+                    },
+                )),
                 Storage::Plain(_) => unreachable!("plain storage has no parts"),
             }
         }
         Ok(match storage {
             Storage::Blocks(_) => Table::Blocks(blocks),
-            Storage::Int8Rows { two_terms } => Table::Int8(two_terms, int8),
+            Storage::Int8Rows(form) => Table::Int8(form, int8),
             Storage::Plain(_) => unreachable!("plain storage has no parts"),
         })
     }
@@ -381,9 +412,9 @@ impl<'a> Decoder<'a> {
                     rows.push((*start, self.g.dequantize_blocks(bw)?));
                 }
             }
-            Table::Int8(_, chunks) => {
-                for &(start, (q, s)) in chunks {
-                    rows.push((start, self.g.widen_i8_rows(q, s)?));
+            Table::Int8(form, chunks) => {
+                for &(start, c) in chunks {
+                    rows.push((start, widen_i8(&mut self.g, *form, c)?));
                 }
             }
         }
@@ -402,7 +433,7 @@ impl<'a> Decoder<'a> {
                 "\"{key}\" {shape:?} cannot be stored in {} blocks: only matrices are",
                 f.ggml
             ))),
-            Storage::Int8Rows { .. } => Err(ModelError::Invalid(format!(
+            Storage::Int8Rows(_) => Err(ModelError::Invalid(format!(
                 "\"{key}\" {shape:?} cannot be stored as i8 rows: only matrices are"
             ))),
         }
@@ -411,7 +442,7 @@ impl<'a> Decoder<'a> {
     /// The token embedding table `[V, hidden]` (also the tied LM head, over
     /// `head_rows` rows).
     pub(crate) fn embedding(&mut self, head_rows: usize) -> Result<Table, ModelError> {
-        self.table("model.embed_tokens.weight", head_rows)
+        self.table(EMBEDDING, head_rows)
     }
 
     /// Rows of the embedding for `ids` (i32 `[S]`) → `[S, hidden]`. From
@@ -431,9 +462,9 @@ impl<'a> Decoder<'a> {
                 .iter()
                 .map(|&(start, bw)| (start, g.ty(bw.qs).shape[0], Rows::Blocks(bw)))
                 .collect(),
-            Table::Int8(_, chunks) => chunks
+            Table::Int8(form, chunks) => chunks
                 .iter()
-                .map(|&(start, (q, s))| (start, g.ty(q).shape[0], Rows::Int8(q, s)))
+                .map(|&(start, c)| (start, g.ty(c.q).shape[0], Rows::Int8(*form, c)))
                 .collect(),
         };
         let rows = match &chunks[..] {
@@ -774,14 +805,15 @@ impl<'a> Decoder<'a> {
     /// `w8a16` matrix takes `x` rounded to i8 ([`Graph::linear_w8a8`],
     /// [`Graph::linear_w8a16`]); the others widen to f32.
     fn products(&mut self, x: Value, w: &Table) -> Result<Vec<(usize, Value)>, ModelError> {
-        if let Table::Int8(two_terms, chunks) = w {
+        if let Table::Int8(form, chunks) = w {
             return chunks
                 .iter()
-                .map(|&(start, (q, s))| {
-                    let y = if *two_terms {
-                        self.g.linear_w8a16(x, q, s)?
-                    } else {
-                        self.g.linear_w8a8(x, q, s)?
+                .map(|&(start, I8Chunk { q, s, .. })| {
+                    // A w8a16e table's rest serves its gathers only.
+                    let y = match form {
+                        Int8Form::W8A8 => self.g.linear_w8a8(x, q, s)?,
+                        Int8Form::W8A16 | Int8Form::W8A16E => self.g.linear_w8a16(x, q, s)?,
+                        Int8Form::W16A16 => self.g.linear_w16a16(x, q, s)?,
                     };
                     Ok((start, y))
                 })

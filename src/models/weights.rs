@@ -15,22 +15,50 @@ pub enum Storage {
     /// widened in the graph.
     Blocks(BlockForm),
     /// i8 codes with one f32 scale per row (`<name>.q8` `[rows, cols]`,
+    /// or `<name>.q8x2` `[rows, 2·cols]` for [`Int8Form::W16A16`];
     /// `<name>.scale` `[rows, 1]`), multiplied by activations rounded to
-    /// i8 per row: one i8 term (`--weights w8a8`, lossy:
-    /// [`crate::graph::Graph::linear_w8a8`]) or, with `two_terms`, two
-    /// (`--weights w8a16`: [`crate::graph::Graph::linear_w8a16`]). The
-    /// archive is the same either way.
-    Int8Rows {
-        /// The activations are carried by two i8 terms per row.
-        two_terms: bool,
-    },
+    /// i8 per row, as [`Int8Form`] says.
+    Int8Rows(Int8Form),
+}
+
+/// How an [`Storage::Int8Rows`] matrix and the activations of its products
+/// are carried (`spec/quantized-weights.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Int8Form {
+    /// One i8 term each (`--weights w8a8`, lossy twice:
+    /// [`crate::graph::Graph::linear_w8a8`]).
+    W8A8,
+    /// One i8 term per weight, two per activation (`--weights w8a16`:
+    /// [`crate::graph::Graph::linear_w8a16`]); the archive is `w8a8`'s.
+    W8A16,
+    /// `W8A16`'s products, and each row's rounding error stored as a
+    /// second i8 term (`<name>.q8lo` `[rows, cols]`) that only gathers
+    /// read (the embedding table under `--weights w8a16e`: a gather
+    /// widens `scale·(q + lo/254)`, a tied head multiplies `q` alone).
+    W8A16E,
+    /// Two i8 terms each (`--weights w16a16`:
+    /// [`crate::graph::Graph::linear_w16a16`]): each row's codes are
+    /// followed by the codes of its rounding error.
+    W16A16,
 }
 
 /// The parts of an [`Storage::Int8Rows`] matrix with `cols` columns:
 /// `(suffix, dtype, columns per row)`.
-pub fn int8_parts(cols: usize) -> [(&'static str, DType, usize); 2] {
-    let [codes, scale] = crate::params::quant::I8_ROWS_PARTS;
-    [(codes, DType::I8, cols), (scale, DType::F32, 1)]
+pub fn int8_parts(form: Int8Form, cols: usize) -> Vec<(&'static str, DType, usize)> {
+    use crate::params::quant::{I8_REST_CODES, I8_ROWS_PARTS, I8_TWO_TERM_CODES};
+    let [codes, scale] = I8_ROWS_PARTS;
+    match form {
+        Int8Form::W16A16 => vec![
+            (I8_TWO_TERM_CODES, DType::I8, 2 * cols),
+            (scale, DType::F32, 1),
+        ],
+        Int8Form::W8A16E => vec![
+            (codes, DType::I8, cols),
+            (scale, DType::F32, 1),
+            (I8_REST_CODES, DType::I8, cols),
+        ],
+        Int8Form::W8A8 | Int8Form::W8A16 => vec![(codes, DType::I8, cols), (scale, DType::F32, 1)],
+    }
 }
 
 impl Storage {
@@ -47,7 +75,7 @@ impl Storage {
                     .map(|p| (p.suffix, p.dtype, p.cols))
                     .collect(),
             ),
-            Storage::Int8Rows { .. } => Some(int8_parts(cols).to_vec()),
+            Storage::Int8Rows(form) => Some(int8_parts(form, cols)),
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use super::blocks::{part_key, recognize, Recognized};
 use super::gguf::{GgufFile, GgufValue};
-use super::quant::I8_ROWS_PARTS;
+use super::quant::{I8_REST_CODES, I8_ROWS_PARTS, I8_TWO_TERM_CODES};
 use super::{DType, Format, ParamSource, Result, StorageKind, TensorMeta};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -50,7 +50,8 @@ pub struct GgufHeader {
 }
 
 /// One matrix stored as i8 rows: `NAME.q8` (i8 `[rows, K]`, or an IRPA
-/// entry of rows·K bytes) with `NAME.scale`, one f32 per row.
+/// entry of rows·K bytes) or `NAME.q8x2` (two terms per weight, `[rows,
+/// 2·K]`), with `NAME.scale`, one f32 per row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Int8Rows {
@@ -58,6 +59,12 @@ pub struct Int8Rows {
     pub name: String,
     /// `[rows, K]`.
     pub shape: [u64; 2],
+    /// i8 terms stored per weight: 1 (`w8a8`, `w8a16`) or 2 (`w16a16`,
+    /// `w8a16e`).
+    pub terms: u64,
+    /// The parts' suffixes, in archive order (`q8`, `scale`; `q8x2`,
+    /// `scale`; `q8`, `scale`, `q8lo`).
+    pub parts: Vec<String>,
     /// Bytes of both parts.
     pub bytes: u64,
 }
@@ -147,7 +154,7 @@ impl Inspection {
             out["int8_rows"] = self
                 .int8_rows
                 .iter()
-                .map(|r| json!({ "name": r.name, "shape": r.shape, "bytes": r.bytes }))
+                .map(|r| json!({ "name": r.name, "shape": r.shape, "terms": r.terms, "parts": r.parts, "bytes": r.bytes }))
                 .collect::<Vec<_>>()
                 .into();
         }
@@ -229,19 +236,24 @@ pub fn blocks_of(src: &dyn ParamSource) -> Vec<Recognized> {
 }
 
 /// The i8-rows matrices among `tensors`: every `NAME.q8` (i8 `[rows, K]`,
-/// or an IRPA entry of rows·K bytes) with a `NAME.scale` of one f32 per
-/// row.
+/// or an IRPA entry of rows·K bytes) or `NAME.q8x2` (two terms, `[rows,
+/// 2·K]`) with a `NAME.scale` of one f32 per row (and, for `w8a16e`, a
+/// `NAME.q8lo` of the rows' rounding errors).
 fn int8_rows_of(tensors: &[TensorMeta]) -> Vec<Int8Rows> {
     let [codes, scale] = I8_ROWS_PARTS;
     let find = |n: &str| tensors.iter().find(|t| t.name == n);
     tensors
         .iter()
         .filter_map(|q| {
-            let base = q.name.strip_suffix(codes)?.strip_suffix('.')?;
+            let (base, terms) = match q.name.strip_suffix(codes) {
+                Some(b) => (b, 1),
+                None => (q.name.strip_suffix(I8_TWO_TERM_CODES)?, 2),
+            };
+            let base = base.strip_suffix('.')?;
             let s = find(&part_key(base, scale))?;
             let rows = s.nbytes / 4;
             let ok = rows > 0
-                && q.nbytes % rows == 0
+                && q.nbytes % (rows * terms) == 0
                 && match (q.dtype.plain(), s.dtype.plain()) {
                     // An IRPA entry is only bytes.
                     (None, None) => true,
@@ -250,10 +262,25 @@ fn int8_rows_of(tensors: &[TensorMeta]) -> Vec<Int8Rows> {
                     }
                     _ => false,
                 };
+            // A `w8a16e` matrix's second term is a part of its own.
+            let rest = (terms == 1)
+                .then(|| find(&part_key(base, I8_REST_CODES)))
+                .flatten()
+                .filter(|r| r.nbytes == q.nbytes);
             ok.then(|| Int8Rows {
                 name: base.to_string(),
-                shape: [rows, q.nbytes / rows],
-                bytes: q.nbytes + s.nbytes,
+                shape: [rows, q.nbytes / rows / terms],
+                terms: terms + u64::from(rest.is_some()),
+                parts: [
+                    q.name.rsplit('.').next(),
+                    Some(scale),
+                    rest.map(|_| I8_REST_CODES),
+                ]
+                .into_iter()
+                .flatten()
+                .map(str::to_string)
+                .collect(),
+                bytes: q.nbytes + s.nbytes + rest.map_or(0, |r| r.nbytes),
             })
         })
         .collect()

@@ -18,6 +18,42 @@ pub(super) fn f16_at(b: &[u8], o: usize) -> f32 {
 /// as [`quantize_rows_i8`] makes them.
 pub const I8_ROWS_PARTS: [&str; 2] = ["q8", "scale"];
 
+/// The codes part of a matrix stored as i8 rows in two terms
+/// (`kiln export --weights w16a16`): i8 `[rows, 2·K]`, each row's codes
+/// ([`quantize_rows_i8`]'s) followed by those of its rounding error
+/// ([`quantize_rows_i8_two_terms`]); the scale part is the same.
+pub const I8_TWO_TERM_CODES: &str = "q8x2";
+
+/// The part of a matrix stored as i8 rows that holds the codes of each
+/// row's rounding error (`kiln export --weights w8a16e`): i8 `[rows, K]`,
+/// the second half of [`quantize_rows_i8_two_terms`]'s rows, beside the
+/// `q8` codes and the scales.
+pub const I8_REST_CODES: &str = "q8lo";
+
+/// Rounds each row of `cols` values to two i8 terms with one f32 scale
+/// per row: `q₁` and `scale` as [`quantize_rows_i8`] makes them, then
+/// `q₂ = round_ties_even((w/scale − q₁)·254)` (in [−127, 127], since
+/// `|w/scale − q₁| ≤ ½`), so `w ≈ scale·(q₁ + q₂/254)`. Each row of the
+/// codes is `q₁` then `q₂` (`2·cols` codes per row).
+pub fn quantize_rows_i8_two_terms(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
+    let (first, scales) = quantize_rows_i8(values, cols);
+    let cols = cols.max(1);
+    let mut codes = Vec::with_capacity(2 * values.len());
+    for ((row, q1), &scale) in values.chunks(cols).zip(first.chunks(cols)).zip(&scales) {
+        codes.extend_from_slice(q1);
+        codes.extend(row.iter().zip(q1).map(|(&x, &q)| {
+            if scale == 0.0 {
+                0
+            } else {
+                ((x / scale - f32::from(q)) * 254.0)
+                    .round_ties_even()
+                    .clamp(-127.0, 127.0) as i8
+            }
+        }));
+    }
+    (codes, scales)
+}
+
 /// Rounds each row of `cols` values to i8 codes with one f32 scale per
 /// row, `max|w|/127` (0 for an all-zero row): `w ≈ code · scale`, the
 /// codes `round_ties_even(w / scale)`.
@@ -278,5 +314,35 @@ fn deq_q6_k(s: &[u8], d: &mut [f32]) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two terms carry each row to within `scale/508` of its values; the
+    /// first is `quantize_rows_i8`'s codes, an all-zero row is all zeros.
+    #[test]
+    fn two_terms_round_each_row_to_about_15_bits() {
+        let cols = 40;
+        let mut values: Vec<f32> = (0..3 * cols)
+            .map(|i| ((i * 7919 % 1000) as f32 / 1000.0 - 0.5) * (1 + i / cols) as f32)
+            .collect();
+        values[2 * cols..].fill(0.0);
+        let (codes, scales) = quantize_rows_i8_two_terms(&values, cols);
+        let (first, same_scales) = quantize_rows_i8(&values, cols);
+        assert_eq!(scales, same_scales);
+        assert_eq!(codes.len(), 2 * values.len());
+        for (r, row) in values.chunks(cols).enumerate() {
+            let (q1, q2) = codes[2 * r * cols..2 * (r + 1) * cols].split_at(cols);
+            assert_eq!(q1, &first[r * cols..(r + 1) * cols]);
+            let s = scales[r];
+            for ((&w, &a), &b) in row.iter().zip(q1).zip(q2) {
+                let back = s * (f32::from(a) + f32::from(b) / 254.0);
+                assert!((back - w).abs() <= s / 508.0 * 1.01 + 1e-9, "{w} {back}");
+            }
+        }
+        assert!(codes[4 * cols..].iter().all(|&q| q == 0));
     }
 }

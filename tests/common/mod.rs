@@ -651,3 +651,50 @@ pub const VERBS: [&str; 12] = [
     "verify",
     "completions",
 ];
+
+/// Transformers' f32 argmax and margins on 8 windows of 96 tokens of text
+/// (`scripts/make-fixtures.sh text`).
+#[derive(serde::Deserialize)]
+pub struct TextWindows {
+    /// The windows.
+    pub windows: Vec<TextWindow>,
+}
+
+/// One window of [`TextWindows`].
+#[derive(serde::Deserialize)]
+pub struct TextWindow {
+    /// 96 token ids.
+    pub input: Vec<i32>,
+    /// Transformers' argmax at each position.
+    pub argmax: Vec<i32>,
+    /// Its margin over the runner-up.
+    pub margin: Vec<f64>,
+}
+
+/// How many non-tie positions (margin ≥ [`TIE_MARGIN`], as
+/// `scripts/sim_activation_rounding.py` counts them) of the text windows in
+/// `windows` (a fixture path) the host module of `gguf` exported at SEQ 96
+/// with `opts`' weights gives transformers' argmax at: `(same, all)`.
+pub fn text_windows_agreement(
+    tc: &Toolchain,
+    gguf: &Path,
+    windows: &str,
+    opts: impl Fn(&Path) -> kiln::ExportOptions,
+) -> (usize, usize) {
+    let exp: TextWindows =
+        serde_json::from_str(&std::fs::read_to_string(fixture(windows)).unwrap()).unwrap();
+    let dir = tmpdir();
+    let r = kiln::export(&kiln::Checkpoint::open(gguf).unwrap(), &opts(dir.path())).unwrap();
+    assert_eq!(r.manifest.seq, 96);
+    let vmfb = dir.path().join("text-host.vmfb");
+    compiled::compile(tc, &r.mlir, &kiln::Target::Host, &vmfb, &[]).unwrap();
+    let (mut same, mut all) = (0, 0);
+    for w in &exp.windows {
+        let got = module_ids(tc, &r, &vmfb, kiln::iree::Device::LocalTask, None, &w.input);
+        for p in (0..w.argmax.len()).filter(|&p| w.margin[p] >= TIE_MARGIN) {
+            all += 1;
+            same += usize::from(got[p] == w.argmax[p]);
+        }
+    }
+    (same, all)
+}

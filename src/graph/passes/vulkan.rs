@@ -112,7 +112,7 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
                 return Err(GraphError {
                     op: "lower_for_vulkan",
                     msg: format!(
-                        "@{}: parameter \"{key}\" is i8 (w8a8 or w8a16 weights), a CPU-only form: \
+                        "@{}: parameter \"{key}\" is i8 (w8a8, w8a16, w8a16e or w16a16 weights), a CPU-only form: \
                          the Android Vulkan baseline has no 8-bit storage and no i8 matmul",
                         f.name
                     ),

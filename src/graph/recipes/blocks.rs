@@ -132,6 +132,15 @@ impl Graph {
     }
 }
 
+/// How many i8 terms carry the weights and the activations of a product
+/// ([`Graph::linear_i8`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum I8Terms {
+    W8A8,
+    W8A16,
+    W16A16,
+}
+
 impl Graph {
     /// `x · Wᵀ` with both sides in i8 (`--weights w8a8`, lossy): `codes`
     /// i8 `[out, in]` and one f32 `scale` per row (`[out, 1]`), `x` f32
@@ -145,65 +154,104 @@ impl Graph {
         codes: Value,
         scale: Value,
     ) -> Result<Value, GraphError> {
-        self.linear_i8(x, codes, scale, 1)
+        self.linear_i8(x, codes, scale, I8Terms::W8A8)
     }
 
     /// `x · Wᵀ` as [`Graph::linear_w8a8`], with each row of `x` carried by
     /// two i8 terms (`--weights w8a16`): `x ≈ s₁·q₁ + s₂·q₂`, where `q₁` is
     /// `x` rounded as in `linear_w8a8` and `q₂ = round((x/s₁ − q₁)·254)`
     /// the rounding error with the fixed scale `s₂ = s₁/254` (`x/s₁ − q₁`
-    /// lies in [−½, ½]), so the activations keep about 15 bits. Both terms go through one i8 × i8 →
-    /// i32 product (stacked as `[2·S, in]`, one read of the weights), and
-    /// the result is `(s₁·(q₁·Wᵀ) + s₂·(q₂·Wᵀ))` times the weight row's
-    /// scale. Only the weights' rounding to i8 per row is lossy.
+    /// lies in [−½, ½]), so the activations keep about 15 bits. Both terms
+    /// go through one i8 × i8 → i32 product (stacked as `[2·S, in]`, one
+    /// read of the weights), and the result is `(s₁·(q₁·Wᵀ) + s₂·(q₂·Wᵀ))`
+    /// times the weight row's scale. Only the weights' rounding to i8 per
+    /// row is lossy.
     pub fn linear_w8a16(
         &mut self,
         x: Value,
         codes: Value,
         scale: Value,
     ) -> Result<Value, GraphError> {
-        self.linear_i8(x, codes, scale, 2)
+        self.linear_i8(x, codes, scale, I8Terms::W8A16)
     }
 
-    /// `x · Wᵀ` with `x` as `terms` (1 or 2) i8 terms per row and `W` as i8
-    /// codes with one scale per row ([`Graph::linear_w8a8`],
-    /// [`Graph::linear_w8a16`]).
+    /// `x · Wᵀ` with both sides in two i8 terms (`--weights w16a16`): `x`
+    /// as in [`Graph::linear_w8a16`], and `codes` i8 `[out, 2·in]`, each
+    /// row `r₁` then `r₂` with `w ≈ scale·(r₁ + r₂/254)`
+    /// (`kiln export`'s `quantize_rows_i8_two_terms`). The codes
+    /// are read as `[2·out, in]` (a reshape), so one i8 × i8 → i32 product
+    /// of `[2·S, in]` by `[2·out, in]` gives all four term products; each
+    /// weight row's pair is joined as `Y(r₁) + Y(r₂)/254` before the
+    /// activations' scales. About 15 bits on both sides.
+    pub fn linear_w16a16(
+        &mut self,
+        x: Value,
+        codes: Value,
+        scale: Value,
+    ) -> Result<Value, GraphError> {
+        self.linear_i8(x, codes, scale, I8Terms::W16A16)
+    }
+
+    /// `x · Wᵀ` with `x` and `W` as one or two i8 terms per row, `W` with
+    /// one scale per row ([`Graph::linear_w8a8`], [`Graph::linear_w8a16`],
+    /// [`Graph::linear_w16a16`]).
     fn linear_i8(
         &mut self,
         x: Value,
         codes: Value,
         scale: Value,
-        terms: usize,
+        terms: I8Terms,
     ) -> Result<Value, GraphError> {
-        let op = if terms == 1 {
-            "linear_w8a8"
-        } else {
-            "linear_w8a16"
+        let (op, wide) = match terms {
+            I8Terms::W8A8 => ("linear_w8a8", 1),
+            I8Terms::W8A16 => ("linear_w8a16", 1),
+            I8Terms::W16A16 => ("linear_w16a16", 2),
         };
         let (tx, tq, ts) = (self.ty(x).clone(), self.ty(codes), self.ty(scale));
         if tx.rank() != 2
             || tx.dtype != DType::F32
             || tq.rank() != 2
             || tq.dtype != DType::I8
-            || tq.shape[1] != tx.shape[1]
+            || tq.shape[1] != wide * tx.shape[1]
             || ts.dtype != DType::F32
             || ts.shape.as_slice() != [tq.shape[0], 1]
         {
+            let k = if wide == 2 { "2·in" } else { "in" };
             return Err(GraphError {
                 op,
-                msg: format!("needs f32 x [S, in], i8 codes [out, in] and f32 scale [out, 1], got {tx}, {tq} and {ts}"),
+                msg: format!("needs f32 x [S, in], i8 codes [out, {k}] and f32 scale [out, 1], got {tx}, {tq} and {ts}"),
             });
         }
-        let (s, n) = (tx.shape[0], tq.shape[0]);
-        let (q1, s1, xs, r1) = self.round_rows_i8(x)?;
-        let scaled = |g: &mut Graph, sums: Value, sx: Value| -> Result<Value, GraphError> {
+        let (s, n, k) = (tx.shape[0], tq.shape[0], tx.shape[1]);
+        // The weights' two terms as rows 2r and 2r + 1: a free reshape.
+        let w = match wide {
+            1 => codes,
+            _ => self.reshape(codes, &[2 * n, k])?,
+        };
+        // i32 sums `[rows, n·wide]` as f32 `[rows, n]`: each weight row's
+        // second term joined to its first with the scale 1/254.
+        let join = |g: &mut Graph, sums: Value, rows: usize| -> Result<Value, GraphError> {
             let y = g.convert(sums, DType::F32)?;
+            if wide == 1 {
+                return Ok(y);
+            }
+            let y = g.reshape(y, &[rows, n, 2])?;
+            let hi = g.slice_dim(y, 2, 0, 1)?;
+            let lo = g.slice_dim(y, 2, 1, 2)?;
+            let k254 = g.splat_like(lo, 254.0)?;
+            let lo = g.div(lo, k254)?;
+            let y = g.add(hi, lo)?;
+            g.reshape(y, &[rows, n])
+        };
+        let scaled = |g: &mut Graph, y: Value, sx: Value| -> Result<Value, GraphError> {
             let sxo = g.broadcast_in_dim(sx, &[s, n], &[0])?;
             g.mul(y, sxo)
         };
-        let y = if terms == 1 {
-            let sums = self.linear(q1, codes)?;
-            scaled(self, sums, s1)?
+        let (q1, s1, xs, r1) = self.round_rows_i8(x)?;
+        let y = if terms == I8Terms::W8A8 {
+            let sums = self.linear(q1, w)?;
+            let y = join(self, sums, s)?;
+            scaled(self, y, s1)?
         } else {
             // x/s₁ − round(x/s₁) lies in [−½, ½]: times 254 it rounds into
             // i8, the second term with the fixed scale s₂ = s₁/254.
@@ -215,9 +263,10 @@ impl Graph {
             let k254 = self.splat_like(s1, 254.0)?;
             let s2 = self.div(s1, k254)?;
             let both = self.concatenate(&[q1, q2], 0)?;
-            let sums = self.linear(both, codes)?;
-            let first = self.slice_dim(sums, 0, 0, s)?;
-            let second = self.slice_dim(sums, 0, s, 2 * s)?;
+            let sums = self.linear(both, w)?;
+            let y = join(self, sums, 2 * s)?;
+            let first = self.slice_dim(y, 0, 0, s)?;
+            let second = self.slice_dim(y, 0, s, 2 * s)?;
             let y1 = scaled(self, first, s1)?;
             let y2 = scaled(self, second, s2)?;
             self.add(y1, y2)?
@@ -254,5 +303,45 @@ impl Graph {
         let f = self.convert(codes, DType::F32)?;
         let sb = self.broadcast_in_dim(scale, &shape, &[0, 1])?;
         self.mul(f, sb)
+    }
+
+    /// Rows of a two-term i8 matrix widened: `(f32(r₁) + f32(r₂)/254) ·
+    /// scale`, `codes` i8 `[R, 2·in]` (each row `r₁` then `r₂`), `scale`
+    /// f32 `[R, 1]` (gathered embedding rows of a `--weights w16a16`
+    /// table) → f32 `[R, in]`.
+    pub fn widen_i8_two_term_rows(
+        &mut self,
+        codes: Value,
+        scale: Value,
+    ) -> Result<Value, GraphError> {
+        let shape = self.ty(codes).shape.to_vec();
+        let (r, k) = (shape[0], shape[1] / 2);
+        let pairs = self.reshape(codes, &[r, 2, k])?;
+        let first = self.slice_dim(pairs, 1, 0, 1)?;
+        let first = self.reshape(first, &[r, k])?;
+        let rest = self.slice_dim(pairs, 1, 1, 2)?;
+        let rest = self.reshape(rest, &[r, k])?;
+        self.widen_i8_rows_and_rest(first, rest, scale)
+    }
+
+    /// Rows of an i8 matrix and of its rounding error widened:
+    /// `(f32(codes) + f32(rest)/254) · scale`, `codes` and `rest` i8 `[R,
+    /// in]`, `scale` f32 `[R, 1]` (gathered rows of a `--weights w8a16e`
+    /// table, `quantize_rows_i8_two_terms`'s two
+    /// terms) → f32 `[R, in]`.
+    pub fn widen_i8_rows_and_rest(
+        &mut self,
+        codes: Value,
+        rest: Value,
+        scale: Value,
+    ) -> Result<Value, GraphError> {
+        let shape = self.ty(codes).shape.to_vec();
+        let hi = self.convert(codes, DType::F32)?;
+        let lo = self.convert(rest, DType::F32)?;
+        let k254 = self.splat_like(lo, 254.0)?;
+        let lo = self.div(lo, k254)?;
+        let v = self.add(hi, lo)?;
+        let sb = self.broadcast_in_dim(scale, &shape, &[0, 1])?;
+        self.mul(v, sb)
     }
 }
