@@ -93,7 +93,7 @@ pub struct Args {
     /// larger KV caches are split into groups of layers. The default,
     /// 134217728 (2^27), is the storage-buffer range every Vulkan device
     /// guarantees; 0 turns this off (CPU targets only), the default of the
-    /// CPU-only forms (w8a8, w8a16, fast), whose whole tensors `kiln compile
+    /// CPU-only forms (w8a8, w8a16, w8a16e, w16a16, fast), whose whole tensors `kiln compile
     /// --pack` can pack.
     #[arg(long, value_name = "BYTES")]
     pub max_tensor_bytes: Option<u64>,
@@ -150,12 +150,12 @@ pub enum WeightsArg {
     /// The w8a8 matrices, multiplied by activations as two i8 terms (only
     /// the weights are rounded; CPU targets only).
     W8a16,
-    /// The w8a16 products with the weights in two i8 terms too (about 15
-    /// bits on both sides, twice w8a16's weight bytes; CPU targets only).
-    W16a16,
     /// w8a16, with the embedding table's rows in two i8 terms for its
     /// gathers (the rest as a second part; CPU targets only).
     W8a16e,
+    /// The w8a16 products with the weights in two i8 terms too (about 15
+    /// bits on both sides, twice w8a16's weight bytes; CPU targets only).
+    W16a16,
     /// The fastest CPU form near llama.cpp's accuracy (w8a16 today, with
     /// per-model exceptions; CPU targets only).
     Fast,
