@@ -286,23 +286,9 @@ pub fn all() -> Vec<OpCase> {
         },
     ));
     // `--weights w8a16`'s product (Graph::linear_w8a16): the activations as
-    // two i8 terms, both through one i8 × i8 → i32 product.
-    let mut want = Vec::with_capacity(rows * n);
-    for r in xw.fv().chunks_exact(k) {
-        let s = (r.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0).max(f32::MIN_POSITIVE);
-        let xs: Vec<f32> = r.iter().map(|x| x / s).collect();
-        let q1: Vec<i32> = xs.iter().map(|x| x.round_ties_even() as i32).collect();
-        let q2: Vec<i32> = xs
-            .iter()
-            .map(|x| ((x - x.round_ties_even()) * 254.0).round_ties_even() as i32)
-            .collect();
-        for (j, c) in codes.chunks_exact(k).enumerate() {
-            let dot = |q: &[i32]| q.iter().zip(c).map(|(a, b)| a * b).sum::<i32>() as f32;
-            want.push((dot(&q1) * s + dot(&q2) * (s / 254.0)) * sw.fv()[j]);
-        }
-    }
-    // `--weights w16a16`'s product (Graph::linear_w16a16): the weights'
-    // rows as two i8 terms too, each row r₁ then r₂ (w = s·(r₁ + r₂/254)).
+    // two i8 terms, both through one i8 × i8 → i32 product; `w16a16`'s
+    // (Graph::linear_w16a16): the weights' rows as two i8 terms too, each
+    // row r₁ then r₂ (w = s·(r₁ + r₂/254)).
     let lo: Vec<i32> = vals(n * k, 34, -127.4, 127.4)
         .iter()
         .map(|x| x.round() as i32)
@@ -312,7 +298,7 @@ pub fn all() -> Vec<OpCase> {
         .zip(lo.chunks_exact(k))
         .flat_map(|(h, l)| h.iter().chain(l).copied())
         .collect();
-    let mut want16 = Vec::with_capacity(rows * n);
+    let (mut want, mut want16) = (Vec::with_capacity(rows * n), Vec::with_capacity(rows * n));
     for r in xw.fv().chunks_exact(k) {
         let s = (r.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0).max(f32::MIN_POSITIVE);
         let xs: Vec<f32> = r.iter().map(|x| x / s).collect();
@@ -321,9 +307,9 @@ pub fn all() -> Vec<OpCase> {
             .iter()
             .map(|x| ((x - x.round_ties_even()) * 254.0).round_ties_even() as i32)
             .collect();
+        let dot = |q: &[i32], c: &[i32]| q.iter().zip(c).map(|(a, b)| a * b).sum::<i32>() as f32;
         for (j, (h, l)) in codes.chunks_exact(k).zip(lo.chunks_exact(k)).enumerate() {
-            let dot =
-                |q: &[i32], c: &[i32]| q.iter().zip(c).map(|(a, b)| a * b).sum::<i32>() as f32;
+            want.push((dot(&q1, h) * s + dot(&q2, h) * (s / 254.0)) * sw.fv()[j]);
             let y1 = dot(&q1, h) + dot(&q1, l) / 254.0;
             let y2 = dot(&q2, h) + dot(&q2, l) / 254.0;
             want16.push((y1 * s + y2 * (s / 254.0)) * sw.fv()[j]);
