@@ -37,9 +37,9 @@ index = rt.ParameterIndex()
 # chunks of a large embedding) and every chunk reads the entry's first
 # bytes. iree-run-module reads slices right; so does this mode, at the same
 # decode speed and memory (spec/vulkan-limits.md).
-# With `map_params` (a module packed at compile time that reads no slice
-# past an entry's start: session.rs checks), the archive is mapped instead:
-# only the pages the module reads (a gathered embedding's rows) are resident.
+# With `map_params` (a CPU module, or one packed at compile time, that reads
+# no slice past an entry's start: session.rs checks), the archive is mapped
+# instead: only the pages the module reads are resident.
 if spec.get("map_params"):
     index.load(params)
 else:
