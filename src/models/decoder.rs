@@ -85,9 +85,10 @@ pub(crate) enum Table {
     Whole(Value),
     Rows(Vec<(usize, Value)>),
     Blocks(Vec<(usize, BlockWeight)>),
-    /// `--weights w8a8` / `w8a16` / `w16a16` chunks: i8 codes `[rows,
-    /// cols]` (`[rows, 2·cols]` for `w16a16`) and f32 row scales
-    /// `[rows, 1]`, multiplied as the form says.
+    /// `--weights w8a8` / `w8a16` / `w8a16e` / `w16a16` chunks: i8 codes
+    /// `[rows, cols]` (`[rows, 2·cols]` for `w16a16`), f32 row scales
+    /// `[rows, 1]` and, for a `w8a16e` table, the rows' rest for gathers;
+    /// multiplied as the form says.
     Int8(Int8Form, Vec<(usize, I8Chunk)>),
 }
 
