@@ -37,6 +37,7 @@ fn exact_presets() {
             "--iree-hal-local-target-device-backends=llvm-cpu",
             "--iree-opt-data-tiling=false",
             "--iree-global-opt-data-tiling",
+            "--iree-opt-const-expr-max-size-increase-threshold=1099511627776",
             "--iree-llvmcpu-target-triple=aarch64-linux-android29",
             "--iree-llvmcpu-target-cpu=cortex-a76",
             "--iree-llvmcpu-target-cpu-features=+dotprod",

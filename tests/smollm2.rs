@@ -544,7 +544,9 @@ fn vulkan_compiles_and_runs_on_lavapipe_like_the_host() {
 /// blocks (an archive smaller than the GGUF) and give transformers' ids —
 /// transformers dequantizes the same GGUF to f32, exactly the values kiln
 /// widens in the graph. Every prompt position in the interpreter
-/// (redecode), and every greedy generation through the KV pair on the host.
+/// (redecode), and every greedy generation through the KV pair on the host,
+/// whose module widens the matrices once at load (`kiln compile
+/// --low-memory`: on every call).
 #[test]
 fn keep_weights_match_transformers_redecode_and_kv() {
     let Some(gguf) = smollm2_gguf() else { return };
@@ -570,7 +572,28 @@ fn keep_weights_match_transformers_redecode_and_kv() {
         }
     }
     if let Some(tc) = toolchain() {
-        kv_generations_on_host(&tc, &r, &mut failures, "keep, KV session");
+        let vmfb = kv_generations_on_host(&tc, &r, &mut failures, "keep, KV session");
+        // The preset widens each matrix once at load; `--low-memory` (and
+        // IREE's default bound, 1 MiB of growth) the large ones, such as
+        // the 1536 × 576 gate, on every call.
+        let gate = "1536x576";
+        assert!(
+            common::compiled::widens_at_load(&vmfb, gate),
+            "{}",
+            vmfb.display()
+        );
+        let low = vmfb.with_extension("low-memory.vmfb");
+        let flags: Vec<String> = kiln::iree::CompileOptions::NO_DATA_TILING_FLAGS
+            .iter()
+            .map(|f| f.to_string())
+            .collect();
+        let kv_mlir = r.kv_mlir.as_ref().unwrap();
+        common::compiled::compile(&tc, kv_mlir, &Target::Host, &low, &flags).unwrap();
+        assert!(
+            !common::compiled::widens_at_load(&low, gate),
+            "{}",
+            low.display()
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

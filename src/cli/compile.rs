@@ -34,7 +34,10 @@ pub struct Args {
     /// layout instead of a packed copy made at load, so about half the
     /// resident memory of a forward module (SmolLM2: 302 vs 564 MB), for a
     /// slower forward (181 vs 117 ms at SEQ 64 on the host). A KV module
-    /// gains nothing from it (spec/iree.md). No effect on Vulkan.
+    /// gains nothing from it (spec/iree.md). A `--weights keep` module
+    /// widens its matrices on every call instead of once at load (a
+    /// fraction of the memory, several times the decode time;
+    /// spec/quantized-weights.md). No effect on Vulkan.
     #[arg(long)]
     pub low_memory: bool,
     /// CPU targets: pack the weights of the matrix products while

@@ -41,7 +41,7 @@ mod recipes;
 
 pub(crate) use ir::bf16_pairs_shape;
 pub use ir::{
-    BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Module, Node, Op, ParamDecl,
-    ReduceKind, TensorType, UnaryOp, Value,
+    BinaryOp, BlockCodes, CompareDir, DType, DotDims, Graph, GraphError, Literal, Module, Node, Op,
+    ParamDecl, ReduceKind, TensorType, UnaryOp, Value,
 };
 pub(crate) use recipes::BlockWeight;

@@ -2,7 +2,7 @@
 
 use super::layout::{gather_offsets, strided_offsets, strides, transpose};
 use super::{matmul, InterpError, Tensor};
-use crate::graph::{BinaryOp, CompareDir, DType, Op, ReduceKind, TensorType, UnaryOp};
+use crate::graph::{BinaryOp, BlockCodes, CompareDir, DType, Op, ReduceKind, TensorType, UnaryOp};
 use rayon::prelude::*;
 
 type KResult<T> = Result<T, InterpError>;
@@ -842,5 +842,84 @@ pub(crate) fn eval(
             arity(4)?;
             argmax(args[0].t(), *dim, shape)
         }
+        Op::DequantizeBlocks(form) => {
+            arity(form.arity())?;
+            let ts: Vec<&Tensor> = args.iter().map(Arg::t).collect();
+            dequantize_blocks(form, &ts, shape)
+        }
     }
+}
+
+/// [`Op::DequantizeBlocks`]: each element's code unpacked from its word(s),
+/// then `(f32(code) − zero)·scale + min` in f32, the order the op specifies.
+fn dequantize_blocks(form: &BlockCodes, args: &[&Tensor], shape: &[usize]) -> KResult<Tensor> {
+    fn ints(t: &Tensor) -> KResult<&[i32]> {
+        match t {
+            Tensor::I32 { data, .. } => Ok(data.as_slice()),
+            _ => kerr("dequantize_blocks: words are not i32"),
+        }
+    }
+    fn floats(t: &Tensor) -> KResult<&[f32]> {
+        match t {
+            Tensor::F32 { data, .. } => Ok(data.as_slice()),
+            _ => kerr("dequantize_blocks: scales and minimums are not f32"),
+        }
+    }
+    let mut it = args.iter();
+    let lo = ints(it.next().expect("arity checked"))?;
+    let hi = if form.high_bits > 0 {
+        Some(ints(it.next().expect("arity checked"))?)
+    } else {
+        None
+    };
+    let scale = floats(it.next().expect("arity checked"))?;
+    let min = if form.has_min {
+        Some(floats(it.next().expect("arity checked"))?)
+    } else {
+        None
+    };
+    let k = *shape.last().unwrap_or(&0);
+    let numel: usize = shape.iter().product();
+    if k == 0 || form.group == 0 {
+        return Ok(Tensor::F32 {
+            shape: shape.to_vec(),
+            data: vec![0.0; numel],
+        });
+    }
+    let field = |words: &[i32], bits: u32, row: usize, j: usize| -> i32 {
+        let n = (32 / bits) as usize;
+        let w = words[row * (k / n) + j / n] as u32;
+        let mask = ((1u64 << bits) - 1) as u32;
+        ((w >> (bits as usize * (j % n))) & mask) as i32
+    };
+    let groups = k / form.group;
+    let zero = form.zero as f32;
+    let mut data = vec![0f32; numel];
+    let fill = |(row, out): (usize, &mut [f32])| {
+        for (j, o) in out.iter_mut().enumerate() {
+            let mut code = field(lo, form.low_bits, row, j);
+            if let Some(hi) = hi {
+                code += field(hi, form.high_bits, row, j) << form.low_bits;
+            }
+            let mut x = code as f32;
+            if form.zero != 0 {
+                x -= zero;
+            }
+            let g = row * groups + j / form.group;
+            x *= scale[g];
+            if let Some(m) = min {
+                x += m[g];
+            }
+            *o = x;
+        }
+    };
+    if numel >= PAR_MIN {
+        data.par_chunks_mut(k).enumerate().for_each(fill);
+    } else {
+        data.chunks_mut(k).enumerate().for_each(fill);
+    }
+    Ok(Tensor::F32 {
+        shape: shape.to_vec(),
+        data,
+    })
 }

@@ -313,8 +313,10 @@ impl Default for CompileOptions {
 impl CompileOptions {
     /// What `kiln compile --low-memory` puts first in [`extra`](Self::extra):
     /// the CPU presets without data tiling on either path (no packed copy
-    /// of the weights at load; slower matmuls).
-    pub const NO_DATA_TILING_FLAGS: [&'static str; 2] = super::flags::NO_DATA_TILING_FLAGS;
+    /// of the weights at load; slower matmuls), and with IREE's default
+    /// bound on values computed at load (a `--weights keep` matrix is
+    /// widened on every call instead of once).
+    pub const NO_DATA_TILING_FLAGS: [&'static str; 3] = super::flags::NO_DATA_TILING_FLAGS;
 
     /// Sets the most iree-compile processes at once (0 counts as 1).
     pub fn jobs(mut self, jobs: usize) -> Self {

@@ -13,10 +13,26 @@ pub(crate) const IREE_VERSION: &str = "3.13.0";
 pub const INPUT_TYPE_FLAG: &str = "--iree-input-type=stablehlo";
 
 /// [`CompileOptions::NO_DATA_TILING_FLAGS`](super::CompileOptions::NO_DATA_TILING_FLAGS).
-pub(crate) const NO_DATA_TILING_FLAGS: [&str; 2] = [
+pub(crate) const NO_DATA_TILING_FLAGS: [&str; 3] = [
     "--iree-opt-data-tiling=false",
     "--iree-global-opt-data-tiling=false",
+    CONST_EXPR_DEFAULT_GROWTH_FLAG,
 ];
+
+/// The CPU preset's bound on how much larger than its roots a value IREE
+/// computes once at load may be: none (2^40 bytes), so a `--weights keep`
+/// matrix widened by one `linalg.generic` is widened once at load, not on
+/// every call (IREE's default, 1 MiB, refuses anything 6–8× its codes).
+/// Only kiln's `keep` widenings grow that much from parameters alone; other
+/// modules compile to the same bytes with or without it
+/// (`spec/quantized-weights.md`, "Why `keep` was slow").
+pub(crate) const CONST_EXPR_GROWTH_FLAG: &str =
+    "--iree-opt-const-expr-max-size-increase-threshold=1099511627776";
+
+/// IREE's default for [`CONST_EXPR_GROWTH_FLAG`] (1 MiB), which `kiln
+/// compile --low-memory` restores: every matrix widened on every call.
+pub(crate) const CONST_EXPR_DEFAULT_GROWTH_FLAG: &str =
+    "--iree-opt-const-expr-max-size-increase-threshold=1048576";
 
 /// True when `name` is a Vulkan target iree-compile 3.13.0 accepts: one of
 /// [`Target::VULKAN_TARGETS`], or `adreno-` followed by three digits and an optional `l`.
@@ -269,11 +285,12 @@ impl Target {
         // twice those bytes at the same ids. Measured in spec/iree.md ("Data
         // tiling"). `kiln compile --low-memory` appends NO_DATA_TILING_FLAGS
         // (the last flag wins).
-        const LOCAL: [&str; 4] = [
+        const LOCAL: [&str; 5] = [
             "--iree-hal-target-device=local",
             "--iree-hal-local-target-device-backends=llvm-cpu",
             "--iree-opt-data-tiling=false",
             "--iree-global-opt-data-tiling",
+            CONST_EXPR_GROWTH_FLAG,
         ];
         let mut f: Vec<String> = vec![INPUT_TYPE_FLAG.to_string()];
         match self {

@@ -6,7 +6,8 @@
 //! meaning does not depend on custom assembly formats.
 
 use crate::graph::{
-    DType, DotDims, Graph, GraphError, Literal, Module, Node, Op, ReduceKind, TensorType,
+    BlockCodes, DType, DotDims, Graph, GraphError, Literal, Module, Node, Op, ReduceKind,
+    TensorType,
 };
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -501,6 +502,114 @@ fn print_signature(out: &mut String, g: &Graph, names: &[String], rets: &[String
     );
 }
 
+/// The SSA name of the `tensor.empty` a [`Op::DequantizeBlocks`] named
+/// `res` writes into.
+pub(crate) fn dequantize_init_name(res: &str) -> String {
+    format!("{}_init", dequantize_prefix(res))
+}
+
+/// The prefix of the names a [`Op::DequantizeBlocks`] named `res` defines
+/// (`%dqN` for `%N`).
+pub(crate) fn dequantize_prefix(res: &str) -> String {
+    format!("%dq{}", &res[1..])
+}
+
+/// A [`Op::DequantizeBlocks`] as one `linalg.generic` in MLIR's generic
+/// form (its body in arith's pretty form, its names `%dqN_…` after the
+/// result `%N`): result `res`, init `init`, operands `args` of types
+/// `tys`, result type `t`. The parser reads back exactly this text.
+pub(crate) fn dequantize_blocks_text(
+    res: &str,
+    init: &str,
+    args: &[&str],
+    tys: &[&TensorType],
+    t: &TensorType,
+    form: &BlockCodes,
+) -> String {
+    let rank = t.rank();
+    let dims: Vec<String> = (0..rank).map(|d| format!("d{d}")).collect();
+    let last = rank - 1;
+    let map = |div: usize| {
+        let mut outs = dims[..last].to_vec();
+        outs.push(if div == 1 {
+            dims[last].clone()
+        } else {
+            format!("{} floordiv {div}", dims[last])
+        });
+        format!("affine_map<({}) -> ({})>", dims.join(", "), outs.join(", "))
+    };
+    let per_word = |bits: u32| (32 / bits) as usize;
+    let mut maps = vec![map(per_word(form.low_bits))];
+    if form.high_bits > 0 {
+        maps.push(map(per_word(form.high_bits)));
+    }
+    maps.push(map(form.group));
+    if form.has_min {
+        maps.push(map(form.group));
+    }
+    maps.push(map(1));
+    let iterators = vec!["#linalg.iterator_type<parallel>"; rank].join(", ");
+    let p = dequantize_prefix(res);
+    let mut block_args = vec![format!("{p}_w: i32")];
+    if form.high_bits > 0 {
+        block_args.push(format!("{p}_h: i32"));
+    }
+    block_args.push(format!("{p}_s: f32"));
+    if form.has_min {
+        block_args.push(format!("{p}_m: f32"));
+    }
+    block_args.push(format!("{p}_o: f32"));
+    let mut body = vec![format!("{p}_k = linalg.index {last} : index")];
+    // Field `k mod n` of word `w`: `(w >> bits·(k mod n)) & (2^bits − 1)`.
+    let field = |body: &mut Vec<String>, x: &str, word: &str, bits: u32| {
+        let n = per_word(bits);
+        let mask = (1u64 << bits) - 1;
+        body.extend([
+            format!("{p}_{x}n = arith.constant {n} : index"),
+            format!("{p}_{x}j = arith.remui {p}_k, {p}_{x}n : index"),
+            format!("{p}_{x}i = arith.index_cast {p}_{x}j : index to i32"),
+            format!("{p}_{x}b = arith.constant {bits} : i32"),
+            format!("{p}_{x}s = arith.muli {p}_{x}i, {p}_{x}b : i32"),
+            format!("{p}_{x}w = arith.shrui {word}, {p}_{x}s : i32"),
+            format!("{p}_{x}m = arith.constant {mask} : i32"),
+            format!("{p}_{x}c = arith.andi {p}_{x}w, {p}_{x}m : i32"),
+        ]);
+    };
+    field(&mut body, "l", &format!("{p}_w"), form.low_bits);
+    let mut code = format!("{p}_lc");
+    if form.high_bits > 0 {
+        field(&mut body, "h", &format!("{p}_h"), form.high_bits);
+        body.push(format!("{p}_hu = arith.shli {p}_hc, {p}_lb : i32"));
+        body.push(format!("{p}_c = arith.addi {p}_lc, {p}_hu : i32"));
+        code = format!("{p}_c");
+    }
+    body.push(format!("{p}_f = arith.sitofp {code} : i32 to f32"));
+    let mut x = format!("{p}_f");
+    if form.zero != 0 {
+        let z = format_float(form.zero as f64, DType::F32);
+        body.push(format!("{p}_z = arith.constant {z} : f32"));
+        body.push(format!("{p}_fz = arith.subf {x}, {p}_z : f32"));
+        x = format!("{p}_fz");
+    }
+    body.push(format!("{p}_x = arith.mulf {x}, {p}_s : f32"));
+    x = format!("{p}_x");
+    if form.has_min {
+        body.push(format!("{p}_y = arith.addf {x}, {p}_m : f32"));
+        x = format!("{p}_y");
+    }
+    body.push(format!("linalg.yield {x} : f32"));
+    let types: Vec<String> = tys.iter().map(|t| t.to_string()).collect();
+    format!(
+        "{res} = \"linalg.generic\"({}, {init}) <{{indexing_maps = [{}], iterator_types = [{iterators}], operandSegmentSizes = array<i32: {}, 1>}}> ({{\n    ^bb0({}):\n      {}\n    }}) : ({}, {t}) -> {t}",
+        args.join(", "),
+        maps.join(", "),
+        args.len(),
+        block_args.join(", "),
+        body.join("\n      "),
+        types.join(", ")
+    )
+}
+
 /// One node of a function being printed, with the function's SSA names.
 struct NodeText<'g> {
     g: &'g Graph,
@@ -622,6 +731,15 @@ impl NodeText<'_> {
             Op::Reduce { kind, dims } => self.reduce(*kind, dims),
             Op::GatherRows => self.gather_rows(),
             Op::Argmax { dim } => self.argmax(*dim),
+            Op::DequantizeBlocks(form) => {
+                let init = dequantize_init_name(res);
+                let args: Vec<&str> = (0..self.n.args.len()).map(a).collect();
+                let tys: Vec<&TensorType> = (0..self.n.args.len()).map(ta).collect();
+                format!(
+                    "{init} = \"tensor.empty\"() : () -> {t}\n    {}",
+                    dequantize_blocks_text(res, &init, &args, &tys, t, form)
+                )
+            }
         };
         Ok(Some(line))
     }

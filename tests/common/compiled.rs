@@ -189,3 +189,15 @@ pub fn compile_many(
     }
     Ok(outs)
 }
+
+/// Whether a compiled module widens a `shape` (`"1536x576"`) matrix of
+/// block-quantized words at load: an initializer dispatch, which IREE
+/// names `…_initializer_N_dispatch_0_generic_<shape>_i32x…` after its op,
+/// shape and operand types (the module holds its executables' names).
+pub fn widens_at_load(vmfb: &Path, shape: &str) -> bool {
+    let bytes = std::fs::read(vmfb).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    let op = format!("_generic_{shape}_i32x");
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w.contains("_initializer_") && w.contains(&op))
+}

@@ -839,6 +839,94 @@ pub fn all() -> Vec<OpCase> {
         EXACT,
         |g, v| g.shift_right_logical(v[0], v[1]).unwrap(),
     ));
+    // Block-quantized codes widened in one op (Graph::dequantize_blocks_op,
+    // a linalg.generic on CPU targets, StableHLO ops after the Vulkan
+    // lowering): Q4_1-like (4-bit codes, a minimum), Q6_K-like (4 low and 2
+    // high bits, zero 32) and Q8_0-like (8-bit codes, zero 128), each
+    // element computed here from its word's bits.
+    let forms: [(&'static str, BlockCodes); 3] = [
+        (
+            "dequantize_blocks_4bit_min",
+            BlockCodes {
+                low_bits: 4,
+                high_bits: 0,
+                group: 32,
+                zero: 0,
+                has_min: true,
+            },
+        ),
+        (
+            "dequantize_blocks_6bit_zero",
+            BlockCodes {
+                low_bits: 4,
+                high_bits: 2,
+                group: 16,
+                zero: 32,
+                has_min: false,
+            },
+        ),
+        (
+            "dequantize_blocks_8bit_zero",
+            BlockCodes {
+                low_bits: 8,
+                high_bits: 0,
+                group: 32,
+                zero: 128,
+                has_min: false,
+            },
+        ),
+    ];
+    let (rows, k) = (3usize, 64usize);
+    let words = |n: usize, seed: u32| -> Vec<i32> {
+        let mut s = seed.wrapping_mul(2654435761) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                s as i32
+            })
+            .collect()
+    };
+    for (i, (name, form)) in forms.into_iter().enumerate() {
+        let field = |w: &[i32], bits: u32, r: usize, j: usize| -> i32 {
+            let n = (32 / bits) as usize;
+            ((w[r * (k / n) + j / n] as u32 >> (bits as usize * (j % n))) & ((1 << bits) - 1))
+                as i32
+        };
+        let lo = words(rows * k * form.low_bits as usize / 32, 40 + i as u32);
+        let hi = words(rows * k * form.high_bits as usize / 32, 50 + i as u32);
+        let groups = rows * k / form.group;
+        let scale = vals(groups, 60 + i as u32, -0.05, 0.05);
+        let min = vals(groups, 70 + i as u32, -1.0, 1.0);
+        let mut want = Vec::with_capacity(rows * k);
+        for r in 0..rows {
+            for j in 0..k {
+                let mut code = field(&lo, form.low_bits, r, j);
+                if form.high_bits > 0 {
+                    code += field(&hi, form.high_bits, r, j) << form.low_bits;
+                }
+                let g = r * (k / form.group) + j / form.group;
+                let x = (code as f32 - form.zero as f32) * scale[g];
+                want.push(if form.has_min { x + min[g] } else { x });
+            }
+        }
+        let mut inputs = vec![HostT::i(&[rows, lo.len() / rows], lo)];
+        if form.high_bits > 0 {
+            inputs.push(HostT::i(&[rows, hi.len() / rows], hi));
+        }
+        inputs.push(HostT::f(&[rows, k / form.group], scale));
+        if form.has_min {
+            inputs.push(HostT::f(&[rows, k / form.group], min));
+        }
+        cases.push(case(
+            name,
+            inputs,
+            HostT::f(&[rows, k], want),
+            ARITH,
+            move |g, v| g.dequantize_blocks_op(form, v).unwrap(),
+        ));
+    }
     // f16 scales of block-quantized weights, widened by their bits for
     // Vulkan (Graph::f16_pairs_to_f32): normals, subnormals, signed zeros,
     // the largest and smallest magnitudes.

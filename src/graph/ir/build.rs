@@ -2,8 +2,8 @@
 //! new value, or a [`GraphError`] that names the op and the offending types.
 
 use super::{
-    BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Op, ReduceKind, Shape,
-    TensorType, UnaryOp, Value,
+    BinaryOp, BlockCodes, CompareDir, DType, DotDims, Graph, GraphError, Literal, Op, ReduceKind,
+    Shape, TensorType, UnaryOp, Value,
 };
 
 fn err<T>(op: &'static str, msg: impl Into<String>) -> Result<T, GraphError> {
@@ -912,6 +912,78 @@ impl Graph {
             shape,
         };
         Ok(self.push(Op::GatherRows, &[table, ids], ty))
+    }
+
+    /// The f32 values of block-quantized codes in one op
+    /// ([`Op::DequantizeBlocks`]): `args` are the low words, the high words
+    /// (when `form.high_bits > 0`), the f32 scales and the f32 minimums
+    /// (when `form.has_min`), all of one leading shape.
+    pub fn dequantize_blocks_op(
+        &mut self,
+        form: BlockCodes,
+        args: &[Value],
+    ) -> Result<Value, GraphError> {
+        const OP: &str = "dequantize_blocks";
+        self.checked(OP, args)?;
+        if args.len() != form.arity() {
+            return err(
+                OP,
+                format!(
+                    "{form:?} takes {} operands, got {}",
+                    form.arity(),
+                    args.len()
+                ),
+            );
+        }
+        let unpacks = |bits: u32| matches!(bits, 1 | 2 | 4 | 8 | 16);
+        if !unpacks(form.low_bits) || !(form.high_bits == 0 || unpacks(form.high_bits)) {
+            return err(OP, format!("codes of {form:?} do not fill whole i32 words"));
+        }
+        let words = self.ty(args[0]).clone();
+        if words.dtype != DType::I32 || words.rank() == 0 {
+            return err(
+                OP,
+                format!("the low words are {words}, expected i32 [..., W]"),
+            );
+        }
+        let rank = words.rank();
+        let lead = &words.shape[..rank - 1];
+        let k = words.shape[rank - 1] * (32 / form.low_bits) as usize;
+        if form.group == 0 || k % form.group != 0 {
+            return err(
+                OP,
+                format!(
+                    "{k} elements per row are not whole groups of {}",
+                    form.group
+                ),
+            );
+        }
+        let mut expect = Vec::with_capacity(args.len());
+        if form.high_bits > 0 {
+            expect.push((DType::I32, k / (32 / form.high_bits) as usize, "high words"));
+        }
+        expect.push((DType::F32, k / form.group, "scales"));
+        if form.has_min {
+            expect.push((DType::F32, k / form.group, "minimums"));
+        }
+        for (&v, (dtype, last, what)) in args[1..].iter().zip(expect) {
+            let t = self.ty(v);
+            let mut shape = lead.to_vec();
+            shape.push(last);
+            if t.dtype != dtype || t.shape[..] != shape[..] {
+                return err(
+                    OP,
+                    format!(
+                        "the {what} are {t}, expected {}",
+                        TensorType::new(dtype, &shape)
+                    ),
+                );
+            }
+        }
+        let mut shape = lead.to_vec();
+        shape.push(k);
+        let ty = TensorType::new(DType::F32, &shape);
+        Ok(self.push(Op::DequantizeBlocks(form), args, ty))
     }
 
     /// Index of the largest element along `dim` as i32 (lowest index on ties),

@@ -9,7 +9,7 @@ mod types;
 
 pub(crate) use build::bf16_pairs_shape;
 pub use module::{Module, ParamDecl};
-pub use op::{BinaryOp, CompareDir, DotDims, Literal, Op, ReduceKind, UnaryOp};
+pub use op::{BinaryOp, BlockCodes, CompareDir, DotDims, Literal, Op, ReduceKind, UnaryOp};
 pub(crate) use types::Shape;
 pub use types::{DType, TensorType};
 

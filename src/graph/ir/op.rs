@@ -187,6 +187,30 @@ impl ReduceKind {
     }
 }
 
+/// The form of a [`Op::DequantizeBlocks`]: how codes sit in their i32
+/// words and how each group of them is scaled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlockCodes {
+    /// Bits per code in the low words (4 or 8; 1, 2 or 16 also unpack).
+    pub low_bits: u32,
+    /// Bits per code in the high words, `0` when there are none.
+    pub high_bits: u32,
+    /// Elements per group (one scale, and one minimum, per group).
+    pub group: usize,
+    /// Offset subtracted from each unsigned code before it is scaled.
+    pub zero: u32,
+    /// Whether a minimum is added after the scale.
+    pub has_min: bool,
+}
+
+impl BlockCodes {
+    /// How many operands the op takes: the low words, the high words if
+    /// any, the scales, the minimums if any.
+    pub fn arity(&self) -> usize {
+        2 + usize::from(self.high_bits > 0) + usize::from(self.has_min)
+    }
+}
+
 /// Literal data of a constant: one value per element (or one for a splat),
 /// stored as f64, which holds every f32/bf16/f16/i32/i1 value exactly.
 #[derive(Debug, Clone, PartialEq)]
@@ -290,6 +314,16 @@ pub enum Op {
     /// Row gather (embedding lookup): args (table `[V, D]`, i32 ids of any
     /// shape), result `ids.shape + [D]`.
     GatherRows,
+    /// The f32 values of block-quantized codes, in one op: args (low words
+    /// i32 `[..., W]`, high words i32 `[..., Wh]` if any, f32 scales
+    /// `[..., G]`, f32 minimums `[..., G]` if any), result f32 `[..., K]`.
+    /// Element `k` of a row is `(f32(lo | hi << low_bits) − zero)·scale +
+    /// min`, its code the `k mod n`-th `low_bits`-bit field of word
+    /// `k / n` (`n = 32/low_bits`; likewise the high bits), its scale and
+    /// minimum those of group `k / group`. Printed as one `linalg.generic`,
+    /// so IREE can widen a whole matrix once at load
+    /// (`spec/stablehlo-subset.md`).
+    DequantizeBlocks(BlockCodes),
     /// Index of the maximum along `dim` (lowest index on ties), as i32.
     /// Args: (operand, i32 iota over operand's shape along `dim`, -inf init, 0 init).
     Argmax {
@@ -325,6 +359,7 @@ impl Op {
             Op::DotGeneral(_) => "dot_general",
             Op::Reduce { .. } => "reduce",
             Op::GatherRows => "gather",
+            Op::DequantizeBlocks(_) => "dequantize_blocks",
             Op::Argmax { .. } => "argmax",
         }
     }

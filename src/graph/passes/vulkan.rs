@@ -26,6 +26,11 @@
 //! f32 ([`TensorType::lowered_for_vulkan`] gives the form of each). A caller passes and gets
 //! back i32 words where the CPU module takes bf16.
 //!
+//! A block-quantized matrix widened in one op ([`Op::DequantizeBlocks`], a
+//! `linalg.generic` that the CPU backends widen once at load) is written
+//! back as StableHLO elementwise ops ([`Graph::dequantize_blocks_chain`]),
+//! the same f32 operations.
+//!
 //! The same pass turns the two-reduction argmax
 //! ([`Graph::argmax_two_pass`], the CPU backends' fast form) back into the
 //! variadic (value, index) reduce ([`Graph::argmax`]): on `valhall` the
@@ -160,6 +165,12 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
                     });
                 }
                 map[node.args[0].index()]
+            }
+            // Widened on every call in StableHLO's elementwise ops, the
+            // form Vulkan has always compiled (the same values).
+            Op::DequantizeBlocks(form) => {
+                let args: Vec<Value> = node.args.iter().map(|a| map[a.index()]).collect();
+                g.dequantize_blocks_chain(*form, &args)?
             }
             op => match two_pass_argmax(f, node) {
                 Some((x, dim)) => g.argmax(map[x.index()], dim)?,

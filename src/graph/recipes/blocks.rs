@@ -2,7 +2,7 @@
 //! `spec/quantized-weights.md`): codes unpacked from i32 words with shifts
 //! and masks, then `(code − zero)·scale + min` per group.
 
-use crate::graph::{DType, Graph, GraphError, ReduceKind, UnaryOp, Value};
+use crate::graph::{BlockCodes, DType, Graph, GraphError, ReduceKind, UnaryOp, Value};
 
 /// A block-quantized matrix's parts as graph values, with the shape of
 /// its form (`params::blocks::BlockForm`). Every part has the
@@ -66,20 +66,77 @@ impl Graph {
 
     /// The f32 values of a block-quantized weight, `[..., K]`:
     /// `(f32(lo | hi << low_bits) − zero)·scale + min`, each scale and
-    /// minimum broadcast over its group. Exact: the same products and sums
-    /// as `gguf.quants.dequantize`.
+    /// minimum broadcast over its group, as one [`Op::DequantizeBlocks`]
+    /// (f16 scales and minimums widened first). Exact: the same products
+    /// and sums as `gguf.quants.dequantize`.
+    ///
+    /// [`Op::DequantizeBlocks`]: crate::graph::Op::DequantizeBlocks
     pub(crate) fn dequantize_blocks(&mut self, w: &BlockWeight) -> Result<Value, GraphError> {
-        let mut args = vec![w.qs, w.scale];
+        let (form, args) = self.block_operands(w)?;
+        self.dequantize_blocks_op(form, &args)
+    }
+
+    /// A [`BlockWeight`]'s form and its [`Op::DequantizeBlocks`] operands,
+    /// f16 scales and minimums widened to f32.
+    ///
+    /// [`Op::DequantizeBlocks`]: crate::graph::Op::DequantizeBlocks
+    fn block_operands(&mut self, w: &BlockWeight) -> Result<(BlockCodes, Vec<Value>), GraphError> {
+        let mut args = vec![w.qs];
         args.extend(w.qh.map(|(v, _)| v));
+        args.push(w.scale);
         args.extend(w.min);
         self.checked("dequantize_blocks", &args)?;
-        let lo = self.unpack_codes(w.qs, w.low_bits)?;
+        for a in args.iter_mut().skip(1 + usize::from(w.qh.is_some())) {
+            let t = self.ty(*a).clone();
+            match t.dtype {
+                DType::F32 => {}
+                DType::F16 => *a = self.convert(*a, DType::F32)?,
+                _ => return err(format!("a scale or minimum is {t}, expected f16 or f32")),
+            }
+        }
+        let form = BlockCodes {
+            low_bits: w.low_bits,
+            high_bits: w.qh.map_or(0, |(_, b)| b),
+            group: w.group,
+            zero: w.zero,
+            has_min: w.min.is_some(),
+        };
+        Ok((form, args))
+    }
+}
+
+impl Graph {
+    /// [`Op::DequantizeBlocks`] written as StableHLO elementwise ops: codes
+    /// unpacked from their words ([`Graph::unpack_codes`]), the high bits
+    /// shifted and added, `convert` to f32, minus the zero, then the
+    /// scales and minimums broadcast over `[..., K/group, group]` and a
+    /// reshape back to `[..., K]`. The same f32 operations as the one op,
+    /// so the same values: the form the Vulkan lowering gives it.
+    pub(crate) fn dequantize_blocks_chain(
+        &mut self,
+        form: BlockCodes,
+        args: &[Value],
+    ) -> Result<Value, GraphError> {
+        self.checked("dequantize_blocks", args)?;
+        if args.len() != form.arity() {
+            return err(format!(
+                "{form:?} takes {} operands, got {}",
+                form.arity(),
+                args.len()
+            ));
+        }
+        let mut it = args.iter().copied();
+        let qs = it.next().expect("arity checked");
+        let qh = (form.high_bits > 0).then(|| it.next().expect("arity checked"));
+        let scale = it.next().expect("arity checked");
+        let min = form.has_min.then(|| it.next().expect("arity checked"));
+        let lo = self.unpack_codes(qs, form.low_bits)?;
         let shape = self.ty(lo).shape.to_vec();
         let rank = shape.len();
         let k = shape[rank - 1];
         let mut code = lo;
-        if let Some((qh, bits)) = w.qh {
-            let hi = self.unpack_codes(qh, bits)?;
+        if let Some(qh) = qh {
+            let hi = self.unpack_codes(qh, form.high_bits)?;
             if self.ty(hi).shape != self.ty(lo).shape {
                 return err(format!(
                     "high codes {} do not match low codes {}",
@@ -87,45 +144,30 @@ impl Graph {
                     self.ty(lo)
                 ));
             }
-            let by = self.splat(DType::I32, &shape, w.low_bits as f64)?;
+            let by = self.splat(DType::I32, &shape, form.low_bits as f64)?;
             let hi = self.shift_left(hi, by)?;
             code = self.add(code, hi)?;
         }
         let mut x = self.convert(code, DType::F32)?;
-        if w.zero != 0 {
-            let z = self.splat(DType::F32, &shape, w.zero as f64)?;
+        if form.zero != 0 {
+            let z = self.splat(DType::F32, &shape, form.zero as f64)?;
             x = self.sub(x, z)?;
         }
-        if w.group == 0 || k % w.group != 0 {
+        if form.group == 0 || k % form.group != 0 {
             return err(format!(
                 "{k} elements per row are not whole groups of {}",
-                w.group
+                form.group
             ));
         }
         let mut grouped = shape[..rank - 1].to_vec();
-        grouped.push(k / w.group);
-        grouped.push(w.group);
+        grouped.push(k / form.group);
+        grouped.push(form.group);
         let x = self.reshape(x, &grouped)?;
         let keep: Vec<usize> = (0..rank).collect();
-        let widen = |g: &mut Graph, v: Value, what: &str| -> Result<Value, GraphError> {
-            let t = g.ty(v).clone();
-            if t.shape[..] != grouped[..rank] || !matches!(t.dtype, DType::F16 | DType::F32) {
-                return err(format!(
-                    "the {what} is {t}, expected f16 or f32 {:?}",
-                    &grouped[..rank]
-                ));
-            }
-            let v = if t.dtype == DType::F32 {
-                v
-            } else {
-                g.convert(v, DType::F32)?
-            };
-            g.broadcast_in_dim(v, &grouped, &keep)
-        };
-        let s = widen(self, w.scale, "scale")?;
+        let s = self.broadcast_in_dim(scale, &grouped, &keep)?;
         let mut x = self.mul(x, s)?;
-        if let Some(m) = w.min {
-            let m = widen(self, m, "minimum")?;
+        if let Some(m) = min {
+            let m = self.broadcast_in_dim(m, &grouped, &keep)?;
             x = self.add(x, m)?;
         }
         self.reshape(x, &shape)

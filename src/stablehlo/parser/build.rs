@@ -7,9 +7,10 @@ pub(crate) use super::literal::literal;
 use super::syntax::{self, Attr, RawType, Region, Stmt, Types};
 use super::Global;
 use crate::graph::{
-    BinaryOp, CompareDir, DType, DotDims, Graph, GraphError, Literal, Op, TensorType, UnaryOp,
-    Value,
+    BinaryOp, BlockCodes, CompareDir, DType, DotDims, Graph, GraphError, Literal, Op, TensorType,
+    UnaryOp, Value,
 };
+use crate::stablehlo::printer::{dequantize_blocks_text, dequantize_prefix};
 use std::collections::HashMap;
 
 /// A checked tensor type.
@@ -42,6 +43,8 @@ struct FnBuilder<'a, 'c> {
     c: &'c Cursor<'a>,
     g: Graph,
     names: HashMap<&'a str, Binding>,
+    /// `tensor.empty` results: only a `linalg.generic`'s init reads one.
+    empties: HashMap<&'a str, TensorType>,
     globals: &'c HashMap<String, Global>,
 }
 
@@ -311,12 +314,111 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
             "stablehlo.dynamic_update_slice" => self.dynamic_update_slice(st),
             "stablehlo.gather" => self.gather(st),
             "stablehlo.reduce" => self.reduce(st),
+            "tensor.empty" => self.empty(st),
+            "linalg.generic" => self.dequantize_blocks(st),
             _ => Err(self.c.err_found(
                 st.pos,
                 "a StableHLO operation kiln supports",
                 format!("`{name}`"),
             )),
         }
+    }
+
+    /// `tensor.empty`: remembered as the init of a later `linalg.generic`.
+    fn empty(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        self.operands(st, Some(0))?;
+        let t = self.result_type(st)?;
+        match st.results.as_slice() {
+            [(n, 1, p)] => {
+                if self.names.contains_key(n) || self.empties.contains_key(n) {
+                    return Err(self.c.err_found(
+                        *p,
+                        "a new SSA name",
+                        format!("`{n}`, already defined"),
+                    ));
+                }
+                self.empties.insert(n, t);
+                Ok(())
+            }
+            _ => Err(self
+                .c
+                .err_found(st.pos, "one result name for `tensor.empty`", "none")),
+        }
+    }
+
+    /// A `linalg.generic`: only the block dequantization kiln prints
+    /// ([`crate::stablehlo::printer`]'s `dequantize_blocks_text`), read
+    /// back by deriving its form from the operand types and comparing the
+    /// statement's text, whitespace aside, with what the printer writes
+    /// for that form and those names.
+    fn dequantize_blocks(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let expected = "a `linalg.generic` that kiln prints for a block dequantization (spec/stablehlo-subset.md)";
+        let fail = |why: &str| self.c.err_found(st.pos, expected, why.to_string());
+        let Some((&(init, init_pos), ins)) = st.operands.split_last() else {
+            return Err(fail("no operands"));
+        };
+        let Some(init_ty) = self.empties.get(init).cloned() else {
+            return Err(self.c.err_found(
+                init_pos,
+                "a `tensor.empty` result as the init",
+                format!("`{init}`"),
+            ));
+        };
+        let args: Vec<Value> = ins
+            .iter()
+            .map(|&(n, p)| self.lookup(n, p))
+            .collect::<PResult<_>>()?;
+        let t = self.result_type(st)?;
+        if t != init_ty || t.dtype != DType::F32 || t.rank() == 0 {
+            return Err(fail("a result that is not the f32 init's type"));
+        }
+        let tys: Vec<TensorType> = args.iter().map(|&v| self.g.ty(v).clone()).collect();
+        let k = t.shape[t.rank() - 1];
+        let last = |ty: &TensorType| ty.shape.last().copied().unwrap_or(0);
+        let bits = |ty: &TensorType| -> Option<u32> {
+            let w = last(ty);
+            (w > 0 && k % w == 0 && 32 % (k / w) == 0).then(|| (32 / (k / w)) as u32)
+        };
+        let ints = tys.iter().take_while(|ty| ty.dtype == DType::I32).count();
+        let floats = tys.len() - ints;
+        let (Some(low_bits), true, true) = (
+            tys.first().and_then(bits),
+            (1..=2).contains(&ints),
+            (1..=2).contains(&floats),
+        ) else {
+            return Err(fail("operands other than i32 words, then f32 scales"));
+        };
+        let high_bits = match ints {
+            2 => bits(&tys[1]).ok_or_else(|| fail("high words that do not fill the row"))?,
+            _ => 0,
+        };
+        let g = last(&tys[ints]);
+        if g == 0 || k % g != 0 {
+            return Err(fail("scales that do not divide the row"));
+        }
+        let text = &self.c.src[st.results.first().map_or(st.pos, |r| r.2)..st.end];
+        let res = st.results.first().map_or("%", |r| r.0);
+        let zero = text
+            .split_once(&format!("{}_z = arith.constant ", dequantize_prefix(res)))
+            .and_then(|(_, rest)| rest.split_once(" : f32"))
+            .and_then(|(z, _)| z.trim().parse::<f64>().ok())
+            .map_or(0, |z| z as u32);
+        let form = BlockCodes {
+            low_bits,
+            high_bits,
+            group: k / g,
+            zero,
+            has_min: floats == 2,
+        };
+        let names: Vec<&str> = ins.iter().map(|o| o.0).collect();
+        let ty_refs: Vec<&TensorType> = tys.iter().collect();
+        let want = dequantize_blocks_text(res, init, &names, &ty_refs, &t, &form);
+        let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        if squash(text) != squash(&want) {
+            return Err(fail("another body, maps or attributes"));
+        }
+        let r = self.g.dequantize_blocks_op(form, &args);
+        self.finish(st, r)
     }
 
     /// An op of one operand, built by `build`.
@@ -745,6 +847,7 @@ pub(crate) fn function<'a>(
         c: &Cursor::new(c.src),
         g: Graph::new(name),
         names: HashMap::new(),
+        empties: HashMap::new(),
         globals,
     };
     let args = arguments(c)?;

@@ -361,6 +361,52 @@ impl<'a> Cursor<'a> {
             .map_err(|_| self.err_found(start, "a UTF-8 string", "invalid UTF-8 bytes"))
     }
 
+    /// One bracketed group at the cursor (`(…)`, `[…]`, `{…}` or `<…>`,
+    /// nested groups and strings inside, `->` not a closer), consumed
+    /// through its closing bracket.
+    pub fn skip_group(&mut self) -> PResult<&'a str> {
+        self.ws();
+        let start = self.pos;
+        let bytes = self.src.as_bytes();
+        let mut depth: Vec<u8> = Vec::new();
+        let mut i = self.pos;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'"' => {
+                    let mut c = self.clone();
+                    c.pos = i;
+                    c.string()?;
+                    i = c.pos;
+                    continue;
+                }
+                b'-' if bytes.get(i + 1) == Some(&b'>') => {
+                    i += 2;
+                    continue;
+                }
+                b @ (b'(' | b'[' | b'{' | b'<') => depth.push(b),
+                b @ (b')' | b']' | b'}' | b'>') => {
+                    let open = match b {
+                        b')' => b'(',
+                        b']' => b'[',
+                        b'}' => b'{',
+                        _ => b'<',
+                    };
+                    if depth.pop() != Some(open) {
+                        return Err(self.err_at(i, "balanced brackets"));
+                    }
+                    if depth.is_empty() {
+                        self.pos = i + 1;
+                        return Ok(&self.src[start..self.pos]);
+                    }
+                }
+                _ if depth.is_empty() => return Err(self.err_at(i, "a bracketed group")),
+                _ => {}
+            }
+            i += 1;
+        }
+        Err(self.err_at(i, "a closing bracket"))
+    }
+
     /// Skips one balanced attribute value up to a `,` or closing bracket at
     /// depth 0, returning its trimmed text.
     pub fn skip_balanced(&mut self) -> PResult<&'a str> {

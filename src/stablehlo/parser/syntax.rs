@@ -97,6 +97,9 @@ pub(crate) struct Stmt<'a> {
     pub types_pos: usize,
     /// Symbol operand of `util.global.load`.
     pub symbol: Option<(String, usize)>,
+    /// Where the statement's text ends (its start is its first result's
+    /// position, else `pos`).
+    pub end: usize,
 }
 
 impl<'a> Stmt<'a> {
@@ -501,6 +504,7 @@ fn stmt_base<'a>(pos: usize, name: &str) -> Stmt<'a> {
         types: Types::Short(Vec::new()),
         types_pos: pos,
         symbol: None,
+        end: pos,
     }
 }
 
@@ -751,11 +755,13 @@ pub(crate) fn stmt<'a>(c: &mut Cursor<'a>, depth: usize) -> PResult<Stmt<'a>> {
     let results = result_names(c)?;
     c.ws();
     let pos = c.pos;
-    if c.peek("\"") {
-        generic_stmt(c, pos, results, depth)
+    let mut st = if c.peek("\"") {
+        generic_stmt(c, pos, results, depth)?
     } else {
-        pretty_stmt(c, pos, results, depth)
-    }
+        pretty_stmt(c, pos, results, depth)?
+    };
+    st.end = c.pos;
+    Ok(st)
 }
 
 /// The results before `=`, if any: each name (without `#`), its result
@@ -799,6 +805,24 @@ fn generic_stmt<'a>(
     c.expect("(")?;
     operands(c, &mut st)?;
     c.expect(")")?;
+    if st.name == "linalg.generic" {
+        // Only kiln's block dequantization is read, and it is read back
+        // as text (the graph layer checks it against the printer's);
+        // here its properties and region are only skipped.
+        c.ws();
+        if c.peek("<{") {
+            c.skip_group()?;
+        }
+        c.expect("(")?;
+        c.ws();
+        if !c.peek("{") {
+            return Err(c.err("`{` opening the region of `linalg.generic`"));
+        }
+        c.skip_group()?;
+        c.expect(")")?;
+        type_section(c, &mut st)?;
+        return Ok(st);
+    }
     if c.peek("<{") {
         c.pos += 1;
         attr_dict(c, &mut st.attrs)?;
