@@ -959,8 +959,8 @@ impl Graph {
             );
         }
         let mut expect = Vec::with_capacity(args.len());
-        if form.high_bits > 0 {
-            expect.push((DType::I32, k / (32 / form.high_bits) as usize, "high words"));
+        if let Some(per_word) = 32u32.checked_div(form.high_bits) {
+            expect.push((DType::I32, k / per_word as usize, "high words"));
         }
         expect.push((DType::F32, k / form.group, "scales"));
         if form.has_min {
