@@ -27,6 +27,7 @@ fn cases() -> Vec<(&'static str, String)> {
         ("parameter slice length disagrees", "module @m {\n  util.global private @w = #flow.parameter.named<\"model\"::\"w\", {offset = 8 : i64, length = 12 : i64}> : tensor<2xf32>\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n".to_string()),
         ("parameter slice key unknown", "module @m {\n  util.global private @w = #flow.parameter.named<\"model\"::\"w\", {offset = 8 : i64, stride = 4 : i64}> : tensor<2xf32>\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n".to_string()),
         ("parameter slice offset negative", "module @m {\n  util.global private @w = #flow.parameter.named<\"model\"::\"w\", {offset = -8 : i64}> : tensor<2xf32>\n  func.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n".to_string()),
+        ("linalg.generic other than kiln's dequantization", module("    %e = \"tensor.empty\"() : () -> tensor<2x3xf32>\n    %0 = \"linalg.generic\"(%arg0, %e) <{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>], operandSegmentSizes = array<i32: 1, 1>}> ({\n    ^bb0(%a: f32, %o: f32):\n      linalg.yield %a : f32\n    }) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>")),
         ("dynamic shape", "module @m {\n  func.func @f(%arg0: tensor<?xf32>) -> tensor<2xf32> {\n  }\n}\n".to_string()),
     ]
 }
@@ -63,12 +64,29 @@ fn garbage_never_panics() {
 /// Random byte edits of a real printed module never panic the parser.
 #[test]
 fn mutations_never_panic() {
-    use kiln::graph::{DType, Graph, Module, TensorType};
+    use kiln::graph::{BlockCodes, DType, Graph, Module, TensorType};
     use kiln::stablehlo::PrintOptions;
     let mut g = Graph::new("f");
     let x = g.input(TensorType::new(DType::F32, &[2, 4]));
     let w = g.weight("w", DType::BF16, &[3, 4]).unwrap();
     let y = g.linear(x, w).unwrap();
+    // A block-quantized matrix widened in one op (a linalg.generic).
+    let qs = g
+        .parameter("q.qs", TensorType::new(DType::I32, &[3, 1]))
+        .unwrap();
+    let qscale = g
+        .parameter("q.scale", TensorType::new(DType::F32, &[3, 1]))
+        .unwrap();
+    let form = BlockCodes {
+        low_bits: 8,
+        high_bits: 0,
+        group: 4,
+        zero: 128,
+        has_min: false,
+    };
+    let q = g.dequantize_blocks_op(form, &[qs, qscale]).unwrap();
+    let yq = g.linear(x, q).unwrap();
+    let y = g.add(y, yq).unwrap();
     let s = g.softmax(y, 1).unwrap();
     let r = g.reduce_sum(s, &[0]).unwrap();
     let a = g.argmax(s, 1).unwrap();
@@ -107,5 +125,26 @@ fn mutations_never_panic() {
                 }
             }
         }
+    }
+}
+
+/// kiln reads back only the dequantization text it prints: the same
+/// `linalg.generic` with one body op changed is an error, not another op
+/// (the zero's constant is part of the form: another zero reads back as
+/// that form).
+#[test]
+fn an_edited_dequantization_body_is_refused() {
+    let m = crate::common::interp::all_ops_module();
+    let text = m.print(&Default::default(), None).unwrap();
+    assert!(kiln::graph::Module::parse(&text).is_ok());
+    for (from, to) in [("arith.mulf", "arith.divf"), ("arith.remui", "arith.divui")] {
+        assert!(text.contains(from), "{from}");
+        let edited = text.replacen(from, to, 1);
+        let e = kiln::graph::Module::parse(&edited).expect_err(to);
+        assert!(
+            e.to_string().contains("block dequantization")
+                && e.to_string().contains("another body"),
+            "{e}"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Graphs shared by the parser and interpreter tests: one module that uses
 //! every op and composite, and a tiny random transformer.
 
-use kiln::graph::{CompareDir, DType, DotDims, Graph, Module, TensorType, Value};
+use kiln::graph::{BlockCodes, CompareDir, DType, DotDims, Graph, Module, TensorType, Value};
 use kiln::interp::Tensor;
 use std::collections::HashMap;
 
@@ -219,6 +219,29 @@ pub fn all_ops_module() -> Module {
     let s = g.reduce_sum(c, &[0, 1, 2]).unwrap();
     g.set_outputs(&[s, c]);
     g.store_output_in_input(1, cache).unwrap();
+    m.functions.push(g);
+    // Block-quantized codes widened in one op (a linalg.generic): 4 low and
+    // 2 high bits per code, zero 32, a minimum, groups of 16.
+    let mut g = Graph::new("dequantize");
+    let x = g.input(f32t(&[1, 16]));
+    let lo = g
+        .parameter("q.qs", TensorType::new(DType::I32, &[2, 2]))
+        .unwrap();
+    let hi = g
+        .parameter("q.qh", TensorType::new(DType::I32, &[2, 1]))
+        .unwrap();
+    let scale = g.parameter("q.scale", f32t(&[2, 1])).unwrap();
+    let min = g.parameter("q.min", f32t(&[2, 1])).unwrap();
+    let form = BlockCodes {
+        low_bits: 4,
+        high_bits: 2,
+        group: 16,
+        zero: 32,
+        has_min: true,
+    };
+    let w = g.dequantize_blocks_op(form, &[lo, hi, scale, min]).unwrap();
+    let y = g.linear(x, w).unwrap();
+    g.set_outputs(&[y]);
     m.functions.push(g);
     m
 }
