@@ -43,8 +43,9 @@
 //! See `spec/kv-cache.md`.
 
 use super::config::DecoderConfig;
-use super::decoder::{check_positions, Decoder, Table};
+use super::decoder::{check_positions, Decoder};
 use super::masks::CausalMasks;
+use super::tables::Table;
 use super::ModelError;
 use crate::graph::{DType, TensorType, Value};
 

@@ -2,8 +2,8 @@
 //!
 //! `config` reads hyperparameters, `family/` holds one file per model
 //! family (what its config keys and tensor names mean), `decoder` is the
-//! graph every family shares, `rope` its position tables, `checkpoint`
-//! opens files.
+//! graph every family shares (`tables` its matrices, whole or in row
+//! chunks), `rope` its position tables, `checkpoint` opens files.
 
 pub(crate) mod checkpoint;
 mod config;
@@ -12,6 +12,7 @@ mod family;
 pub(crate) mod kv;
 mod masks;
 mod rope;
+mod tables;
 mod weights;
 
 pub use checkpoint::Checkpoint;
