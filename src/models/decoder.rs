@@ -10,7 +10,7 @@
 
 use super::config::{Activation, DecoderConfig};
 use super::masks::{CausalMasks, Mask};
-use super::tables::{row_chunks, widen_i8, I8Chunk, Rows, Table};
+use super::tables::{row_chunks, widen_i8, I8Chunk, Rows, Table, MAX_TABLE_ROWS, MAX_TENSOR_BYTES};
 use super::weights::{Int8Form, Storage, WeightPlan};
 use super::ModelError;
 use crate::graph::{BlockWeight, CompareDir, DType, DotDims, Graph, TensorType, Value};
@@ -52,12 +52,6 @@ pub struct GraphOptions {
     /// compiles for CPU targets only).
     pub max_tensor_bytes: u64,
 }
-
-/// [`DecoderConfig::MAX_TENSOR_BYTES`].
-pub(crate) const MAX_TENSOR_BYTES: u64 = 1 << 27;
-
-/// [`DecoderConfig::MAX_TABLE_ROWS`].
-pub(crate) const MAX_TABLE_ROWS: usize = 65535;
 
 impl DecoderConfig {
     /// The default bound on the bytes of one tensor of kiln's graphs:

@@ -18,7 +18,7 @@ mod weights;
 pub use checkpoint::Checkpoint;
 pub use config::{Activation, Arch, DecoderConfig, Family, RopeScaling, SlidingRope};
 pub(crate) use decoder::EMBEDDING;
-pub(crate) use decoder::MAX_TENSOR_BYTES;
+pub(crate) use tables::MAX_TENSOR_BYTES;
 pub(crate) use weights::{Int8Form, Storage, WeightPlan};
 
 /// A checkpoint that cannot be turned into a graph: names what is wrong

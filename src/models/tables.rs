@@ -2,10 +2,15 @@
 //! row chunks under the tensor bound ([`row_chunks`]), plain, block-quantized
 //! or i8 rows; and how a gather reads rows of each ([`Rows`]).
 
-use super::decoder::MAX_TABLE_ROWS;
 use super::weights::Int8Form;
 use super::ModelError;
 use crate::graph::{BlockWeight, Graph, Value};
+
+/// [`DecoderConfig::MAX_TENSOR_BYTES`](super::DecoderConfig::MAX_TENSOR_BYTES).
+pub(crate) const MAX_TENSOR_BYTES: u64 = 1 << 27;
+
+/// [`DecoderConfig::MAX_TABLE_ROWS`](super::DecoderConfig::MAX_TABLE_ROWS).
+pub(crate) const MAX_TABLE_ROWS: usize = 65535;
 
 /// A `[rows, cols]` matrix (the embedding, the LM head, a block's weight
 /// matrix): one f32 value, or row chunks `(first row, f32 [rows, cols])`
@@ -147,7 +152,6 @@ fn gcd(a: u64, b: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::decoder::MAX_TENSOR_BYTES;
 
     #[test]
     fn tables_that_fit_are_not_chunked() {
