@@ -367,6 +367,15 @@ impl<'a> Cursor<'a> {
     pub fn skip_group(&mut self) -> PResult<&'a str> {
         self.ws();
         let start = self.pos;
+        self.pos = self.scan_balanced(true)?;
+        Ok(&self.src[start..self.pos])
+    }
+
+    /// Where a balanced run that starts at the cursor ends, over strings,
+    /// `->` and nested brackets: with `one_group`, just past the closing
+    /// bracket of the group at the cursor; otherwise at the first `,` or
+    /// unmatched closing bracket at depth 0 (or the end of the text).
+    fn scan_balanced(&self, one_group: bool) -> PResult<usize> {
         let bytes = self.src.as_bytes();
         let mut depth: Vec<u8> = Vec::new();
         let mut i = self.pos;
@@ -391,20 +400,29 @@ impl<'a> Cursor<'a> {
                         b'}' => b'{',
                         _ => b'<',
                     };
-                    if depth.pop() != Some(open) {
-                        return Err(self.err_at(i, "balanced brackets"));
-                    }
-                    if depth.is_empty() {
-                        self.pos = i + 1;
-                        return Ok(&self.src[start..self.pos]);
+                    match depth.last() {
+                        Some(&o) if o == open => {
+                            depth.pop();
+                            if one_group && depth.is_empty() {
+                                return Ok(i + 1);
+                            }
+                        }
+                        None if !one_group => break,
+                        _ => return Err(self.err_at(i, "balanced brackets")),
                     }
                 }
-                _ if depth.is_empty() => return Err(self.err_at(i, "a bracketed group")),
+                b',' if depth.is_empty() && !one_group => break,
+                _ if depth.is_empty() && one_group => {
+                    return Err(self.err_at(i, "a bracketed group"))
+                }
                 _ => {}
             }
             i += 1;
         }
-        Err(self.err_at(i, "a closing bracket"))
+        if one_group || !depth.is_empty() {
+            return Err(self.err_at(i, "a closing bracket"));
+        }
+        Ok(i)
     }
 
     /// Skips one balanced attribute value up to a `,` or closing bracket at
@@ -412,47 +430,7 @@ impl<'a> Cursor<'a> {
     pub fn skip_balanced(&mut self) -> PResult<&'a str> {
         self.ws();
         let start = self.pos;
-        let bytes = self.src.as_bytes();
-        let mut depth: Vec<u8> = Vec::new();
-        let mut i = self.pos;
-        while i < bytes.len() {
-            let b = bytes[i];
-            match b {
-                b'"' => {
-                    let mut c = self.clone();
-                    c.pos = i;
-                    c.string()?;
-                    i = c.pos;
-                    continue;
-                }
-                b'(' | b'[' | b'{' | b'<' => depth.push(b),
-                b'-' if bytes.get(i + 1) == Some(&b'>') => {
-                    i += 2;
-                    continue;
-                }
-                b')' | b']' | b'}' | b'>' => {
-                    let open = match b {
-                        b')' => b'(',
-                        b']' => b'[',
-                        b'}' => b'{',
-                        _ => b'<',
-                    };
-                    match depth.last() {
-                        Some(&o) if o == open => {
-                            depth.pop();
-                        }
-                        None => break,
-                        Some(_) => return Err(self.err_at(i, "balanced brackets")),
-                    }
-                }
-                b',' if depth.is_empty() => break,
-                _ => {}
-            }
-            i += 1;
-        }
-        if !depth.is_empty() {
-            return Err(self.err_at(i, "a closing bracket"));
-        }
+        let i = self.scan_balanced(false)?;
         self.pos = i;
         let text = self.src[start..i].trim_end();
         if text.is_empty() {
