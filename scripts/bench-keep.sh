@@ -16,8 +16,6 @@ smol="$(bash scripts/fetch-smollm2.sh)"
 gemma="$(bash scripts/fetch-gemma3.sh)"
 . scripts/bench-lib.sh
 bench_setup bench-keep
-ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
-mb() { python3 -c "print(f'{$1 / 1e6:.0f}')"; }
 echo "start: $(uptime)" >&2
 rows=()
 for model in smollm2 gemma3; do
@@ -26,18 +24,9 @@ for model in smollm2 gemma3; do
     form="${variant%%:*}"
     flag=""; [[ $variant == *:* ]] && flag="${variant#*:}"
     n="${model}_${form}"
-    "$kiln" export "$gguf" --seq 64 --out "$out" --name "$n" --weights "$form" \
-      --kv-cache --prompt-len 64 --max-context 128 -q >/dev/null 2>&1
     # shellcheck disable=SC2086
-    "$kiln" compile "$out/$n-kv-gen.mlir" --target host -q $flag >/dev/null 2>&1
-    read -r cache count dtype < <(python3 -c "import json; k=json.load(open('$out/$n.json'))['kv']; print('x'.join(map(str, k['cache_shape'])), k.get('cache_count', 1), k['cache_dtype'])")
-    caches=()
-    for _ in $(seq $((2 * count))); do caches+=("${cache}x${dtype}=0"); done
-    decode=$(bm "$out/$n-kv-host.vmfb" "${n}_decode" "$out/$n.irpa" "1xi32=1234" "i32=127" "${caches[@]}")
-    prefill=$(bm "$out/$n-kv-host.vmfb" "${n}_prefill" "$out/$n.irpa" "1x64xi32=$ids64" "i32=0" "i32=64" "${caches[@]}")
-    /usr/bin/time -f %M -o "$out/rss" "$kiln" generate "$out/$n-kv-host.vmfb" --kv-cache --tokens "$ids64" \
-      --max-new-tokens 32 >/dev/null 2>&1
-    rows+=("| $model | $form ${flag:-(preset)} | $(mb "$(stat -c %s "$out/$n.irpa")") | $prefill | $decode | $(( $(tail -1 "$out/rss") / 1024 )) |")
+    bench_kv_form "$gguf" "$n" "$form" 32 $flag
+    rows+=("| $model | $form ${flag:-(preset)} | $archive_mb | $prefill | $decode | $gen_rss |")
     rm -f "$out/$n"*
   done
 done

@@ -71,7 +71,6 @@ PY
 $kiln compile "$out/floor.mlir" --target host >/dev/null 2>&1
 weight_bytes=$(stat -c %s "$out/s128.irpa")
 
-ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
 ids128=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(128)))')
 fwd128=$(bm "$out/s128-host.vmfb" s128 "$out/s128.irpa" "1x128xi32=$ids128")
 fwd64=$(bm "$out/s64-host.vmfb" s64 "$out/s64.irpa" "1x64xi32=$ids64")

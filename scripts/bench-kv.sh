@@ -94,7 +94,6 @@ dec() { # dec NAME POSITION [FUNCTION]: one decode at POSITION
   # shellcheck disable=SC2046
   b2 "$out/$1-kv-host.vmfb" "$fn" "$out/$1.irpa" "1xi32=1234" "i32=$2" $(caches "$1")
 }
-ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
 pre() { # pre NAME START: one 64-token prefill chunk at START
   # shellcheck disable=SC2046
   b2 "$out/$1-kv-host.vmfb" "$(span "$1" prefill $(($2 + 64)))" "$out/$1.irpa" "1x64xi32=$ids64" "i32=$2" "i32=64" $(caches "$1")

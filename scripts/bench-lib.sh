@@ -22,3 +22,37 @@ bm() {
     "${args[@]}" --benchmark_repetitions="$runs" --benchmark_min_time=1x 2>/dev/null |
     awk -v runs="$runs" '(runs == 1 && /^BM_/) || /_median/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}'
 }
+
+# A 64-token prompt of ids every benchmarked vocabulary holds, and bytes as
+# whole MB.
+ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
+mb() { python3 -c "print(f'{$1 / 1e6:.0f}')"; }
+
+# bench_kv_form GGUF NAME FORM NEW_TOKENS [COMPILE_FLAG...]: one weight form's
+# KV pair, the setup every per-form table shares. Exports GGUF as NAME (`kiln
+# export --seq 64 --kv-cache --prompt-len 64 --max-context 128 --weights
+# FORM`), compiles NAME-kv-gen.mlir for the host with kiln's CPU preset plus
+# COMPILE_FLAGs, and sets:
+#   $archive_mb  NAME.irpa in MB;
+#   $export_rss  peak RSS of the export, MB;
+#   $decode      one decode call at position 127, ms (median of $runs);
+#   $prefill     the 64-token prefill, ms (median of $runs);
+#   $gen_rss     peak RSS of `kiln generate --kv-cache` on the 64-token
+#                prompt with NEW_TOKENS new tokens, MB.
+# The files stay in $out (NAME*) for the caller to use or remove.
+bench_kv_form() {
+  local gguf="$1" n="$2" form="$3" new="$4"; shift 4
+  /usr/bin/time -f %M -o "$out/rss" "$kiln" export "$gguf" --seq 64 --out "$out" --name "$n" \
+    --weights "$form" --kv-cache --prompt-len 64 --max-context 128 -q >/dev/null 2>&1
+  export_rss=$(( $(tail -1 "$out/rss") / 1024 ))
+  "$kiln" compile "$out/$n-kv-gen.mlir" --target host -q "$@" >/dev/null 2>&1
+  local cache count dtype caches=()
+  read -r cache count dtype < <(python3 -c "import json; k=json.load(open('$out/$n.json'))['kv']; print('x'.join(map(str, k['cache_shape'])), k.get('cache_count', 1), k['cache_dtype'])")
+  for _ in $(seq $((2 * count))); do caches+=("${cache}x${dtype}=0"); done
+  decode=$(bm "$out/$n-kv-host.vmfb" "${n}_decode" "$out/$n.irpa" "1xi32=1234" "i32=127" "${caches[@]}")
+  prefill=$(bm "$out/$n-kv-host.vmfb" "${n}_prefill" "$out/$n.irpa" "1x64xi32=$ids64" "i32=0" "i32=64" "${caches[@]}")
+  /usr/bin/time -f %M -o "$out/rss" "$kiln" generate "$out/$n-kv-host.vmfb" --kv-cache --tokens "$ids64" \
+    --max-new-tokens "$new" >/dev/null 2>&1
+  gen_rss=$(( $(tail -1 "$out/rss") / 1024 ))
+  archive_mb=$(mb "$(stat -c %s "$out/$n.irpa")")
+}

@@ -23,8 +23,6 @@ smol="$(bash scripts/fetch-smollm2.sh)"
 gemma="$(bash scripts/fetch-gemma3.sh)"
 . scripts/bench-lib.sh
 bench_setup bench-llama
-ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
-mb() { python3 -c "print(f'{$1 / 1e6:.0f}')"; }
 echo "start: $(uptime)" >&2
 rows=()
 chart_labels=()
@@ -45,17 +43,8 @@ PY
   chart_labels+=("\"$model llama.cpp\""); chart_values+=("$dec")
   for form in ${FORMS:-bf16 keep w8a8 w8a16}; do
     n="${model}_${form}"
-    "$kiln" export "$gguf" --seq 64 --out "$out" --name "$n" --weights "$form" \
-      --kv-cache --prompt-len 64 --max-context 128 -q >/dev/null 2>&1
-    "$kiln" compile "$out/$n-kv-gen.mlir" --target host -q >/dev/null 2>&1
-    read -r cache count dtype < <(python3 -c "import json; k=json.load(open('$out/$n.json'))['kv']; print('x'.join(map(str, k['cache_shape'])), k.get('cache_count', 1), k['cache_dtype'])")
-    caches=()
-    for _ in $(seq $((2 * count))); do caches+=("${cache}x${dtype}=0"); done
-    decode=$(bm "$out/$n-kv-host.vmfb" "${n}_decode" "$out/$n.irpa" "1xi32=1234" "i32=127" "${caches[@]}")
-    prefill=$(bm "$out/$n-kv-host.vmfb" "${n}_prefill" "$out/$n.irpa" "1x64xi32=$ids64" "i32=0" "i32=64" "${caches[@]}")
-    /usr/bin/time -f %M -o "$out/rss" "$kiln" generate "$out/$n-kv-host.vmfb" --kv-cache --tokens "$ids64" \
-      --max-new-tokens 32 >/dev/null 2>&1
-    rows+=("| | kiln $form | $(mb "$(stat -c %s "$out/$n.irpa")") | $prefill | $decode | $(( $(tail -1 "$out/rss") / 1024 )) |")
+    bench_kv_form "$gguf" "$n" "$form" 32
+    rows+=("| | kiln $form | $archive_mb | $prefill | $decode | $gen_rss |")
     chart_labels+=("\"$model $form\""); chart_values+=("$decode")
     rm -f "$out/$n"*
   done
