@@ -57,15 +57,33 @@ fn reads_as(stored: crate::params::DType, dtype: DType) -> bool {
     )
 }
 
+/// The error for tensor `key` of the file `src`, stored as `meta`, read
+/// as `ty` (from byte `offset` of it, for a part).
+fn mismatch(
+    src: &dyn crate::params::ParamSource,
+    key: &str,
+    meta: &crate::params::TensorMeta,
+    ty: &TensorType,
+    offset: Option<u64>,
+) -> InterpError {
+    InterpError::ParameterType {
+        key: key.to_string(),
+        file: Some(src.path().to_path_buf()),
+        found: format!("{} {:?} ({} bytes)", meta.dtype, meta.shape, meta.nbytes),
+        expected: Box::new(ty.clone()),
+        offset,
+    }
+}
+
 /// A parameter file opened with `<dyn params::ParamSource>::open(path)`
 /// ([`crate::params::ParamSource`]) feeds the interpreter.
 impl ParamSource for Box<dyn crate::params::ParamSource> {
     fn load(&self, key: &str, ty: &TensorType) -> Result<Tensor> {
         let src: &dyn crate::params::ParamSource = &**self;
-        let file = src.path().display().to_string();
-        let meta = src
-            .meta(key)
-            .ok_or_else(|| InterpError::Eval(format!("{file}: no tensor \"{key}\"")))?;
+        let meta = src.meta(key).ok_or_else(|| InterpError::NoParameter {
+            key: key.to_string(),
+            file: Some(src.path().to_path_buf()),
+        })?;
         let shape_ok = meta.shape.len() == ty.rank()
             && meta
                 .shape
@@ -94,18 +112,15 @@ impl ParamSource for Box<dyn crate::params::ParamSource> {
                 return Ok(t);
             }
         }
-        Err(InterpError::Eval(format!(
-            "{file}: tensor \"{key}\" is {} {:?} ({} bytes), the module declares {ty}",
-            meta.dtype, meta.shape, meta.nbytes
-        )))
+        Err(mismatch(src, key, meta, ty, None))
     }
 
     fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> Result<Tensor> {
         let src: &dyn crate::params::ParamSource = &**self;
-        let file = src.path().display().to_string();
-        let meta = src
-            .meta(key)
-            .ok_or_else(|| InterpError::Eval(format!("{file}: no tensor \"{key}\"")))?;
+        let meta = src.meta(key).ok_or_else(|| InterpError::NoParameter {
+            key: key.to_string(),
+            file: Some(src.path().to_path_buf()),
+        })?;
         let len = ty.byte_size() as u64;
         // A part is typed by the graph over the stored bytes (bytes of an
         // entry without a dtype too); quantized GGUF blocks are not.
@@ -115,11 +130,7 @@ impl ParamSource for Box<dyn crate::params::ParamSource> {
         };
         if bytes_ok {
             if offset.checked_add(len).is_none_or(|end| end > meta.nbytes) {
-                return Err(InterpError::Eval(format!(
-                    "{file}: tensor \"{key}\" has {} bytes; the module declares bytes {offset}..{} of it",
-                    meta.nbytes,
-                    offset.saturating_add(len)
-                )));
+                return Err(mismatch(src, key, meta, ty, Some(offset)));
             }
             let raw = src.raw(key)?;
             let part = &raw[offset as usize..(offset + len) as usize];
@@ -141,9 +152,6 @@ impl ParamSource for Box<dyn crate::params::ParamSource> {
                 ));
             }
         }
-        Err(InterpError::Eval(format!(
-            "{file}: tensor \"{key}\" is {} {:?} ({} bytes), the module declares {ty} at byte {offset} of it",
-            meta.dtype, meta.shape, meta.nbytes
-        )))
+        Err(mismatch(src, key, meta, ty, Some(offset)))
     }
 }

@@ -1,14 +1,14 @@
 //! One kernel per op: elementwise math, data movement, reductions, gather.
 
 use super::layout::{gather_offsets, strided_offsets, strides, transpose};
-use super::{matmul, InterpError, Tensor};
+use super::{matmul, OpFault, Tensor};
 use crate::graph::{BinaryOp, BlockCodes, CompareDir, DType, Op, ReduceKind, TensorType, UnaryOp};
 use rayon::prelude::*;
 
-type KResult<T> = Result<T, InterpError>;
+type KResult<T> = Result<T, OpFault>;
 
 fn kerr<T>(msg: impl Into<String>) -> KResult<T> {
-    Err(InterpError::Eval(msg.into()))
+    Err(OpFault(msg.into()))
 }
 
 /// An operand: borrowed, or owned because this op is its last use (so its
@@ -331,9 +331,7 @@ fn bitcast_convert(t: &Tensor, from: Option<DType>, to: DType) -> KResult<Tensor
                 .iter()
                 .map(|&x| bits16(x).map(|b| b as i16 as i32))
                 .collect::<Option<Vec<i32>>>()
-                .ok_or_else(|| {
-                    InterpError::Eval("bitcast_convert: unknown 16-bit source".into())
-                })?,
+                .ok_or_else(|| OpFault("bitcast_convert: unknown 16-bit source".into()))?,
         }),
         (Tensor::F32 { data, .. }, DType::BF16 | DType::F16) => {
             let v: Option<Vec<f32>> = data
@@ -347,9 +345,7 @@ fn bitcast_convert(t: &Tensor, from: Option<DType>, to: DType) -> KResult<Tensor
                 .collect();
             Ok(Tensor::F32 {
                 shape,
-                data: v.ok_or_else(|| {
-                    InterpError::Eval("bitcast_convert: unknown 16-bit source".into())
-                })?,
+                data: v.ok_or_else(|| OpFault("bitcast_convert: unknown 16-bit source".into()))?,
             })
         }
         (t, to) => kerr(format!("bitcast_convert of {} to {to}", t.describe())),
@@ -496,7 +492,7 @@ fn dynamic_update_slice(operand: Arg<'_>, update: &Tensor, starts: &[Arg<'_>]) -
         };
         // Clamped so the update lies inside the operand, as StableHLO specifies.
         let hi = os[d].checked_sub(us[d]).ok_or_else(|| {
-            InterpError::Eval(format!(
+            OpFault(format!(
                 "update dim {d} ({}) exceeds the operand's ({})",
                 us[d], os[d]
             ))
@@ -546,7 +542,7 @@ fn concatenate(args: &[Arg<'_>], dim: usize, out: &[usize]) -> KResult<Tensor> {
                 .iter()
                 .map(|a| a.t().as_f32().map(|d| (d, chunk(a.t()))))
                 .collect();
-            let parts = parts.ok_or_else(|| InterpError::Eval("mixed operand kinds".into()))?;
+            let parts = parts.ok_or_else(|| OpFault("mixed operand kinds".into()))?;
             Ok(Tensor::F32 {
                 shape,
                 data: cat(parts, outer, total),
@@ -557,7 +553,7 @@ fn concatenate(args: &[Arg<'_>], dim: usize, out: &[usize]) -> KResult<Tensor> {
                 .iter()
                 .map(|a| a.t().as_i32().map(|d| (d, chunk(a.t()))))
                 .collect();
-            let parts = parts.ok_or_else(|| InterpError::Eval("mixed operand kinds".into()))?;
+            let parts = parts.ok_or_else(|| OpFault("mixed operand kinds".into()))?;
             Ok(Tensor::I32 {
                 shape,
                 data: cat(parts, outer, total),
@@ -568,7 +564,7 @@ fn concatenate(args: &[Arg<'_>], dim: usize, out: &[usize]) -> KResult<Tensor> {
                 .iter()
                 .map(|a| a.t().as_i1().map(|d| (d, chunk(a.t()))))
                 .collect();
-            let parts = parts.ok_or_else(|| InterpError::Eval("mixed operand kinds".into()))?;
+            let parts = parts.ok_or_else(|| OpFault("mixed operand kinds".into()))?;
             Ok(Tensor::I1 {
                 shape,
                 data: cat(parts, outer, total),

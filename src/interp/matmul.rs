@@ -5,7 +5,7 @@
 //! the rhs, the blocks spread over rayon's threads.
 
 use super::layout::transpose;
-use super::{InterpError, Tensor};
+use super::{OpFault, Tensor};
 use crate::graph::DotDims;
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -31,23 +31,18 @@ fn arrange<'t>(
     t: &'t Tensor,
     batch: &[usize],
     contract: &[usize],
-) -> Result<(Cow<'t, [f32]>, usize), InterpError> {
+) -> Result<(Cow<'t, [f32]>, usize), OpFault> {
     let (perm, fsize) = contract_last(t.shape(), batch, contract);
     let identity = perm.iter().enumerate().all(|(i, &p)| i == p);
     let data = if identity {
         Cow::Borrowed(
             t.as_f32()
-                .ok_or_else(|| InterpError::Eval(format!("dot_general of {}", t.describe())))?,
+                .ok_or_else(|| OpFault(format!("dot_general of {}", t.describe())))?,
         )
     } else {
         match transpose(t, &perm) {
             Tensor::F32 { data, .. } => Cow::Owned(data),
-            other => {
-                return Err(InterpError::Eval(format!(
-                    "dot_general of {}",
-                    other.describe()
-                )))
-            }
+            other => return Err(OpFault(format!("dot_general of {}", other.describe()))),
         }
     };
     Ok((data, fsize))
@@ -145,11 +140,11 @@ fn batch_and_contraction(
     d: &DotDims,
     (a_len, m): (usize, usize),
     (b_len, n): (usize, usize),
-) -> Result<(usize, usize), InterpError> {
+) -> Result<(usize, usize), OpFault> {
     let bsize: usize = d.lhs_batch.iter().map(|&i| lhs.shape()[i]).product();
     let k: usize = d.lhs_contract.iter().map(|&i| lhs.shape()[i]).product();
     if a_len != bsize * m * k || b_len != bsize * n * k {
-        return Err(InterpError::Eval(
+        return Err(OpFault(
             "dot_general operand sizes do not match the dims".into(),
         ));
     }
@@ -162,7 +157,7 @@ pub(crate) fn dot_general(
     rhs: &Tensor,
     d: &DotDims,
     out: &[usize],
-) -> Result<Tensor, InterpError> {
+) -> Result<Tensor, OpFault> {
     let (a, m) = arrange(lhs, &d.lhs_batch, &d.lhs_contract)?;
     let (b, n) = arrange(rhs, &d.rhs_batch, &d.rhs_contract)?;
     let (bsize, k) = batch_and_contraction(lhs, d, (a.len(), m), (b.len(), n))?;
@@ -203,7 +198,7 @@ pub(crate) fn dot_general_i8(
     rhs: &Tensor,
     d: &DotDims,
     out: &[usize],
-) -> Result<Tensor, InterpError> {
+) -> Result<Tensor, OpFault> {
     let (a, m) = arrange_i32(lhs, &d.lhs_batch, &d.lhs_contract)?;
     let (b, n) = arrange_i32(rhs, &d.rhs_batch, &d.rhs_contract)?;
     let (bsize, k) = batch_and_contraction(lhs, d, (a.len(), m), (b.len(), n))?;
@@ -226,13 +221,10 @@ fn arrange_i32(
     t: &Tensor,
     batch: &[usize],
     contract: &[usize],
-) -> Result<(Vec<i32>, usize), InterpError> {
+) -> Result<(Vec<i32>, usize), OpFault> {
     let (perm, fsize) = contract_last(t.shape(), batch, contract);
     match transpose(t, &perm) {
         Tensor::I32 { data, .. } => Ok((data, fsize)),
-        other => Err(InterpError::Eval(format!(
-            "dot_general of {}",
-            other.describe()
-        ))),
+        other => Err(OpFault(format!("dot_general of {}", other.describe()))),
     }
 }

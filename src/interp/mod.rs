@@ -34,10 +34,109 @@ use std::collections::HashMap;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InterpError {
-    /// The graph cannot be evaluated on what it was given (an argument or
-    /// parameter of another type, an op on operands it does not take).
-    #[error("{0}")]
-    Eval(String),
+    /// A parameter the graph reads has no value (in a parameter map) or no
+    /// tensor (in a parameter file).
+    #[error("{}", no_parameter(key, file.as_deref()))]
+    NoParameter {
+        /// The parameter's key.
+        key: String,
+        /// The parameter file, when the values come from one.
+        file: Option<std::path::PathBuf>,
+    },
+    /// A parameter whose stored value has another type, shape or size than
+    /// the graph declares for it (or for the part of it the graph reads).
+    #[error("{}", parameter_type(key, file.as_deref(), found, expected, *offset))]
+    ParameterType {
+        /// The parameter's key.
+        key: String,
+        /// The parameter file, when the values come from one.
+        file: Option<std::path::PathBuf>,
+        /// The stored value: `float[2, 3]`, or in a file its dtype, shape
+        /// and byte size (`bf16 [2, 3] (12 bytes)`).
+        found: String,
+        /// The type the graph declares (boxed: the error stays small).
+        expected: Box<TensorType>,
+        /// Where the declared part starts, in bytes into the stored entry
+        /// ([`Graph::parameter_part`]); `None` for the whole entry.
+        ///
+        /// [`Graph::parameter_part`]: crate::graph::Graph::parameter_part
+        offset: Option<u64>,
+    },
+    /// A parameter source that cannot load a part of an entry
+    /// ([`ParamSource::load_part`]).
+    #[error("parameter \"{key}\": this parameter source cannot load parts of an entry")]
+    NoParts {
+        /// The parameter's key.
+        key: String,
+    },
+    /// A function called with another number of arguments than it takes.
+    #[error("function @{function} takes {expected} argument(s), {found} given")]
+    ArgumentCount {
+        /// The function.
+        function: String,
+        /// How many arguments it takes.
+        expected: usize,
+        /// How many were given.
+        found: usize,
+    },
+    /// A function argument that is missing or of another type or shape
+    /// than the function declares.
+    #[error("{}", argument(function, *index, expected, found.as_deref()))]
+    Argument {
+        /// The function.
+        function: String,
+        /// The argument's position (from 0).
+        index: usize,
+        /// The type the function declares (boxed: the error stays small).
+        expected: Box<TensorType>,
+        /// The given tensor (`float[2, 3]`); `None` when none was given.
+        found: Option<String>,
+    },
+    /// A module without the function asked for (`name`), or without any
+    /// function (`name` is `None`).
+    #[error("{}", no_function(module, name.as_deref(), available))]
+    NoFunction {
+        /// The module.
+        module: String,
+        /// The function asked for; `None` for the first.
+        name: Option<String>,
+        /// The names of the module's functions.
+        available: Vec<String>,
+    },
+    /// A function that does not map token ids to token ids: it takes no
+    /// arguments, or its first result is not i32.
+    #[error(
+        "function @{function} {}",
+        if *result { "does not return i32 ids" } else { "takes no token ids" }
+    )]
+    NotIds {
+        /// The function.
+        function: String,
+        /// True when the result is at fault, false when the argument is.
+        result: bool,
+    },
+    /// More token ids than the function's SEQ.
+    #[error("{count} ids do not fit SEQ = {seq}")]
+    TooManyIds {
+        /// How many ids were given.
+        count: usize,
+        /// The function's SEQ (the last dimension of its first argument).
+        seq: usize,
+    },
+    /// An op that cannot be evaluated on its operands, or a value the
+    /// interpreter did not compute.
+    #[error("@{function} node %{node} ({op}): {detail}")]
+    Op {
+        /// The function.
+        function: String,
+        /// The op's node (its result's value number).
+        node: usize,
+        /// The op's name (`add`, `dot_general`).
+        op: String,
+        /// What is wrong with the operands or the result, in words
+        /// (`operand shapes differ: float[2] and float[3]`).
+        detail: String,
+    },
     /// A parameter file is malformed or does not hold a tensor.
     #[error(transparent)]
     Params(#[from] crate::params::ParamsError),
@@ -55,12 +154,71 @@ pub enum InterpError {
     },
 }
 
+/// [`InterpError::NoParameter`]'s message.
+fn no_parameter(key: &str, file: Option<&std::path::Path>) -> String {
+    match file {
+        None => format!("no value for parameter \"{key}\""),
+        Some(f) => format!("{}: no tensor \"{key}\"", f.display()),
+    }
+}
+
+/// [`InterpError::ParameterType`]'s message.
+fn parameter_type(
+    key: &str,
+    file: Option<&std::path::Path>,
+    found: &str,
+    expected: &TensorType,
+    offset: Option<u64>,
+) -> String {
+    let at = match offset {
+        None => String::new(),
+        Some(o) => format!(" at byte {o} of it"),
+    };
+    match file {
+        None => format!("parameter \"{key}\" is {found}, the graph declares {expected}{at}"),
+        Some(f) => format!(
+            "{}: tensor \"{key}\" is {found}, the module declares {expected}{at}",
+            f.display()
+        ),
+    }
+}
+
+/// [`InterpError::Argument`]'s message.
+fn argument(function: &str, index: usize, expected: &TensorType, found: Option<&str>) -> String {
+    match found {
+        Some(f) => format!("argument {index} of @{function} must be {expected}, got {f}"),
+        None => format!("argument {index} of @{function} ({expected}) is missing"),
+    }
+}
+
+/// [`InterpError::NoFunction`]'s message.
+fn no_function(module: &str, name: Option<&str>, available: &[String]) -> String {
+    match name {
+        None => format!("module @{module} has no functions"),
+        Some(n) if available.is_empty() => {
+            format!("module @{module} has no function @{n} (it has none)")
+        }
+        Some(n) => {
+            let names: Vec<String> = available.iter().map(|f| format!("@{f}")).collect();
+            format!(
+                "module @{module} has no function @{n} (it has {})",
+                names.join(", ")
+            )
+        }
+    }
+}
+
 /// Boxed: a parse error is large, and the crate's `Error` stays small.
 impl From<crate::stablehlo::ParseError> for InterpError {
     fn from(e: crate::stablehlo::ParseError) -> Self {
         InterpError::Parse(Box::new(e))
     }
 }
+
+/// Why a kernel cannot evaluate an op on its operands, in words; [`run`]
+/// names the function, node and op around it ([`InterpError::Op`]).
+#[derive(Debug)]
+struct OpFault(String);
 
 /// Result of the interpreter.
 pub(crate) type Result<T, E = InterpError> = std::result::Result<T, E>;
@@ -203,6 +361,8 @@ impl Tensor {
 pub trait ParamSource {
     /// The values of parameter `key`, whose stored type is `ty`; float
     /// dtypes are returned upcast to f32.
+    /// A key it does not hold is [`InterpError::NoParameter`], a value of
+    /// another type or shape [`InterpError::ParameterType`].
     fn load(&self, key: &str, ty: &TensorType) -> Result<Tensor>;
 
     /// The part of parameter `key` that starts `offset` bytes into its
@@ -213,37 +373,44 @@ pub trait ParamSource {
     /// [`Graph::parameter_part`]: crate::graph::Graph::parameter_part
     fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> Result<Tensor> {
         let _ = (key, ty, offset);
-        Err(InterpError::Eval(format!(
-            "parameter \"{key}\": this parameter source cannot load parts of an entry"
-        )))
+        Err(InterpError::NoParts {
+            key: key.to_string(),
+        })
     }
 }
 
 impl ParamSource for HashMap<String, Tensor> {
     fn load(&self, key: &str, ty: &TensorType) -> Result<Tensor> {
-        let t = self
-            .get(key)
-            .ok_or_else(|| InterpError::Eval(format!("no value for parameter \"{key}\"")))?;
+        let t = self.get(key).ok_or_else(|| InterpError::NoParameter {
+            key: key.to_string(),
+            file: None,
+        })?;
         if !t.fits(ty) {
-            return Err(InterpError::Eval(format!(
-                "parameter \"{key}\" is {} but the graph declares {ty}",
-                t.describe()
-            )));
+            return Err(InterpError::ParameterType {
+                key: key.to_string(),
+                file: None,
+                found: t.describe(),
+                expected: Box::new(ty.clone()),
+                offset: None,
+            });
         }
         Ok(t.clone())
     }
 
     fn load_part(&self, key: &str, ty: &TensorType, offset: u64) -> Result<Tensor> {
-        let t = self
-            .get(key)
-            .ok_or_else(|| InterpError::Eval(format!("no value for parameter \"{key}\"")))?;
+        let t = self.get(key).ok_or_else(|| InterpError::NoParameter {
+            key: key.to_string(),
+            file: None,
+        })?;
         let start = (offset / ty.dtype.size() as u64) as usize;
-        t.elements(start, &ty.shape).ok_or_else(|| {
-            InterpError::Eval(format!(
-                "parameter \"{key}\" is {}; the graph declares {ty} at byte {offset} of it",
-                t.describe()
-            ))
-        })
+        t.elements(start, &ty.shape)
+            .ok_or_else(|| InterpError::ParameterType {
+                key: key.to_string(),
+                file: None,
+                found: t.describe(),
+                expected: Box::new(ty.clone()),
+                offset: Some(offset),
+            })
     }
 }
 
@@ -291,36 +458,32 @@ fn literal_tensor(lit: &Literal, ty: &TensorType) -> Tensor {
 /// reading parameters from `params`. Returns the function's results.
 pub fn run(graph: &Graph, inputs: &[Tensor], params: &dyn ParamSource) -> Result<Vec<Tensor>> {
     if inputs.len() != graph.inputs().len() {
-        return Err(InterpError::Eval(format!(
-            "function @{} takes {} argument(s), {} given",
-            graph.name,
-            graph.inputs().len(),
-            inputs.len()
-        )));
+        return Err(InterpError::ArgumentCount {
+            function: graph.name.clone(),
+            expected: graph.inputs().len(),
+            found: inputs.len(),
+        });
     }
     let last = last_uses(graph);
     let mut vals: Vec<Option<Tensor>> = vec![None; graph.nodes().len()];
     for (i, node) in graph.nodes().iter().enumerate() {
-        let ctx = |e: InterpError| match e {
-            InterpError::Eval(msg) => InterpError::Eval(format!(
-                "@{} node %{i} ({}): {msg}",
-                graph.name,
-                node.op.name()
-            )),
-            other => other,
+        let op_error = |detail: String| InterpError::Op {
+            function: graph.name.clone(),
+            node: i,
+            op: node.op.name().to_string(),
+            detail,
         };
         let out = match &node.op {
             Op::Input { index } => {
-                let t = inputs
-                    .get(*index)
-                    .ok_or_else(|| InterpError::Eval(format!("missing argument {index}")))?;
+                let argument = |found: Option<String>| InterpError::Argument {
+                    function: graph.name.clone(),
+                    index: *index,
+                    expected: Box::new(node.ty.clone()),
+                    found,
+                };
+                let t = inputs.get(*index).ok_or_else(|| argument(None))?;
                 if !t.fits(&node.ty) {
-                    return Err(InterpError::Eval(format!(
-                        "argument {index} of @{} must be {}, got {}",
-                        graph.name,
-                        node.ty,
-                        t.describe()
-                    )));
+                    return Err(argument(Some(t.describe())));
                 }
                 t.clone()
             }
@@ -330,11 +493,13 @@ pub fn run(graph: &Graph, inputs: &[Tensor], params: &dyn ParamSource) -> Result
                     Some(o) => params.load_part(key, &node.ty, *o)?,
                 };
                 if !t.fits(&node.ty) {
-                    return Err(InterpError::Eval(format!(
-                        "parameter \"{key}\" loaded as {}, the graph declares {}",
-                        t.describe(),
-                        node.ty
-                    )));
+                    return Err(InterpError::ParameterType {
+                        key: key.clone(),
+                        file: None,
+                        found: t.describe(),
+                        expected: Box::new(node.ty.clone()),
+                        offset: *offset,
+                    });
                 }
                 // Sources return values exact in the stored dtype: no rounding.
                 t
@@ -358,24 +523,22 @@ pub fn run(graph: &Graph, inputs: &[Tensor], params: &dyn ParamSource) -> Result
                         None => match &vals[a.index()] {
                             Some(t) => args.push(kernels::Arg::Ref(t)),
                             None => {
-                                return Err(ctx(InterpError::Eval(format!(
+                                return Err(op_error(format!(
                                     "operand %{} was freed or never computed",
                                     a.0
-                                ))))
+                                )))
                             }
                         },
                     }
                 }
                 let src = node.args.first().map(|a| graph.nodes()[a.index()].ty.dtype);
-                let r = kernels::eval(op, &node.ty, src, args).map_err(ctx)?;
+                let r = kernels::eval(op, &node.ty, src, args).map_err(|e| op_error(e.0))?;
                 kernels::round_to(r, node.ty.dtype)
             }
         };
         if !out.fits(&node.ty) {
-            return Err(InterpError::Eval(format!(
-                "@{} node %{i} ({}): computed {} for {}",
-                graph.name,
-                node.op.name(),
+            return Err(op_error(format!(
+                "computed {} for {}",
                 out.describe(),
                 node.ty
             )));
@@ -394,9 +557,12 @@ pub fn run(graph: &Graph, inputs: &[Tensor], params: &dyn ParamSource) -> Result
         .outputs()
         .iter()
         .map(|o| {
-            vals[o.index()]
-                .clone()
-                .ok_or_else(|| InterpError::Eval(format!("output %{} was not computed", o.0)))
+            vals[o.index()].clone().ok_or_else(|| InterpError::Op {
+                function: graph.name.clone(),
+                node: o.index(),
+                op: graph.nodes()[o.index()].op.name().to_string(),
+                detail: "returned but not computed".into(),
+            })
         })
         .collect()
 }
@@ -406,21 +572,24 @@ impl Module {
     /// an error naming the functions there are when it has none so called.
     pub fn function(&self, name: Option<&str>) -> Result<&Graph> {
         match name {
-            None => self.functions.first().ok_or_else(|| {
-                InterpError::Eval(format!("module @{} has no functions", self.name))
-            }),
-            Some(n) => self.functions.iter().find(|f| f.name == n).ok_or_else(|| {
-                let names: Vec<String> = self
-                    .functions
+            None => self
+                .functions
+                .first()
+                .ok_or_else(|| InterpError::NoFunction {
+                    module: self.name.clone(),
+                    name: None,
+                    available: Vec::new(),
+                }),
+            Some(n) => {
+                self.functions
                     .iter()
-                    .map(|f| format!("@{}", f.name))
-                    .collect();
-                InterpError::Eval(format!(
-                    "module @{} has no function @{n} (it has {})",
-                    self.name,
-                    names.join(", ")
-                ))
-            }),
+                    .find(|f| f.name == n)
+                    .ok_or_else(|| InterpError::NoFunction {
+                        module: self.name.clone(),
+                        name: Some(n.to_string()),
+                        available: self.functions.iter().map(|f| f.name.clone()).collect(),
+                    })
+            }
         }
     }
 }
@@ -440,17 +609,17 @@ pub fn predict_file(
     })?;
     let module = Module::parse(&text).map_err(|e| e.with_file(mlir))?;
     let g = module.function(function)?;
-    let arg = g
-        .inputs()
-        .first()
-        .ok_or_else(|| InterpError::Eval(format!("function @{} takes no token ids", g.name)))?;
+    let arg = g.inputs().first().ok_or_else(|| InterpError::NotIds {
+        function: g.name.clone(),
+        result: false,
+    })?;
     let shape = g.ty(*arg).shape.to_vec();
     let seq = shape.last().copied().unwrap_or(0);
     if ids.len() > seq {
-        return Err(InterpError::Eval(format!(
-            "{} ids do not fit SEQ = {seq}",
-            ids.len()
-        )));
+        return Err(InterpError::TooManyIds {
+            count: ids.len(),
+            seq,
+        });
     }
     let mut data = ids.to_vec();
     data.resize(seq, 0);
@@ -459,5 +628,8 @@ pub fn predict_file(
     out.first()
         .and_then(Tensor::as_i32)
         .map(<[i32]>::to_vec)
-        .ok_or_else(|| InterpError::Eval(format!("function @{} does not return i32 ids", g.name)))
+        .ok_or_else(|| InterpError::NotIds {
+            function: g.name.clone(),
+            result: true,
+        })
 }
