@@ -351,6 +351,47 @@ fn parameters_upcast_and_checked() {
     let _ = f32t(&[1]);
 }
 
+/// Library users match the interpreter's refusals by variant and field.
+#[test]
+fn errors_carry_their_facts() {
+    use kiln::interp::InterpError;
+    let mut g = Graph::new("f");
+    let x = g.input(TensorType::new(DType::F32, &[2]));
+    let w = g.parameter("w", TensorType::new(DType::F32, &[2])).unwrap();
+    let y = g.add(x, w).unwrap();
+    g.set_outputs(&[y]);
+    let mut p = HashMap::new();
+    let arg = Tensor::f32(&[2], vec![1.0, 2.0]);
+    let e = run(&g, std::slice::from_ref(&arg), &p).unwrap_err();
+    assert!(
+        matches!(&e, InterpError::NoParameter { key, file: None } if key == "w"),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), "no value for parameter \"w\"");
+    p.insert("w".to_string(), Tensor::i32(&[2], vec![0, 0]));
+    let e = run(&g, std::slice::from_ref(&arg), &p).unwrap_err();
+    assert!(
+        matches!(&e, InterpError::ParameterType { key, found, expected, offset: None, .. }
+            if key == "w" && found == "i32[2]" && expected.shape.as_slice() == [2]),
+        "{e:?}"
+    );
+    p.insert("w".to_string(), Tensor::f32(&[2], vec![0.0, 0.0]));
+    let e = run(&g, &[], &p).unwrap_err();
+    assert!(
+        matches!(&e, InterpError::ArgumentCount { function, expected: 1, found: 0 } if function == "f"),
+        "{e:?}"
+    );
+    let e = run(&g, &[Tensor::f32(&[3], vec![0.0; 3])], &p).unwrap_err();
+    assert!(
+        matches!(&e, InterpError::Argument { index: 0, found: Some(f), .. } if f == "float[3]"),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "argument 0 of @f must be tensor<2xf32>, got float[3]"
+    );
+}
+
 #[test]
 fn lowered_bf16_parameters_compute_the_same_values() {
     use kiln::graph::Module;
