@@ -283,7 +283,14 @@ impl DecoderConfig {
 
     /// Checks the hyperparameters agree with each other.
     pub fn validate(&self) -> Result<(), ModelError> {
-        let bad = |m: String| Err(ModelError::Invalid(m));
+        let bad = |key: &str, requirement: String, found: Option<String>| {
+            Err(ModelError::ConfigValue {
+                file: "config",
+                key: key.into(),
+                requirement,
+                found,
+            })
+        };
         for (name, v) in [
             ("hidden_size", self.hidden_size),
             ("intermediate_size", self.intermediate_size),
@@ -294,33 +301,44 @@ impl DecoderConfig {
             ("vocab_size", self.vocab_size),
         ] {
             if v == 0 {
-                return bad(format!("config: {name} must be positive"));
+                return bad(name, "must be positive".into(), None);
             }
         }
         if self.num_heads % self.num_kv_heads != 0 {
-            return bad(format!(
-                "config: num_attention_heads ({}) is not a multiple of num_key_value_heads ({})",
-                self.num_heads, self.num_kv_heads
-            ));
+            return Err(ModelError::Mismatch {
+                file: "config",
+                key: "num_attention_heads".into(),
+                value: self.num_heads,
+                relation: "is not a multiple of",
+                other_key: "num_key_value_heads".into(),
+                other: self.num_kv_heads,
+            });
         }
         if let Some(v) = &self.arch.sliding_layers {
             if v.len() != self.num_layers {
-                return bad(format!(
-                    "config: layer_types lists {} layers, num_hidden_layers is {}",
-                    v.len(),
-                    self.num_layers
-                ));
+                return bad(
+                    "layer_types",
+                    format!(
+                        "must list one type per layer (num_hidden_layers is {})",
+                        self.num_layers
+                    ),
+                    Some(v.len().to_string()),
+                );
             }
         }
         if self.sliding_window == Some(0) {
-            return bad("config: sliding_window must be positive".into());
+            return bad("sliding_window", "must be positive".into(), None);
         }
         let rd = self.rotary_dim();
         if rd % 2 != 0 || rd == 0 || rd > self.head_dim {
-            return bad(format!(
-                "config: the rotary dims ({rd}) must be even, positive and at most head_dim ({})",
-                self.head_dim
-            ));
+            return bad(
+                "rotary dims",
+                format!(
+                    "must be even, positive and at most head_dim ({})",
+                    self.head_dim
+                ),
+                Some(rd.to_string()),
+            );
         }
         if let RopeScaling::LongRope {
             short_factor,
@@ -331,33 +349,36 @@ impl DecoderConfig {
         {
             for (key, f) in [("short_factor", short_factor), ("long_factor", long_factor)] {
                 if f.len() != rd / 2 || f.iter().any(|&x| !x.is_finite() || x <= 0.0) {
-                    return bad(format!(
-                        "config: longrope {key} must hold {} positive numbers (rotary dims / 2), found {:?}",
-                        rd / 2,
-                        f
-                    ));
+                    return bad(
+                        &format!("longrope {key}"),
+                        format!("must hold {} positive numbers (rotary dims / 2)", rd / 2),
+                        Some(format!("{f:?}")),
+                    );
                 }
             }
             if !old.is_finite() || *old < 1.0 {
-                return bad(format!(
-                    "config: longrope original_max_position_embeddings must be at least 1, found {old}"
-                ));
+                return bad(
+                    "longrope original_max_position_embeddings",
+                    "must be at least 1".into(),
+                    Some(old.to_string()),
+                );
             }
         }
         if let RopeScaling::Factors { factors } = &self.rope_scaling {
             if factors.len() != rd / 2 || factors.iter().any(|&x| !x.is_finite() || x <= 0.0) {
-                return bad(format!(
-                    "config: RoPE frequency factors must be {} positive numbers (rotary dims / 2), found {}",
-                    rd / 2,
-                    factors.len()
-                ));
+                return bad(
+                    "RoPE frequency factors",
+                    format!("must be {} positive numbers (rotary dims / 2)", rd / 2),
+                    Some(factors.len().to_string()),
+                );
             }
         }
         if self.vocab_size > i32::MAX as usize {
-            return bad(format!(
-                "config: vocab_size {} does not fit i32 ids",
-                self.vocab_size
-            ));
+            return bad(
+                "vocab_size",
+                "must fit i32 ids".into(),
+                Some(self.vocab_size.to_string()),
+            );
         }
         Ok(())
     }
@@ -401,10 +422,10 @@ pub(crate) fn required<T>(v: Option<T>, key: &str) -> Result<T, ModelError> {
 }
 
 pub(crate) fn ids(v: &Option<Json>, key: &str) -> Result<Vec<u32>, ModelError> {
-    let bad = || {
-        ModelError::Invalid(format!(
-            "config.json: \"{key}\" must be an id or a list of ids"
-        ))
+    let bad = || ModelError::ConfigType {
+        file: "config.json",
+        key: key.to_string(),
+        expected: "an id or a list of ids",
     };
     match v {
         None | Some(Json::Null) => Ok(vec![]),
@@ -425,9 +446,32 @@ pub(crate) fn ids(v: &Option<Json>, key: &str) -> Result<Vec<u32>, ModelError> {
 }
 
 fn num(obj: &serde_json::Map<String, Json>, key: &str, ctx: &str) -> Result<f64, ModelError> {
+    let v = nested(obj, key, ctx)?;
+    v.as_f64().ok_or_else(|| nested_type(key, ctx, "a number"))
+}
+
+/// The value of `key` in the object `ctx` of config.json (`null` counts
+/// as absent).
+fn nested<'a>(
+    obj: &'a serde_json::Map<String, Json>,
+    key: &str,
+    ctx: &str,
+) -> Result<&'a Json, ModelError> {
     obj.get(key)
-        .and_then(Json::as_f64)
-        .ok_or_else(|| ModelError::Invalid(format!("config.json: {ctx} needs a number \"{key}\"")))
+        .filter(|v| !v.is_null())
+        .ok_or_else(|| ModelError::MissingKey {
+            file: "config.json",
+            key: format!("{ctx}.{key}"),
+        })
+}
+
+/// `key` of the object `ctx` is not of type `expected`.
+fn nested_type(key: &str, ctx: &str, expected: &'static str) -> ModelError {
+    ModelError::ConfigType {
+        file: "config.json",
+        key: format!("{ctx}.{key}"),
+        expected,
+    }
 }
 
 /// Reads RoPE scaling from a `rope_scaling` or `rope_parameters` object.
@@ -480,14 +524,10 @@ fn factors(
     key: &str,
     ctx: &str,
 ) -> Result<Vec<f64>, ModelError> {
-    obj.get(key)
-        .and_then(Json::as_array)
+    nested(obj, key, ctx)?
+        .as_array()
         .and_then(|a| a.iter().map(Json::as_f64).collect::<Option<Vec<f64>>>())
-        .ok_or_else(|| {
-            ModelError::Invalid(format!(
-                "config.json: {ctx} needs a list of numbers \"{key}\""
-            ))
-        })
+        .ok_or_else(|| nested_type(key, ctx, "a list of numbers"))
 }
 
 impl RawConfig {
@@ -545,9 +585,14 @@ impl RawConfig {
             Some(d) => d,
             None if heads > 0 && hidden % heads == 0 => hidden / heads,
             None => {
-                return Err(ModelError::Invalid(format!(
-                    "config.json: hidden_size {hidden} is not divisible by num_attention_heads {heads} and head_dim is absent"
-                )))
+                return Err(ModelError::ConfigValue {
+                    file: "config.json",
+                    key: "head_dim".into(),
+                    requirement: format!(
+                        "must be given when hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads})"
+                    ),
+                    found: None,
+                })
             }
         };
         // transformers 5.x: rope_parameters {rope_theta, rope_type, ...};

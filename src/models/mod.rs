@@ -60,6 +60,56 @@ pub enum ModelError {
         /// The shape in the file.
         found: Vec<usize>,
     },
+    /// A `config.json` value of the wrong JSON type.
+    #[error("{file}: \"{key}\" must be {expected}")]
+    ConfigType {
+        /// Where the key was read: `config.json`.
+        file: &'static str,
+        /// The key, dotted below its object where nested
+        /// (`rope_parameters.factor`).
+        key: String,
+        /// The type it must have, e.g. `a number or null`.
+        expected: &'static str,
+    },
+    /// A hyperparameter out of its range, or absent where others need it.
+    #[error("{file}: {key} {requirement}{}", found.as_ref().map(|f| format!(", found {f}")).unwrap_or_default())]
+    ConfigValue {
+        /// Where the value was read: `config.json`, or `config` for the
+        /// hyperparameters from either source (config.json or GGUF
+        /// metadata).
+        file: &'static str,
+        /// The key, or the setting in words where it has no one key
+        /// (`longrope short_factor`, `rotary dims`).
+        key: String,
+        /// What it must satisfy, e.g. `must be positive`.
+        requirement: String,
+        /// The value found, when the requirement does not imply it.
+        found: Option<String>,
+    },
+    /// Two hyperparameters that disagree with each other.
+    #[error("{file}: {key} ({value}) {relation} {other_key} ({other})")]
+    Mismatch {
+        /// Where the values were read: `config.json`, or `config` for the
+        /// hyperparameters from either source.
+        file: &'static str,
+        /// The first key.
+        key: String,
+        /// Its value.
+        value: usize,
+        /// How it fails to relate to the second, e.g. `is not a multiple of`.
+        relation: &'static str,
+        /// The second key.
+        other_key: String,
+        /// Its value.
+        other: usize,
+    },
+    /// A `config.json` that is not valid JSON (or not a JSON object of the
+    /// expected shape).
+    #[error("invalid config.json: {source}")]
+    ConfigJson {
+        /// The parser's error.
+        source: serde_json::Error,
+    },
     /// Any other inconsistency (hyperparameters that disagree, an option
     /// out of range, a tensor the graph does not use).
     #[error("{0}")]
@@ -104,11 +154,15 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    /// The same error, naming the file it was found in.
+    /// The same error, naming the file it was found in (a parameter file's
+    /// or an I/O error names its own, and is returned as it is).
     pub fn in_file(self, path: impl Into<std::path::PathBuf>) -> ModelError {
-        ModelError::InFile {
-            path: path.into(),
-            source: Box::new(self),
+        match self {
+            e @ (ModelError::Params(_) | ModelError::Io(_)) => e,
+            e => ModelError::InFile {
+                path: path.into(),
+                source: Box::new(e),
+            },
         }
     }
 

@@ -30,8 +30,10 @@ fn opt_f64(raw: &RawConfig, key: &str, default: Option<f64>) -> Result<Option<f6
     match raw.extra.get(key) {
         None => Ok(default),
         Some(Json::Null) => Ok(None),
-        Some(v) => v.as_f64().map(Some).ok_or_else(|| {
-            ModelError::Invalid(format!("config.json: \"{key}\" must be a number or null"))
+        Some(v) => v.as_f64().map(Some).ok_or_else(|| ModelError::ConfigType {
+            file: "config.json",
+            key: key.to_string(),
+            expected: "a number or null",
         }),
     }
 }
@@ -46,9 +48,10 @@ pub(super) fn hf_config(family: Family, raw: &RawConfig) -> Result<DecoderConfig
         ));
     }
     if raw.extra.contains_key("text_config") {
-        return Err(ModelError::Invalid(format!(
-            "config.json: a multimodal {ty} checkpoint (text_config); export its text model (model_type gemma3_text)"
-        )));
+        return Err(ModelError::unsupported(
+            format!("multimodal {ty} checkpoint (text_config in config.json)"),
+            "its text model alone, model_type gemma3_text",
+        ));
     }
     // Gemma reads hidden_act (transformers maps the legacy "gelu" of the
     // original releases to the tanh approximation); Gemma 2 and 3 read
@@ -145,11 +148,30 @@ fn gemma3_config(raw: &RawConfig, cfg: &mut DecoderConfig) -> Result<(), ModelEr
                 scaling: RopeScaling::Default,
             });
         }
-        _ => {
-            return Err(ModelError::Invalid(
-                "config.json: rope_parameters must give both full_attention and sliding_attention for gemma3"
-                    .into(),
-            ))
+        (full, _) => {
+            // One of the two without the other: name the one missing.
+            let kind = if full.is_none() {
+                "full_attention"
+            } else {
+                "sliding_attention"
+            };
+            let key = format!("rope_parameters.{kind}");
+            let given = match &raw.rope_parameters {
+                Some(Json::Object(p)) => p.get(kind).is_some_and(|v| !v.is_null()),
+                _ => false,
+            };
+            return Err(if given {
+                ModelError::ConfigType {
+                    file: "config.json",
+                    key,
+                    expected: "an object",
+                }
+            } else {
+                ModelError::MissingKey {
+                    file: "config.json",
+                    key,
+                }
+            });
         }
     }
     Ok(())
@@ -173,9 +195,13 @@ pub(super) fn gguf_config(
             .and_then(GgufValue::as_f64)
     };
     if !cfg.tie_word_embeddings {
-        return Err(ModelError::Invalid(format!(
-            "tensor \"output.weight\" in a {a} GGUF: llama.cpp's {a} ties the head to token_embd and ignores it, so kiln cannot tell which one the file means"
-        )));
+        return Err(ModelError::unsupported(
+            format!(
+                "tensor \"output.weight\" in a {a} GGUF: llama.cpp's {a} ties the head to token_embd \
+                 and ignores it, so kiln cannot tell which one the file means"
+            ),
+            format!("{a} GGUF files with the head tied to token_embd"),
+        ));
     }
     gemma_arch(&mut cfg);
     if family == Family::Gemma {

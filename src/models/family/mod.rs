@@ -70,15 +70,14 @@ impl Family {
 impl DecoderConfig {
     /// Reads an HF `config.json`.
     pub fn from_hf_json_file(path: &Path) -> Result<DecoderConfig, ModelError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ModelError::Invalid(e.to_string()).in_file(path))?;
+        let text = std::fs::read_to_string(path).map_err(|e| crate::util::IoError::new(path, e))?;
         Self::from_hf_json(&text).map_err(|e| e.in_file(path))
     }
 
     /// Parses the text of an HF `config.json`.
     pub fn from_hf_json(text: &str) -> Result<DecoderConfig, ModelError> {
-        let raw: RawConfig = serde_json::from_str(text)
-            .map_err(|e| ModelError::Invalid(format!("invalid config.json: {e}")))?;
+        let raw: RawConfig =
+            serde_json::from_str(text).map_err(|source| ModelError::ConfigJson { source })?;
         let family = Family::parse(&required(raw.model_type.clone(), "model_type")?)?;
         let cfg = family.hf_config(&raw)?;
         cfg.validate()?;
@@ -107,11 +106,10 @@ pub(crate) fn sliding_layers(
     let Some(types) = raw.extra.get("layer_types").filter(|v| !v.is_null()) else {
         return Ok((0..num_layers).map(default).collect());
     };
-    let bad = || {
-        ModelError::Invalid(
-            "config.json: \"layer_types\" must be a list of \"sliding_attention\" / \"full_attention\""
-                .into(),
-        )
+    let bad = || ModelError::ConfigType {
+        file: "config.json",
+        key: "layer_types".into(),
+        expected: "a list of \"sliding_attention\" / \"full_attention\"",
     };
     types
         .as_array()

@@ -27,17 +27,24 @@ pub(super) fn hf_config(raw: &RawConfig) -> Result<DecoderConfig, ModelError> {
     cfg.arch.fused_qkv = true;
     cfg.arch.fused_gate_up = true;
     // transformers 5.x: rope_parameters.partial_rotary_factor; 4.x: top level.
-    let factor = match &raw.rope_parameters {
-        Some(Json::Object(p)) if p.contains_key("partial_rotary_factor") => {
-            p.get("partial_rotary_factor").and_then(Json::as_f64)
-        }
-        _ => raw.extra_f64("partial_rotary_factor"),
-    }
-    .unwrap_or(1.0);
+    let (key, factor) = match &raw.rope_parameters {
+        Some(Json::Object(p)) if p.contains_key("partial_rotary_factor") => (
+            "rope_parameters.partial_rotary_factor",
+            p.get("partial_rotary_factor").and_then(Json::as_f64),
+        ),
+        _ => (
+            "partial_rotary_factor",
+            raw.extra_f64("partial_rotary_factor"),
+        ),
+    };
+    let factor = factor.unwrap_or(1.0);
     if !(factor > 0.0 && factor <= 1.0) {
-        return Err(ModelError::Invalid(format!(
-            "config.json: partial_rotary_factor must be in (0, 1], found {factor}"
-        )));
+        return Err(ModelError::ConfigValue {
+            file: "config.json",
+            key: key.into(),
+            requirement: "must be in (0, 1]".into(),
+            found: Some(factor.to_string()),
+        });
     }
     // transformers: dim = int(head_dim * partial_rotary_factor).
     let dim = (cfg.head_dim as f64 * factor) as usize;
@@ -69,9 +76,7 @@ pub(super) fn gguf_config(
         let Some(t) = file.tensor(name) else {
             return Ok(None);
         };
-        let v = file
-            .dequantize(t)
-            .map_err(|e| ModelError::Invalid(format!("tensor \"{name}\": {e}")))?;
+        let v = file.dequantize(t)?;
         Ok(Some(v.into_iter().map(f64::from).collect()))
     };
     match (factors(ROPE_FACTORS_SHORT)?, factors(ROPE_FACTORS_LONG)?) {
@@ -79,11 +84,9 @@ pub(super) fn gguf_config(
         (Some(short_factor), Some(long_factor)) => {
             let original = meta("rope.scaling.original_context_length")
                 .and_then(GgufValue::as_u64)
-                .ok_or_else(|| {
-                    ModelError::Invalid(
-                        "LongRoPE factors without GGUF metadata \"phi3.rope.scaling.original_context_length\""
-                            .into(),
-                    )
+                .ok_or_else(|| ModelError::MissingKey {
+                    file: "GGUF metadata",
+                    key: "phi3.rope.scaling.original_context_length".into(),
                 })?;
             cfg.rope_scaling = RopeScaling::LongRope {
                 short_factor,
@@ -93,10 +96,17 @@ pub(super) fn gguf_config(
                 attention_factor: meta("rope.scaling.attn_factor").and_then(GgufValue::as_f64),
             };
         }
-        _ => {
-            return Err(ModelError::Invalid(format!(
-                "LongRoPE needs both {ROPE_FACTORS_SHORT} and {ROPE_FACTORS_LONG}; the file has one"
-            )))
+        (short, _) => {
+            // LongRoPE needs both: name the one missing.
+            let name = if short.is_none() {
+                ROPE_FACTORS_SHORT
+            } else {
+                ROPE_FACTORS_LONG
+            };
+            return Err(ModelError::MissingTensor {
+                name: name.into(),
+                expected: None,
+            });
         }
     }
     Ok(cfg)
