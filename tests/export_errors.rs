@@ -183,7 +183,7 @@ fn bad_flags_are_clear_errors() {
     expect_error(
         &ck,
         &["--seq", "65"],
-        "SEQ 65 exceeds the model's max_position_embeddings (64)",
+        "SEQ must be at most the model's max_position_embeddings (64), not 65",
     );
     expect_error(
         &ck,

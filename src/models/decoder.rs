@@ -299,13 +299,16 @@ impl<'a> Decoder<'a> {
     fn w(&mut self, key: &str, shape: &[usize]) -> Result<Value, ModelError> {
         match self.weights.storage(key) {
             Storage::Plain(d) => Ok(self.g.weight(key, d, shape)?),
-            Storage::Blocks(f) => Err(ModelError::Invalid(format!(
-                "\"{key}\" {shape:?} cannot be stored in {} blocks: only matrices are",
-                f.ggml
-            ))),
-            Storage::Int8Rows(_) => Err(ModelError::Invalid(format!(
-                "\"{key}\" {shape:?} cannot be stored as i8 rows: only matrices are"
-            ))),
+            Storage::Blocks(f) => Err(ModelError::TensorForm {
+                name: key.to_string(),
+                shape: shape.to_vec(),
+                form: format!("in {} blocks", f.ggml),
+            }),
+            Storage::Int8Rows(_) => Err(ModelError::TensorForm {
+                name: key.to_string(),
+                shape: shape.to_vec(),
+                form: "as i8 rows".into(),
+            }),
         }
     }
 
@@ -734,9 +737,11 @@ impl<'a> Decoder<'a> {
         let (h, v) = (self.cfg.hidden_size, self.cfg.vocab_size);
         let rows = self.g.ty(x).shape[0];
         if top_k.is_some() && rows != 1 {
-            return Err(ModelError::Invalid(format!(
-                "top-K logits are taken of one row, not {rows}"
-            )));
+            return Err(ModelError::OutOfRange {
+                what: "top-K logits".into(),
+                requirement: "are taken of one row".into(),
+                value: rows.to_string(),
+            });
         }
         let wn = self.w("model.norm.weight", &[h])?;
         let x = self.norm(x, wn)?;
@@ -792,9 +797,11 @@ impl<'a> Decoder<'a> {
     ) -> Result<Option<(Value, Value)>, ModelError> {
         let Some(k) = k else { return Ok(None) };
         if k == 0 || k > v {
-            return Err(ModelError::Invalid(format!(
-                "top-K sampling needs 1 ≤ K ≤ the vocabulary ({v}), not K = {k}"
-            )));
+            return Err(ModelError::OutOfRange {
+                what: "top-K sampling's K".into(),
+                requirement: format!("must be at least 1 and at most the vocabulary ({v})"),
+                value: k.to_string(),
+            });
         }
         let row = self.g.reshape(logits, &[v])?;
         Ok(Some(self.g.top_k(row, k)?))
@@ -813,16 +820,21 @@ fn softcap(g: &mut Graph, x: Value, c: f64) -> Result<Value, ModelError> {
 /// Checks SEQ-like lengths against the model: positive and within
 /// `max_position_embeddings`.
 pub(crate) fn check_positions(cfg: &DecoderConfig, what: &str, n: usize) -> Result<(), ModelError> {
-    if n == 0 {
-        return Err(ModelError::Invalid(format!("{what} must be at least 1")));
-    }
-    if n > cfg.max_position_embeddings {
-        return Err(ModelError::Invalid(format!(
-            "{what} {n} exceeds the model's max_position_embeddings ({})",
+    let requirement = if n == 0 {
+        "must be at least 1".to_string()
+    } else if n > cfg.max_position_embeddings {
+        format!(
+            "must be at most the model's max_position_embeddings ({})",
             cfg.max_position_embeddings
-        )));
-    }
-    Ok(())
+        )
+    } else {
+        return Ok(());
+    };
+    Err(ModelError::OutOfRange {
+        what: what.to_string(),
+        requirement,
+        value: n.to_string(),
+    })
 }
 
 /// Builds the redecode forward graph `tensor<1xSEQxi32> -> tensor<SEQxi32>`.

@@ -133,24 +133,32 @@ impl KvOptions {
         check_positions(cfg, "the prompt length P", self.prompt_len)?;
         check_positions(cfg, "the max context N", self.max_context)?;
         if self.max_context <= self.prompt_len {
-            return Err(ModelError::Invalid(format!(
-                "the max context N ({}) must exceed the prompt length P ({}) to leave room for new tokens",
-                self.max_context, self.prompt_len
-            )));
+            return Err(ModelError::OutOfRange {
+                what: "the max context N".into(),
+                requirement: format!(
+                    "must exceed the prompt length P ({}) to leave room for new tokens",
+                    self.prompt_len
+                ),
+                value: self.max_context.to_string(),
+            });
         }
         if !matches!(self.cache_dtype, DType::F32 | DType::BF16) {
-            return Err(ModelError::Invalid(format!(
-                "KV caches must be f32 or bf16, not {}",
-                self.cache_dtype
-            )));
+            return Err(ModelError::unsupported(
+                format!("KV cache dtype {}", self.cache_dtype),
+                "f32, bf16",
+            ));
         }
         let mut below = self.prompt_len;
         for &span in &self.spans {
             if span < below || span >= self.max_context {
-                return Err(ModelError::Invalid(format!(
-                    "attention spans must ascend from the prompt length P ({}) and stay below the max context N ({}): got {:?}",
-                    self.prompt_len, self.max_context, self.spans
-                )));
+                return Err(ModelError::OutOfRange {
+                    what: "attention spans".into(),
+                    requirement: format!(
+                        "must ascend from the prompt length P ({}) and stay below the max context N ({})",
+                        self.prompt_len, self.max_context
+                    ),
+                    value: format!("{:?}", self.spans),
+                });
             }
             below = span + 1;
         }
@@ -303,10 +311,14 @@ fn check_span(opts: &KvOptions, span: usize) -> Result<(), ModelError> {
     if span == opts.max_context || opts.spans.contains(&span) {
         return Ok(());
     }
-    Err(ModelError::Invalid(format!(
-        "attention span {span} is neither the max context N ({}) nor one of the spans {:?}",
-        opts.max_context, opts.spans
-    )))
+    Err(ModelError::OutOfRange {
+        what: "the attention span".into(),
+        requirement: format!(
+            "must be the max context N ({}) or one of the spans {:?}",
+            opts.max_context, opts.spans
+        ),
+        value: span.to_string(),
+    })
 }
 
 /// Builds the prefill function of attention span `span`: the same

@@ -110,6 +110,29 @@ pub enum ModelError {
         /// The parser's error.
         source: serde_json::Error,
     },
+    /// A graph or export option out of range (a sequence length, the max
+    /// context, attention spans, top-K), or rows asked of a tensor that it
+    /// does not have.
+    #[error("{what} {requirement}, not {value}")]
+    OutOfRange {
+        /// The option, e.g. `the max context N`.
+        what: String,
+        /// What it must satisfy, e.g. `must be at least 1`.
+        requirement: String,
+        /// The value given, as printed (a number, a list, a range).
+        value: String,
+    },
+    /// A weight that is not a matrix, planned in a storage form only
+    /// matrices take (block-quantized, i8 rows).
+    #[error("\"{name}\" {shape:?} cannot be stored {form}: only matrices are")]
+    TensorForm {
+        /// The tensor's HF name.
+        name: String,
+        /// Its shape.
+        shape: Vec<usize>,
+        /// The form, e.g. `in q8_0 blocks` or `as i8 rows`.
+        form: String,
+    },
     /// Any other inconsistency (hyperparameters that disagree, an option
     /// out of range, a tensor the graph does not use).
     #[error("{0}")]
@@ -130,6 +153,24 @@ pub enum ModelError {
         kv_heads: usize,
         /// Head dim.
         head_dim: usize,
+        /// The tensor bound, in bytes.
+        bound: u64,
+    },
+    /// One table row (aligned to a chunk) is over the tensor bound, so the
+    /// table cannot be split in row chunks under it.
+    #[error(
+        "a table row of {width} values against {rows} rows takes {bytes} bytes (×{align} rows to align a chunk), \
+         more than the {bound}-byte tensor bound"
+    )]
+    TableRowOverBound {
+        /// Values per table row (the hidden size).
+        width: usize,
+        /// Rows multiplied against the table at once (the logits' rows).
+        rows: usize,
+        /// One row's bytes as f32 (of the table or of its logits, the larger).
+        bytes: u64,
+        /// Rows a chunk holds at least, for its bytes to stay aligned.
+        align: usize,
         /// The tensor bound, in bytes.
         bound: u64,
     },

@@ -62,10 +62,13 @@ pub(crate) fn row_chunks(
     };
     let max_rows = fit / align * align;
     if max_rows == 0 {
-        return Err(ModelError::Invalid(format!(
-            "a table row of {h} values against {m} rows takes {f32_row} bytes (×{align} rows to align a chunk), \
-             more than the {limit}-byte tensor bound"
-        )));
+        return Err(ModelError::TableRowOverBound {
+            width: h,
+            rows: m,
+            bytes: f32_row,
+            align,
+            bound: limit,
+        });
     }
     let count = v.div_ceil(max_rows);
     let rows = v.div_ceil(count).div_ceil(align) * align;
