@@ -8,6 +8,7 @@ use super::family::{Undo, ROPE_FREQS};
 use super::ModelError;
 use crate::params::gguf::{GgmlType, GgufFile, GgufValue};
 use crate::params::safetensors;
+use crate::params::ParamsError;
 use crate::util::IoError;
 
 /// `Result` of opening and reading a checkpoint.
@@ -38,10 +39,6 @@ pub struct Checkpoint {
     source: Source,
     /// (HF name, shape) of every tensor the graph needs, in graph order.
     tensors: Vec<(String, Vec<usize>)>,
-}
-
-fn model_err(path: &Path, msg: impl std::fmt::Display) -> ModelError {
-    ModelError::Invalid(msg.to_string()).in_file(path)
 }
 
 /// A missing tensor of the checkpoint at `path`.
@@ -75,7 +72,8 @@ impl Checkpoint {
     pub fn open(path: impl AsRef<Path>) -> Result<Checkpoint> {
         let path = path.as_ref();
         if !path.exists() {
-            return Err(model_err(path, "no such file or directory"));
+            let e = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory");
+            return Err(IoError::new(path, e).into());
         }
         if path.is_dir() {
             return Self::open_hf(path);
@@ -90,17 +88,14 @@ impl Checkpoint {
         if n == 4 && &magic == b"GGUF" {
             return Self::open_gguf(path);
         }
-        Err(model_err(
-            path,
-            "not a checkpoint: expected an HF folder (config.json + *.safetensors) or a GGUF file",
-        ))
+        Err(ModelError::NotCheckpoint { folder: false }.in_file(path))
     }
 
     /// Opens an HF folder: `config.json` plus `model.safetensors` or shards.
     pub fn open_hf(dir: &Path) -> Result<Checkpoint> {
         let cfg_path = dir.join("config.json");
         if !cfg_path.is_file() {
-            return Err(model_err(dir, "no config.json in this folder"));
+            return Err(ModelError::NotCheckpoint { folder: true }.in_file(dir));
         }
         let config = DecoderConfig::from_hf_json_file(&cfg_path)?;
         let st = safetensors::open_checkpoint(dir)?;
@@ -141,14 +136,11 @@ impl Checkpoint {
             }
             let shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
             let Some((hf, heads)) = gguf_to_hf(&t.name, &config) else {
-                return Err(model_err(
-                    path,
-                    format!(
-                        "unexpected tensor \"{}\" (not part of a {} checkpoint kiln supports)",
-                        t.name,
-                        config.family.name()
-                    ),
-                ));
+                let e = ModelError::UnexpectedTensor {
+                    name: t.name.clone(),
+                    family: config.family,
+                };
+                return Err(e.in_file(path));
             };
             available.push((hf.clone(), shape));
             map.push((hf, t.name.clone(), heads));
@@ -231,10 +223,12 @@ impl Checkpoint {
                     .get(name)
                     .ok_or_else(|| missing_tensor(&self.path, name))?;
                 if !t.dtype.is_float() {
-                    return Err(model_err(
-                        &self.path,
-                        format!("tensor \"{name}\" has non-float dtype {:?}", t.dtype),
-                    ));
+                    return Err(ParamsError::Unsupported {
+                        file: self.path.clone(),
+                        tensor: name.to_string(),
+                        msg: format!("non-float dtype {:?}", t.dtype),
+                    }
+                    .into());
                 }
                 Ok(t.to_f32())
             }
@@ -268,10 +262,12 @@ impl Checkpoint {
             _ => (1, shape.iter().product()),
         };
         if rows.end > total || rows.start > rows.end {
-            return Err(model_err(
-                &self.path,
-                format!("tensor \"{name}\" has {total} rows, not {rows:?}"),
-            ));
+            let e = ModelError::OutOfRange {
+                what: format!("the rows read of tensor \"{name}\""),
+                requirement: format!("must lie within its {total} rows"),
+                value: format!("{rows:?}"),
+            };
+            return Err(e.in_file(&self.path));
         }
         match &self.source {
             Source::Hf(st) if shape.len() == 2 => {
@@ -308,8 +304,13 @@ impl Checkpoint {
                     rows.clone(),
                 );
                 let mut out = vec![0f32; rows.len() * cols];
-                crate::params::quant::dequantize(info.ggml_type, &src, &mut out)
-                    .map_err(|m| model_err(&self.path, format!("tensor \"{gname}\": {m}")))?;
+                crate::params::quant::dequantize(info.ggml_type, &src, &mut out).map_err(
+                    |msg| ParamsError::Unsupported {
+                        file: self.path.clone(),
+                        tensor: gname.clone(),
+                        msg,
+                    },
+                )?;
                 Ok(out)
             }
             _ => {
@@ -425,13 +426,11 @@ fn check_tensors(
     }
     for (name, _) in available {
         if !ignorable(name) && !expected.iter().any(|(n, _)| n == name) {
-            return Err(model_err(
-                path,
-                format!(
-                    "unexpected tensor \"{name}\" (the {} graph does not use it)",
-                    cfg.family.name()
-                ),
-            ));
+            let e = ModelError::UnexpectedTensor {
+                name: name.clone(),
+                family: cfg.family,
+            };
+            return Err(e.in_file(path));
         }
     }
     Ok(expected)
@@ -536,12 +535,13 @@ fn gguf_config(path: &Path, file: &GgufFile) -> Result<DecoderConfig> {
         None => rope_scaling,
         Some(t) => {
             if rope_scaling != RopeScaling::Default {
-                return Err(model_err(
-                    path,
+                let e = ModelError::unsupported(
                     format!(
-                        "{ROPE_FREQS} together with {a}.rope.scaling.type: which scaling is meant?"
+                        "tensor {ROPE_FREQS} together with GGUF metadata {a}.rope.scaling.type"
                     ),
-                ));
+                    "either one alone",
+                );
+                return Err(e.in_file(path));
             }
             let factors = file.dequantize(t)?;
             RopeScaling::Factors {

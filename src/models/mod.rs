@@ -133,10 +133,22 @@ pub enum ModelError {
         /// The form, e.g. `in q8_0 blocks` or `as i8 rows`.
         form: String,
     },
-    /// Any other inconsistency (hyperparameters that disagree, an option
-    /// out of range, a tensor the graph does not use).
-    #[error("{0}")]
-    Invalid(String),
+    /// A tensor the checkpoint holds that the family's graph does not use.
+    #[error("unexpected tensor \"{name}\" (the {} graph does not use it)", family.name())]
+    UnexpectedTensor {
+        /// The tensor's name in the file (HF or GGUF).
+        name: String,
+        /// The family the config names.
+        family: Family,
+    },
+    /// A path that is neither an HF folder with a `config.json` nor a GGUF
+    /// file.
+    #[error("{}", if *folder { "no config.json in this folder" } else { "not a checkpoint: expected an HF folder (config.json + *.safetensors) or a GGUF file" })]
+    NotCheckpoint {
+        /// Whether the path is a folder (one without `config.json`);
+        /// otherwise it is a file without the GGUF signature.
+        folder: bool,
+    },
     /// One layer's KV cache at the max context N is over the tensor bound
     /// (the caches are split by layers, never within one).
     #[error(
