@@ -200,6 +200,12 @@ fn bad_flags_are_clear_errors() {
         &["--function", "9lives"],
         "function name \"9lives\" is not a valid MLIR identifier",
     );
+    // A tensor bound below one f32 row of the embedding: no chunk fits.
+    expect_error(
+        &ck,
+        &["--max-tensor-bytes", "16"],
+        "more than the 16-byte tensor bound: export with a larger --max-tensor-bytes or a smaller --seq",
+    );
 }
 
 #[test]

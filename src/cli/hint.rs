@@ -207,6 +207,9 @@ fn export(e: &ExportError) -> Option<String> {
 fn model(e: &ModelError) -> Option<String> {
     match e {
         ModelError::KvLayerOverBound { .. } => Some(": export with a smaller --max-context".into()),
+        ModelError::TableRowOverBound { .. } => {
+            Some(": export with a larger --max-tensor-bytes or a smaller --seq".into())
+        }
         ModelError::InFile { source, .. } => model(source),
         _ => None,
     }
