@@ -281,3 +281,33 @@ fn a_tied_head_is_packed_at_compile_time_and_the_gather_reads_the_archive() {
         generated(&a.join("m-kv-host.vmfb"))
     );
 }
+
+#[test]
+fn a_block_quantized_module_has_nothing_to_pack_and_says_so() {
+    if common::toolchain().is_none() {
+        return;
+    }
+    // `q8_0` stores every matrix in blocks, widened with integer ops in
+    // the graph (as `keep` does a GGUF's): none reaches a product through a
+    // plain conversion, and the compile packs nothing, with a note.
+    let a = tmpdir();
+    let a = a.path();
+    export_into(a, FIXTURE, "q8_0");
+    let mlir = a.join("m-kv-gen.mlir");
+    let (code, _, err) = kiln(&["compile", s(&mlir), "-t", "host", "--pack"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("m-kv-host.vmfb: no weight could be packed while compiling"),
+        "{err}"
+    );
+    assert!(a.join("m-kv-host.vmfb").is_file());
+    assert!(!a.join("m-kv-host.packed.irpa").exists());
+    // A module with packable weights gets no such note.
+    let b = tmpdir();
+    let b = b.path();
+    export_into(b, FIXTURE, "w8a8");
+    let (code, _, err) = kiln(&["compile", s(&b.join("m-gen.mlir")), "-t", "host", "--pack"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("no weight could be packed"), "{err}");
+    assert!(b.join("m-host.packed.irpa").is_file());
+}
