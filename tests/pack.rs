@@ -283,31 +283,107 @@ fn a_tied_head_is_packed_at_compile_time_and_the_gather_reads_the_archive() {
 }
 
 #[test]
-fn a_block_quantized_module_has_nothing_to_pack_and_says_so() {
+fn keep_weights_are_packed_widened_with_the_tied_table_split() {
+    let Some(_tc) = common::toolchain() else {
+        return;
+    };
+    // A tied GGUF table in blocks: the gather reads the codes and the
+    // f16 scales (widened once for both), the head widens them too. Its
+    // products' side is split (codes and scales), and every block matrix
+    // is packed widened at compile time; nothing is compiled into the
+    // module as a constant, and the ids are those of the module packed at
+    // load.
+    let gguf = common::fixture("gguf/quant/tiny-llama-quant-tied.gguf");
+    let a = tmpdir();
+    let a = a.path();
+    export_into(a, s(&gguf), "keep");
+    let text = std::fs::read_to_string(a.join("m-kv-gen.mlir")).unwrap();
+    let module = kiln::graph::Module::parse(&text).unwrap();
+    let (split, pairs) = kiln::iree::pack::split_products(&module)
+        .unwrap()
+        .expect("the tied table is split");
+    let split_keys: BTreeSet<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        split_keys,
+        BTreeSet::from([
+            "model.embed_tokens.weight.qs#products",
+            "model.embed_tokens.weight.scale#products",
+            "model.embed_tokens.weight.min#products",
+        ]),
+        "{pairs:?}"
+    );
+    let keys = kiln::iree::pack::packable_keys(&split);
+    assert!(
+        keys.iter()
+            .any(|k| k == "model.layers.0.mlp.down_proj.weight.qs")
+            && keys
+                .iter()
+                .all(|k| !k.starts_with("model.embed_tokens.weight.") || k.ends_with("#products")),
+        "{keys:?}"
+    );
+
+    let b = tmpdir();
+    let b = b.path();
+    for f in ["m-kv-gen.mlir", "m.irpa", "m.json"] {
+        std::fs::copy(a.join(f), b.join(f)).unwrap();
+    }
+    ok(&["compile", s(&a.join("m-kv-gen.mlir")), "-t", "host"]);
+    let (code, _, err) = kiln(&[
+        "compile",
+        s(&b.join("m-kv-gen.mlir")),
+        "-t",
+        "host",
+        "--pack",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("no weight could be packed"), "{err}");
+    assert!(b.join("m-kv-host.packed.irpa").is_file());
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    let (packed, at_load) = (
+        size(&b.join("m-kv-host.vmfb")),
+        size(&a.join("m-kv-host.vmfb")),
+    );
+    assert!(
+        packed < at_load + 16 * 1024,
+        "no codes compiled in as constants: {packed} against {at_load} bytes"
+    );
+    assert_eq!(
+        generated(&b.join("m-kv-host.vmfb")),
+        generated(&a.join("m-kv-host.vmfb"))
+    );
+}
+
+#[test]
+fn a_module_with_nothing_to_pack_says_so() {
     if common::toolchain().is_none() {
         return;
     }
-    // `q8_0` stores every matrix in blocks, widened with integer ops in
-    // the graph (as `keep` does a GGUF's): none reaches a product through a
-    // plain conversion, and the compile packs nothing, with a note.
+    // A module whose one parameter is used elementwise (a norm's weight):
+    // nothing reaches a product, and the compile packs nothing, with a note.
     let a = tmpdir();
     let a = a.path();
-    export_into(a, FIXTURE, "q8_0");
-    let mlir = a.join("m-kv-gen.mlir");
+    export_into(a, FIXTURE, "bf16");
+    let mlir = a.join("m-gen.mlir");
+    std::fs::write(
+        &mlir,
+        r#"module @m {
+  util.global private @model_norm_weight = #flow.parameter.named<"model"::"model.norm.weight"> : tensor<32xbf16>
+  func.func @m(%arg0: tensor<32xf32>) -> tensor<32xf32> {
+    %0 = util.global.load @model_norm_weight : tensor<32xbf16>
+    %1 = stablehlo.convert %0 : (tensor<32xbf16>) -> tensor<32xf32>
+    %2 = stablehlo.add %arg0, %1 : tensor<32xf32>
+    return %2 : tensor<32xf32>
+  }
+}
+"#,
+    )
+    .unwrap();
     let (code, _, err) = kiln(&["compile", s(&mlir), "-t", "host", "--pack"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("m-kv-host.vmfb: no weight could be packed while compiling"),
+        err.contains("m-host.vmfb: no weight could be packed while compiling"),
         "{err}"
     );
-    assert!(a.join("m-kv-host.vmfb").is_file());
-    assert!(!a.join("m-kv-host.packed.irpa").exists());
-    // A module with packable weights gets no such note.
-    let b = tmpdir();
-    let b = b.path();
-    export_into(b, FIXTURE, "w8a8");
-    let (code, _, err) = kiln(&["compile", s(&b.join("m-gen.mlir")), "-t", "host", "--pack"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(!err.contains("no weight could be packed"), "{err}");
-    assert!(b.join("m-host.packed.irpa").is_file());
+    assert!(a.join("m-host.vmfb").is_file());
+    assert!(!a.join("m-host.packed.irpa").exists());
 }

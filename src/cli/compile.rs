@@ -134,14 +134,14 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         .progress(super::progress::bars());
     let outs = tc.compile_many(&args.module, &targets, &out_dir, &name, &opts)?;
     if args.pack {
-        // A module none of whose weights reach a product through a plain
-        // conversion (block-quantized codes are widened with integer ops) has nothing
-        // to pack at compile time; say so rather than leave it unremarked.
+        // A module none of whose whole parameters reach a product (only
+        // sliced or elementwise ones) has nothing to pack at compile time;
+        // say so rather than leave it unremarked.
         for (t, o) in targets.iter().zip(&outs) {
             if !matches!(t, Target::Vulkan { .. }) && !kiln::iree::pack::packed_archive(o).is_file()
             {
                 eprintln!(
-                    "kiln: note: {}: no weight could be packed while compiling (only whole parameters that reach a matrix product through conversions and reshapes can, not block-quantized codes, as `keep`, `q8_0` and `q4_0` store them); its weights are packed at load",
+                    "kiln: note: {}: no weight could be packed while compiling (only whole parameters that reach a matrix product through conversions, reshapes and block widenings can); it is compiled as without --pack",
                     o.display()
                 );
             }

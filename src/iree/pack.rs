@@ -38,11 +38,15 @@ fn to_dots(i: usize, nodes: &[Node], users: &[Vec<usize>]) -> bool {
 }
 
 /// Whether node `u`, as a user, leads only to products: a `dot_general`,
-/// or a conversion, reshape or transpose whose every use does.
+/// or a conversion, reshape, transpose or block widening
+/// ([`Op::DequantizeBlocks`], the `keep`, `q8_0` and `q4_0` matrices) whose
+/// every use does.
 fn on_product_path(u: usize, nodes: &[Node], users: &[Vec<usize>]) -> bool {
     match nodes[u].op {
         Op::DotGeneral(_) => true,
-        Op::Convert | Op::Reshape | Op::Transpose { .. } => to_dots(u, nodes, users),
+        Op::Convert | Op::Reshape | Op::Transpose { .. } | Op::DequantizeBlocks(_) => {
+            to_dots(u, nodes, users)
+        }
         _ => false,
     }
 }
@@ -60,10 +64,11 @@ fn users_of(g: &Graph) -> Vec<Vec<usize>> {
 
 /// The keys of the whole-entry parameters whose every use, in every
 /// function, reaches a `dot_general` operand through element conversions,
-/// reshapes and transposes only: the weights IREE packs for its matrix
-/// kernels, in the module's order. A parameter that is also gathered, widened
-/// with integer ops (`keep`), sliced, or used elementwise (a norm, a per-row
-/// scale) is left out: imported, its raw bytes would be compiled into the
+/// reshapes, transposes and block widenings only: the weights IREE packs
+/// for its matrix kernels (a block-quantized matrix's codes, scales and
+/// minimums are packed as the f32 matrix they widen to), in the module's
+/// order. A parameter that is also gathered, sliced, or used elementwise (a
+/// norm, a per-row scale) is left out: imported, its raw bytes would be compiled into the
 /// module. ([`split_products`] first gives a tied embedding's products a key
 /// of their own.)
 pub fn packable_keys(module: &Module) -> Vec<String> {
@@ -87,11 +92,48 @@ pub fn packable_keys(module: &Module) -> Vec<String> {
             }
         }
     }
+    // A block widening is packed whole or not at all: were only some of
+    // its parts imported, they would be compiled into the module as
+    // constants and the widening still made at load.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for g in &module.functions {
+            let nodes = g.nodes();
+            for n in nodes {
+                if !matches!(n.op, Op::DequantizeBlocks(_)) {
+                    continue;
+                }
+                let roots: Vec<Option<&str>> =
+                    n.args.iter().map(|a| root_key(a.index(), nodes)).collect();
+                let whole = roots.iter().all(|r| r.is_some_and(|k| ok[k]));
+                if !whole {
+                    for k in roots.into_iter().flatten() {
+                        if let Some(v) = ok.get_mut(k) {
+                            changed |= std::mem::replace(v, false);
+                        }
+                    }
+                }
+            }
+        }
+    }
     order
         .into_iter()
         .filter(|k| ok[k])
         .map(str::to_string)
         .collect()
+}
+
+/// The key of the whole-entry parameter node `i` reads, through
+/// conversions, reshapes and transposes; `None` for anything else.
+fn root_key(i: usize, nodes: &[Node]) -> Option<&str> {
+    match &nodes[i].op {
+        Op::Parameter { key, offset: None } => Some(key),
+        Op::Convert | Op::Reshape | Op::Transpose { .. } => {
+            root_key(nodes[i].args[0].index(), nodes)
+        }
+        _ => None,
+    }
 }
 
 /// The suffix of the key [`split_products`] gives a parameter's products.
@@ -102,9 +144,11 @@ pub const PRODUCTS_SUFFIX: &str = "#products";
 pub type Split = (Module, Vec<(String, String)>);
 
 /// `module` with each whole-entry parameter that feeds both products and
-/// other ops (a tied embedding: gathered, and the LM head) read under a
-/// second key, `KEY#products`, on its product paths: the same bytes, so the
-/// products' side becomes packable while the gather keeps reading `KEY`.
+/// other ops (a tied embedding: gathered, and the LM head), directly or
+/// through conversions and reshapes (a block table's f16 scales, widened
+/// once for both), read under a second key, `KEY#products`, on its product
+/// paths: the same bytes, so the products' side becomes packable while the
+/// gather keeps reading `KEY`.
 /// Returns the module and the (new key, original key) pairs; `None` when no
 /// parameter is split.
 pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
@@ -114,12 +158,20 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
     for f in &module.functions {
         let nodes = f.nodes();
         let users = users_of(f);
-        // Parameters with both kinds of use.
-        let mixed: Vec<bool> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                matches!(n.op, Op::Parameter { offset: None, .. })
+        // A whole-entry parameter, or a conversion, reshape or transpose of
+        // one (an f16 scale widened once for a gather and a product).
+        let mut chain = vec![false; nodes.len()];
+        for (i, n) in nodes.iter().enumerate() {
+            chain[i] = match n.op {
+                Op::Parameter { offset: None, .. } => true,
+                Op::Convert | Op::Reshape | Op::Transpose { .. } => chain[n.args[0].index()],
+                _ => false,
+            };
+        }
+        // Chains with both kinds of use.
+        let mixed: Vec<bool> = (0..nodes.len())
+            .map(|i| {
+                chain[i]
                     && !to_dots(i, nodes, &users)
                     && users[i].iter().any(|&u| on_product_path(u, nodes, &users))
             })
@@ -130,7 +182,7 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
         }
         let mut g = Graph::new(f.name.clone());
         let mut map: Vec<Value> = Vec::with_capacity(nodes.len());
-        // The products' parameter of each mixed node, once made.
+        // The products' copy of each chain node, once made.
         let mut second: HashMap<usize, Value> = HashMap::new();
         for (i, n) in nodes.iter().enumerate() {
             let v = match &n.op {
@@ -142,22 +194,7 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
                     for a in &n.args {
                         let ai = a.index();
                         if mixed[ai] && product_path {
-                            let Op::Parameter { key, .. } = &nodes[ai].op else {
-                                unreachable!("only parameters are mixed")
-                            };
-                            let new_key = format!("{key}{PRODUCTS_SUFFIX}");
-                            if !split.iter().any(|(k, _)| *k == new_key) {
-                                split.push((new_key.clone(), key.clone()));
-                            }
-                            let p = match second.get(&ai) {
-                                Some(&p) => p,
-                                None => {
-                                    let p = g.parameter(&new_key, nodes[ai].ty.clone())?;
-                                    second.insert(ai, p);
-                                    p
-                                }
-                            };
-                            args.push(p);
+                            args.push(products_copy(ai, nodes, &mut g, &mut second, &mut split)?);
                         } else {
                             args.push(map[ai]);
                         }
@@ -171,6 +208,36 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
         out.functions.push(g);
     }
     Ok((!split.is_empty()).then_some((out, split)))
+}
+
+/// The products' copy of chain node `i` ([`split_products`]): its parameter
+/// read under `KEY#products`, then the same conversions and reshapes.
+fn products_copy(
+    i: usize,
+    nodes: &[Node],
+    g: &mut Graph,
+    second: &mut HashMap<usize, Value>,
+    split: &mut Vec<(String, String)>,
+) -> Result<Value, GraphError> {
+    if let Some(&v) = second.get(&i) {
+        return Ok(v);
+    }
+    let n = &nodes[i];
+    let v = match &n.op {
+        Op::Parameter { key, .. } => {
+            let new_key = format!("{key}{PRODUCTS_SUFFIX}");
+            if !split.iter().any(|(k, _)| *k == new_key) {
+                split.push((new_key.clone(), key.clone()));
+            }
+            g.parameter(&new_key, n.ty.clone())?
+        }
+        op => {
+            let a = products_copy(n.args[0].index(), nodes, g, second, split)?;
+            g.push(op.clone(), &[a], n.ty.clone())
+        }
+    };
+    second.insert(i, v);
+    Ok(v)
 }
 
 /// Writes `out`, an archive of the `(new key, original key)` pairs of
