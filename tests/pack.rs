@@ -61,6 +61,22 @@ fn export_into(dir: &Path, ckpt: &str, weights: &str) {
     ]);
 }
 
+/// Compiles the KV module exported in `a` for the host as it is, and a copy
+/// of the export with `--pack` in a new folder, which it returns; the
+/// packed compile must say nothing of weights it could not pack.
+fn compiled_at_load_and_packed(a: &Path) -> tempfile::TempDir {
+    let b = tmpdir();
+    for f in ["m-kv-gen.mlir", "m.irpa", "m.json"] {
+        std::fs::copy(a.join(f), b.path().join(f)).unwrap();
+    }
+    ok(&["compile", s(&a.join("m-kv-gen.mlir")), "-t", "host"]);
+    let mlir = b.path().join("m-kv-gen.mlir");
+    let (code, _, err) = kiln(&["compile", s(&mlir), "-t", "host", "--pack"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("no weight could be packed"), "{err}");
+    b
+}
+
 /// How many entries an archive has, and how many distinct storage ranges.
 fn entries_and_stored(path: &Path) -> (usize, usize) {
     let r = IrpaReader::open(path).unwrap();
@@ -258,19 +274,8 @@ fn a_tied_head_is_packed_at_compile_time_and_the_gather_reads_the_archive() {
         "{keys:?}"
     );
 
-    let b = tmpdir();
+    let b = compiled_at_load_and_packed(a);
     let b = b.path();
-    for f in ["m-kv-gen.mlir", "m.irpa", "m.json"] {
-        std::fs::copy(a.join(f), b.join(f)).unwrap();
-    }
-    ok(&["compile", s(&a.join("m-kv-gen.mlir")), "-t", "host"]);
-    ok(&[
-        "compile",
-        s(&b.join("m-kv-gen.mlir")),
-        "-t",
-        "host",
-        "--pack",
-    ]);
     // Two entries (prefill, decode) per packed matrix, the head's included:
     // 7 per layer and the head.
     let (entries, stored) = entries_and_stored(&b.join("m-kv-host.packed.irpa"));
@@ -322,21 +327,8 @@ fn keep_weights_are_packed_widened_with_the_tied_table_split() {
         "{keys:?}"
     );
 
-    let b = tmpdir();
+    let b = compiled_at_load_and_packed(a);
     let b = b.path();
-    for f in ["m-kv-gen.mlir", "m.irpa", "m.json"] {
-        std::fs::copy(a.join(f), b.join(f)).unwrap();
-    }
-    ok(&["compile", s(&a.join("m-kv-gen.mlir")), "-t", "host"]);
-    let (code, _, err) = kiln(&[
-        "compile",
-        s(&b.join("m-kv-gen.mlir")),
-        "-t",
-        "host",
-        "--pack",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert!(!err.contains("no weight could be packed"), "{err}");
     assert!(b.join("m-kv-host.packed.irpa").is_file());
     let size = |p: &Path| std::fs::metadata(p).unwrap().len();
     let (packed, at_load) = (
