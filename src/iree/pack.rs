@@ -158,20 +158,12 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
     for f in &module.functions {
         let nodes = f.nodes();
         let users = users_of(f);
-        // A whole-entry parameter, or a conversion, reshape or transpose of
-        // one (an f16 scale widened once for a gather and a product).
-        let mut chain = vec![false; nodes.len()];
-        for (i, n) in nodes.iter().enumerate() {
-            chain[i] = match n.op {
-                Op::Parameter { offset: None, .. } => true,
-                Op::Convert | Op::Reshape | Op::Transpose { .. } => chain[n.args[0].index()],
-                _ => false,
-            };
-        }
-        // Chains with both kinds of use.
+        // Whole-entry parameters, or conversions, reshapes or transposes of
+        // one (an f16 scale widened once for a gather and a product), with
+        // both kinds of use.
         let mixed: Vec<bool> = (0..nodes.len())
             .map(|i| {
-                chain[i]
+                root_key(i, nodes).is_some()
                     && !to_dots(i, nodes, &users)
                     && users[i].iter().any(|&u| on_product_path(u, nodes, &users))
             })
