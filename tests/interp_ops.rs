@@ -583,3 +583,42 @@ fn top_k_equals_a_stable_sort() {
         }
     }
 }
+
+/// `linear_w8a16` rounds one row's two activation terms by one op (the
+/// decode step's form, fewer dispatches on IREE) and several rows' by two
+/// roundings joined: each row of a three-row product equals, bit for bit,
+/// the product of that row alone.
+#[test]
+fn w8a16_one_row_equals_its_row_of_several() {
+    let (n, k, s) = (5, 64, 3);
+    let codes: Vec<i32> = (0..n * k).map(|i| (i * 37 % 255) as i32 - 127).collect();
+    let scale: Vec<f32> = (0..n).map(|r| 0.01 + r as f32 * 0.003).collect();
+    let x: Vec<f32> = (0..s * k)
+        .map(|i| (i as f32 * 0.7311).sin() * (1.0 + (i % 7) as f32))
+        .collect();
+    let mut g = Graph::new("f");
+    let xv = g.input(f32t(&[s, k]));
+    let q = g
+        .parameter("w.q8", TensorType::new(DType::I8, &[n, k]))
+        .unwrap();
+    let sc = g.parameter("w.scale", f32t(&[n, 1])).unwrap();
+    let mut outs = vec![g.linear_w8a16(xv, q, sc).unwrap()];
+    for r in 0..s {
+        let row = g.slice_dim(xv, 0, r, r + 1).unwrap();
+        outs.push(g.linear_w8a16(row, q, sc).unwrap());
+    }
+    g.set_outputs(&outs);
+    let params: HashMap<String, Tensor> = [
+        ("w.q8".to_string(), Tensor::i32(&[n, k], codes)),
+        ("w.scale".to_string(), Tensor::f32(&[n, 1], scale)),
+    ]
+    .into();
+    let got = run(&g, &[Tensor::f32(&[s, k], x)], &params).unwrap();
+    let bits =
+        |t: &Tensor| -> Vec<u32> { t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect() };
+    let all = bits(&got[0]);
+    assert!(all.iter().any(|&b| b != 0));
+    for r in 0..s {
+        assert_eq!(bits(&got[1 + r]), all[r * n..(r + 1) * n], "row {r}");
+    }
+}

@@ -2,7 +2,7 @@
 //! `spec/quantized-weights.md`): codes unpacked from i32 words with shifts
 //! and masks, then `(code − zero)·scale + min` per group.
 
-use crate::graph::{BlockCodes, DType, Graph, GraphError, ReduceKind, UnaryOp, Value};
+use crate::graph::{BlockCodes, CompareDir, DType, Graph, GraphError, ReduceKind, UnaryOp, Value};
 
 /// A block-quantized matrix's parts as graph values, with the shape of
 /// its form (`params::blocks::BlockForm`). Every part has the
@@ -289,22 +289,27 @@ impl Graph {
             let sxo = g.broadcast_in_dim(sx, &[s, n], &[0])?;
             g.mul(y, sxo)
         };
-        let (q1, s1, xs, r1) = self.round_rows_i8(x)?;
         let y = if terms == I8Terms::W8A8 {
+            let (q1, s1) = self.round_rows_i8(x)?;
             let sums = self.linear(q1, w)?;
             let y = join(self, sums, s)?;
             scaled(self, y, s1)?
         } else {
             // x/s₁ − round(x/s₁) lies in [−½, ½]: times 254 it rounds into
             // i8, the second term with the fixed scale s₂ = s₁/254.
-            let rest = self.sub(xs, r1)?;
-            let k254 = self.splat_like(rest, 254.0)?;
-            let rest = self.mul(rest, k254)?;
-            let rest = self.unary(UnaryOp::RoundNearestEven, rest)?;
-            let q2 = self.convert(rest, DType::I8)?;
+            let (s1, xs) = self.row_scales_i8(x)?;
+            let terms = if s == 1 {
+                vec![self.two_terms_in_one_op(xs)?]
+            } else {
+                let (q1, q2) = self.two_terms(xs)?;
+                vec![q1, q2]
+            };
             let k254 = self.splat_like(s1, 254.0)?;
             let s2 = self.div(s1, k254)?;
-            let both = self.concatenate(&[q1, q2], 0)?;
+            let both = match terms[..] {
+                [one] => one,
+                _ => self.concatenate(&terms, 0)?,
+            };
             let sums = self.linear(both, w)?;
             let y = join(self, sums, 2 * s)?;
             let first = self.slice_dim(y, 0, 0, s)?;
@@ -318,11 +323,63 @@ impl Graph {
         self.mul(y, swo)
     }
 
+    /// The two i8 terms of `xs = x / s₁` (f32 `[S, in]`), each `[S, in]`:
+    /// `round(xs)`, then `round((xs − round(xs)) · 254)`, each rounded by
+    /// its own op (the form for several rows: a prefill, a forward), to be
+    /// joined as the rows of one `[2·S, in]` input.
+    fn two_terms(&mut self, xs: Value) -> Result<(Value, Value), GraphError> {
+        let r1 = self.unary(UnaryOp::RoundNearestEven, xs)?;
+        let q1 = self.convert(r1, DType::I8)?;
+        let rest = self.sub(xs, r1)?;
+        let k254 = self.splat_like(rest, 254.0)?;
+        let rest = self.mul(rest, k254)?;
+        let rest = self.unary(UnaryOp::RoundNearestEven, rest)?;
+        let q2 = self.convert(rest, DType::I8)?;
+        Ok((q1, q2))
+    }
+
+    /// [`Graph::two_terms`]' values joined, by one elementwise op over
+    /// `[2, S, in]` (plane 0 the first term, plane 1 the second), which IREE
+    /// fuses with the packing of the product's input: one dispatch where
+    /// the joined form takes three. The form for one row (a decode step),
+    /// where dispatches, not bytes, bound the call: SmolLM2's decode runs
+    /// 1480 dispatches instead of 1692, and measured 5–18 % faster
+    /// (medians of three interleaved A/B runs); at 64 rows the fused pack
+    /// measured slower (prefill 185 against 170 ms), so a prefill keeps the
+    /// joined form (spec/quantized-weights.md, "Decode on an AVX2 host").
+    fn two_terms_in_one_op(&mut self, xs: Value) -> Result<Value, GraphError> {
+        let (s, k) = {
+            let t = self.ty(xs);
+            (t.shape[0], t.shape[1])
+        };
+        let xs2 = self.broadcast_in_dim(xs, &[2, s, k], &[1, 2])?;
+        let r = self.unary(UnaryOp::RoundNearestEven, xs2)?;
+        let rest = self.sub(xs2, r)?;
+        let k254 = self.splat_like(rest, 254.0)?;
+        let rest = self.mul(rest, k254)?;
+        let rest = self.unary(UnaryOp::RoundNearestEven, rest)?;
+        let plane = self.iota(DType::I32, &[2, s, k], 0)?;
+        let zero = self.splat_like(plane, 0.0)?;
+        let first = self.compare(CompareDir::Eq, plane, zero)?;
+        let both = self.select(first, r, rest)?;
+        let both = self.convert(both, DType::I8)?;
+        self.reshape(both, &[2 * s, k])
+    }
+
     /// Each row of f32 `x` `[S, in]` rounded to i8 with its own scale
-    /// `max|x|/127` (`round_nearest_even`; an all-zero row keeps a positive
-    /// scale): `(codes i8, scales f32 [S], x / scale, its rounding)`, the
-    /// last two f32 `[S, in]`.
-    fn round_rows_i8(&mut self, x: Value) -> Result<(Value, Value, Value, Value), GraphError> {
+    /// ([`Graph::row_scales_i8`]): `(codes i8 [S, in], scales f32 [S])`.
+    fn round_rows_i8(&mut self, x: Value) -> Result<(Value, Value), GraphError> {
+        let (sx, xs) = self.row_scales_i8(x)?;
+        let xr = self.unary(UnaryOp::RoundNearestEven, xs)?;
+        let xq = self.convert(xr, DType::I8)?;
+        Ok((xq, sx))
+    }
+
+    /// Each row's i8 scale `max|x|/127` of f32 `x` `[S, in]` (an all-zero
+    /// row keeps a positive scale), and `x / scale`, which
+    /// `round_nearest_even` takes to the row's codes: `(scales f32 [S],
+    /// x / scale f32 [S, in])`.
+    fn row_scales_i8(&mut self, x: Value) -> Result<(Value, Value), GraphError> {
         let shape = self.ty(x).shape.to_vec();
         let a = self.unary(UnaryOp::Abs, x)?;
         let amax = self.reduce(a, ReduceKind::Max, &[1])?;
@@ -332,9 +389,7 @@ impl Graph {
         let sx = self.max(sx, tiny)?;
         let sxb = self.broadcast_in_dim(sx, &shape, &[0])?;
         let xs = self.div(x, sxb)?;
-        let xr = self.unary(UnaryOp::RoundNearestEven, xs)?;
-        let xq = self.convert(xr, DType::I8)?;
-        Ok((xq, sx, xs, xr))
+        Ok((sx, xs))
     }
 
     /// Rows of an i8 matrix widened: `f32(codes) · scale`, `codes` i8
