@@ -13,11 +13,14 @@ bench_setup() {
 
 # bm VMFB FUNCTION PARAMS INPUT...: the median real time (ms) of one call
 # over $runs repetitions (the one time when $runs is 1: iree-benchmark-module
-# prints no median row then).
+# prints no median row then). A module compiled with `kiln compile --pack`
+# also reads its packed archive (VMFB's stem + .packed.irpa, scope packed).
 bm() {
   local vmfb="$1" fn="$2" params="$3"; shift 3
   local args=()
   for i in "$@"; do args+=("--input=$i"); done
+  local packed="${vmfb%.vmfb}.packed.irpa"
+  [[ -f "$packed" ]] && args+=("--parameters=packed=$packed")
   "$bench" --device=local-task --module="$vmfb" --parameters=model="$params" --function="$fn" \
     "${args[@]}" --benchmark_repetitions="$runs" --benchmark_min_time=1x 2>/dev/null |
     awk -v runs="$runs" '(runs == 1 && /^BM_/) || /_median/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}'

@@ -9,7 +9,9 @@
 #     --kv-cache --prompt-len 64 --max-context 128 --weights FORM`, `kiln
 #     compile … -t host` (kiln's CPU preset), one decode call at position 127
 #     and the 64-token prefill by iree-benchmark-module (median of RUNS),
-#     peak RSS of `kiln generate --kv-cache` (64-token prompt, 32 new tokens).
+#     peak RSS of `kiln generate --kv-cache` (64-token prompt, 32 new tokens);
+#   - the forms in $PACK_FORMS (default none, e.g. PACK_FORMS=w8a16) again,
+#     compiled with `kiln compile --pack` (the memory line of issue 29).
 # Prints a markdown table (file MB, prefill 64 ms, decode ms/token, peak RSS
 # MB) and a mermaid bar chart of decode ms/token, for docs/benchmarks.md.
 # The machine must be idle: llama.cpp's threads spin-wait and collapse
@@ -46,6 +48,14 @@ PY
     bench_kv_form "$gguf" "$n" "$form" 32
     rows+=("| | kiln $form | $archive_mb | $prefill | $decode | $gen_rss |")
     chart_labels+=("\"$model $form\""); chart_values+=("$decode")
+    rm -f "$out/$n"*
+  done
+  for form in ${PACK_FORMS:-}; do
+    n="${model}_${form}_pack"
+    bench_kv_form "$gguf" "$n" "$form" 32 --pack
+    packed_mb=$(mb "$(stat -c %s "$out/$n-kv-host.packed.irpa")")
+    rows+=("| | kiln $form --pack | $archive_mb + $packed_mb packed | $prefill | $decode | $gen_rss |")
+    chart_labels+=("\"$model $form --pack\""); chart_values+=("$decode")
     rm -f "$out/$n"*
   done
 done
