@@ -8,8 +8,9 @@
 # this VM class. The x86 SIMD flags follow this machine's CPU (AVX-512 only
 # where /proc/cpuinfo lists it: an AVX-512 build dies with SIGILL on an AVX2
 # host), and each feature set gets its own build folder, so a cache shared by
-# machines of two kinds holds a build for each. Needs pip (or python3 -m pip), cmake and a C++ compiler
-# (apt-get installs cmake when it is missing and we are root).
+# machines of two kinds holds a build for each. Needs pip (or python3 -m
+# pip), cmake and a C++ compiler (apt-get installs cmake when it is missing
+# and we are root).
 set -euo pipefail
 . "$(dirname "$0")/cache-dir.sh"
 src="$CACHE/llama.cpp"

@@ -304,6 +304,7 @@ impl Graph {
                 let (q1, q2) = self.two_terms(xs)?;
                 vec![q1, q2]
             };
+            // s₂ before the join: the several-row MLIR keeps its order.
             let k254 = self.splat_like(s1, 254.0)?;
             let s2 = self.div(s1, k254)?;
             let both = match terms[..] {
@@ -330,12 +331,18 @@ impl Graph {
     fn two_terms(&mut self, xs: Value) -> Result<(Value, Value), GraphError> {
         let r1 = self.unary(UnaryOp::RoundNearestEven, xs)?;
         let q1 = self.convert(r1, DType::I8)?;
-        let rest = self.sub(xs, r1)?;
-        let k254 = self.splat_like(rest, 254.0)?;
-        let rest = self.mul(rest, k254)?;
-        let rest = self.unary(UnaryOp::RoundNearestEven, rest)?;
+        let rest = self.rounded_rest(xs, r1)?;
         let q2 = self.convert(rest, DType::I8)?;
         Ok((q1, q2))
+    }
+
+    /// The second term's values, `round((xs − r) · 254)` for `r =
+    /// round(xs)` (f32, `xs`'s shape).
+    fn rounded_rest(&mut self, xs: Value, r: Value) -> Result<Value, GraphError> {
+        let rest = self.sub(xs, r)?;
+        let k254 = self.splat_like(rest, 254.0)?;
+        let rest = self.mul(rest, k254)?;
+        self.unary(UnaryOp::RoundNearestEven, rest)
     }
 
     /// [`Graph::two_terms`]' values joined, by one elementwise op over
@@ -343,8 +350,8 @@ impl Graph {
     /// fuses with the packing of the product's input: one dispatch where
     /// the joined form takes three. The form for one row (a decode step),
     /// where dispatches, not bytes, bound the call: SmolLM2's decode runs
-    /// 1480 dispatches instead of 1692, and measured 5–18 % faster
-    /// (medians of three interleaved A/B runs); at 64 rows the fused pack
+    /// 1480 dispatches instead of 1692, and its decode medians were 5–18 %
+    /// lower in four interleaved A/B runs; at 64 rows the fused pack
     /// measured slower (prefill 185 against 170 ms), so a prefill keeps the
     /// joined form (spec/quantized-weights.md, "Decode on an AVX2 host").
     fn two_terms_in_one_op(&mut self, xs: Value) -> Result<Value, GraphError> {
@@ -354,10 +361,7 @@ impl Graph {
         };
         let xs2 = self.broadcast_in_dim(xs, &[2, s, k], &[1, 2])?;
         let r = self.unary(UnaryOp::RoundNearestEven, xs2)?;
-        let rest = self.sub(xs2, r)?;
-        let k254 = self.splat_like(rest, 254.0)?;
-        let rest = self.mul(rest, k254)?;
-        let rest = self.unary(UnaryOp::RoundNearestEven, rest)?;
+        let rest = self.rounded_rest(xs2, r)?;
         let plane = self.iota(DType::I32, &[2, s, k], 0)?;
         let zero = self.splat_like(plane, 0.0)?;
         let first = self.compare(CompareDir::Eq, plane, zero)?;
