@@ -622,3 +622,63 @@ fn w8a16_one_row_equals_its_row_of_several() {
         assert_eq!(bits(&got[1 + r]), all[r * n..(r + 1) * n], "row {r}");
     }
 }
+
+/// `linear_w8a8`'s row scale is `max(max|x|/127, f32::MIN_POSITIVE)`, bit
+/// for bit, though the graph divides each element before the reduction
+/// (one dispatch fewer on IREE): each output equals `(f32(Σ q·c) · s) ·
+/// scale` computed here from that formula, on rows whose maxima round
+/// differently under the two orders if the division were not monotone
+/// (subnormal, zero, odd mantissas).
+#[test]
+fn w8a8_row_scale_is_the_row_max_over_127() {
+    let (n, k) = (3, 16);
+    let codes: Vec<i32> = (0..n * k).map(|i| (i * 53 % 255) as i32 - 127).collect();
+    let scale = [0.013f32, 0.021, 0.0007];
+    let rows: Vec<Vec<f32>> = vec![
+        (0..k).map(|i| (i as f32 * 0.913).sin() * 3.7).collect(),
+        vec![0.0; k],
+        (0..k).map(|i| f32::from_bits(1 + i as u32 * 977)).collect(),
+        (0..k)
+            .map(|i| {
+                f32::from_bits(0x3f80_0001 + i as u32 * 0x1_2345)
+                    * if i % 2 == 0 { 1.0 } else { -1.0 }
+            })
+            .collect(),
+        (0..k).map(|i| 1e-36 * (i as f32 + 0.3)).collect(),
+    ];
+    let s = rows.len();
+    let mut g = Graph::new("f");
+    let xv = g.input(f32t(&[s, k]));
+    let q = g
+        .parameter("w.q8", TensorType::new(DType::I8, &[n, k]))
+        .unwrap();
+    let sc = g.parameter("w.scale", f32t(&[n, 1])).unwrap();
+    let y = g.linear_w8a8(xv, q, sc).unwrap();
+    g.set_outputs(&[y]);
+    let params: HashMap<String, Tensor> = [
+        ("w.q8".to_string(), Tensor::i32(&[n, k], codes.clone())),
+        ("w.scale".to_string(), Tensor::f32(&[n, 1], scale.to_vec())),
+    ]
+    .into();
+    let x: Vec<f32> = rows.concat();
+    let got = run(&g, &[Tensor::f32(&[s, k], x)], &params).unwrap();
+    let got = got[0].as_f32().unwrap();
+    for (r, row) in rows.iter().enumerate() {
+        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let sx = (amax / 127.0).max(f32::MIN_POSITIVE);
+        for o in 0..n {
+            let sum: i32 = row
+                .iter()
+                .zip(&codes[o * k..(o + 1) * k])
+                .map(|(v, c)| (v / sx).round_ties_even() as i32 * c)
+                .sum();
+            let want = (sum as f32 * sx) * scale[o];
+            assert_eq!(
+                got[r * n + o].to_bits(),
+                want.to_bits(),
+                "row {r}, output {o}: {} against {want}",
+                got[r * n + o]
+            );
+        }
+    }
+}

@@ -385,12 +385,16 @@ impl Graph {
     /// x / scale f32 [S, in])`.
     fn row_scales_i8(&mut self, x: Value) -> Result<(Value, Value), GraphError> {
         let shape = self.ty(x).shape.to_vec();
+        // max(max|x|/127, tiny) = max over the row of max(|x|/127, tiny),
+        // bit for bit (a rounded division by 127 keeps the order): all of
+        // it elementwise before the reduction, which IREE fuses into the
+        // reduction's dispatch, instead of a one-element dispatch after it.
         let a = self.unary(UnaryOp::Abs, x)?;
-        let amax = self.reduce(a, ReduceKind::Max, &[1])?;
-        let k127 = self.splat_like(amax, 127.0)?;
-        let sx = self.div(amax, k127)?;
-        let tiny = self.splat_like(sx, f32::MIN_POSITIVE as f64)?;
-        let sx = self.max(sx, tiny)?;
+        let k127 = self.splat_like(a, 127.0)?;
+        let a = self.div(a, k127)?;
+        let tiny = self.splat_like(a, f32::MIN_POSITIVE as f64)?;
+        let a = self.max(a, tiny)?;
+        let sx = self.reduce(a, ReduceKind::Max, &[1])?;
         let sxb = self.broadcast_in_dim(sx, &shape, &[0])?;
         let xs = self.div(x, sxb)?;
         Ok((sx, xs))
