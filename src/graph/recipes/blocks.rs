@@ -304,9 +304,6 @@ impl Graph {
                 let (q1, q2) = self.two_terms(xs)?;
                 vec![q1, q2]
             };
-            // s₂ before the join: the several-row MLIR keeps its order.
-            let k254 = self.splat_like(s1, 254.0)?;
-            let s2 = self.div(s1, k254)?;
             let both = match terms[..] {
                 [one] => one,
                 _ => self.concatenate(&terms, 0)?,
@@ -316,7 +313,13 @@ impl Graph {
             let first = self.slice_dim(y, 0, 0, s)?;
             let second = self.slice_dim(y, 0, s, 2 * s)?;
             let y1 = scaled(self, first, s1)?;
-            let y2 = scaled(self, second, s2)?;
+            // s₂ = s₁/254 divided after the broadcast, element by element
+            // (the same values): IREE fuses it into the product's
+            // epilogue, where a scale of its own is a one-element dispatch.
+            let s1o = self.broadcast_in_dim(s1, &[s, n], &[0])?;
+            let k254 = self.splat_like(s1o, 254.0)?;
+            let s2o = self.div(s1o, k254)?;
+            let y2 = self.mul(second, s2o)?;
             self.add(y1, y2)?
         };
         let sw = self.reshape(scale, &[n])?;
