@@ -584,6 +584,32 @@ fn top_k_equals_a_stable_sort() {
     }
 }
 
+/// A graph with an f32 input `[s, k]` and an i8 product's parameters
+/// `w.q8` `[n, k]` and `w.scale` `[n, 1]`.
+fn i8_product_graph(s: usize, k: usize, n: usize) -> (Graph, Value, Value, Value) {
+    let mut g = Graph::new("f");
+    let xv = g.input(f32t(&[s, k]));
+    let q = g
+        .parameter("w.q8", TensorType::new(DType::I8, &[n, k]))
+        .unwrap();
+    let sc = g.parameter("w.scale", f32t(&[n, 1])).unwrap();
+    (g, xv, q, sc)
+}
+
+/// The values of [`i8_product_graph`]'s parameters.
+fn i8_product_params(
+    n: usize,
+    k: usize,
+    codes: Vec<i32>,
+    scale: Vec<f32>,
+) -> HashMap<String, Tensor> {
+    [
+        ("w.q8".to_string(), Tensor::i32(&[n, k], codes)),
+        ("w.scale".to_string(), Tensor::f32(&[n, 1], scale)),
+    ]
+    .into()
+}
+
 /// `linear_w8a16` rounds one row's two activation terms by one op (the
 /// decode step's form, fewer dispatches on IREE) and several rows' by two
 /// roundings joined: each row of a three-row product equals, bit for bit,
@@ -596,23 +622,14 @@ fn w8a16_one_row_equals_its_row_of_several() {
     let x: Vec<f32> = (0..s * k)
         .map(|i| (i as f32 * 0.7311).sin() * (1.0 + (i % 7) as f32))
         .collect();
-    let mut g = Graph::new("f");
-    let xv = g.input(f32t(&[s, k]));
-    let q = g
-        .parameter("w.q8", TensorType::new(DType::I8, &[n, k]))
-        .unwrap();
-    let sc = g.parameter("w.scale", f32t(&[n, 1])).unwrap();
+    let (mut g, xv, q, sc) = i8_product_graph(s, k, n);
     let mut outs = vec![g.linear_w8a16(xv, q, sc).unwrap()];
     for r in 0..s {
         let row = g.slice_dim(xv, 0, r, r + 1).unwrap();
         outs.push(g.linear_w8a16(row, q, sc).unwrap());
     }
     g.set_outputs(&outs);
-    let params: HashMap<String, Tensor> = [
-        ("w.q8".to_string(), Tensor::i32(&[n, k], codes)),
-        ("w.scale".to_string(), Tensor::f32(&[n, 1], scale)),
-    ]
-    .into();
+    let params = i8_product_params(n, k, codes, scale);
     let got = run(&g, &[Tensor::f32(&[s, k], x)], &params).unwrap();
     let bits =
         |t: &Tensor| -> Vec<u32> { t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect() };
@@ -647,19 +664,10 @@ fn w8a8_row_scale_is_the_row_max_over_127() {
         (0..k).map(|i| 1e-36 * (i as f32 + 0.3)).collect(),
     ];
     let s = rows.len();
-    let mut g = Graph::new("f");
-    let xv = g.input(f32t(&[s, k]));
-    let q = g
-        .parameter("w.q8", TensorType::new(DType::I8, &[n, k]))
-        .unwrap();
-    let sc = g.parameter("w.scale", f32t(&[n, 1])).unwrap();
+    let (mut g, xv, q, sc) = i8_product_graph(s, k, n);
     let y = g.linear_w8a8(xv, q, sc).unwrap();
     g.set_outputs(&[y]);
-    let params: HashMap<String, Tensor> = [
-        ("w.q8".to_string(), Tensor::i32(&[n, k], codes.clone())),
-        ("w.scale".to_string(), Tensor::f32(&[n, 1], scale.to_vec())),
-    ]
-    .into();
+    let params = i8_product_params(n, k, codes.clone(), scale.to_vec());
     let x: Vec<f32> = rows.concat();
     let got = run(&g, &[Tensor::f32(&[s, k], x)], &params).unwrap();
     let got = got[0].as_f32().unwrap();
