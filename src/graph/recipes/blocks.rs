@@ -285,15 +285,12 @@ impl Graph {
             let y = g.add(hi, lo)?;
             g.reshape(y, &[rows, n])
         };
-        let scaled = |g: &mut Graph, y: Value, sx: Value| -> Result<Value, GraphError> {
-            let sxo = g.broadcast_in_dim(sx, &[s, n], &[0])?;
-            g.mul(y, sxo)
-        };
         let y = if terms == I8Terms::W8A8 {
             let (q1, s1) = self.round_rows_i8(x)?;
             let sums = self.linear(q1, w)?;
             let y = join(self, sums, s)?;
-            scaled(self, y, s1)?
+            let s1o = self.broadcast_in_dim(s1, &[s, n], &[0])?;
+            self.mul(y, s1o)?
         } else {
             // x/s₁ − round(x/s₁) lies in [−½, ½]: times 254 it rounds into
             // i8, the second term with the fixed scale s₂ = s₁/254.
@@ -312,11 +309,11 @@ impl Graph {
             let y = join(self, sums, 2 * s)?;
             let first = self.slice_dim(y, 0, 0, s)?;
             let second = self.slice_dim(y, 0, s, 2 * s)?;
-            let y1 = scaled(self, first, s1)?;
+            let s1o = self.broadcast_in_dim(s1, &[s, n], &[0])?;
+            let y1 = self.mul(first, s1o)?;
             // s₂ = s₁/254 divided after the broadcast, element by element
             // (the same values): IREE fuses it into the product's
             // epilogue, where a scale of its own is a one-element dispatch.
-            let s1o = self.broadcast_in_dim(s1, &[s, n], &[0])?;
             let k254 = self.splat_like(s1o, 254.0)?;
             let s2o = self.div(s1o, k254)?;
             let y2 = self.mul(second, s2o)?;
