@@ -28,6 +28,11 @@ Forms:
                numerics), convert fused into the matvec
   w8a8         i8 weights and the vector quantized to i8 per call, i8 x i8
                -> i32 with IREE's ukernels (lossy: weights and activations)
+  w8a16        kiln's `--weights fast`: the vector as two i8 terms (round(x/s)
+               and the rounded rest at s/254), one i8 x i8 product of two rows,
+               the rows combined after it
+
+Set FORMS="w8a8 w8a16" (names, space-separated) to run only those rows.
 """
 
 import json
@@ -42,9 +47,15 @@ import numpy as np
 
 LAYER = [("q", 576, 576), ("k", 192, 576), ("v", 192, 576), ("o", 576, 576),
          ("gate", 1536, 576), ("up", 1536, 576), ("down", 576, 1536)]
+# kiln's host preset (src/iree/flags.rs, `Target::compile_flags`): data
+# tiling on the global-optimization path, the packed weights hoisted to load.
 PRESET = ["--iree-input-type=stablehlo", "--iree-hal-target-device=local",
           "--iree-hal-local-target-device-backends=llvm-cpu",
-          "--iree-opt-data-tiling=true", "--iree-llvmcpu-target-cpu=host"]
+          "--iree-opt-data-tiling=false", "--iree-global-opt-data-tiling",
+          "--iree-opt-const-expr-max-size-increase-threshold=1099511627776",
+          "--iree-llvmcpu-target-cpu=host"]
+# `kiln compile --low-memory`: no data tiling on either path.
+NO_DATA_TILING = ["--iree-opt-data-tiling=false", "--iree-global-opt-data-tiling=false"]
 
 
 def mats(form):
@@ -141,12 +152,32 @@ def build(form, base):
                 w = m.emit(f"stablehlo.add {w}, {mb} : tensor<{n}x{b}x32xf32>")
                 y = m.emit(f"stablehlo.dot_general {w}, {xv}, contracting_dims = [1, 2] x [0, 1] : (tensor<{n}x{b}x32xf32>, tensor<{b}x32xf32>) -> tensor<{n}xf32>")
             r = m.emit(f"stablehlo.reshape {y} : (tensor<{n}xf32>) -> tensor<1x{n}xf32>")
-        elif form in ("w8-row", "w8a8"):
+        elif form in ("w8-row", "w8a8", "w8a16"):
             q = m.param(key, f"tensor<{n}x{k}xi8>", "I8", rng.integers(-127, 128, (n, k), dtype=np.int8))
             s = m.param(key + ".s", f"tensor<{n}xf32>", "F32", (rng.random(n) * 0.01).astype(np.float32))
             if form == "w8-row":
                 qf = m.emit(f"stablehlo.convert {q} : (tensor<{n}x{k}xi8>) -> tensor<{n}x{k}xf32>")
                 y = m.emit(f"stablehlo.dot_general {x}, {qf}, contracting_dims = [1] x [1] : (tensor<1x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<1x{n}xf32>")
+            elif form == "w8a16":
+                if k not in qx:  # the vector as two i8 terms once per call
+                    a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
+                    mx = reduce(m, a, "maximum", "0, 1", f"tensor<1x{k}xf32>", "tensor<f32>")
+                    c = m.emit("stablehlo.constant dense<127.0> : tensor<f32>")
+                    sx = m.emit(f"stablehlo.divide {mx}, {c} : tensor<f32>")
+                    sxb = m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [] : (tensor<f32>) -> tensor<1x{k}xf32>")
+                    t0 = m.emit(f"stablehlo.round_nearest_even {m.emit(f'stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
+                    rest = m.emit(f"stablehlo.subtract {x}, {m.emit(f'stablehlo.multiply {t0}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
+                    c2 = m.emit(f"stablehlo.constant dense<254.0> : tensor<1x{k}xf32>")
+                    s2 = m.emit(f"stablehlo.divide {sxb}, {c2} : tensor<1x{k}xf32>")
+                    t1 = m.emit(f"stablehlo.round_nearest_even {m.emit(f'stablehlo.divide {rest}, {s2} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
+                    both = m.emit(f"stablehlo.concatenate {t0}, {t1}, dim = 0 : (tensor<1x{k}xf32>, tensor<1x{k}xf32>) -> tensor<2x{k}xf32>")
+                    qx[k] = m.emit(f"stablehlo.convert {both} : (tensor<2x{k}xf32>) -> tensor<2x{k}xi8>")
+                yi = m.emit(f"stablehlo.dot_general {qx[k]}, {q}, contracting_dims = [1] x [1] : (tensor<2x{k}xi8>, tensor<{n}x{k}xi8>) -> tensor<2x{n}xi32>")
+                yf = m.emit(f"stablehlo.convert {yi} : (tensor<2x{n}xi32>) -> tensor<2x{n}xf32>")
+                y0 = m.emit(f'"stablehlo.slice"({yf}) {{start_indices = array<i64: 0, 0>, limit_indices = array<i64: 1, {n}>, strides = array<i64: 1, 1>}} : (tensor<2x{n}xf32>) -> tensor<1x{n}xf32>')
+                y1 = m.emit(f'"stablehlo.slice"({yf}) {{start_indices = array<i64: 1, 0>, limit_indices = array<i64: 2, {n}>, strides = array<i64: 1, 1>}} : (tensor<2x{n}xf32>) -> tensor<1x{n}xf32>')
+                c3 = m.emit(f"stablehlo.constant dense<254.0> : tensor<1x{n}xf32>")
+                y = m.emit(f"stablehlo.add {y0}, {m.emit(f'stablehlo.divide {y1}, {c3} : tensor<1x{n}xf32>')} : tensor<1x{n}xf32>")
             else:
                 if k not in qx:  # the vector, quantized to i8 once per call
                     a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
@@ -175,9 +206,11 @@ FORMS = [
     ("q41-i8", ["--iree-dispatch-creation-enable-aggressive-fusion"]),
     ("q41-i4", []),
     ("q41-grouped", []),
-    ("q41-grouped", ["--iree-opt-data-tiling=false"]),
+    ("q41-grouped", NO_DATA_TILING),
     ("w8-row", []),
+    ("w8a8", []),
     ("w8a8", ["--iree-llvmcpu-enable-ukernels=all"]),
+    ("w8a16", []),
 ]
 
 
@@ -237,7 +270,10 @@ def main():
             print(f"plain read bandwidth: {bw[0]:.1f} GB/s ({bw[1]} threads, 256 MiB, best of 10)")
         print(f"{'form':12} {'flags':50} {'MB':>6} {'ms':>7} {'GB/s':>6}")
         built = {}
+        only = os.environ.get("FORMS", "").split()
         for form, flags in FORMS:
+            if only and form not in only:
+                continue
             base = os.path.join(tmp, form)
             if form not in built:
                 built[form] = build(form, base)
