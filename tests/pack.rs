@@ -379,3 +379,56 @@ fn a_module_with_nothing_to_pack_says_so() {
     assert!(a.join("m-host.vmfb").is_file());
     assert!(!a.join("m-host.packed.irpa").exists());
 }
+
+/// Both archives of an export store the vectors (norms, row scales) ahead
+/// of the matrices, in the same order: a packed module reads only those and
+/// the gathered embedding rows from the export's archive, and stored
+/// between the matrices each vector's first read brought neighbouring
+/// matrix pages in by readahead (spec/iree.md, "Packed at compile time").
+#[test]
+fn the_archives_store_the_vectors_ahead_of_the_matrices() {
+    let a = tmpdir();
+    let a = a.path();
+    export_into(a, FIXTURE, "w8a8");
+    let st = kiln::params::safetensors::SafeTensors::open(a.join("m.safetensors")).unwrap();
+    let mut st_order: Vec<(u64, String, bool)> = st
+        .tensors()
+        .map(|t| {
+            let vector = t.shape.iter().filter(|&&d| d > 1).count() <= 1;
+            (t.data_offsets.0, t.name.to_string(), vector)
+        })
+        .collect();
+    st_order.sort();
+    let irpa = IrpaReader::open(a.join("m.irpa")).unwrap();
+    let mut irpa_order: Vec<(u64, String)> = irpa
+        .entries()
+        .iter()
+        .filter_map(|e| match e.kind {
+            EntryKind::Data { offset, .. } => Some((offset, e.name.clone())),
+            _ => None,
+        })
+        .collect();
+    irpa_order.sort();
+    let st_names: Vec<&String> = st_order.iter().map(|t| &t.1).collect();
+    let irpa_names: Vec<&String> = irpa_order.iter().map(|t| &t.1).collect();
+    assert_eq!(st_names, irpa_names, "the two archives, the same order");
+    let vectors = st_order.iter().filter(|t| t.2).count();
+    assert!(
+        vectors > 4 && vectors < st_order.len(),
+        "the fixture has vectors and matrices"
+    );
+    assert!(
+        st_order[..vectors].iter().all(|t| t.2),
+        "vectors first: {:?}",
+        st_order.iter().map(|t| (&t.1, t.2)).collect::<Vec<_>>()
+    );
+    // Each group in graph order: the first layer's row scales before the
+    // last layer's, and its matrices likewise.
+    let at = |name: &str| st_order.iter().position(|t| t.1 == name).unwrap();
+    for part in ["q8", "scale"] {
+        assert!(
+            at(&format!("model.layers.0.self_attn.q_proj.weight.{part}"))
+                < at(&format!("model.layers.1.self_attn.q_proj.weight.{part}"))
+        );
+    }
+}

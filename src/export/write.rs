@@ -5,7 +5,7 @@
 use super::error::Result;
 use super::graphs::Graphs;
 use super::layout::Artifact;
-use super::plan::{cols_of, rows_of, tensor_rows_bytes, Entry};
+use super::plan::{rows_of, tensor_rows_bytes, Entry};
 use super::Names;
 use crate::manifest::ExportManifest;
 use crate::models::{Checkpoint, WeightPlan};
@@ -43,12 +43,7 @@ fn open_archives(
         .collect();
     let entries: Vec<EntrySpec> = stored
         .iter()
-        .map(|e| {
-            EntrySpec::data(
-                e.name.clone(),
-                e.shape.iter().product::<u64>() * e.dtype.size() as u64,
-            )
-        })
+        .map(|e| EntrySpec::data(e.name.clone(), e.bytes()))
         .collect();
     let meta = vec![("format".to_string(), "pt".to_string())];
     let st = SafetensorsWriter::new_hashed(st_path, &specs, &meta)?;
@@ -76,11 +71,7 @@ pub(super) fn write_weights(
         &staging.path(&names.layout.file(Artifact::Safetensors)),
         &staging.path(&names.layout.file(Artifact::Irpa)),
     )?;
-    progress.start(
-        WRITING,
-        ckpt.tensors().len() as u64,
-        crate::progress::Unit::Tensors,
-    );
+    progress.start(WRITING, stored.len() as u64, crate::progress::Unit::Tensors);
     let written = std::thread::scope(|scope| -> Result<_> {
         let (st_tx, st_rx) = std::sync::mpsc::sync_channel::<Piece<'_>>(0);
         let (irpa_tx, irpa_rx) = std::sync::mpsc::sync_channel::<Piece<'_>>(0);
@@ -118,31 +109,29 @@ fn send_entries<'a>(
 ) -> Result<(u64, u64)> {
     let mut count = 0u64;
     let mut bytes_total = 0u64;
-    let mut names = stored.iter().map(|e| e.name.as_str());
-    for (n, s) in ckpt.tensors() {
+    for e in stored {
+        let (n, s) = &ckpt.tensors()[e.tensor];
         let storage = plan.storage(n);
-        let parts = storage.parts(cols_of(s)).map_or(1, |p| p.len());
         let rows = rows_of(s);
         let step = (CHUNK_VALUES / (s.iter().product::<usize>() / rows).max(1)).max(1);
-        for part in 0..parts {
-            let name = names.next().expect("one entry per stored part");
-            if !send_both(st, irpa, &|| Piece::Begin(name)) {
-                return Ok((count, bytes_total));
-            }
-            for start in (0..rows).step_by(step) {
-                let chunk = start..(start + step).min(rows);
-                let mut b = tensor_rows_bytes(ckpt, n, s, storage, chunk)?;
-                let bytes = std::sync::Arc::new(b.swap_remove(part));
-                bytes_total += bytes.len() as u64;
-                if !send_both(st, irpa, &|| Piece::Rows(bytes.clone())) {
-                    return Ok((count, bytes_total));
-                }
-            }
-            if !send_both(st, irpa, &|| Piece::End) {
+        if !send_both(st, irpa, &|| Piece::Begin(&e.name)) {
+            return Ok((count, bytes_total));
+        }
+        for start in (0..rows).step_by(step) {
+            let chunk = start..(start + step).min(rows);
+            let mut b = tensor_rows_bytes(ckpt, n, s, storage, chunk)?;
+            let bytes = std::sync::Arc::new(b.swap_remove(e.part));
+            bytes_total += bytes.len() as u64;
+            if !send_both(st, irpa, &|| Piece::Rows(bytes.clone())) {
                 return Ok((count, bytes_total));
             }
         }
-        count += s.iter().product::<usize>() as u64;
+        if !send_both(st, irpa, &|| Piece::End) {
+            return Ok((count, bytes_total));
+        }
+        if e.part == 0 {
+            count += s.iter().product::<usize>() as u64;
+        }
         progress.advance(WRITING, 1);
     }
     Ok((count, bytes_total))
