@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything kiln's IREE driver and its tests need, idempotently.
 #
-#   (a) the pinned IREE venv          $CACHE/iree-3.13.0
+#   (a) the pinned IREE venv          $CACHE/iree-3.13.0 (with numpy and
+#       ml_dtypes pinned)
 #   (b) apt: qemu-user-static, mesa-vulkan-drivers + libvulkan1,
 #       arm64 libc/libstdc++/libgcc (multiarch) for emulated arm64 runs
 #   (c) the aarch64 iree-base-runtime wheel, unpacked in $CACHE/iree-3.13.0-aarch64
@@ -24,6 +25,10 @@
 set -euo pipefail
 
 IREE_VERSION=3.13.0
+# The runtime's Python dependencies, pinned as RUNTIME_PINS in
+# src/iree/toolchain.rs (ml_dtypes 0.7.0 takes 0.87 s to import, 0.5.4 0.15 s).
+NUMPY_VERSION=2.4.6
+ML_DTYPES_VERSION=0.5.4
 SMOLLM2_VERSION=0.1.2
 CARGO_SHEAR_VERSION=1.14.0
 
@@ -90,7 +95,9 @@ venv_ok() {
     compgen -G "$VENV/lib/python3*/site-packages/iree_base_compiler-$IREE_VERSION.dist-info" >/dev/null &&
     compgen -G "$VENV/lib/python3*/site-packages/iree_base_runtime-$IREE_VERSION.dist-info" >/dev/null &&
     compgen -G "$VENV/lib/python3*/site-packages/iree/compiler/_mlir_libs/iree-compile" >/dev/null &&
-    compgen -G "$VENV/lib/python3*/site-packages/iree/_runtime_libs/iree-run-module" >/dev/null
+    compgen -G "$VENV/lib/python3*/site-packages/iree/_runtime_libs/iree-run-module" >/dev/null &&
+    compgen -G "$VENV/lib/python3*/site-packages/numpy-$NUMPY_VERSION.dist-info" >/dev/null &&
+    compgen -G "$VENV/lib/python3*/site-packages/ml_dtypes-$ML_DTYPES_VERSION.dist-info" >/dev/null
 }
 if venv_ok; then
   log "(a) IREE $IREE_VERSION venv present: $VENV"
@@ -108,7 +115,8 @@ else
   [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
   log "(a) pip install iree-base-compiler==$IREE_VERSION iree-base-runtime==$IREE_VERSION (about 580 MB)"
   "$VENV/bin/python" -m pip install --disable-pip-version-check \
-    "iree-base-compiler==$IREE_VERSION" "iree-base-runtime==$IREE_VERSION" >&2
+    "iree-base-compiler==$IREE_VERSION" "iree-base-runtime==$IREE_VERSION" \
+    "numpy==$NUMPY_VERSION" "ml_dtypes==$ML_DTYPES_VERSION" >&2
   venv_ok || { log "(a) install finished but the native IREE tools are missing in $VENV"; exit 1; }
 fi
 PY="$VENV/bin/python"

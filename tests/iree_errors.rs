@@ -437,3 +437,28 @@ fn f16_parameters_compile_for_vulkan_as_i32_pairs() {
     compile(&tc, &mlir, &Target::parse("vulkan").unwrap(), &vmfb, &[]).unwrap();
     assert!(vmfb.exists());
 }
+
+/// scripts/install-deps.sh pins the runtime's Python dependencies as `kiln
+/// toolchain install` does: one venv layout, two installers (spec/iree.md,
+/// "Installing").
+#[test]
+fn install_deps_pins_what_kiln_toolchain_install_pins() {
+    let script = std::fs::read_to_string("scripts/install-deps.sh").unwrap();
+    for (name, version) in kiln::iree::Toolchain::RUNTIME_PINS {
+        let var = name.to_uppercase();
+        assert!(
+            script
+                .lines()
+                .any(|l| l == format!("{var}_VERSION={version}")),
+            "install-deps.sh does not pin {name} {version}"
+        );
+        assert!(
+            script.contains(&format!("\"{name}==${var}_VERSION\"")),
+            "install-deps.sh does not install {name} pinned"
+        );
+        assert!(
+            script.contains(&format!("site-packages/{name}-${var}_VERSION.dist-info")),
+            "install-deps.sh does not check {name}'s version"
+        );
+    }
+}

@@ -135,6 +135,10 @@ impl Toolchain {
     /// `iree-base-runtime` on PyPI).
     pub const IREE_VERSION: &'static str = IREE_VERSION;
 
+    /// The runtime wheel's Python dependencies pinned in the venv kiln
+    /// installs, `(package, version)`.
+    pub const RUNTIME_PINS: [(&'static str, &'static str); 2] = RUNTIME_PINS;
+
     /// What names the directory given to [`Toolchain::locate`], in
     /// [`IreeError::BadToolPath`] and [`Toolchain::source`].
     pub const EXPLICIT_DIR: &'static str = EXPLICIT_DIR;
@@ -328,13 +332,14 @@ impl Toolchain {
 
     /// Installs the pinned IREE into its venv (`iree-3.13.0` under
     /// [`crate::cache_dir`]; `python3 -m venv`,
-    /// then `pip install iree-base-compiler==3.13.0 iree-base-runtime==3.13.0`),
-    /// streaming pip's output to stderr when `progress` is set. Skips
-    /// everything when that venv already holds both packages at 3.13.0.
+    /// then `pip install iree-base-compiler==3.13.0 iree-base-runtime==3.13.0`
+    /// and the [`RUNTIME_PINS`]), streaming pip's output to stderr when
+    /// `progress` is set. Skips everything when that venv already holds
+    /// both packages at 3.13.0 and the pinned versions.
     /// `$KILN_PYTHON` picks the interpreter (default `python3`).
     pub fn install(progress: bool) -> Result<Toolchain> {
         let dir = pinned_venv_dir();
-        if venv_complete(&dir) {
+        if venv_complete(&dir) && runtime_pins_installed(&dir) {
             if progress {
                 eprintln!(
                     "kiln: IREE {IREE_VERSION} already installed in {}",
@@ -376,7 +381,8 @@ impl Toolchain {
         let mut cmd = Command::new(&py);
         cmd.args(["-m", "pip", "install", "--disable-pip-version-check"])
             .arg(format!("iree-base-compiler=={IREE_VERSION}"))
-            .arg(format!("iree-base-runtime=={IREE_VERSION}"));
+            .arg(format!("iree-base-runtime=={IREE_VERSION}"))
+            .args(RUNTIME_PINS.iter().map(|(name, v)| format!("{name}=={v}")));
         run_install_step(cmd, progress, "pip install").map_err(IreeError::Install)?;
         if !venv_complete(&dir) {
             return Err(IreeError::Install(format!(
@@ -539,6 +545,24 @@ fn run_install_step(
     }
 }
 
+/// The runtime wheel's Python dependencies, pinned in the venv kiln
+/// installs (pip would take the newest). `import iree.runtime` imports
+/// ml_dtypes; ml_dtypes 0.7.0 under numpy 2.4.6 took 0.87 s of CPU to
+/// import (registering its ufunc loops), 0.5.4 takes 0.12–0.15 s, so every
+/// `kiln generate` and `kiln chat` session started 0.7 s sooner (SmolLM2:
+/// loaded in 0.86 → 0.15 s; spec/iree.md, "Installing").
+/// `scripts/install-deps.sh` pins the same.
+const RUNTIME_PINS: [(&str, &str); 2] = [("numpy", "2.4.6"), ("ml_dtypes", "0.5.4")];
+
+/// True when the venv `dir` holds the [`RUNTIME_PINS`] versions.
+fn runtime_pins_installed(dir: &Path) -> bool {
+    site_packages(dir).iter().any(|sp| {
+        RUNTIME_PINS
+            .iter()
+            .all(|(name, v)| sp.join(format!("{name}-{v}.dist-info")).is_dir())
+    })
+}
+
 /// True when `dir` is a venv holding iree-base-compiler and iree-base-runtime
 /// at [`IREE_VERSION`] with their native tools.
 pub fn venv_complete(dir: &Path) -> bool {
@@ -603,4 +627,34 @@ pub fn qemu_ld_prefix() -> Option<PathBuf> {
         .join("lib/ld-linux-aarch64.so.1")
         .exists()
         .then_some(cross)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A venv root whose site-packages holds `dist_infos`.
+    fn venv_with(dist_infos: &[&str]) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let sp = root.path().join("lib/python3.11/site-packages");
+        for d in dist_infos {
+            std::fs::create_dir_all(sp.join(d)).unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn the_runtime_pins_must_all_be_installed_at_their_versions() {
+        let pinned: Vec<String> = RUNTIME_PINS
+            .iter()
+            .map(|(n, v)| format!("{n}-{v}.dist-info"))
+            .collect();
+        let all: Vec<&str> = pinned.iter().map(String::as_str).collect();
+        assert!(runtime_pins_installed(venv_with(&all).path()));
+        assert!(!runtime_pins_installed(venv_with(&all[..1]).path()));
+        assert!(!runtime_pins_installed(
+            venv_with(&[all[0], "ml_dtypes-0.7.0.dist-info"]).path()
+        ));
+        assert!(!runtime_pins_installed(venv_with(&[]).path()));
+    }
 }
