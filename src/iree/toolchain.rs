@@ -333,7 +333,7 @@ impl Toolchain {
     /// Installs the pinned IREE into its venv (`iree-3.13.0` under
     /// [`crate::cache_dir`]; `python3 -m venv`,
     /// then `pip install iree-base-compiler==3.13.0 iree-base-runtime==3.13.0`
-    /// and the [`RUNTIME_PINS`]), streaming pip's output to stderr when
+    /// and the [`Toolchain::RUNTIME_PINS`]), streaming pip's output to stderr when
     /// `progress` is set. Skips everything when that venv already holds
     /// both packages at 3.13.0 and the pinned versions.
     /// `$KILN_PYTHON` picks the interpreter (default `python3`).
