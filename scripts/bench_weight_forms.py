@@ -110,6 +110,15 @@ def reduce(m, x, op, dims, in_ty, out_ty):
                   f'    }}) {{dimensions = array<i64: {dims}>}} : ({in_ty}, tensor<f32>) -> {out_ty}')
 
 
+def vector_scale(m, x, k):
+    """max(|x|) / 127 of the vector `x` (1 x k), broadcast over it."""
+    a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
+    mx = reduce(m, a, "maximum", "0, 1", f"tensor<1x{k}xf32>", "tensor<f32>")
+    c = m.emit("stablehlo.constant dense<127.0> : tensor<f32>")
+    sx = m.emit(f"stablehlo.divide {mx}, {c} : tensor<f32>")
+    return m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [] : (tensor<f32>) -> tensor<1x{k}xf32>")
+
+
 def row_sum(m, r, n):
     return reduce(m, r, "add", "0, 1", f"tensor<1x{n}xf32>", "tensor<f32>")
 
@@ -160,11 +169,7 @@ def build(form, base):
                 y = m.emit(f"stablehlo.dot_general {x}, {qf}, contracting_dims = [1] x [1] : (tensor<1x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<1x{n}xf32>")
             elif form == "w8a16":
                 if k not in qx:  # the vector as two i8 terms once per call
-                    a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
-                    mx = reduce(m, a, "maximum", "0, 1", f"tensor<1x{k}xf32>", "tensor<f32>")
-                    c = m.emit("stablehlo.constant dense<127.0> : tensor<f32>")
-                    sx = m.emit(f"stablehlo.divide {mx}, {c} : tensor<f32>")
-                    sxb = m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [] : (tensor<f32>) -> tensor<1x{k}xf32>")
+                    sxb = vector_scale(m, x, k)
                     t0 = m.emit(f"stablehlo.round_nearest_even {m.emit(f'stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
                     rest = m.emit(f"stablehlo.subtract {x}, {m.emit(f'stablehlo.multiply {t0}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
                     c2 = m.emit(f"stablehlo.constant dense<254.0> : tensor<1x{k}xf32>")
@@ -180,11 +185,7 @@ def build(form, base):
                 y = m.emit(f"stablehlo.add {y0}, {m.emit(f'stablehlo.divide {y1}, {c3} : tensor<1x{n}xf32>')} : tensor<1x{n}xf32>")
             else:
                 if k not in qx:  # the vector, quantized to i8 once per call
-                    a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
-                    mx = reduce(m, a, "maximum", "0, 1", f"tensor<1x{k}xf32>", "tensor<f32>")
-                    c = m.emit("stablehlo.constant dense<127.0> : tensor<f32>")
-                    sx = m.emit(f"stablehlo.divide {mx}, {c} : tensor<f32>")
-                    sxb = m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [] : (tensor<f32>) -> tensor<1x{k}xf32>")
+                    sxb = vector_scale(m, x, k)
                     xd = m.emit(f"stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>")
                     xr = m.emit(f"stablehlo.round_nearest_even {xd} : tensor<1x{k}xf32>")
                     qx[k] = m.emit(f"stablehlo.convert {xr} : (tensor<1x{k}xf32>) -> tensor<1x{k}xi8>")
