@@ -61,10 +61,7 @@ echo "measuring: $(date -u '+%Y-%m-%d %H:%M UTC'); $(uptime)"
 # kv NAME KEY: a field of NAME.json's kv record (python's repr).
 kv() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv"].get(sys.argv[2]))' "$out/$1.json" "$2"; }
 # caches NAME: the two --input values of zeroed caches; cache_mb NAME: K+V in MB.
-caches() {
-  local t; t="$(python3 -c 'import json,sys; k=json.load(open(sys.argv[1]))["kv"]; print("x".join(map(str,k["cache_shape"]))+"x"+k["cache_dtype"]+"=0")' "$out/$1.json")"
-  echo "$t $t"
-}
+caches() { zero_caches "$out/$1.json"; }
 cache_mb() {
   python3 -c 'import json,sys,math; k=json.load(open(sys.argv[1]))["kv"]; b={"f32":4,"bf16":2}[k["cache_dtype"]]; print("%.1f" % (2*k.get("cache_count",1)*math.prod(k["cache_shape"])*b/1e6))' "$out/$1.json"
 }

@@ -26,6 +26,13 @@ bm() {
     awk -v runs="$runs" '(runs == 1 && /^BM_/) || /_median/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}'
 }
 
+# zero_caches MANIFEST: the KV caches' zeroed inputs of the export whose
+# manifest is MANIFEST, one `SHAPExDTYPE=0` per cache (K and V of each
+# cache set), space-separated, for iree-benchmark-module's --input.
+zero_caches() {
+  python3 -c 'import json,sys; k=json.load(open(sys.argv[1]))["kv"]; t="x".join(map(str,k["cache_shape"]))+"x"+k["cache_dtype"]+"=0"; print(" ".join([t]*(2*k.get("cache_count",1))))' "$1"
+}
+
 # A 64-token prompt of ids every benchmarked vocabulary holds, and bytes as
 # whole MB.
 ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')
@@ -49,9 +56,8 @@ bench_kv_form() {
     --weights "$form" --kv-cache --prompt-len 64 --max-context 128 -q >/dev/null 2>&1
   export_rss=$(( $(tail -1 "$out/rss") / 1024 ))
   "$kiln" compile "$out/$n-kv-gen.mlir" --target host -q "$@" >/dev/null 2>&1
-  local cache count dtype caches=()
-  read -r cache count dtype < <(python3 -c "import json; k=json.load(open('$out/$n.json'))['kv']; print('x'.join(map(str, k['cache_shape'])), k.get('cache_count', 1), k['cache_dtype'])")
-  for _ in $(seq $((2 * count))); do caches+=("${cache}x${dtype}=0"); done
+  local caches
+  read -ra caches < <(zero_caches "$out/$n.json")
   decode=$(bm "$out/$n-kv-host.vmfb" "${n}_decode" "$out/$n.irpa" "1xi32=1234" "i32=127" "${caches[@]}")
   prefill=$(bm "$out/$n-kv-host.vmfb" "${n}_prefill" "$out/$n.irpa" "1x64xi32=$ids64" "i32=0" "i32=64" "${caches[@]}")
   /usr/bin/time -f %M -o "$out/rss" "$kiln" generate "$out/$n-kv-host.vmfb" --kv-cache --tokens "$ids64" \

@@ -36,13 +36,11 @@ for model in smollm2 gemma3; do
   "$kiln" compile "$out/$n-kv-gen.mlir" --target host -q -- \
     --iree-hal-dump-executable-binaries-to="$out/bin-$model" >/dev/null 2>&1
   elf="$(ls "$out/bin-$model"/*.so | head -1)"
-  read -r cache count dtype < <(python3 -c "import json; k=json.load(open('$out/$n.json'))['kv']; print('x'.join(map(str, k['cache_shape'])), k.get('cache_count', 1), k['cache_dtype'])")
-  caches=()
-  for _ in $(seq $((2 * count))); do caches+=("--input=${cache}x${dtype}=0"); done
+  read -ra caches < <(zero_caches "$out/$n.json")
   for r in $(seq "$rounds"); do
     perf record -q -F 1000 -D 3000 -o "$out/k.data" -- "$bench" --device=local-task \
       --module="$out/$n-kv-host.vmfb" --parameters=model="$out/$n.irpa" --function="${n}_decode" \
-      --input=1xi32=1234 --input=i32=127 "${caches[@]}" --benchmark_repetitions=1 \
+      --input=1xi32=1234 --input=i32=127 "${caches[@]/#/--input=}" --benchmark_repetitions=1 \
       --benchmark_min_time=300x >"$out/k.txt" 2>/dev/null
     ms=$(awk '/^BM_/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}' "$out/k.txt")
     split=$(python3 scripts/profile_split.py kiln "$out/k.data" "$ms" "$elf" | awk '{printf "%s | ", $2}')
