@@ -133,6 +133,18 @@ fn snapshot_every_op() {
             }
         )
     );
+    snap!(
+        "op_scatter",
+        one(
+            "scatter",
+            &[
+                f32t(&[2, 3, 4, 5]),
+                TensorType::new(DType::I32, &[3, 3]),
+                f32t(&[3, 5])
+            ],
+            |g, a| g.scatter_rows(a[0], a[1], a[2]).unwrap()
+        )
+    );
     snap!("op_output_storage", {
         let mut g = Graph::new("output_storage");
         let cache = g.input(f32t(&[4, 3]));
@@ -601,6 +613,26 @@ fn malformed_builds_give_documented_errors() {
             }),
             "dynamic_update_slice",
             "start indices must be tensor<i32>, got tensor<1xi32>",
+        ),
+        (
+            build_err(|g| {
+                let a = g.input(f32t(&[2, 3]));
+                let i = g.input(TensorType::new(DType::I32, &[2, 2]));
+                let u = g.input(f32t(&[2, 3]));
+                g.scatter_rows(a, i, u)
+            }),
+            "scatter",
+            "cannot write rows tensor<2x3xf32> at indices tensor<2x2xi32> into tensor<2x3xf32>",
+        ),
+        (
+            build_err(|g| {
+                let a = g.input(f32t(&[2, 3]));
+                let i = g.input(TensorType::new(DType::I32, &[1, 1]));
+                let u = g.input(TensorType::new(DType::BF16, &[1, 3]));
+                g.scatter_rows(a, i, u)
+            }),
+            "scatter",
+            "updates [B, last dim] of the operand's dtype",
         ),
         (
             build_err(|g| g.concatenate(&[], 0)),

@@ -521,6 +521,60 @@ fn dynamic_update_slice(operand: Arg<'_>, update: &Tensor, starts: &[Arg<'_>]) -
     Ok(out)
 }
 
+/// `stablehlo.scatter` of whole rows ([`Op::ScatterRows`]): `operand`
+/// (reused when owned) with row `b` of `updates` at the index in row `b`
+/// of `indices`. An index out of range or repeated is refused: StableHLO
+/// leaves those writes implementation-defined.
+fn scatter_rows(operand: Arg<'_>, indices: &Tensor, updates: &Tensor) -> KResult<Tensor> {
+    let os = operand.t().shape().to_vec();
+    let Tensor::I32 { data: idx, .. } = indices else {
+        return kerr(format!("scatter indices are {}", indices.describe()));
+    };
+    let (k, d) = (os.len().saturating_sub(1), *os.last().unwrap_or(&0));
+    let rows = updates.shape().first().copied().unwrap_or(0);
+    if indices.shape() != [rows, k] || updates.shape() != [rows, d] {
+        return kerr(format!(
+            "scatter of {} at {} into {}",
+            updates.describe(),
+            indices.describe(),
+            operand.t().describe()
+        ));
+    }
+    let ss = strides(&os);
+    let mut starts = Vec::with_capacity(rows);
+    for (b, ix) in idx.chunks_exact(k.max(1)).take(rows).enumerate() {
+        let mut base = 0;
+        for (dim, &i) in ix.iter().enumerate() {
+            if i < 0 || i as usize >= os[dim] {
+                return kerr(format!(
+                    "scatter row {b}: index {i} is out of range for dim {dim} of size {}",
+                    os[dim]
+                ));
+            }
+            base += i as usize * ss[dim];
+        }
+        if starts.contains(&base) {
+            return kerr(format!(
+                "scatter row {b}: its index {ix:?} repeats an earlier row's"
+            ));
+        }
+        starts.push(base);
+    }
+    let mut out = operand.into_owned();
+    fn put<T: Copy>(dst: &mut [T], src: &[T], starts: &[usize], d: usize) {
+        for (&s, row) in starts.iter().zip(src.chunks_exact(d.max(1))) {
+            dst[s..s + row.len()].copy_from_slice(row);
+        }
+    }
+    match (&mut out, updates) {
+        (Tensor::F32 { data, .. }, Tensor::F32 { data: u, .. }) => put(data, u, &starts, d),
+        (Tensor::I32 { data, .. }, Tensor::I32 { data: u, .. }) => put(data, u, &starts, d),
+        (Tensor::I1 { data, .. }, Tensor::I1 { data: u, .. }) => put(data, u, &starts, d),
+        (o, u) => return kerr(format!("scatter of {} into {}", u.describe(), o.describe())),
+    }
+    Ok(out)
+}
+
 fn concatenate(args: &[Arg<'_>], dim: usize, out: &[usize]) -> KResult<Tensor> {
     let outer: usize = out[..dim].iter().product();
     fn cat<T: Copy>(parts: Vec<(&[T], usize)>, outer: usize, total: usize) -> Vec<T> {
@@ -811,6 +865,13 @@ pub(crate) fn eval(
             let update = args.pop().expect("two operands");
             let operand = args.pop().expect("two operands");
             dynamic_update_slice(operand, update.t(), &rest)
+        }
+        Op::ScatterRows => {
+            arity(3)?;
+            let updates = args.pop().expect("three operands");
+            let indices = args.pop().expect("three operands");
+            let operand = args.pop().expect("three operands");
+            scatter_rows(operand, indices.t(), updates.t())
         }
         Op::Concatenate { dim } => {
             if args.is_empty() || *dim >= shape.len() {

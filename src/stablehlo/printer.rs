@@ -1,7 +1,7 @@
 //! The StableHLO printer: one op per line, every attribute in a fixed
 //! order, so the same module prints to the same bytes on every run.
 //!
-//! Simple ops use StableHLO's pretty forms; `slice`, `gather` and `reduce`
+//! Simple ops use StableHLO's pretty forms; `slice`, `gather`, `scatter` and `reduce`
 //! (and the variadic reduce behind `argmax`) use the generic form, whose
 //! meaning does not depend on custom assembly formats.
 
@@ -730,6 +730,7 @@ impl NodeText<'_> {
             Op::DotGeneral(d) => self.dot_general(d),
             Op::Reduce { kind, dims } => self.reduce(*kind, dims),
             Op::GatherRows => self.gather_rows(),
+            Op::ScatterRows => self.scatter_rows(),
             Op::Argmax { dim } => self.argmax(*dim),
             Op::DequantizeBlocks(form) => {
                 let init = dequantize_init_name(res);
@@ -839,6 +840,25 @@ impl NodeText<'_> {
             self.a(1),
             self.ta(0),
             self.ta(1)
+        )
+    }
+
+    /// A row scatter in the generic form, its body returning the update.
+    fn scatter_rows(&self) -> String {
+        let (res, t) = (self.res, &self.n.ty);
+        let k = t.rank() - 1;
+        let s = TensorType::scalar(t.dtype);
+        let r = format!("%r{}", &res[1..]);
+        format!(
+            "{res} = \"stablehlo.scatter\"({}, {}, {}) ({{\n    ^bb0({r}_a: {s}, {r}_b: {s}):\n      stablehlo.return {r}_b : {s}\n    }}) {{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [{}], scatter_dims_to_operand_dims = [{}], index_vector_dim = 1>, unique_indices = true}} : ({}, {}, {}) -> {t}",
+            self.a(0),
+            self.a(1),
+            self.a(2),
+            list(&(0..k).collect::<Vec<_>>()),
+            list(&(0..k).collect::<Vec<_>>()),
+            self.ta(0),
+            self.ta(1),
+            self.ta(2)
         )
     }
 

@@ -527,6 +527,23 @@ pub fn all() -> Vec<OpCase> {
             |g, v| g.dynamic_update_slice(v[0], v[1], &[v[2], v[3]]).unwrap(),
         ));
     }
+    // scatter: whole rows of [3, 4] written into [2, 3, 4] at
+    // (dim 0, dim 1) indices given at run time, in any order.
+    let sc_op = HostT::f(&[2, 3, 4], vals(24, 33, -1.0, 1.0));
+    let sc_up = HostT::f(&[3, 4], vals(12, 34, 2.0, 3.0));
+    let sc_at = HostT::i(&[3, 2], vec![1, 2, 0, 0, 1, 0]);
+    let mut want = sc_op.fv().to_vec();
+    for (b, at) in sc_at.iv().chunks(2).enumerate() {
+        let base = (at[0] as usize * 3 + at[1] as usize) * 4;
+        want[base..base + 4].copy_from_slice(&sc_up.fv()[b * 4..b * 4 + 4]);
+    }
+    cases.push(case(
+        "scatter",
+        vec![sc_op, sc_up, sc_at],
+        HostT::f(&[2, 3, 4], want),
+        EXACT,
+        |g, v| g.scatter_rows(v[0], v[2], v[1]).unwrap(),
+    ));
     cases.push(case(
         "iota",
         vec![],

@@ -292,6 +292,17 @@ pub enum Op {
     /// update written at the starts, each clamped to
     /// `0..=operand_dim - update_dim` as StableHLO specifies.
     DynamicUpdateSlice,
+    /// `stablehlo.scatter` of whole rows (the inverse of
+    /// [`Op::GatherRows`]): args (operand `[d0, …, dk, D]`, i32 indices
+    /// `[B, k + 1]`, updates `[B, D]` of the operand's dtype). The result
+    /// is the operand with row `b` of the updates written at
+    /// `operand[indices[b, 0], …, indices[b, k], :]`. The indices must be
+    /// in range and distinct (StableHLO leaves other writes
+    /// implementation-defined; kiln's interpreter refuses them). Unlike
+    /// `dynamic_update_slice`, its indices stay on the device: IREE need
+    /// not read them to the host, so a call's command buffer can be
+    /// recorded once (`spec/stablehlo-subset.md`).
+    ScatterRows,
     /// Concatenation of all args along `dim`.
     Concatenate {
         /// The dim joined along.
@@ -354,6 +365,7 @@ impl Op {
             Op::Transpose { .. } => "transpose",
             Op::Slice { .. } => "slice",
             Op::DynamicUpdateSlice => "dynamic_update_slice",
+            Op::ScatterRows => "scatter",
             Op::Concatenate { .. } => "concatenate",
             Op::Iota { .. } => "iota",
             Op::DotGeneral(_) => "dot_general",

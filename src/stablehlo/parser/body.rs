@@ -32,6 +32,18 @@ pub(crate) fn single_reduce_kind(r: &Region<'_>) -> Option<ReduceKind> {
     (args_ok && ret_ok).then_some(kind)
 }
 
+/// Whether a two-argument body returns its second argument unchanged
+/// (a scatter that replaces).
+pub(crate) fn is_replace_body(r: &Region<'_>) -> bool {
+    let [_, (b, _)] = r.args.as_slice() else {
+        return false;
+    };
+    let [ret] = r.body.as_slice() else {
+        return false;
+    };
+    ret.name == "return" && ret.operands.len() == 1 && ret.operands[0].0 == *b
+}
+
 /// Evaluates a scalar reduction body on f64 values (booleans as 0/1).
 fn eval_body(r: &Region<'_>, args: &[f64]) -> Option<Vec<f64>> {
     let mut env: HashMap<&str, f64> = HashMap::new();

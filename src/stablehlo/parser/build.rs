@@ -1,7 +1,7 @@
 //! The graph layer: turns parsed statements into graph nodes through the
 //! builder methods, checking every stated type against the inferred one.
 
-use super::body::{is_argmax_body, single_reduce_kind};
+use super::body::{is_argmax_body, is_replace_body, single_reduce_kind};
 use super::cursor::{Cursor, PResult};
 pub(crate) use super::literal::literal;
 use super::syntax::{self, Attr, RawType, Region, Stmt, Types};
@@ -313,6 +313,7 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
             "stablehlo.dot_general" => self.dot_general(st),
             "stablehlo.dynamic_update_slice" => self.dynamic_update_slice(st),
             "stablehlo.gather" => self.gather(st),
+            "stablehlo.scatter" => self.scatter(st),
             "stablehlo.reduce" => self.reduce(st),
             "tensor.empty" => self.empty(st),
             "linalg.generic" => self.dequantize_blocks(st),
@@ -640,6 +641,52 @@ impl<'a, 'c> FnBuilder<'a, 'c> {
             ));
         }
         let r = self.g.gather_rows(v[0], v[1]);
+        self.finish(st, r)
+    }
+
+    /// A row scatter ([`Op::ScatterRows`]): indices `[B, k]` into the
+    /// first k dims of a rank-(k + 1) operand, updates `[B, D]`, a body
+    /// that returns the update.
+    fn scatter(&mut self, st: &Stmt<'a>) -> PResult<()> {
+        let v = self.operands(st, Some(3))?;
+        let (a, p) = self.attr(st, "scatter_dimension_numbers")?;
+        let Attr::Struct(_, f) = a else {
+            return Err(self
+                .c
+                .err_found(p, "`#stablehlo.scatter<…>`", format!("{a:?}")));
+        };
+        let k = self.g.ty(v[0]).rank().saturating_sub(1);
+        let firsts: Vec<usize> = (0..k).collect();
+        let ok = self.struct_field(f, "update_window_dims", p)? == [1]
+            && self.struct_field(f, "inserted_window_dims", p)? == firsts
+            && self.struct_field(f, "scatter_dims_to_operand_dims", p)? == firsts
+            && self.struct_field(f, "index_vector_dim", p)? == [1]
+            && self.struct_field(f, "input_batching_dims", p)?.is_empty()
+            && self
+                .struct_field(f, "scatter_indices_batching_dims", p)?
+                .is_empty();
+        if !ok {
+            return Err(self.c.err_found(
+                p,
+                format!("a row scatter (update_window_dims = [1], inserted_window_dims = scatter_dims_to_operand_dims = {firsts:?}, index_vector_dim = 1)"),
+                "other scatter dimension numbers",
+            ));
+        }
+        let body_ok = st.region.as_ref().is_some_and(|r| {
+            let elem = self.g.ty(v[0]).dtype.mlir();
+            is_replace_body(r)
+                && r.args
+                    .iter()
+                    .all(|(_, t)| t.shape.is_empty() && t.elem == elem)
+        });
+        if !body_ok {
+            return Err(self.c.err_found(
+                st.pos,
+                "a scatter body that returns its second argument (the update)",
+                "another body",
+            ));
+        }
+        let r = self.g.scatter_rows(v[0], v[1], v[2]);
         self.finish(st, r)
     }
 

@@ -188,6 +188,39 @@ impl Graph {
         Ok(self.push(Op::DynamicUpdateSlice, &all, ty))
     }
 
+    /// `operand` (`[d0, …, dk, D]`) with row `b` of `updates` (`[B, D]`,
+    /// the operand's dtype) written at `operand[indices[b, 0], …,
+    /// indices[b, k], :]` ([`Op::ScatterRows`]); `indices` is i32
+    /// `[B, k + 1]`. The caller keeps the indices in range and distinct.
+    pub fn scatter_rows(
+        &mut self,
+        operand: Value,
+        indices: Value,
+        updates: Value,
+    ) -> Result<Value, GraphError> {
+        let all = [operand, indices, updates];
+        self.checked("scatter", &all)?;
+        let (to, ti, tu) = (self.ty(operand), self.ty(indices), self.ty(updates));
+        let r = to.rank();
+        let rows_ok = r >= 2
+            && ti.dtype == DType::I32
+            && ti.shape[..] == [tu.shape.first().copied().unwrap_or(0), r - 1]
+            && tu.dtype == to.dtype
+            && tu.rank() == 2
+            && tu.shape[1] == to.shape[r - 1];
+        if !rows_ok {
+            return err(
+                "scatter",
+                format!(
+                    "cannot write rows {tu} at indices {ti} into {to}: \
+                     want i32 indices [B, rank - 1] and updates [B, last dim] of the operand's dtype"
+                ),
+            );
+        }
+        let ty = to.clone();
+        Ok(self.push(Op::ScatterRows, &all, ty))
+    }
+
     /// Concatenates `xs` along `dim`; all other dims and the dtype must agree.
     pub fn concatenate(&mut self, xs: &[Value], dim: usize) -> Result<Value, GraphError> {
         self.checked("concatenate", xs)?;
