@@ -218,6 +218,46 @@ fn gather_clamps_ids() {
     );
 }
 
+/// A row scatter whose indices are out of range or repeated has no
+/// defined result in StableHLO: the interpreter refuses it, naming the row.
+#[test]
+fn scatter_refuses_rows_out_of_range_or_repeated() {
+    let run_at = |at: Vec<i32>| {
+        let inputs = [
+            Tensor::f32(&[2, 3], vec![0.0; 6]),
+            Tensor::i32(&[2, 1], at),
+            Tensor::f32(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+        ];
+        let mut g = Graph::new("f");
+        let vs: Vec<Value> = [
+            f32t(&[2, 3]),
+            TensorType::new(DType::I32, &[2, 1]),
+            f32t(&[2, 3]),
+        ]
+        .into_iter()
+        .map(|t| g.input(t))
+        .collect();
+        let out = g.scatter_rows(vs[0], vs[1], vs[2]).unwrap();
+        g.set_outputs(&[out]);
+        let params: HashMap<String, Tensor> = HashMap::new();
+        run(&g, &inputs, &params).map_err(|e| e.to_string())
+    };
+    let ok = run_at(vec![1, 0]).unwrap().remove(0);
+    assert_eq!(ok, Tensor::f32(&[2, 3], vec![4.0, 5.0, 6.0, 1.0, 2.0, 3.0]));
+    let e = run_at(vec![0, 2]).unwrap_err();
+    assert!(
+        e.contains("scatter row 1: index 2 is out of range for dim 0 of size 2"),
+        "{e}"
+    );
+    let e = run_at(vec![-1, 0]).unwrap_err();
+    assert!(e.contains("scatter row 0: index -1 is out of range"), "{e}");
+    let e = run_at(vec![1, 1]).unwrap_err();
+    assert!(
+        e.contains("scatter row 1: its index [1] repeats an earlier row's"),
+        "{e}"
+    );
+}
+
 #[test]
 fn reductions_and_argmax() {
     let out = eval(&[a23()], |g, v| g.reduce_sum(v[0], &[1]).unwrap());
@@ -522,6 +562,43 @@ fn vulkan_lowering_turns_the_two_pass_argmax_into_one_reduce() {
     let want = run(&m.functions[0], std::slice::from_ref(&input), &p).unwrap();
     assert_eq!(want[0], Tensor::i32(&[3], vec![1, 0, 4]));
     assert_eq!(run(f, &[input], &p).unwrap(), want);
+}
+
+/// The KV decode's cache write, a row scatter at (layer, head, position),
+/// becomes one `dynamic_update_slice` in the Vulkan lowering (IREE's
+/// replayed scatter decode is wrong on lavapipe), with the same values.
+#[test]
+fn vulkan_lowering_writes_the_decodes_cache_rows_by_dynamic_update_slice() {
+    use kiln::graph::{Module, Op};
+    let mut g = Graph::new("f");
+    let cache = g.input(f32t(&[2, 3, 5, 4]));
+    let rows = g.input(f32t(&[3, 4]));
+    let pos = g.input(TensorType::new(DType::I32, &[]));
+    let layer = g.splat(DType::I32, &[3, 1], 1.0).unwrap();
+    let heads = g.iota(DType::I32, &[3, 1], 0).unwrap();
+    let at = g.broadcast_in_dim(pos, &[3, 1], &[]).unwrap();
+    let hp = g.concatenate(&[heads, at], 1).unwrap();
+    let idx = g.concatenate(&[layer, hp], 1).unwrap();
+    let y = g.scatter_rows(cache, idx, rows).unwrap();
+    g.set_outputs(&[y]);
+    let mut m = Module::new("m");
+    m.functions.push(g);
+    let low = m.lower_for_vulkan().unwrap();
+    let f = &low.functions[0];
+    assert_eq!(f.node(f.outputs()[0]).op, Op::DynamicUpdateSlice);
+    assert!(!f.nodes().iter().any(|n| n.op == Op::ScatterRows));
+    let inputs = [
+        Tensor::f32(&[2, 3, 5, 4], (0..120).map(|i| i as f32).collect()),
+        Tensor::f32(&[3, 4], (0..12).map(|i| -1.0 - i as f32).collect()),
+        Tensor::i32(&[], vec![3]),
+    ];
+    let p: HashMap<String, Tensor> = HashMap::new();
+    let want = run(&m.functions[0], &inputs, &p).unwrap();
+    assert_eq!(run(f, &inputs, &p).unwrap(), want);
+    let got = want[0].as_f32().unwrap();
+    // Layer 1, head 2, position 3: the last row written.
+    let at = ((3 + 2) * 5 + 3) * 4;
+    assert_eq!(got[at..at + 4], [-9.0, -10.0, -11.0, -12.0]);
 }
 
 /// `top_k` against a stable descending sort (value, then lower index), on

@@ -310,10 +310,23 @@ fn kv_cache_generation_matches_transformers() {
     assert!(text.contains("func.func @smollm2_decode(%arg0: tensor<1xi32>, %arg1: tensor<i32>, %arg2: tensor<30x3x128x64xf32> {iree.abi.output = 1 : index}, %arg3: tensor<30x3x128x64xf32> {iree.abi.output = 2 : index}) -> (tensor<i32>, tensor<30x3x128x64xf32>, tensor<30x3x128x64xf32>, tensor<40xf32>, tensor<40xi32>)"));
     assert_eq!(kv.top_k, Some(40));
     // Both functions update the caches in place: one write per layer and
-    // cache, no re-stacking copy.
+    // cache, no re-stacking copy. The prefill writes its chunk by
+    // `dynamic_update_slice`; the decode its rows by `scatter`, whose
+    // index IREE keeps on the device.
     let at = text.find("func.func @smollm2_decode").unwrap();
-    for f in [&text[..at], &text[at..]] {
-        assert_eq!(f.matches("stablehlo.dynamic_update_slice").count(), 60);
+    for (f, op) in [
+        (&text[..at], "= stablehlo.dynamic_update_slice"),
+        (&text[at..], "= \"stablehlo.scatter\""),
+    ] {
+        let writes = [
+            "= stablehlo.dynamic_update_slice",
+            "= \"stablehlo.scatter\"",
+        ];
+        assert_eq!(f.matches(op).count(), 60, "{op}");
+        assert_eq!(
+            writes.iter().map(|w| f.matches(w).count()).sum::<usize>(),
+            60
+        );
         assert!(
             !f.lines()
                 .any(|l| l.contains("stablehlo.concatenate")

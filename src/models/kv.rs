@@ -22,8 +22,9 @@
 //!   conversation with zeroed caches.
 //! - `decode(token: [1] i32, position: [] i32, K, V) -> (next: [] i32, K', V')`:
 //!   `token` sits at `position`; each layer's key/value row is written
-//!   there by `dynamic_update_slice` (only the start index is dynamic) and
-//!   attention sees keys `0..=position`. K and V are updated in place: the
+//!   there by a row `scatter` (the position clamped to `0..N`, the index
+//!   computed on the device, so IREE records the call's command buffer
+//!   once) and attention sees keys `0..=position`. K and V are updated in place: the
 //!   K'/V' results are stored in the K/V argument buffers
 //!   ([`Graph::store_output_in_input`](crate::graph::Graph::store_output_in_input)),
 //!   as are prefill's.
@@ -218,30 +219,77 @@ fn finish(
     Ok(())
 }
 
-/// Writes `new` (`[KV, S, D]` f32, positions `pos..pos + S`) into layer
-/// `l` of the stacked cache `all` in place (`dynamic_update_slice`, only
-/// the start is dynamic); returns the updated cache and the layer's
-/// `[KV, span, D]` f32 view of its first `span` positions.
+/// Where [`write_rows`] puts a call's rows.
+#[derive(Clone, Copy)]
+enum RowsAt {
+    /// S rows at positions `start..start + S` of every head, by
+    /// `dynamic_update_slice` (the start clamped to `0..=N - S`).
+    Start(Value),
+    /// One row per head at one position, by a row `scatter`: the
+    /// (head, position) columns `[KV, 2]` i32 of its indices, the position
+    /// clamped to `0..N`. Its index stays on the device, so IREE can record
+    /// a decode call's command buffer once; `dynamic_update_slice` makes
+    /// it read the position to the host on every call
+    /// (`spec/kv-cache.md`).
+    Row(Value),
+}
+
+impl RowsAt {
+    /// The decode's form for position `pos` (an i32 scalar) in caches of
+    /// `kv` heads and `n` positions.
+    fn row(
+        g: &mut crate::graph::Graph,
+        pos: Value,
+        kv: usize,
+        n: usize,
+    ) -> Result<Self, ModelError> {
+        let zero = g.scalar(DType::I32, 0.0)?;
+        let last = g.scalar(DType::I32, (n - 1) as f64)?;
+        let clamped = g.max(pos, zero)?;
+        let clamped = g.min(clamped, last)?;
+        let heads = g.iota(DType::I32, &[kv, 1], 0)?;
+        let at = g.broadcast_in_dim(clamped, &[kv, 1], &[])?;
+        Ok(RowsAt::Row(g.concatenate(&[heads, at], 1)?))
+    }
+}
+
+/// Writes `new` (`[KV, S, D]` f32) into layer `l` of the stacked cache
+/// `all` in place, where `at` says; returns the updated cache and the
+/// layer's `[KV, span, D]` f32 view of its first `span` positions.
 fn write_rows(
     b: &mut Decoder<'_>,
     all: Value,
     new: Value,
     (l, span): (usize, usize),
-    pos: Value,
+    at: RowsAt,
 ) -> Result<(Value, Value), ModelError> {
     let t = b.g.ty(all).clone();
     let (kvh, d) = (t.shape[1], t.shape[3]);
     let s = b.g.ty(new).shape[1];
     let g = &mut b.g;
-    let rows = g.reshape(new, &[1, kvh, s, d])?;
-    let rows = if t.dtype == DType::F32 {
-        rows
-    } else {
-        g.convert(rows, t.dtype)?
+    let to_cache = |g: &mut crate::graph::Graph, x: Value| {
+        if t.dtype == DType::F32 {
+            Ok(x)
+        } else {
+            g.convert(x, t.dtype)
+        }
     };
-    let layer = g.scalar(DType::I32, l as f64)?;
-    let zero = g.scalar(DType::I32, 0.0)?;
-    let all = g.dynamic_update_slice(all, rows, &[layer, zero, pos, zero])?;
+    let all = match at {
+        RowsAt::Start(pos) => {
+            let rows = g.reshape(new, &[1, kvh, s, d])?;
+            let rows = to_cache(g, rows)?;
+            let layer = g.scalar(DType::I32, l as f64)?;
+            let zero = g.scalar(DType::I32, 0.0)?;
+            g.dynamic_update_slice(all, rows, &[layer, zero, pos, zero])?
+        }
+        RowsAt::Row(heads_at) => {
+            let rows = g.reshape(new, &[kvh * s, d])?;
+            let rows = to_cache(g, rows)?;
+            let layer = g.splat(DType::I32, &[kvh, 1], l as f64)?;
+            let indices = g.concatenate(&[layer, heads_at], 1)?;
+            g.scatter_rows(all, indices, rows)?
+        }
+    };
     let c = g.slice(all, &[l, 0, 0, 0], &[l + 1, kvh, span, d], &[1, 1, 1, 1])?;
     let c = g.reshape(c, &[kvh, span, d])?;
     let c = if t.dtype == DType::F32 {
@@ -264,8 +312,17 @@ fn cached_blocks(
     mut caches: Caches,
 ) -> Result<(Value, Caches), ModelError> {
     let cfg = b.cfg;
-    let n = b.g.ty(caches.k[0]).shape[2];
-    let per = b.g.ty(caches.k[0]).shape[0];
+    let (per, kv, n) = {
+        let t = b.g.ty(caches.k[0]);
+        (t.shape[0], t.shape[1], t.shape[2])
+    };
+    // One new row per head (the decode) goes in by `scatter`, a chunk
+    // by `dynamic_update_slice`.
+    let at = if b.g.ty(positions).shape[0] == 1 {
+        RowsAt::row(&mut b.g, pos, kv, n)?
+    } else {
+        RowsAt::Start(pos)
+    };
     // RoPE rows for these positions, gathered from the [N, rd] tables
     // (LongRoPE: the factors of an N-position context).
     let tables = b.rope_constants(n)?;
@@ -283,8 +340,8 @@ fn cached_blocks(
         let q = b.rope(q, cos, sin)?;
         let k = b.rope(k, cos, sin)?;
         let (t, local) = (l / per, l % per);
-        let (kt, k) = write_rows(b, caches.k[t], k, (local, span), pos)?;
-        let (vt, v) = write_rows(b, caches.v[t], v, (local, span), pos)?;
+        let (kt, k) = write_rows(b, caches.k[t], k, (local, span), at)?;
+        let (vt, v) = write_rows(b, caches.v[t], v, (local, span), at)?;
         (caches.k[t], caches.v[t]) = (kt, vt);
         let mask = masks.layer(&mut b.g, cfg, l)?;
         let a = b.attention(q, k, v, mask)?;

@@ -21,7 +21,7 @@
 //! ([`Graph::f32_to_bf16_pairs`]), and rows read from it are widened
 //! exactly ([`Graph::bf16_pairs_to_f32`]). A bf16 value that is not a
 //! parameter may only be an argument, a `convert` from f32, a
-//! `dynamic_update_slice` of whole rows, a `slice` or `reshape` that keeps
+//! `dynamic_update_slice` or `scatter` of whole rows, a `slice` or `reshape` that keeps
 //! the last dim, an `optimization_barrier`, a result, or a `convert` to
 //! f32 ([`TensorType::lowered_for_vulkan`] gives the form of each). A caller passes and gets
 //! back i32 words where the CPU module takes bf16.
@@ -107,6 +107,17 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
     let mut widened: Vec<bool> = vec![false; f.nodes().len()];
     let mut packed: Vec<bool> = vec![false; f.nodes().len()];
     for (i, node) in f.nodes().iter().enumerate() {
+        if let Some((layer, pos)) = head_rows_at(f, node) {
+            let (operand, updates) = (map[node.args[0].index()], map[node.args[2].index()]);
+            let t = g.ty(updates).clone();
+            let rows = g.reshape(updates, &[1, t.shape[0], 1, t.shape[1]])?;
+            let l = g.scalar(DType::I32, layer)?;
+            let zero = g.scalar(DType::I32, 0.0)?;
+            let v = g.dynamic_update_slice(operand, rows, &[l, zero, map[pos.index()], zero])?;
+            packed[i] = node.ty.dtype == DType::BF16;
+            map.push(v);
+            continue;
+        }
         if let Some(v) = lower_packed(f, node, &map, &packed, &mut g)? {
             packed[i] = node.ty.dtype == DType::BF16;
             map.push(v);
@@ -271,6 +282,12 @@ fn lower_packed(
             let starts: Vec<Value> = node.args[2..].iter().map(|a| map[a.index()]).collect();
             g.dynamic_update_slice(map[arg(0).index()], map[arg(1).index()], &starts)?
         }
+        // A row scatter writes whole rows, which stay whole as pairs.
+        Op::ScatterRows if bf16 && is_packed(0) && is_packed(2) => g.scatter_rows(
+            map[arg(0).index()],
+            map[arg(1).index()],
+            map[arg(2).index()],
+        )?,
         Op::Slice {
             start,
             limit,
@@ -304,6 +321,41 @@ fn lower_packed(
         _ => return Ok(None),
     };
     Ok(Some(v))
+}
+
+/// When `node` is the KV decode's cache write, a row scatter into
+/// `[L, KV, N, D]` at indices `concatenate(splat(l), iota over the KV
+/// heads, broadcast(p))`, returns `(l, p)`: the pass writes those rows by
+/// one `dynamic_update_slice` at `(l, 0, p, 0)` instead, the same values
+/// (`p` is in range). On Vulkan, IREE 3.13 records the scatter form's
+/// decode once and replays it, and the replays on lavapipe write wrong
+/// rows from the second decode call on (the ids diverge from the host's;
+/// `--iree-hal-memoization=false` or `--iree-hal-indirect-command-buffers=false`
+/// make them right again). `dynamic_update_slice` reads the position to
+/// the host, so the decode is recorded per call, the form Vulkan has
+/// always run (`spec/kv-cache.md`).
+fn head_rows_at(f: &Graph, node: &Node) -> Option<(f64, Value)> {
+    if node.op != Op::ScatterRows || node.ty.rank() != 4 {
+        return None;
+    }
+    let heads = node.ty.shape[1];
+    let concat = |v: Value| {
+        let n = f.node(v);
+        (n.op == (Op::Concatenate { dim: 1 }) && n.args.len() == 2).then(|| (n.args[0], n.args[1]))
+    };
+    let (layer, rest) = concat(node.args[1])?;
+    let (iota, at) = concat(rest)?;
+    let column = TensorType::new(DType::I32, &[heads, 1]);
+    let (layer, iota, at) = (f.node(layer), f.node(iota), f.node(at));
+    let Op::Constant(Literal::Splat(l)) = layer.op else {
+        return None;
+    };
+    let ok = layer.ty == column
+        && iota.ty == column
+        && iota.op == (Op::Iota { dim: 0 })
+        && at.ty == column
+        && at.op == (Op::BroadcastInDim { dims: vec![] });
+    ok.then(|| (l, at.args[0]))
 }
 
 /// When `node` is [`Graph::argmax_two_pass`]'s final reduction,
