@@ -601,6 +601,35 @@ fn vulkan_lowering_writes_the_decodes_cache_rows_by_dynamic_update_slice() {
     assert_eq!(got[at..at + 4], [-9.0, -10.0, -11.0, -12.0]);
 }
 
+/// Any other row scatter becomes one `dynamic_update_slice` per row in
+/// the Vulkan lowering, with the same values.
+#[test]
+fn vulkan_lowering_writes_other_row_scatters_row_by_row() {
+    use kiln::graph::{Module, Op};
+    let mut g = Graph::new("f");
+    let operand = g.input(f32t(&[2, 3, 4]));
+    let idx = g.input(TensorType::new(DType::I32, &[2, 2]));
+    let rows = g.input(f32t(&[2, 4]));
+    let y = g.scatter_rows(operand, idx, rows).unwrap();
+    g.set_outputs(&[y]);
+    let mut m = Module::new("m");
+    m.functions.push(g);
+    let low = m.lower_for_vulkan().unwrap();
+    let f = &low.functions[0];
+    let count = |op: &Op| f.nodes().iter().filter(|n| &n.op == op).count();
+    assert_eq!(count(&Op::ScatterRows), 0);
+    assert_eq!(count(&Op::DynamicUpdateSlice), 2);
+    let inputs = [
+        Tensor::f32(&[2, 3, 4], (0..24).map(|i| i as f32).collect()),
+        Tensor::i32(&[2, 2], vec![1, 2, 0, 0]),
+        Tensor::f32(&[2, 4], (0..8).map(|i| -1.0 - i as f32).collect()),
+    ];
+    let p: HashMap<String, Tensor> = HashMap::new();
+    let want = run(&m.functions[0], &inputs, &p).unwrap();
+    assert_eq!(run(f, &inputs, &p).unwrap(), want);
+    assert_eq!(want[0].as_f32().unwrap()[20..24], [-1.0, -2.0, -3.0, -4.0]);
+}
+
 /// `top_k` against a stable descending sort (value, then lower index), on
 /// vectors with many ties, −∞ and sizes around the group boundaries.
 #[test]

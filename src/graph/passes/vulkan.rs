@@ -21,7 +21,8 @@
 //! ([`Graph::f32_to_bf16_pairs`]), and rows read from it are widened
 //! exactly ([`Graph::bf16_pairs_to_f32`]). A bf16 value that is not a
 //! parameter may only be an argument, a `convert` from f32, a
-//! `dynamic_update_slice` or `scatter` of whole rows, a `slice` or `reshape` that keeps
+//! `dynamic_update_slice` of whole rows, a row `scatter` (written as
+//! `dynamic_update_slice`s, below), a `slice` or `reshape` that keeps
 //! the last dim, an `optimization_barrier`, a result, or a `convert` to
 //! f32 ([`TensorType::lowered_for_vulkan`] gives the form of each). A caller passes and gets
 //! back i32 words where the CPU module takes bf16.
@@ -36,6 +37,12 @@
 //! variadic (value, index) reduce ([`Graph::argmax`]): on `valhall` the
 //! index reduction fails to legalize (`failed to legalize operation
 //! 'memref.alloc' … memref<96xindex, #spirv.storage_class<Workgroup>>`).
+//!
+//! No row `scatter` ([`Op::ScatterRows`]) reaches the Vulkan backend: the
+//! KV decode's cache write becomes one `dynamic_update_slice` at
+//! (layer, 0, position, 0), any other row scatter one per row. A decode
+//! that writes by scatter is recorded once and replayed by IREE 3.13, and
+//! on lavapipe the replays write wrong rows.
 
 use crate::graph::{
     bf16_pairs_shape, CompareDir, DType, Graph, GraphError, Literal, Module, Node, Op, ReduceKind,
@@ -114,6 +121,14 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
             let l = g.scalar(DType::I32, layer)?;
             let zero = g.scalar(DType::I32, 0.0)?;
             let v = g.dynamic_update_slice(operand, rows, &[l, zero, map[pos.index()], zero])?;
+            packed[i] = node.ty.dtype == DType::BF16;
+            map.push(v);
+            continue;
+        }
+        if node.op == Op::ScatterRows {
+            // Whole rows, which stay whole as bf16 pairs.
+            let [operand, indices, updates] = [0, 1, 2].map(|k| map[node.args[k].index()]);
+            let v = rows_by_dynamic_update_slices(&mut g, operand, indices, updates)?;
             packed[i] = node.ty.dtype == DType::BF16;
             map.push(v);
             continue;
@@ -282,12 +297,6 @@ fn lower_packed(
             let starts: Vec<Value> = node.args[2..].iter().map(|a| map[a.index()]).collect();
             g.dynamic_update_slice(map[arg(0).index()], map[arg(1).index()], &starts)?
         }
-        // A row scatter writes whole rows, which stay whole as pairs.
-        Op::ScatterRows if bf16 && is_packed(0) && is_packed(2) => g.scatter_rows(
-            map[arg(0).index()],
-            map[arg(1).index()],
-            map[arg(2).index()],
-        )?,
         Op::Slice {
             start,
             limit,
@@ -321,6 +330,37 @@ fn lower_packed(
         _ => return Ok(None),
     };
     Ok(Some(v))
+}
+
+/// A row scatter on Vulkan (other than the KV decode's, [`head_rows_at`]):
+/// one `dynamic_update_slice` per row, its start sliced from the row's
+/// indices; the same values for the in-range, distinct indices a scatter
+/// requires. IREE 3.13's replayed scatter is wrong on lavapipe (see
+/// [`head_rows_at`]), so no scatter reaches the Vulkan backend.
+fn rows_by_dynamic_update_slices(
+    g: &mut Graph,
+    operand: Value,
+    indices: Value,
+    updates: Value,
+) -> Result<Value, GraphError> {
+    let (rank, k) = (g.ty(operand).rank(), g.ty(indices).shape[1]);
+    let (rows, d) = (g.ty(updates).shape[0], g.ty(updates).shape[1]);
+    let mut shape = vec![1; rank];
+    shape[rank - 1] = d;
+    let zero = g.scalar(DType::I32, 0.0)?;
+    let mut out = operand;
+    for b in 0..rows {
+        let mut starts = Vec::with_capacity(rank);
+        for j in 0..k {
+            let s = g.slice(indices, &[b, j], &[b + 1, j + 1], &[1, 1])?;
+            starts.push(g.reshape(s, &[])?);
+        }
+        starts.push(zero);
+        let row = g.slice(updates, &[b, 0], &[b + 1, d], &[1, 1])?;
+        let row = g.reshape(row, &shape)?;
+        out = g.dynamic_update_slice(out, row, &starts)?;
+    }
+    Ok(out)
 }
 
 /// When `node` is the KV decode's cache write, a row scatter into
