@@ -42,7 +42,7 @@
 //! KV decode's cache write becomes one `dynamic_update_slice` at
 //! (layer, 0, position, 0), any other row scatter one per row. A decode
 //! that writes by scatter is recorded once and replayed by IREE 3.13, and
-//! on lavapipe the replays write wrong rows.
+//! on lavapipe the replayed decode gives other ids than the host's.
 
 use crate::graph::{
     bf16_pairs_shape, CompareDir, DType, Graph, GraphError, Literal, Module, Node, Op, ReduceKind,
@@ -368,10 +368,10 @@ fn rows_by_dynamic_update_slices(
 /// heads, broadcast(p))`, returns `(l, p)`: the pass writes those rows by
 /// one `dynamic_update_slice` at `(l, 0, p, 0)` instead, the same values
 /// (`p` is in range). On Vulkan, IREE 3.13 records the scatter form's
-/// decode once and replays it, and the replays on lavapipe write wrong
-/// rows from the second decode call on (the ids diverge from the host's;
-/// `--iree-hal-memoization=false` or `--iree-hal-indirect-command-buffers=false`
-/// make them right again). `dynamic_update_slice` reads the position to
+/// decode once and replays it, and from the second decode call on the
+/// replays on lavapipe give other ids than the host's
+/// (`--iree-hal-memoization=false` or
+/// `--iree-hal-indirect-command-buffers=false` make them right again). `dynamic_update_slice` reads the position to
 /// the host, so the decode is recorded per call, the form Vulkan has
 /// always run (`spec/kv-cache.md`).
 fn head_rows_at(f: &Graph, node: &Node) -> Option<(f64, Value)> {
