@@ -574,11 +574,14 @@ fn vulkan_lowering_writes_the_decodes_cache_rows_by_dynamic_update_slice() {
     let cache = g.input(f32t(&[2, 3, 5, 4]));
     let rows = g.input(f32t(&[3, 4]));
     let pos = g.input(TensorType::new(DType::I32, &[]));
-    let layer = g.splat(DType::I32, &[3, 1], 1.0).unwrap();
-    let heads = g.iota(DType::I32, &[3, 1], 0).unwrap();
-    let at = g.broadcast_in_dim(pos, &[3, 1], &[]).unwrap();
-    let hp = g.concatenate(&[heads, at], 1).unwrap();
-    let idx = g.concatenate(&[layer, hp], 1).unwrap();
+    let lh = (0..3).flat_map(|h| [1.0, h as f64, 0.0]).collect();
+    let lh = g.dense(DType::I32, &[3, 3], lh).unwrap();
+    let at = g.broadcast_in_dim(pos, &[3, 3], &[]).unwrap();
+    let third = g
+        .dense(DType::I32, &[3, 3], [0.0, 0.0, 1.0].repeat(3))
+        .unwrap();
+    let at = g.mul(at, third).unwrap();
+    let idx = g.add(lh, at).unwrap();
     let y = g.scatter_rows(cache, idx, rows).unwrap();
     g.set_outputs(&[y]);
     let mut m = Module::new("m");

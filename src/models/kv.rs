@@ -225,18 +225,18 @@ enum RowsAt {
     /// S rows at positions `start..start + S` of every head, by
     /// `dynamic_update_slice` (the start clamped to `0..=N - S`).
     Start(Value),
-    /// One row per head at one position, by a row `scatter`: the
-    /// (head, position) columns `[KV, 2]` i32 of its indices, the position
-    /// clamped to `0..N`. Its index stays on the device, so IREE can record
-    /// a decode call's command buffer once; `dynamic_update_slice` makes
-    /// it read the position to the host on every call
-    /// (`spec/kv-cache.md`).
+    /// One row per head at one position, by a row `scatter` whose indices
+    /// are (layer, head, position): this is `[KV, 3]` i32 rows of
+    /// (0, 0, position), the position clamped to `0..N`. Its index stays
+    /// on the device, so IREE can record a decode call's command buffer
+    /// once; `dynamic_update_slice` makes it read the position to the host
+    /// on every call (`spec/kv-cache.md`).
     Row(Value),
 }
 
 impl RowsAt {
     /// The decode's form for position `pos` (an i32 scalar) in caches of
-    /// `kv` heads and `n` positions.
+    /// `kv` heads and `n` positions: `broadcast(clamped) × (0, 0, 1)`.
     fn row(
         g: &mut crate::graph::Graph,
         pos: Value,
@@ -247,9 +247,9 @@ impl RowsAt {
         let last = g.scalar(DType::I32, (n - 1) as f64)?;
         let clamped = g.max(pos, zero)?;
         let clamped = g.min(clamped, last)?;
-        let heads = g.iota(DType::I32, &[kv, 1], 0)?;
-        let at = g.broadcast_in_dim(clamped, &[kv, 1], &[])?;
-        Ok(RowsAt::Row(g.concatenate(&[heads, at], 1)?))
+        let at = g.broadcast_in_dim(clamped, &[kv, 3], &[])?;
+        let third = g.dense(DType::I32, &[kv, 3], [0.0, 0.0, 1.0].repeat(kv))?;
+        Ok(RowsAt::Row(g.mul(at, third)?))
     }
 }
 
@@ -282,11 +282,16 @@ fn write_rows(
             let zero = g.scalar(DType::I32, 0.0)?;
             g.dynamic_update_slice(all, rows, &[layer, zero, pos, zero])?
         }
-        RowsAt::Row(heads_at) => {
+        RowsAt::Row(at) => {
             let rows = g.reshape(new, &[kvh * s, d])?;
             let rows = to_cache(g, rows)?;
-            let layer = g.splat(DType::I32, &[kvh, 1], l as f64)?;
-            let indices = g.concatenate(&[layer, heads_at], 1)?;
+            // (layer, head, 0) as a literal, plus the position: a constant
+            // expression in the indices (a concatenation with a constant,
+            // a splat, an iota) is hoisted by IREE, and `kiln compile
+            // --pack` exports each layer's into the packed archive.
+            let lh = (0..kvh).flat_map(|h| [l as f64, h as f64, 0.0]).collect();
+            let lh = g.dense(DType::I32, &[kvh, 3], lh)?;
+            let indices = g.add(lh, at)?;
             g.scatter_rows(all, indices, rows)?
         }
     };

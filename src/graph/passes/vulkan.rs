@@ -45,8 +45,8 @@
 //! on lavapipe the replayed decode gives other ids than the host's.
 
 use crate::graph::{
-    bf16_pairs_shape, CompareDir, DType, Graph, GraphError, Literal, Module, Node, Op, ReduceKind,
-    TensorType, Value,
+    bf16_pairs_shape, BinaryOp, CompareDir, DType, Graph, GraphError, Literal, Module, Node, Op,
+    ReduceKind, TensorType, Value,
 };
 
 impl TensorType {
@@ -364,38 +364,43 @@ fn rows_by_dynamic_update_slices(
 }
 
 /// When `node` is the KV decode's cache write, a row scatter into
-/// `[L, KV, N, D]` at indices `concatenate(splat(l), iota over the KV
-/// heads, broadcast(p))`, returns `(l, p)`: the pass writes those rows by
+/// `[L, KV, N, D]` at indices `(l, h, 0) + broadcast(p) × (0, 0, 1)` (the
+/// rows of two constants), returns `(l, p)`: the pass writes those rows by
 /// one `dynamic_update_slice` at `(l, 0, p, 0)` instead, the same values
 /// (`p` is in range). On Vulkan, IREE 3.13 records the scatter form's
 /// decode once and replays it, and from the second decode call on the
 /// replays on lavapipe give other ids than the host's
 /// (`--iree-hal-memoization=false` or
-/// `--iree-hal-indirect-command-buffers=false` make them right again). `dynamic_update_slice` reads the position to
-/// the host, so the decode is recorded per call, the form Vulkan has
-/// always run (`spec/kv-cache.md`).
+/// `--iree-hal-indirect-command-buffers=false` make them right again).
+/// `dynamic_update_slice` reads the position to the host, so the decode
+/// is recorded per call, the form Vulkan has always run
+/// (`spec/kv-cache.md`).
 fn head_rows_at(f: &Graph, node: &Node) -> Option<(f64, Value)> {
     if node.op != Op::ScatterRows || node.ty.rank() != 4 {
         return None;
     }
     let heads = node.ty.shape[1];
-    let concat = |v: Value| {
+    let rows3 = TensorType::new(DType::I32, &[heads, 3]);
+    let two = |v: Value, op: BinaryOp| {
         let n = f.node(v);
-        (n.op == (Op::Concatenate { dim: 1 }) && n.args.len() == 2).then(|| (n.args[0], n.args[1]))
+        (n.op == Op::Binary(op) && n.ty == rows3).then(|| (n.args[0], n.args[1]))
     };
-    let (layer, rest) = concat(node.args[1])?;
-    let (iota, at) = concat(rest)?;
-    let column = TensorType::new(DType::I32, &[heads, 1]);
-    let (layer, iota, at) = (f.node(layer), f.node(iota), f.node(at));
-    let Op::Constant(Literal::Splat(l)) = layer.op else {
-        return None;
+    let rows_of = |v: Value| match &f.node(v).op {
+        Op::Constant(Literal::Dense(x)) if f.node(v).ty == rows3 => Some(x.clone()),
+        _ => None,
     };
-    let ok = layer.ty == column
-        && iota.ty == column
-        && iota.op == (Op::Iota { dim: 0 })
-        && at.ty == column
-        && at.op == (Op::BroadcastInDim { dims: vec![] });
-    ok.then(|| (l, at.args[0]))
+    let (lh, at) = two(node.args[1], BinaryOp::Add)?;
+    let (b, third) = two(at, BinaryOp::Multiply)?;
+    let (lh, third) = (rows_of(lh)?, rows_of(third)?);
+    let l = *lh.first()?;
+    let lh_ok = lh
+        .chunks_exact(3)
+        .enumerate()
+        .all(|(h, r)| r == [l, h as f64, 0.0]);
+    let third_ok = third.chunks_exact(3).all(|r| r == [0.0, 0.0, 1.0]);
+    let b = f.node(b);
+    let b_ok = b.op == (Op::BroadcastInDim { dims: vec![] });
+    (lh_ok && third_ok && b_ok).then(|| (l, b.args[0]))
 }
 
 /// When `node` is [`Graph::argmax_two_pass`]'s final reduction,
