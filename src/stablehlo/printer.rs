@@ -849,13 +849,14 @@ impl NodeText<'_> {
         let k = t.rank() - 1;
         let s = TensorType::scalar(t.dtype);
         let r = format!("%r{}", &res[1..]);
+        let firsts = list(&(0..k).collect::<Vec<_>>());
         format!(
             "{res} = \"stablehlo.scatter\"({}, {}, {}) ({{\n    ^bb0({r}_a: {s}, {r}_b: {s}):\n      stablehlo.return {r}_b : {s}\n    }}) {{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [{}], scatter_dims_to_operand_dims = [{}], index_vector_dim = 1>, unique_indices = true}} : ({}, {}, {}) -> {t}",
             self.a(0),
             self.a(1),
             self.a(2),
-            list(&(0..k).collect::<Vec<_>>()),
-            list(&(0..k).collect::<Vec<_>>()),
+            firsts,
+            firsts,
             self.ta(0),
             self.ta(1),
             self.ta(2)

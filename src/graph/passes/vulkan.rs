@@ -114,21 +114,19 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
     let mut widened: Vec<bool> = vec![false; f.nodes().len()];
     let mut packed: Vec<bool> = vec![false; f.nodes().len()];
     for (i, node) in f.nodes().iter().enumerate() {
-        if let Some((layer, pos)) = head_rows_at(f, node) {
-            let (operand, updates) = (map[node.args[0].index()], map[node.args[2].index()]);
-            let t = g.ty(updates).clone();
-            let rows = g.reshape(updates, &[1, t.shape[0], 1, t.shape[1]])?;
-            let l = g.scalar(DType::I32, layer)?;
-            let zero = g.scalar(DType::I32, 0.0)?;
-            let v = g.dynamic_update_slice(operand, rows, &[l, zero, map[pos.index()], zero])?;
-            packed[i] = node.ty.dtype == DType::BF16;
-            map.push(v);
-            continue;
-        }
         if node.op == Op::ScatterRows {
             // Whole rows, which stay whole as bf16 pairs.
             let [operand, indices, updates] = [0, 1, 2].map(|k| map[node.args[k].index()]);
-            let v = rows_by_dynamic_update_slices(&mut g, operand, indices, updates)?;
+            let v = match head_rows_at(f, node) {
+                Some((layer, pos)) => {
+                    let t = g.ty(updates).clone();
+                    let rows = g.reshape(updates, &[1, t.shape[0], 1, t.shape[1]])?;
+                    let l = g.scalar(DType::I32, layer)?;
+                    let zero = g.scalar(DType::I32, 0.0)?;
+                    g.dynamic_update_slice(operand, rows, &[l, zero, map[pos.index()], zero])?
+                }
+                None => rows_by_dynamic_update_slices(&mut g, operand, indices, updates)?,
+            };
             packed[i] = node.ty.dtype == DType::BF16;
             map.push(v);
             continue;
@@ -363,7 +361,7 @@ fn rows_by_dynamic_update_slices(
     Ok(out)
 }
 
-/// When `node` is the KV decode's cache write, a row scatter into
+/// When the row scatter `node` is the KV decode's cache write, into
 /// `[L, KV, N, D]` at indices `(l, h, 0) + broadcast(p) × (0, 0, 1)` (the
 /// rows of two constants), returns `(l, p)`: the pass writes those rows by
 /// one `dynamic_update_slice` at `(l, 0, p, 0)` instead, the same values
@@ -376,7 +374,7 @@ fn rows_by_dynamic_update_slices(
 /// is recorded per call, the form Vulkan has always run
 /// (`spec/kv-cache.md`).
 fn head_rows_at(f: &Graph, node: &Node) -> Option<(f64, Value)> {
-    if node.op != Op::ScatterRows || node.ty.rank() != 4 {
+    if node.ty.rank() != 4 {
         return None;
     }
     let heads = node.ty.shape[1];
