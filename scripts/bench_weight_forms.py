@@ -32,7 +32,9 @@ Forms:
                and the rounded rest at s/254), one i8 x i8 product of two rows,
                the rows combined after it
 
-Set FORMS="w8a8 w8a16" (names, space-separated) to run only those rows.
+Set FORMS="w8a8 w8a16" (names, space-separated) to run only those rows, and
+MODEL=gemma3 for Gemma 3 270M's weight set (18 layers, the 262144-row head;
+its w8a16 row has `fast`'s down projections in two terms) instead of SmolLM2's.
 """
 
 import json
@@ -58,11 +60,35 @@ PRESET = ["--iree-input-type=stablehlo", "--iree-hal-target-device=local",
 NO_DATA_TILING = ["--iree-opt-data-tiling=false", "--iree-global-opt-data-tiling=false"]
 
 
+# MODEL=gemma3: Gemma 3 270M's decode weight set instead (18 layers of
+# q/k/v/o/gate/up/down, the tied 262144x640 head); its `--weights fast`
+# carries the down projections in two i8 terms (w16a16), which the w8a16
+# row models as twice the down rows.
+MODELS = {
+    "smollm2": (30, LAYER, ("head", 49152, 576)),
+    "gemma3": (18, [("q", 1024, 640), ("k", 256, 640), ("v", 256, 640), ("o", 640, 1024),
+                    ("gate", 2048, 640), ("up", 2048, 640), ("down", 640, 2048)],
+               ("head", 262144, 640)),
+}
+MODEL = os.environ.get("MODEL", "smollm2")
+
+
 def mats(form):
+    layers, layer, head = MODELS[MODEL]
     if form == "bf16-3":
-        return [("all", 30 * (960 + 576 + 3072), 576), ("down", 30 * 576, 1536), ("head", 49152, 576)]
-    out = [(f"l{l}.{n}", r, c) for l in range(30) for n, r, c in LAYER]
-    return out + [("head", 49152, 576)]
+        k0 = layer[0][2]
+        fused = sum(r for n, r, c in layer if c == k0)
+        rest = [(n, layers * r, c) for n, r, c in layer if c != k0]
+        return [("all", layers * fused, k0), *rest, head]
+    out = [(f"l{l}.{n}", r, c) for l in range(layers) for n, r, c in layer]
+    if MODEL == "gemma3" and form == "w8a16":
+        out = [(key, 2 * r if key.endswith(".down") else r, c) for key, r, c in out]
+    return out + [head]
+
+
+def widths():
+    """The distinct vector lengths the products read (one input each)."""
+    return sorted({k for _, _, k in mats("bf16")})
 
 
 class Module:
@@ -83,7 +109,8 @@ class Module:
 
     def write(self, base, acc):
         text = "module @forms {\n" + "\n".join(self.globals) + "\n"
-        text += "  func.func @forms(%x576: tensor<1x576xf32>, %x1536: tensor<1x1536xf32>) -> tensor<f32> {\n"
+        args = ", ".join(f"%x{k}: tensor<1x{k}xf32>" for k in widths())
+        text += f"  func.func @forms({args}) -> tensor<f32> {{\n"
         text += "    %zero = stablehlo.constant dense<0.0> : tensor<f32>\n"
         text += "\n".join(self.body) + f"\n    return {acc} : tensor<f32>\n  }}\n}}\n"
         open(base + ".mlir", "w").write(text)
@@ -212,6 +239,7 @@ FORMS = [
     ("w8a8", []),
     ("w8a8", ["--iree-llvmcpu-enable-ukernels=all"]),
     ("w8a16", []),
+    ("w8a16", ["--iree-llvmcpu-enable-ukernels=all"]),
 ]
 
 
@@ -287,7 +315,7 @@ def main():
                 continue
             out = subprocess.run([bench, "--device=local-task", f"--module={vmfb}",
                                   f"--parameters=model={base}.safetensors", "--function=forms",
-                                  "--input=1x576xf32=0.5", "--input=1x1536xf32=0.25",
+                                  *[f"--input=1x{k}xf32=0.5" for k in widths()],
                                   f"--benchmark_repetitions={runs}", "--benchmark_min_time=1x"],
                                  capture_output=True, text=True, check=True).stdout
             line = next(l for l in out.splitlines() if "_median" in l).split()
