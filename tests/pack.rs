@@ -44,7 +44,12 @@ fn generated(vmfb: &Path) -> String {
 /// The `weights` export of the tiny checkpoint `ckpt` (forward and KV
 /// pair, SEQ 8, N 16) in `dir`, named `m`.
 fn export_into(dir: &Path, ckpt: &str, weights: &str) {
-    ok(&[
+    export_into_with(dir, ckpt, weights, &[]);
+}
+
+/// [`export_into`] with more `kiln export` arguments.
+fn export_into_with(dir: &Path, ckpt: &str, weights: &str, more: &[&str]) {
+    let mut args = vec![
         "export",
         ckpt,
         "--seq",
@@ -58,7 +63,9 @@ fn export_into(dir: &Path, ckpt: &str, weights: &str) {
         "--kv-cache",
         "--max-context",
         "16",
-    ]);
+    ];
+    args.extend_from_slice(more);
+    ok(&args);
 }
 
 /// Compiles the KV module exported in `a` for the host as it is, and a copy
@@ -267,7 +274,14 @@ fn a_tied_head_is_packed_at_compile_time_and_the_gather_reads_the_archive() {
         .unwrap()
         .expect("a split");
     let head = format!("{emb}{}", kiln::iree::pack::PRODUCTS_SUFFIX);
-    assert_eq!(pairs, vec![(head.clone(), emb.to_string())]);
+    assert_eq!(
+        pairs,
+        vec![kiln::iree::pack::SplitKey {
+            key: head.clone(),
+            source: emb.to_string(),
+            range: None
+        }]
+    );
     let keys = kiln::iree::pack::packable_keys(&split);
     assert!(
         keys.contains(&head) && !keys.contains(&emb.to_string()),
@@ -307,7 +321,7 @@ fn keep_weights_are_packed_widened_with_the_tied_table_split() {
     let (split, pairs) = kiln::iree::pack::split_products(&module)
         .unwrap()
         .expect("the tied table is split");
-    let split_keys: BTreeSet<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    let split_keys: BTreeSet<&str> = pairs.iter().map(|k| k.key.as_str()).collect();
     assert_eq!(
         split_keys,
         BTreeSet::from([
@@ -339,6 +353,77 @@ fn keep_weights_are_packed_widened_with_the_tied_table_split() {
         packed < at_load + 16 * 1024,
         "no codes compiled in as constants: {packed} against {at_load} bytes"
     );
+    assert_eq!(
+        generated(&b.join("m-kv-host.vmfb")),
+        generated(&a.join("m-kv-host.vmfb"))
+    );
+}
+
+/// A table exported in row chunks (Vulkan's tensor bound, here made small
+/// so that the tied table and the larger matrices are chunked) is read as
+/// slices of its entry, which iree-compile 3.13 cannot import: `--pack`
+/// gives each product's slice a whole entry of its bytes
+/// (`KEY@OFFSET#products`), so the chunks are packed at compile time too,
+/// nothing is compiled into the module as a constant, the gather keeps
+/// reading the export's slices, and the ids are those of the module
+/// packed at load.
+#[test]
+fn row_chunks_are_packed_at_compile_time() {
+    let Some(_tc) = common::toolchain() else {
+        return;
+    };
+    let gguf = common::fixture("gguf/quant/tiny-llama-quant-tied.gguf");
+    let a = tmpdir();
+    let a = a.path();
+    export_into_with(a, s(&gguf), "keep", &["--max-tensor-bytes", "65536"]);
+    let text = std::fs::read_to_string(a.join("m-kv-gen.mlir")).unwrap();
+    let module = kiln::graph::Module::parse(&text).unwrap();
+    let (split, keys) = kiln::iree::pack::split_products(&module)
+        .unwrap()
+        .expect("the chunks are split");
+    let qs = "model.embed_tokens.weight.qs";
+    let first = keys
+        .iter()
+        .find(|k| k.key == format!("{qs}@0#products"))
+        .unwrap_or_else(|| panic!("{keys:?}"));
+    assert_eq!(first.source, qs);
+    let (offset, length) = first.range.expect("a slice");
+    assert_eq!(offset, 0);
+    let second = keys
+        .iter()
+        .find(|k| k.key == format!("{qs}@{length}#products"))
+        .unwrap_or_else(|| panic!("{keys:?}"));
+    assert_eq!(second.range, Some((length, length)));
+    assert!(
+        keys.iter()
+            .any(|k| k.source.starts_with("model.layers.") && k.range.is_some()),
+        "a layer's chunked matrix is split too: {keys:?}"
+    );
+    // Every split key is packable; the gather still reads the export's
+    // slices, and no slice is left on a product path.
+    let packable = kiln::iree::pack::packable_keys(&split);
+    assert!(
+        keys.iter().all(|k| packable.contains(&k.key)),
+        "{packable:?}"
+    );
+    let printed = split
+        .print(&kiln::stablehlo::PrintOptions::default(), None)
+        .unwrap();
+    assert!(printed.contains(&format!(r#""{qs}", {{offset = {length} : i64"#)));
+
+    let b = compiled_at_load_and_packed(a);
+    let b = b.path();
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    let (packed, at_load) = (
+        size(&b.join("m-kv-host.vmfb")),
+        size(&a.join("m-kv-host.vmfb")),
+    );
+    assert!(
+        packed < at_load + 16 * 1024,
+        "no codes compiled in as constants: {packed} against {at_load} bytes"
+    );
+    let (entries, stored) = entries_and_stored(&b.join("m-kv-host.packed.irpa"));
+    assert_eq!(entries, 2 * stored, "prefill's and decode's, stored once");
     assert_eq!(
         generated(&b.join("m-kv-host.vmfb")),
         generated(&a.join("m-kv-host.vmfb"))

@@ -113,17 +113,18 @@ pub(crate) fn compile_with(
             .tempdir_in(&dir)
             .map_err(|e| io(&dir, e))?;
         let mut archives = vec![archive.to_path_buf()];
-        // A tied embedding's products read it under a key of their own,
-        // imported from a scratch archive of those bytes.
+        // A tied embedding's products, and the products of a row-chunk
+        // slice, read it under a key of their own, imported from a scratch
+        // archive of those bytes.
         let split =
             super::pack::split_products(&parsed.module).map_err(|source| IreeError::Lowering {
                 mlir: mlir.to_path_buf(),
                 source,
             })?;
         let module = match split {
-            Some((module, pairs)) => {
+            Some((module, keys)) => {
                 let extra_archive = scratch.path().join("products.irpa");
-                super::pack::write_split_archive(archive, &pairs, &extra_archive).map_err(|e| {
+                super::pack::write_split_archive(archive, &keys, &extra_archive).map_err(|e| {
                     IreeError::Pack {
                         module: out.to_path_buf(),
                         source: Box::new(e),

@@ -11,6 +11,7 @@
 use crate::graph::{Graph, GraphError, Module, Node, Op, Value};
 use crate::params::irpa::{EntrySpec, IrpaReader, IrpaWriter};
 use crate::params::{ParamsError, TensorWriter};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -127,10 +128,20 @@ pub fn packable_keys(module: &Module) -> Vec<String> {
 /// The key of the whole-entry parameter node `i` reads, through
 /// conversions, reshapes and transposes; `None` for anything else.
 fn root_key(i: usize, nodes: &[Node]) -> Option<&str> {
+    match root_param(i, nodes)? {
+        (key, None) => Some(key),
+        (_, Some(_)) => None,
+    }
+}
+
+/// The parameter node `i` reads, whole or a row-chunk slice (its key and
+/// offset), through conversions, reshapes and transposes; `None` for
+/// anything else.
+fn root_param(i: usize, nodes: &[Node]) -> Option<(&str, Option<u64>)> {
     match &nodes[i].op {
-        Op::Parameter { key, offset: None } => Some(key),
+        Op::Parameter { key, offset } => Some((key, *offset)),
         Op::Convert | Op::Reshape | Op::Transpose { .. } => {
-            root_key(nodes[i].args[0].index(), nodes)
+            root_param(nodes[i].args[0].index(), nodes)
         }
         _ => None,
     }
@@ -139,63 +150,115 @@ fn root_key(i: usize, nodes: &[Node]) -> Option<&str> {
 /// The suffix of the key [`split_products`] gives a parameter's products.
 pub const PRODUCTS_SUFFIX: &str = "#products";
 
-/// A module whose products read split keys, and the (new key, original key)
-/// pairs ([`split_products`]).
-pub type Split = (Module, Vec<(String, String)>);
+/// One key [`split_products`] gave a product path: the new key, the key it
+/// reads the bytes of, and for a row-chunk slice its byte range in that
+/// entry (offset, length).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitKey {
+    /// The key the module's products now read (`KEY#products`, or
+    /// `KEY@OFFSET#products` for a slice).
+    pub key: String,
+    /// The export's key whose bytes it holds.
+    pub source: String,
+    /// The slice of `source`'s entry it holds (offset, length in bytes);
+    /// `None` for the whole entry.
+    pub range: Option<(u64, u64)>,
+}
 
-/// `module` with each whole-entry parameter that feeds both products and
-/// other ops (a tied embedding: gathered, and the LM head), directly or
-/// through conversions and reshapes (a block table's f16 scales, widened
-/// once for both), read under a second key, `KEY#products`, on its product
-/// paths: the same bytes, so the products' side becomes packable while the
-/// gather keeps reading `KEY`.
-/// Returns the module and the (new key, original key) pairs; `None` when no
-/// parameter is split.
+/// A module whose products read split keys, and those keys
+/// ([`split_products`]).
+pub type Split = (Module, Vec<SplitKey>);
+
+/// `module` with the product paths of two kinds of parameter read under
+/// keys of their own, which iree-compile can import and pack:
+/// - a whole-entry parameter that feeds both products and other ops (a
+///   tied embedding: gathered, and the LM head), directly or through
+///   conversions and reshapes (a block table's f16 scales, widened once
+///   for both), read as `KEY#products` on its product paths, while the
+///   gather keeps reading `KEY`;
+/// - a row-chunk slice (`#flow.parameter.named<…, {offset = …}>`: a table
+///   too large for one Vulkan buffer, exported in row chunks) that feeds a
+///   product, read as `KEY@OFFSET#products`, a whole entry of the slice's
+///   bytes: iree-compile 3.13 crashes importing a slice (spec/iree.md).
+///
+/// Returns the module and the new keys; `None` when no parameter is split.
 pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
-    let mut split: Vec<(String, String)> = Vec::new();
+    let mut split: Vec<SplitKey> = Vec::new();
     let mut out = module.clone();
     out.functions.clear();
     for f in &module.functions {
         let nodes = f.nodes();
         let users = users_of(f);
-        // Whole-entry parameters, or conversions, reshapes or transposes of
-        // one (an f16 scale widened once for a gather and a product), with
-        // both kinds of use.
+        // Parameters (whole or sliced), or conversions, reshapes or
+        // transposes of one, whose product paths get a copy: a whole entry
+        // with both kinds of use, or a slice with any product use.
         let mixed: Vec<bool> = (0..nodes.len())
-            .map(|i| {
-                root_key(i, nodes).is_some()
-                    && !to_dots(i, nodes, &users)
-                    && users[i].iter().any(|&u| on_product_path(u, nodes, &users))
+            .map(|i| match root_param(i, nodes) {
+                Some((_, offset)) => {
+                    (offset.is_some() || !to_dots(i, nodes, &users))
+                        && users[i].iter().any(|&u| on_product_path(u, nodes, &users))
+                }
+                None => false,
             })
             .collect();
         if !mixed.iter().any(|&m| m) {
             out.functions.push(f.clone());
             continue;
         }
+        // Whether user `u` reads the products' copy of its mixed arguments.
+        let reads_copy = |u: usize| {
+            nodes[u].args.iter().any(|a| mixed[a.index()]) && on_product_path(u, nodes, &users)
+        };
+        // The nodes the new function keeps: the outputs, their stores and
+        // arguments, and whatever a kept node reads other than through a
+        // copy (a slice read only by products is left out, not printed as
+        // an unused global).
+        let mut keep = vec![false; nodes.len()];
+        for o in f.outputs() {
+            keep[o.index()] = true;
+        }
+        for (i, n) in nodes.iter().enumerate().rev() {
+            if matches!(n.op, Op::Input { .. }) {
+                keep[i] = true;
+            }
+            if !keep[i] {
+                continue;
+            }
+            let copy = reads_copy(i);
+            for a in &n.args {
+                if !(copy && mixed[a.index()]) {
+                    keep[a.index()] = true;
+                }
+            }
+        }
         let mut g = Graph::new(f.name.clone());
-        let mut map: Vec<Value> = Vec::with_capacity(nodes.len());
+        let mut map: Vec<Option<Value>> = vec![None; nodes.len()];
         // The products' copy of each chain node, once made.
         let mut second: HashMap<usize, Value> = HashMap::new();
         for (i, n) in nodes.iter().enumerate() {
+            if !keep[i] {
+                continue;
+            }
             let v = match &n.op {
                 Op::Input { .. } => g.input(n.ty.clone()),
                 op => {
-                    let product_path = n.args.iter().any(|a| mixed[a.index()])
-                        && on_product_path(i, nodes, &users);
+                    let copy = reads_copy(i);
                     let mut args = Vec::with_capacity(n.args.len());
                     for a in &n.args {
                         let ai = a.index();
-                        if mixed[ai] && product_path {
+                        if mixed[ai] && copy {
                             args.push(products_copy(ai, nodes, &mut g, &mut second, &mut split)?);
                         } else {
-                            args.push(map[ai]);
+                            args.push(map[ai].expect("a kept node's arguments are kept"));
                         }
                     }
                     g.push(op.clone(), &args, n.ty.clone())
                 }
             };
-            map.push(v);
+            map[i] = Some(v);
         }
+        // Left-out nodes are never outputs, so any value stands in for them.
+        let map: Vec<Value> = map.into_iter().map(|v| v.unwrap_or(Value(0))).collect();
         g.set_outputs_as(f, &map)?;
         out.functions.push(g);
     }
@@ -203,23 +266,34 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
 }
 
 /// The products' copy of chain node `i` ([`split_products`]): its parameter
-/// read under `KEY#products`, then the same conversions and reshapes.
+/// read under `KEY#products` (`KEY@OFFSET#products` for a slice), then the
+/// same conversions and reshapes.
 fn products_copy(
     i: usize,
     nodes: &[Node],
     g: &mut Graph,
     second: &mut HashMap<usize, Value>,
-    split: &mut Vec<(String, String)>,
+    split: &mut Vec<SplitKey>,
 ) -> Result<Value, GraphError> {
     if let Some(&v) = second.get(&i) {
         return Ok(v);
     }
     let n = &nodes[i];
     let v = match &n.op {
-        Op::Parameter { key, .. } => {
-            let new_key = format!("{key}{PRODUCTS_SUFFIX}");
-            if !split.iter().any(|(k, _)| *k == new_key) {
-                split.push((new_key.clone(), key.clone()));
+        Op::Parameter { key, offset } => {
+            let (new_key, range) = match offset {
+                None => (format!("{key}{PRODUCTS_SUFFIX}"), None),
+                Some(o) => (
+                    format!("{key}@{o}{PRODUCTS_SUFFIX}"),
+                    Some((*o, n.ty.byte_size() as u64)),
+                ),
+            };
+            if !split.iter().any(|s| s.key == new_key) {
+                split.push(SplitKey {
+                    key: new_key.clone(),
+                    source: key.clone(),
+                    range,
+                });
             }
             g.parameter(&new_key, n.ty.clone())?
         }
@@ -232,33 +306,44 @@ fn products_copy(
     Ok(v)
 }
 
-/// Writes `out`, an archive of the `(new key, original key)` pairs of
-/// [`split_products`]: each new key with the bytes of its original in
-/// `archive`, for iree-compile to import beside it.
+/// Writes `out`, an archive of the keys of [`split_products`]: each new key
+/// with the bytes (or the slice of them) of its source in `archive`, for
+/// iree-compile to import beside it.
 pub(crate) fn write_split_archive(
     archive: &Path,
-    pairs: &[(String, String)],
+    keys: &[SplitKey],
     out: &Path,
 ) -> Result<(), ParamsError> {
     let reader = IrpaReader::open(archive)?;
     let mut specs = Vec::new();
     let mut data = Vec::new();
-    for (new_key, key) in pairs {
+    for k in keys {
+        let not_found = || ParamsError::NotFound {
+            file: archive.to_path_buf(),
+            tensor: k.source.clone(),
+        };
         let bytes = reader
-            .get(key)
-            .ok_or_else(|| ParamsError::NotFound {
-                file: archive.to_path_buf(),
-                tensor: key.clone(),
-            })?
+            .get(&k.source)
+            .ok_or_else(not_found)?
             .expand()
             .map_err(|_| {
                 ParamsError::io(
                     archive,
-                    std::io::Error::new(std::io::ErrorKind::OutOfMemory, key.clone()),
+                    std::io::Error::new(std::io::ErrorKind::OutOfMemory, k.source.clone()),
                 )
             })?;
-        specs.push(EntrySpec::data(new_key.clone(), bytes.len() as u64));
-        data.push((new_key, bytes));
+        let bytes = match k.range {
+            None => bytes,
+            Some((offset, length)) => {
+                let range = offset as usize..(offset + length) as usize;
+                match bytes {
+                    Cow::Borrowed(b) => Cow::Borrowed(b.get(range).ok_or_else(not_found)?),
+                    Cow::Owned(v) => Cow::Owned(v.get(range).ok_or_else(not_found)?.to_vec()),
+                }
+            }
+        };
+        specs.push(EntrySpec::data(k.key.clone(), bytes.len() as u64));
+        data.push((&k.key, bytes));
     }
     let mut w = IrpaWriter::new(out, specs)?;
     for (k, b) in data {
