@@ -12,6 +12,7 @@
 #     peak RSS of `kiln generate --kv-cache` (64-token prompt, 32 new tokens);
 #   - the forms in $PACK_FORMS (default none, e.g. PACK_FORMS=w8a16) again,
 #     compiled with `kiln compile --pack` (the memory line of issue 29).
+# MODELS="smollm2" (or "gemma3") runs one model only.
 # Prints a markdown table (file MB, prefill 64 ms, decode ms/token, peak RSS
 # MB) and a mermaid bar chart of decode ms/token, for docs/benchmarks.md.
 # The machine must be idle: llama.cpp's threads spin-wait and collapse
@@ -29,7 +30,7 @@ echo "start: $(uptime)" >&2
 rows=()
 chart_labels=()
 chart_values=()
-for model in smollm2 gemma3; do
+for model in ${MODELS:-smollm2 gemma3}; do
   gguf=$smol; [[ $model == gemma3 ]] && gguf=$gemma
   LD_LIBRARY_PATH="$(dirname "$llama_bench")" /usr/bin/time -f %M -o "$out/rss" \
     "$llama_bench" -m "$gguf" -p 64 -n 64 -t 2 -r "$runs" -o json >"$out/llama.json" 2>/dev/null
