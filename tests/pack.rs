@@ -289,7 +289,7 @@ fn a_tied_head_is_packed_at_compile_time_and_the_gather_reads_the_archive() {
     let packable = kiln::iree::pack::packable_keys(&module);
     assert!(!packable.contains(&emb.to_string()));
     assert!(!packable.contains(&format!("{emb}lo")));
-    let (split, pairs) = kiln::iree::pack::split_products(&module)
+    let (split, pairs) = kiln::iree::pack::split_products(&module, |_| false)
         .unwrap()
         .expect("a split");
     let head = format!("{emb}{}", kiln::iree::pack::PRODUCTS_SUFFIX);
@@ -337,7 +337,7 @@ fn keep_weights_are_packed_widened_with_the_tied_table_split() {
     export_into(a, s(&gguf), "keep");
     let text = std::fs::read_to_string(a.join("m-kv-gen.mlir")).unwrap();
     let module = kiln::graph::Module::parse(&text).unwrap();
-    let (split, pairs) = kiln::iree::pack::split_products(&module)
+    let (split, pairs) = kiln::iree::pack::split_products(&module, |_| false)
         .unwrap()
         .expect("the tied table is split");
     let split_keys: BTreeSet<&str> = pairs.iter().map(|k| k.key.as_str()).collect();
@@ -385,7 +385,11 @@ fn row_chunks_are_packed_at_compile_time() {
     export_into_with(a, s(&gguf), "keep", &["--max-tensor-bytes", "65536"]);
     let text = std::fs::read_to_string(a.join("m-kv-gen.mlir")).unwrap();
     let module = kiln::graph::Module::parse(&text).unwrap();
-    let (split, keys) = kiln::iree::pack::split_products(&module)
+    // The export's archive has a whole entry over each chunk (no bytes of
+    // its own), which IREE's tools read.
+    let archive = kiln::params::irpa::IrpaReader::open(a.join("m.irpa")).unwrap();
+    let has = |k: &str| archive.entry(k).is_some();
+    let (split, keys) = kiln::iree::pack::split_products(&module, has)
         .unwrap()
         .expect("the chunks are split");
     let qs = "model.embed_tokens.weight.qs";
@@ -413,10 +417,38 @@ fn row_chunks_are_packed_at_compile_time() {
         keys.iter().all(|k| packable.contains(&k.key)),
         "{packable:?}"
     );
-    let printed = split
-        .print(&kiln::stablehlo::PrintOptions::default(), None)
+    assert!(has(&format!("{qs}@{length}")));
+    // They are views, not tensors: `kiln params` lists the same tensors in
+    // both archives of the export.
+    let (code, out, err) = kiln(&[
+        "params",
+        "diff",
+        s(&a.join("m.safetensors")),
+        s(&a.join("m.irpa")),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!ok(&["params", "inspect", s(&a.join("m.irpa"))]).contains('@'));
+    assert_eq!(
+        archive
+            .get(&format!("{qs}@{length}"))
+            .unwrap()
+            .expand()
+            .unwrap()[..],
+        archive.get(qs).unwrap().expand().unwrap()[length as usize..2 * length as usize]
+    );
+    // The gathers read those whole entries, so the packed module reads no
+    // slice (the session can map the archive); without them, slices stay.
+    let print = |m: &kiln::graph::Module| {
+        m.print(&kiln::stablehlo::PrintOptions::default(), None)
+            .unwrap()
+    };
+    let printed = print(&split);
+    assert!(!printed.contains("offset ="), "{printed}");
+    assert!(printed.contains(&format!(r#""{qs}@{length}">"#)));
+    let (no_entries, _) = kiln::iree::pack::split_products(&module, |_| false)
+        .unwrap()
         .unwrap();
-    assert!(printed.contains(&format!(r#""{qs}", {{offset = {length} : i64"#)));
+    assert!(print(&no_entries).contains(&format!(r#""{qs}", {{offset = {length} : i64"#)));
 
     let b = compiled_at_load_and_packed(a);
     let b = b.path();

@@ -359,6 +359,7 @@ fn shared_entries_read_the_bytes_they_name() {
             EntrySpec::shared("a_again", "a", 100),
             EntrySpec::data("b", 40),
             EntrySpec::shared("a_third", "a", 100),
+            EntrySpec::part_of("a@64", "a", 64, 36),
         ],
     )
     .unwrap();
@@ -366,8 +367,14 @@ fn shared_entries_read_the_bytes_they_name() {
     w.write_tensor("b", &b).unwrap();
     w.finish().unwrap();
     let r = IrpaReader::open(&p).unwrap();
-    for (name, want) in [("a", &a), ("a_again", &a), ("b", &b), ("a_third", &a)] {
-        assert_eq!(r.get(name), Some(IrpaData::Data(&want[..])), "{name}");
+    for (name, want) in [
+        ("a", &a[..]),
+        ("a_again", &a[..]),
+        ("b", &b[..]),
+        ("a_third", &a[..]),
+        ("a@64", &a[64..]),
+    ] {
+        assert_eq!(r.get(name), Some(IrpaData::Data(want)), "{name}");
     }
     let offsets: Vec<u64> = r
         .entries()
@@ -377,7 +384,7 @@ fn shared_entries_read_the_bytes_they_name() {
             _ => unreachable!(),
         })
         .collect();
-    assert_eq!(offsets, vec![0, 0, 128, 0]);
+    assert_eq!(offsets, vec![0, 0, 128, 0, 64]);
     // IREE's own listing: the shared entries start where `a` does.
     // (Its `--extract` reads only mapped archives, which its tools no
     // longer open: "only host allocation file handles are supported".)
@@ -398,18 +405,29 @@ fn shared_entries_read_the_bytes_they_name() {
         assert_eq!(start("a_again"), start("a"), "{text}");
         assert_eq!(start("a_third"), start("a"), "{text}");
         assert_ne!(start("b"), start("a"), "{text}");
+        let at = |name: &str| start(name).parse::<u64>().unwrap();
+        assert_eq!(at("a@64"), at("a") + 64, "{text}");
     }
     let q = dir.path().join("bad.irpa");
     for specs in [
         vec![EntrySpec::shared("x", "a", 4), EntrySpec::data("a", 4)],
         vec![EntrySpec::data("a", 4), EntrySpec::shared("x", "a", 8)],
         vec![EntrySpec::data("a", 4), EntrySpec::shared("x", "nope", 4)],
+        // A part past the end of its entry, or off the storage alignment.
+        vec![
+            EntrySpec::data("a", 100),
+            EntrySpec::part_of("x", "a", 64, 64),
+        ],
+        vec![
+            EntrySpec::data("a", 100),
+            EntrySpec::part_of("x", "a", 8, 8),
+        ],
     ] {
         let e = IrpaWriter::new(&q, specs)
             .err()
             .expect("refused")
             .to_string();
-        assert!(e.contains("shares the bytes of"), "{e}");
+        assert!(e.contains("which is no earlier stored entry"), "{e}");
     }
     assert!(!q.exists());
 }

@@ -20,6 +20,24 @@ pub(super) struct Graphs {
     pub(super) text: String,
     /// The KV-cache pair's shapes and MLIR, when asked for.
     pub(super) kv: Option<(KvOptions, String)>,
+    /// The row chunks the modules read as parameter slices: (key, offset,
+    /// length in bytes), sorted.
+    pub(super) chunks: Vec<(String, u64, u64)>,
+}
+
+/// The parameter slices `module` reads (key, offset, length in bytes).
+fn chunks_of(module: &Module, into: &mut std::collections::BTreeSet<(String, u64, u64)>) {
+    for f in &module.functions {
+        for n in f.nodes() {
+            if let crate::graph::Op::Parameter {
+                key,
+                offset: Some(o),
+            } = &n.op
+            {
+                into.insert((key.clone(), *o, n.ty.byte_size() as u64));
+            }
+        }
+    }
 }
 
 /// Builds and prints the forward module and, with `opts.kv`, the KV-cache
@@ -48,6 +66,8 @@ pub(super) fn print_graphs(
         opts.max_tensor_bytes,
     )?;
     let text = print(&module)?;
+    let mut chunks = std::collections::BTreeSet::new();
+    chunks_of(&module, &mut chunks);
     let kv = match &opts.kv {
         Some(kv) => {
             let ko = kv_options(
@@ -64,11 +84,16 @@ pub(super) fn print_graphs(
                 &format!("{}_kv", identifier(names.layout.name())),
             )?;
             let kv_text = print(&m)?;
+            chunks_of(&m, &mut chunks);
             Some((ko, kv_text))
         }
         None => None,
     };
-    Ok(Graphs { text, kv })
+    Ok(Graphs {
+        text,
+        kv,
+        chunks: chunks.into_iter().collect(),
+    })
 }
 
 /// Builds the forward module of `ckpt` (one function, argmax in the graph).

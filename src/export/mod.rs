@@ -109,7 +109,15 @@ pub fn export(ckpt: &Checkpoint, opts: &ExportOptions) -> Result<ExportReport> {
     let t1 = Instant::now();
     let stored = plan::entries(ckpt, &plan);
     let progress = crate::progress::or_silent(&opts.progress);
-    let weights = write::write_weights(ckpt, &plan, &stored, &staging, &names, progress)?;
+    let weights = write::write_weights(
+        ckpt,
+        &plan,
+        &stored,
+        &graphs.chunks,
+        &staging,
+        &names,
+        progress,
+    )?;
     let weights_seconds = t1.elapsed().as_secs_f64();
 
     let checkpoint = manifest::checkpoint_record(&ckpt.path)?;

@@ -9,7 +9,7 @@ use super::plan::{rows_of, tensor_rows_bytes, Entry};
 use super::Names;
 use crate::manifest::ExportManifest;
 use crate::models::{Checkpoint, WeightPlan};
-use crate::params::irpa::{EntrySpec, IrpaWriter};
+use crate::params::irpa::{chunk_key, EntrySpec, IrpaWriter};
 use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
 use crate::params::{TensorWriter, Written};
 use crate::progress::Progress;
@@ -31,9 +31,13 @@ pub(super) struct WeightFiles {
 }
 
 /// Creates the safetensors and irpa writers (hashing as they write) for
-/// the `stored` entries.
+/// the `stored` entries; the irpa also gets one entry over each row chunk
+/// in `chunks` (key, offset, length) that starts on the storage alignment
+/// (all of them: chunks are 256-byte aligned), which stores no bytes of its
+/// own (spec/irpa.md, "Row-chunk entries").
 fn open_archives(
     stored: &[Entry],
+    chunks: &[(String, u64, u64)],
     st_path: &Path,
     irpa_path: &Path,
 ) -> Result<(SafetensorsWriter, IrpaWriter)> {
@@ -44,6 +48,11 @@ fn open_archives(
     let entries: Vec<EntrySpec> = stored
         .iter()
         .map(|e| EntrySpec::data(e.name.clone(), e.bytes()))
+        .chain(chunks.iter().filter(|(_, offset, _)| offset % 64 == 0).map(
+            |(key, offset, length)| {
+                EntrySpec::part_of(chunk_key(key, *offset), key.clone(), *offset, *length)
+            },
+        ))
         .collect();
     let meta = vec![("format".to_string(), "pt".to_string())];
     let st = SafetensorsWriter::new_hashed(st_path, &specs, &meta)?;
@@ -62,12 +71,14 @@ pub(super) fn write_weights(
     ckpt: &Checkpoint,
     plan: &WeightPlan,
     stored: &[Entry],
+    chunks: &[(String, u64, u64)],
     staging: &Staging,
     names: &Names,
     progress: &dyn Progress,
 ) -> Result<WeightFiles> {
     let (st, irpa) = open_archives(
         stored,
+        chunks,
         &staging.path(&names.layout.file(Artifact::Safetensors)),
         &staging.path(&names.layout.file(Artifact::Irpa)),
     )?;

@@ -116,21 +116,25 @@ pub(crate) fn compile_with(
         // A tied embedding's products, and the products of a row-chunk
         // slice, read it under a key of their own, imported from a scratch
         // archive of those bytes.
-        let split =
-            super::pack::split_products(&parsed.module).map_err(|source| IreeError::Lowering {
+        let pack_error = |e| IreeError::Pack {
+            module: out.to_path_buf(),
+            source: Box::new(e),
+        };
+        let entries = crate::params::irpa::IrpaReader::open(archive).map_err(pack_error)?;
+        let split = super::pack::split_products(&parsed.module, |k| entries.entry(k).is_some())
+            .map_err(|source| IreeError::Lowering {
                 mlir: mlir.to_path_buf(),
                 source,
             })?;
+        drop(entries);
         let module = match split {
             Some((module, keys)) => {
-                let extra_archive = scratch.path().join("products.irpa");
-                super::pack::write_split_archive(archive, &keys, &extra_archive).map_err(|e| {
-                    IreeError::Pack {
-                        module: out.to_path_buf(),
-                        source: Box::new(e),
-                    }
-                })?;
-                archives.push(extra_archive);
+                if !keys.is_empty() {
+                    let extra_archive = scratch.path().join("products.irpa");
+                    super::pack::write_split_archive(archive, &keys, &extra_archive)
+                        .map_err(pack_error)?;
+                    archives.push(extra_archive);
+                }
                 text = module.print(&parsed.print_options(), None)?;
                 module
             }

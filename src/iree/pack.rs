@@ -9,7 +9,7 @@
 //! once. Nothing is packed at load.
 
 use crate::graph::{Graph, GraphError, Module, Node, Op, Value};
-use crate::params::irpa::{EntrySpec, IrpaReader, IrpaWriter};
+use crate::params::irpa::{chunk_key, EntrySpec, IrpaReader, IrpaWriter};
 use crate::params::{ParamsError, TensorWriter};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -181,9 +181,20 @@ pub type Split = (Module, Vec<SplitKey>);
 ///   product, read as `KEY@OFFSET#products`, a whole entry of the slice's
 ///   bytes: iree-compile 3.13 crashes importing a slice (spec/iree.md).
 ///
-/// Returns the module and the new keys; `None` when no parameter is split.
-pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
+/// And every other read of a row-chunk slice (a gather of a chunked
+/// table) reads the whole entry the export's archive has over that chunk
+/// (`KEY@OFFSET`, [`crate::params::irpa::chunk_key`]) when `archive_has`
+/// says it is there: a module that reads no slice past an entry's start
+/// can have the archive mapped by iree-base-runtime 3.13 (spec/iree.md).
+///
+/// Returns the module and the new keys (empty when only slices were
+/// renamed); `None` when nothing changed.
+pub fn split_products(
+    module: &Module,
+    archive_has: impl Fn(&str) -> bool,
+) -> Result<Option<Split>, GraphError> {
     let mut split: Vec<SplitKey> = Vec::new();
+    let mut renamed = false;
     let mut out = module.clone();
     out.functions.clear();
     for f in &module.functions {
@@ -201,7 +212,15 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
                 None => false,
             })
             .collect();
-        if !mixed.iter().any(|&m| m) {
+        // The whole-entry key of each slice read other than by products.
+        let chunk = |i: usize| match &nodes[i].op {
+            Op::Parameter {
+                key,
+                offset: Some(o),
+            } => Some(chunk_key(key, *o)).filter(|k| archive_has(k)),
+            _ => None,
+        };
+        if !mixed.iter().any(|&m| m) && !(0..nodes.len()).any(|i| chunk(i).is_some()) {
             out.functions.push(f.clone());
             continue;
         }
@@ -241,6 +260,10 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
             }
             let v = match &n.op {
                 Op::Input { .. } => g.input(n.ty.clone()),
+                Op::Parameter { .. } if chunk(i).is_some() => {
+                    renamed = true;
+                    g.parameter(&chunk(i).unwrap_or_default(), n.ty.clone())?
+                }
                 op => {
                     let copy = reads_copy(i);
                     let mut args = Vec::with_capacity(n.args.len());
@@ -262,7 +285,7 @@ pub fn split_products(module: &Module) -> Result<Option<Split>, GraphError> {
         g.set_outputs_as(f, &map)?;
         out.functions.push(g);
     }
-    Ok((!split.is_empty()).then_some((out, split)))
+    Ok((!split.is_empty() || renamed).then_some((out, split)))
 }
 
 /// The products' copy of chain node `i` ([`split_products`]): its parameter
@@ -284,7 +307,7 @@ fn products_copy(
             let (new_key, range) = match offset {
                 None => (format!("{key}{PRODUCTS_SUFFIX}"), None),
                 Some(o) => (
-                    format!("{key}@{o}{PRODUCTS_SUFFIX}"),
+                    format!("{}{PRODUCTS_SUFFIX}", chunk_key(key, *o)),
                     Some((*o, n.ty.byte_size() as u64)),
                 ),
             };

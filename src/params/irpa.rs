@@ -535,6 +535,16 @@ pub(crate) fn splat_pattern(bytes: &[u8], elem_size: usize) -> Option<Vec<u8>> {
         .then(|| first.to_vec())
 }
 
+/// The name of the IRPA entry `kiln export` writes over one row chunk of
+/// entry `key`, the bytes from `offset` on that a graph reads as
+/// `#flow.parameter.named<…, {offset = …}>` ([`EntrySpec::part_of`]): a
+/// whole entry, which IREE's tools can import and which the mapped mode of
+/// iree-base-runtime 3.13 reads where it starts (spec/irpa.md, "Row-chunk
+/// entries").
+pub fn chunk_key(key: &str, offset: u64) -> String {
+    format!("{key}@{offset}")
+}
+
 /// One entry to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntrySpec {
@@ -547,10 +557,14 @@ pub struct EntrySpec {
     /// Per-entry metadata (empty for none; IREE's tools write none).
     pub metadata: Vec<u8>,
     /// `Some(name)`: a DATA entry with no bytes of its own, reading the
-    /// stored bytes of the earlier DATA entry `name` (same length). IREE's
-    /// parser takes two entries over one storage range; a runtime that maps
-    /// the archive then holds those bytes once.
+    /// stored bytes of the earlier DATA entry `name`, from
+    /// [`EntrySpec::shares_at`] on. IREE's parser takes entries over one
+    /// storage range, or over part of one; a runtime that maps the archive
+    /// then holds those bytes once.
     pub shares: Option<String>,
+    /// Where a shared entry's bytes start in those of the entry it shares
+    /// (0 for all of them).
+    pub shares_at: u64,
 }
 
 impl EntrySpec {
@@ -562,12 +576,31 @@ impl EntrySpec {
             splat: None,
             metadata: Vec::new(),
             shares: None,
+            shares_at: 0,
+        }
+    }
+
+    /// A DATA entry of `length` bytes stored nowhere else: bytes
+    /// `offset..offset + length` of the earlier DATA entry `of` (a row
+    /// chunk of a table, readable as a whole entry); `offset` must be a
+    /// multiple of the storage alignment (64). No bytes are streamed for
+    /// it.
+    pub fn part_of(
+        name: impl Into<String>,
+        of: impl Into<String>,
+        offset: u64,
+        length: u64,
+    ) -> Self {
+        EntrySpec {
+            shares: Some(of.into()),
+            shares_at: offset,
+            ..EntrySpec::data(name, length)
         }
     }
 
     /// A DATA entry of `length` bytes stored nowhere else: it reads the
-    /// bytes of the earlier DATA entry `of`, which has the same length. No
-    /// bytes are streamed for it.
+    /// bytes of the earlier DATA entry `of`, which has the same length (or
+    /// more: then its first `length`). No bytes are streamed for it.
     pub fn shared(name: impl Into<String>, of: impl Into<String>, length: u64) -> Self {
         EntrySpec {
             shares: Some(of.into()),
@@ -583,6 +616,7 @@ impl EntrySpec {
             splat: Some(pattern.to_vec()),
             metadata: Vec::new(),
             shares: None,
+            shares_at: 0,
         }
     }
 
@@ -633,8 +667,8 @@ impl IrpaWriter {
 }
 
 /// Refuses a repeated name, a splat pattern that cannot cover its entry
-/// and a shared entry whose storage is not an earlier DATA entry's of the
-/// same length.
+/// and a shared entry whose bytes are not within an earlier stored DATA
+/// entry's.
 fn check_specs(err: FileErrors, specs: &[EntrySpec]) -> Result<()> {
     let mut seen = HashSet::new();
     let mut stored: HashMap<&str, u64> = HashMap::new();
@@ -642,11 +676,18 @@ fn check_specs(err: FileErrors, specs: &[EntrySpec]) -> Result<()> {
         if !seen.insert(s.name.as_str()) {
             return Err(err.duplicate_name(&s.name));
         }
+        // A part starts on a DATA entry's alignment, as every entry does.
+        let end = s.shares_at.checked_add(s.length);
+        let fits = |stored_len: Option<&u64>| {
+            s.shares_at % DATA_ALIGNMENT == 0
+                && stored_len.is_some_and(|&n| end.is_some_and(|e| e <= n))
+        };
         match (&s.shares, &s.splat) {
-            (Some(of), None) if stored.get(of.as_str()) != Some(&s.length) => {
+            (Some(of), None) if !fits(stored.get(of.as_str())) => {
                 let msg = format!(
-                    "shares the bytes of \"{of}\", which is no earlier stored entry of {} bytes",
-                    s.length
+                    "shares {} bytes of \"{of}\" from byte {}, which is no earlier stored entry \
+                     holding them from a multiple of {DATA_ALIGNMENT}",
+                    s.length, s.shares_at
                 );
                 return Err(ParamsError::Write {
                     file: err.file(),
@@ -808,8 +849,9 @@ fn storage_offsets(err: FileErrors, specs: &[EntrySpec]) -> Result<(Vec<Option<u
         if s.splat.is_some() {
             data_rel.push(None);
         } else if let Some(of) = &s.shares {
-            // check_specs made sure `of` is an earlier stored entry.
-            data_rel.push(at_name.get(of.as_str()).copied());
+            // check_specs made sure `of` is an earlier stored entry that
+            // holds the shared bytes.
+            data_rel.push(at_name.get(of.as_str()).map(|at| at + s.shares_at));
         } else {
             at_name.insert(s.name.as_str(), align_up(scur, DATA_ALIGNMENT));
             let at = align_up(scur, DATA_ALIGNMENT);

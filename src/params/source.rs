@@ -241,7 +241,18 @@ struct IrpaSource {
 impl IrpaSource {
     fn new(r: IrpaReader) -> Result<Self> {
         let mut metas = Vec::new();
+        let data: HashMap<&str, (u64, u64)> = r
+            .entries()
+            .iter()
+            .filter_map(|e| match e.kind {
+                EntryKind::Data { offset, length } => Some((e.name.as_str(), (offset, length))),
+                _ => None,
+            })
+            .collect();
         for e in r.entries() {
+            if is_chunk_view(&e.name, &data) {
+                continue;
+            }
             let (kind, offset) = match e.kind {
                 EntryKind::Data { offset, .. } => {
                     (StorageKind::Data, Some(r.storage_offset() + offset))
@@ -278,6 +289,23 @@ impl IrpaSource {
         let index = index_of(&metas);
         Ok(IrpaSource { r, metas, index })
     }
+}
+
+/// Whether entry `name` is a row-chunk entry `KEY@OFFSET` that `kiln
+/// export` writes over part of entry `KEY` (spec/irpa.md, "Row-chunk
+/// entries"): a view of that table's bytes, not a tensor of its own, so
+/// `kiln params` does not list it.
+fn is_chunk_view(name: &str, data: &HashMap<&str, (u64, u64)>) -> bool {
+    let Some((key, at)) = name.rsplit_once('@') else {
+        return false;
+    };
+    let (Ok(at), Some(&(start, len)), Some(&(whole_start, whole_len))) =
+        (at.parse::<u64>(), data.get(name), data.get(key))
+    else {
+        return false;
+    };
+    whole_start.checked_add(at) == Some(start)
+        && at.checked_add(len).is_some_and(|end| end <= whole_len)
 }
 
 impl ParamSource for IrpaSource {
