@@ -9,7 +9,7 @@ use super::plan::{rows_of, tensor_rows_bytes, Entry};
 use super::Names;
 use crate::manifest::ExportManifest;
 use crate::models::{Checkpoint, WeightPlan};
-use crate::params::irpa::{chunk_key, EntrySpec, IrpaWriter};
+use crate::params::irpa::{chunk_key, EntrySpec, IrpaWriter, DATA_ALIGNMENT};
 use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
 use crate::params::{TensorWriter, Written};
 use crate::progress::Progress;
@@ -48,11 +48,14 @@ fn open_archives(
     let entries: Vec<EntrySpec> = stored
         .iter()
         .map(|e| EntrySpec::data(e.name.clone(), e.bytes()))
-        .chain(chunks.iter().filter(|(_, offset, _)| offset % 64 == 0).map(
-            |(key, offset, length)| {
-                EntrySpec::part_of(chunk_key(key, *offset), key.clone(), *offset, *length)
-            },
-        ))
+        .chain(
+            chunks
+                .iter()
+                .filter(|(_, offset, _)| offset % DATA_ALIGNMENT == 0)
+                .map(|(key, offset, length)| {
+                    EntrySpec::part_of(chunk_key(key, *offset), key.clone(), *offset, *length)
+                }),
+        )
         .collect();
     let meta = vec![("format".to_string(), "pt".to_string())];
     let st = SafetensorsWriter::new_hashed(st_path, &specs, &meta)?;

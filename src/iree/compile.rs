@@ -120,18 +120,17 @@ pub(crate) fn compile_with(
             module: out.to_path_buf(),
             source: Box::new(e),
         };
-        let entries = crate::params::irpa::IrpaReader::open(archive).map_err(pack_error)?;
-        let split = super::pack::split_products(&parsed.module, |k| entries.entry(k).is_some())
+        let reader = crate::params::irpa::IrpaReader::open(archive).map_err(pack_error)?;
+        let split = super::pack::split_products(&parsed.module, |k| reader.entry(k).is_some())
             .map_err(|source| IreeError::Lowering {
                 mlir: mlir.to_path_buf(),
                 source,
             })?;
-        drop(entries);
         let module = match split {
             Some((module, keys)) => {
                 if !keys.is_empty() {
                     let extra_archive = scratch.path().join("products.irpa");
-                    super::pack::write_split_archive(archive, &keys, &extra_archive)
+                    super::pack::write_split_archive(&reader, &keys, &extra_archive)
                         .map_err(pack_error)?;
                     archives.push(extra_archive);
                 }

@@ -212,15 +212,19 @@ pub fn split_products(
                 None => false,
             })
             .collect();
-        // The whole-entry key of each slice read other than by products.
-        let chunk = |i: usize| match &nodes[i].op {
-            Op::Parameter {
-                key,
-                offset: Some(o),
-            } => Some(chunk_key(key, *o)).filter(|k| archive_has(k)),
-            _ => None,
-        };
-        if !mixed.iter().any(|&m| m) && !(0..nodes.len()).any(|i| chunk(i).is_some()) {
+        // The whole entry the archive has over each slice, which its reads
+        // other than by products take instead.
+        let chunks: Vec<Option<String>> = nodes
+            .iter()
+            .map(|n| match &n.op {
+                Op::Parameter {
+                    key,
+                    offset: Some(o),
+                } => Some(chunk_key(key, *o)).filter(|k| archive_has(k)),
+                _ => None,
+            })
+            .collect();
+        if !mixed.iter().any(|&m| m) && chunks.iter().all(Option::is_none) {
             out.functions.push(f.clone());
             continue;
         }
@@ -260,9 +264,9 @@ pub fn split_products(
             }
             let v = match &n.op {
                 Op::Input { .. } => g.input(n.ty.clone()),
-                Op::Parameter { .. } if chunk(i).is_some() => {
+                Op::Parameter { .. } if chunks[i].is_some() => {
                     renamed = true;
-                    g.parameter(&chunk(i).unwrap_or_default(), n.ty.clone())?
+                    g.parameter(chunks[i].as_deref().unwrap_or_default(), n.ty.clone())?
                 }
                 op => {
                     let copy = reads_copy(i);
@@ -330,14 +334,14 @@ fn products_copy(
 }
 
 /// Writes `out`, an archive of the keys of [`split_products`]: each new key
-/// with the bytes (or the slice of them) of its source in `archive`, for
-/// iree-compile to import beside it.
+/// with the bytes (or the slice of them) of its source in the export's
+/// archive `reader`, for iree-compile to import beside it.
 pub(crate) fn write_split_archive(
-    archive: &Path,
+    reader: &IrpaReader,
     keys: &[SplitKey],
     out: &Path,
 ) -> Result<(), ParamsError> {
-    let reader = IrpaReader::open(archive)?;
+    let archive = reader.path();
     let mut specs = Vec::new();
     let mut data = Vec::new();
     for k in keys {

@@ -545,6 +545,13 @@ pub fn chunk_key(key: &str, offset: u64) -> String {
     format!("{key}@{offset}")
 }
 
+/// The key and offset a [`chunk_key`] name is made of; `None` for a name
+/// that is not one.
+pub fn parse_chunk_key(name: &str) -> Option<(&str, u64)> {
+    let (key, offset) = name.rsplit_once('@')?;
+    Some((key, offset.parse().ok()?))
+}
+
 /// One entry to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntrySpec {

@@ -296,11 +296,10 @@ impl IrpaSource {
 /// entries"): a view of that table's bytes, not a tensor of its own, so
 /// `kiln params` does not list it.
 fn is_chunk_view(name: &str, data: &HashMap<&str, (u64, u64)>) -> bool {
-    let Some((key, at)) = name.rsplit_once('@') else {
+    let Some((key, at)) = super::irpa::parse_chunk_key(name) else {
         return false;
     };
-    let (Ok(at), Some(&(start, len)), Some(&(whole_start, whole_len))) =
-        (at.parse::<u64>(), data.get(name), data.get(key))
+    let (Some(&(start, len)), Some(&(whole_start, whole_len))) = (data.get(name), data.get(key))
     else {
         return false;
     };
