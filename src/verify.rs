@@ -666,14 +666,14 @@ impl<'a> Check<'a> {
                 Artifact::Mlir
             };
             let out = tmp.path().join(&module.file);
-            let pack = c.pack.then(|| rebuilt.path(Artifact::Irpa));
             match crate::iree::compile::compile_with(
                 self.tc,
                 &rebuilt.path(mlir),
                 &c.target,
                 &out,
                 extra,
-                pack.as_deref(),
+                Some(&rebuilt.path(Artifact::Irpa)),
+                c.pack,
             ) {
                 Ok(()) => {
                     self.compare(&module.file, sha, &out);

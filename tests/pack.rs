@@ -457,6 +457,62 @@ fn row_chunks_are_packed_at_compile_time() {
     assert_packed_like_at_load(a, b);
 }
 
+/// Compiled without `--pack` for a CPU target, a chunked export's module
+/// reads the archive's whole entry over each chunk (`KEY@OFFSET`) in place
+/// of a slice past an entry's start, so a session can map the archive
+/// (spec/iree.md, "Row-chunk entries"): no parameter read at an offset,
+/// the same ids as the module compiled from the same MLIR without the
+/// archive (which reads slices), and `kiln verify --rebuild` remakes it
+/// byte for byte.
+#[test]
+fn a_cpu_module_reads_the_chunk_entries() {
+    let Some(tc) = common::toolchain() else {
+        return;
+    };
+    let gguf = common::fixture("gguf/quant/tiny-llama-quant-tied.gguf");
+    let a = tmpdir();
+    let a = a.path();
+    export_into_with(a, s(&gguf), "keep", &["--max-tensor-bytes", "65536"]);
+    ok(&["compile", s(&a.join("m-kv-gen.mlir")), "-t", "host"]);
+    // The same MLIR compiled by the library without the archive.
+    let c = tmpdir();
+    let c = c.path();
+    for f in ["m-kv-gen.mlir", "m.irpa", "m.json"] {
+        std::fs::copy(a.join(f), c.join(f)).unwrap();
+    }
+    kiln::iree::compile(
+        &tc,
+        &c.join("m-kv-gen.mlir"),
+        &kiln::iree::Target::Host,
+        &c.join("m-kv-host.vmfb"),
+        &[],
+    )
+    .unwrap();
+    let reads = |d: &Path| {
+        kiln::iree::inspect::inspect_module(&tc, &d.join("m-kv-host.vmfb"))
+            .unwrap()
+            .parameters
+    };
+    let qs = "model.embed_tokens.weight.qs";
+    let entries = reads(a);
+    assert!(entries.iter().all(|r| r.offset == 0), "{entries:?}");
+    assert!(
+        entries.iter().any(|r| r.key.starts_with(&format!("{qs}@"))),
+        "{entries:?}"
+    );
+    let slices = reads(c);
+    assert!(
+        slices.iter().any(|r| r.key == qs && r.offset > 0),
+        "{slices:?}"
+    );
+    assert_eq!(
+        generated(&a.join("m-kv-host.vmfb")),
+        generated(&c.join("m-kv-host.vmfb"))
+    );
+    let (code, out, err) = kiln(&["verify", s(a), "--rebuild"]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
 #[test]
 fn a_module_with_nothing_to_pack_says_so() {
     if common::toolchain().is_none() {

@@ -122,13 +122,15 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         .map(|s| s.to_string())
         .chain(args.extra.iter().cloned())
         .collect();
-    let pack = args.pack.then(|| {
-        Layout::of_module(&args.module)
-            .layout
-            .path(kiln::export::Artifact::Irpa)
-    });
+    // The export's archive beside the module: packing reads it, and a CPU
+    // module reads its row-chunk entries.
+    let archive = Layout::of_module(&args.module)
+        .layout
+        .path(kiln::export::Artifact::Irpa);
+    let archive = (args.pack || archive.is_file()).then_some(archive);
     let opts = kiln::iree::CompileOptions::default()
-        .pack(pack)
+        .archive(archive)
+        .pack(args.pack)
         .jobs(jobs)
         .extra(extra)
         .progress(super::progress::bars());

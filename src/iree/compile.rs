@@ -53,13 +53,20 @@ pub fn compile(
     out: &Path,
     extra: &[String],
 ) -> Result<()> {
-    compile_with(tc, mlir, target, out, extra, None)
+    compile_with(tc, mlir, target, out, extra, None, false)
 }
 
-/// [`compile`], and with `pack` (the export's parameter archive) on a CPU
-/// target, packs the weights of the matrix products at compile time into
-/// [`packed_archive`](super::pack::packed_archive)`(out)`, each distinct
-/// packed tensor stored once (`kiln compile --pack`, [`super::pack`]).
+/// [`compile`], given the export's parameter archive `archive` (the module
+/// reads it under its scope):
+/// - on a CPU target, every row-chunk slice the module reads is read
+///   through the archive's entry over that chunk, where it has one
+///   ([`super::pack::read_chunk_entries`]), so a session can map the
+///   archive;
+/// - with `pack` (`kiln compile --pack`, CPU targets), the weights of the
+///   matrix products are packed at compile time into
+///   [`packed_archive`](super::pack::packed_archive)`(out)`, each distinct
+///   packed tensor stored once ([`super::pack`]).
+///
 /// Without `pack`, a packed archive left beside `out` by an earlier
 /// compile is removed, so a module never meets a stale one.
 pub(crate) fn compile_with(
@@ -68,7 +75,8 @@ pub(crate) fn compile_with(
     target: &Target,
     out: &Path,
     extra: &[String],
-    pack: Option<&Path>,
+    archive: Option<&Path>,
+    pack: bool,
 ) -> Result<()> {
     target.validate()?;
     if !mlir.is_file() {
@@ -93,58 +101,68 @@ pub(crate) fn compile_with(
         _ => text,
     };
     let packed_out = super::pack::packed_archive(out);
+    let cpu = !matches!(target, Target::Vulkan { .. });
+    if pack && cpu && archive.is_none_or(|a| !a.is_file()) {
+        let archive = archive.map_or_else(|| mlir.with_extension("irpa"), Path::to_path_buf);
+        return Err(io(
+            &archive,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the export's parameter archive, which packing at compile time reads, is not there",
+            ),
+        ));
+    }
     // The packing flags go before the caller's (a later flag wins).
     let mut flags = Vec::new();
     let mut export = None;
-    if let (Some(archive), false) = (pack, matches!(target, Target::Vulkan { .. })) {
-        if !archive.is_file() {
-            return Err(io(
-                archive,
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "the export's parameter archive, which packing at compile time reads, is not there",
-                ),
-            ));
-        }
+    if let (Some(archive), true) = (archive.filter(|a| a.is_file()), cpu) {
         let parsed = crate::stablehlo::parse_module_full(&text).map_err(|e| e.with_file(mlir))?;
-        let scope = parsed.scope.as_deref().unwrap_or("model").to_string();
-        let scratch = tempfile::Builder::new()
-            .prefix(".kiln-tmp-")
-            .tempdir_in(&dir)
-            .map_err(|e| io(&dir, e))?;
-        let mut archives = vec![archive.to_path_buf()];
-        // A tied embedding's products, and the products of a row-chunk
-        // slice, read it under a key of their own, imported from a scratch
-        // archive of those bytes.
         let pack_error = |e| IreeError::Pack {
             module: out.to_path_buf(),
             source: Box::new(e),
         };
-        let reader = crate::params::irpa::IrpaReader::open(archive).map_err(pack_error)?;
-        let split = super::pack::split_products(&parsed.module, |k| reader.entry(k).is_some())
-            .map_err(|source| IreeError::Lowering {
-                mlir: mlir.to_path_buf(),
-                source,
-            })?;
-        let module = match split {
-            Some((module, keys)) => {
-                if !keys.is_empty() {
-                    let extra_archive = scratch.path().join("products.irpa");
-                    super::pack::write_split_archive(&reader, &keys, &extra_archive)
-                        .map_err(pack_error)?;
-                    archives.push(extra_archive);
-                }
-                text = module.print(&parsed.print_options(), None)?;
-                module
-            }
-            None => parsed.module,
+        let lowering = |source| IreeError::Lowering {
+            mlir: mlir.to_path_buf(),
+            source,
         };
-        let keys = super::pack::packable_keys(&module);
-        if !keys.is_empty() {
-            let path = scratch.path().join("packed.irpa");
-            let archives: Vec<&Path> = archives.iter().map(PathBuf::as_path).collect();
-            flags = super::flags::pack_flags(&archives, &scope, &keys, &path);
-            export = Some((scratch, path));
+        let reader = crate::params::irpa::IrpaReader::open(archive).map_err(pack_error)?;
+        let has = |k: &str| reader.entry(k).is_some();
+        if !pack {
+            let chunked = super::pack::read_chunk_entries(&parsed.module, has).map_err(lowering)?;
+            if let Some(module) = chunked {
+                text = module.print(&parsed.print_options(), None)?;
+            }
+        } else {
+            let scope = parsed.scope.as_deref().unwrap_or("model").to_string();
+            let scratch = tempfile::Builder::new()
+                .prefix(".kiln-tmp-")
+                .tempdir_in(&dir)
+                .map_err(|e| io(&dir, e))?;
+            let mut archives = vec![archive.to_path_buf()];
+            // A tied embedding's products, and the products of a row-chunk
+            // slice, read it under a key of their own, imported from a
+            // scratch archive of those bytes.
+            let split = super::pack::split_products(&parsed.module, has).map_err(lowering)?;
+            let module = match split {
+                Some((module, keys)) => {
+                    if !keys.is_empty() {
+                        let extra_archive = scratch.path().join("products.irpa");
+                        super::pack::write_split_archive(&reader, &keys, &extra_archive)
+                            .map_err(pack_error)?;
+                        archives.push(extra_archive);
+                    }
+                    text = module.print(&parsed.print_options(), None)?;
+                    module
+                }
+                None => parsed.module,
+            };
+            let keys = super::pack::packable_keys(&module);
+            if !keys.is_empty() {
+                let path = scratch.path().join("packed.irpa");
+                let archives: Vec<&Path> = archives.iter().map(PathBuf::as_path).collect();
+                flags = super::flags::pack_flags(&archives, &scope, &keys, &path);
+                export = Some((scratch, path));
+            }
         }
     }
     flags.extend(extra.iter().cloned());
@@ -296,10 +314,15 @@ pub struct CompileOptions {
     /// Receives one [`Unit::None`](crate::progress::Unit) step per target,
     /// `compile TARGET`.
     pub progress: Option<crate::progress::SharedProgress>,
-    /// The export's parameter archive, to pack the weights of the CPU
-    /// targets' matrix products at compile time (`kiln compile --pack`,
-    /// [`super::pack`]); `None`: packed at load, as IREE does by default.
-    pub pack: Option<PathBuf>,
+    /// The export's parameter archive, which the module reads: a CPU
+    /// module reads its row-chunk entries in place of slices (a session
+    /// can then map it), and [`pack`](Self::pack) packs from it; `None`:
+    /// the module as printed.
+    pub archive: Option<PathBuf>,
+    /// Packs the weights of the CPU targets' matrix products at compile
+    /// time from [`archive`](Self::archive) (`kiln compile --pack`,
+    /// [`super::pack`]); `false`: packed at load, as IREE does by default.
+    pub pack: bool,
 }
 
 impl Default for CompileOptions {
@@ -309,7 +332,8 @@ impl Default for CompileOptions {
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             extra: Vec::new(),
             progress: None,
-            pack: None,
+            archive: None,
+            pack: false,
         }
     }
 }
@@ -334,10 +358,17 @@ impl CompileOptions {
         self
     }
 
-    /// Packs the CPU targets' weights at compile time from the export's
-    /// parameter archive `archive` (`None`: at load).
-    pub fn pack(mut self, archive: impl Into<Option<PathBuf>>) -> Self {
-        self.pack = archive.into();
+    /// Sets the export's parameter archive the module reads (`None`: the
+    /// module as printed, reading slices of a chunked table).
+    pub fn archive(mut self, archive: impl Into<Option<PathBuf>>) -> Self {
+        self.archive = archive.into();
+        self
+    }
+
+    /// Packs the CPU targets' weights at compile time from
+    /// [`archive`](Self::archive) (`false`: at load).
+    pub fn pack(mut self, pack: bool) -> Self {
+        self.pack = pack;
         self
     }
 
@@ -400,7 +431,8 @@ impl Toolchain {
                         &targets[i],
                         &outs[i],
                         &opts.extra,
-                        opts.pack.as_deref(),
+                        opts.archive.as_deref(),
+                        opts.pack,
                     );
                     progress.finish(&label, r.is_ok());
                     if let Ok(mut g) = results.lock() {

@@ -16,7 +16,7 @@
 
 pub(crate) mod compile;
 pub(crate) mod flags;
-pub(crate) mod inspect;
+pub mod inspect;
 pub(crate) mod limits;
 pub mod pack;
 pub(crate) mod run;

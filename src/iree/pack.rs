@@ -193,6 +193,31 @@ pub fn split_products(
     module: &Module,
     archive_has: impl Fn(&str) -> bool,
 ) -> Result<Option<Split>, GraphError> {
+    rewrite(module, archive_has, true)
+}
+
+/// `module` with every read of a row-chunk slice reading instead the whole
+/// entry the export's archive has over that chunk (`KEY@OFFSET`,
+/// [`crate::params::irpa::chunk_key`]), where `archive_has` says it is
+/// there: the part of [`split_products`] a module compiled without
+/// `--pack` takes, so that a CPU session can map the archive
+/// (iree-base-runtime 3.13 reads a slice past an entry's start right only
+/// from a file handle, spec/iree.md). Such a module needs the `.irpa`: the
+/// `.safetensors` has no chunk entries. `None` when no slice has an entry.
+pub fn read_chunk_entries(
+    module: &Module,
+    archive_has: impl Fn(&str) -> bool,
+) -> Result<Option<Module>, GraphError> {
+    Ok(rewrite(module, archive_has, false)?.map(|(m, _)| m))
+}
+
+/// [`split_products`] (`split`), or only its renaming of slices to chunk
+/// entries ([`read_chunk_entries`]).
+fn rewrite(
+    module: &Module,
+    archive_has: impl Fn(&str) -> bool,
+    split_products: bool,
+) -> Result<Option<Split>, GraphError> {
     let mut split: Vec<SplitKey> = Vec::new();
     let mut renamed = false;
     let mut out = module.clone();
@@ -205,11 +230,11 @@ pub fn split_products(
         // with both kinds of use, or a slice with any product use.
         let mixed: Vec<bool> = (0..nodes.len())
             .map(|i| match root_param(i, nodes) {
-                Some((_, offset)) => {
+                Some((_, offset)) if split_products => {
                     (offset.is_some() || !to_dots(i, nodes, &users))
                         && users[i].iter().any(|&u| on_product_path(u, nodes, &users))
                 }
-                None => false,
+                _ => false,
             })
             .collect();
         // The whole entry the archive has over each slice, which its reads
