@@ -457,15 +457,17 @@ fn row_chunks_are_packed_at_compile_time() {
     assert_packed_like_at_load(a, b);
 }
 
-/// Compiled without `--pack` for a CPU target, a chunked export's module
-/// reads the archive's whole entry over each chunk (`KEY@OFFSET`) in place
-/// of a slice past an entry's start, so a session can map the archive
-/// (spec/iree.md, "Row-chunk entries"): no parameter read at an offset,
-/// the same ids as the module compiled from the same MLIR without the
-/// archive (which reads slices), and `kiln verify --rebuild` remakes it
-/// byte for byte.
+/// Compiled without `--pack`, a chunked export's module reads the
+/// archive's whole entry over each chunk (`KEY@OFFSET`) in place of a
+/// slice past an entry's start, so a runtime may map the archive
+/// (spec/iree.md, "Row chunks read through their entries"): no parameter
+/// read at an offset; the KV pair on the host (its session maps the
+/// archive) gives the ids of the module compiled from the same MLIR
+/// without the archive (which reads slices, from a file handle); the
+/// forward on lavapipe gives the host's; and `kiln verify --rebuild`
+/// remakes them byte for byte.
 #[test]
-fn a_cpu_module_reads_the_chunk_entries() {
+fn modules_read_the_chunk_entries() {
     let Some(tc) = common::toolchain() else {
         return;
     };
@@ -509,6 +511,29 @@ fn a_cpu_module_reads_the_chunk_entries() {
         generated(&a.join("m-kv-host.vmfb")),
         generated(&c.join("m-kv-host.vmfb"))
     );
+    // The forward on Vulkan reads the chunk entries too.
+    ok(&["compile", s(&a.join("m-gen.mlir")), "-t", "host,vulkan"]);
+    let vk = kiln::iree::inspect::inspect_module(&tc, &a.join("m-vulkan.vmfb"))
+        .unwrap()
+        .parameters;
+    assert!(vk.iter().all(|r| r.offset == 0), "{vk:?}");
+    if common::lavapipe_present() {
+        let tokens = "3,1,4,1,5,9,2,6";
+        let on = |vmfb: &str, device: &str| {
+            run_ids(&[
+                "run",
+                s(&a.join(vmfb)),
+                "--tokens",
+                tokens,
+                "--device",
+                device,
+            ])
+        };
+        assert_eq!(
+            on("m-vulkan.vmfb", "vulkan"),
+            on("m-host.vmfb", "local-task")
+        );
+    }
     let (code, out, err) = kiln(&["verify", s(a), "--rebuild"]);
     assert_eq!(code, 0, "{out}{err}");
 }

@@ -122,7 +122,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         .map(|s| s.to_string())
         .chain(args.extra.iter().cloned())
         .collect();
-    // The export's archive beside the module: packing reads it, and a CPU
+    // The export's archive beside the module: packing reads it, and the
     // module reads its row-chunk entries.
     let archive = Layout::of_module(&args.module)
         .layout

@@ -58,10 +58,12 @@ pub fn compile(
 
 /// [`compile`], given the export's parameter archive `archive` (the module
 /// reads it under its scope):
-/// - on a CPU target, every row-chunk slice the module reads is read
-///   through the archive's entry over that chunk, where it has one
-///   ([`super::pack::read_chunk_entries`]), so a session can map the
-///   archive;
+/// - every row-chunk slice the module reads is read through the archive's
+///   entry over that chunk, where it has one
+///   ([`super::pack::read_chunk_entries`]): the module then gives the
+///   same bytes whether a runtime maps the archive or reads it (the mapped
+///   mode of iree-base-runtime 3.13 reads a slice from its entry's start),
+///   and a CPU session maps it;
 /// - with `pack` (`kiln compile --pack`, CPU targets), the weights of the
 ///   matrix products are packed at compile time into
 ///   [`packed_archive`](super::pack::packed_archive)`(out)`, each distinct
@@ -101,8 +103,8 @@ pub(crate) fn compile_with(
         _ => text,
     };
     let packed_out = super::pack::packed_archive(out);
-    let cpu = !matches!(target, Target::Vulkan { .. });
-    if pack && cpu && archive.is_none_or(|a| !a.is_file()) {
+    let pack = pack && !matches!(target, Target::Vulkan { .. });
+    if pack && archive.is_none_or(|a| !a.is_file()) {
         let archive = archive.map_or_else(|| mlir.with_extension("irpa"), Path::to_path_buf);
         return Err(io(
             &archive,
@@ -115,7 +117,7 @@ pub(crate) fn compile_with(
     // The packing flags go before the caller's (a later flag wins).
     let mut flags = Vec::new();
     let mut export = None;
-    if let (Some(archive), true) = (archive.filter(|a| a.is_file()), cpu) {
+    if let Some(archive) = archive.filter(|a| a.is_file()) {
         let parsed = crate::stablehlo::parse_module_full(&text).map_err(|e| e.with_file(mlir))?;
         let pack_error = |e| IreeError::Pack {
             module: out.to_path_buf(),
@@ -314,10 +316,10 @@ pub struct CompileOptions {
     /// Receives one [`Unit::None`](crate::progress::Unit) step per target,
     /// `compile TARGET`.
     pub progress: Option<crate::progress::SharedProgress>,
-    /// The export's parameter archive, which the module reads: a CPU
-    /// module reads its row-chunk entries in place of slices (a session
-    /// can then map it), and [`pack`](Self::pack) packs from it; `None`:
-    /// the module as printed.
+    /// The export's parameter archive, which the module reads: the module
+    /// reads its row-chunk entries in place of slices (a runtime can then
+    /// map it), and [`pack`](Self::pack) packs from it; `None`: the module
+    /// as printed.
     pub archive: Option<PathBuf>,
     /// Packs the weights of the CPU targets' matrix products at compile
     /// time from [`archive`](Self::archive) (`kiln compile --pack`,

@@ -200,7 +200,7 @@ pub fn split_products(
 /// entry the export's archive has over that chunk (`KEY@OFFSET`,
 /// [`crate::params::irpa::chunk_key`]), where `archive_has` says it is
 /// there: the part of [`split_products`] a module compiled without
-/// `--pack` takes, so that a CPU session can map the archive
+/// `--pack` takes, so that a runtime can map the archive
 /// (iree-base-runtime 3.13 reads a slice past an entry's start right only
 /// from a file handle, spec/iree.md). Such a module needs the `.irpa`: the
 /// `.safetensors` has no chunk entries. `None` when no slice has an entry.
