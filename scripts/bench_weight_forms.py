@@ -32,6 +32,14 @@ Forms:
                and the rounded rest at s/254), one i8 x i8 product of two rows,
                the rows combined after it
 
+  w8a16-s16    the same i8 weights, the vector rounded once to a 14-bit
+               integer (|x| <= 8191: the i32 sums cannot overflow for K up
+               to 2064) and both sides converted to i16: one s16 x s16
+               product, IREE's avx512vnni kernel on x86 (the weights are
+               packed at load as i16, twice the bytes)
+  w8a16-s16s8  the 14-bit vector as i16 against the i8 weights as they are
+               (IREE 3.13 has no s16 x s8 kernel)
+
 Set FORMS="w8a8 w8a16" (names, space-separated) to run only those rows, and
 MODEL=gemma3 for Gemma 3 270M's weight set (18 layers, the 262144-row head;
 its w8a16 row has `fast`'s down projections in two terms) instead of SmolLM2's.
@@ -81,7 +89,7 @@ def mats(form):
         rest = [(n, layers * r, c) for n, r, c in layer if c != k0]
         return [("all", layers * fused, k0), *rest, head]
     out = [(f"l{l}.{n}", r, c) for l in range(layers) for n, r, c in layer]
-    if MODEL == "gemma3" and form == "w8a16":
+    if MODEL == "gemma3" and form.startswith("w8a16"):
         out = [(key, 2 * r if key.endswith(".down") else r, c) for key, r, c in out]
     return out + [head]
 
@@ -188,12 +196,27 @@ def build(form, base):
                 w = m.emit(f"stablehlo.add {w}, {mb} : tensor<{n}x{b}x32xf32>")
                 y = m.emit(f"stablehlo.dot_general {w}, {xv}, contracting_dims = [1, 2] x [0, 1] : (tensor<{n}x{b}x32xf32>, tensor<{b}x32xf32>) -> tensor<{n}xf32>")
             r = m.emit(f"stablehlo.reshape {y} : (tensor<{n}xf32>) -> tensor<1x{n}xf32>")
-        elif form in ("w8-row", "w8a8", "w8a16"):
+        elif form in ("w8-row", "w8a8", "w8a16", "w8a16-s16", "w8a16-s16s8"):
             q = m.param(key, f"tensor<{n}x{k}xi8>", "I8", rng.integers(-127, 128, (n, k), dtype=np.int8))
             s = m.param(key + ".s", f"tensor<{n}xf32>", "F32", (rng.random(n) * 0.01).astype(np.float32))
             if form == "w8-row":
                 qf = m.emit(f"stablehlo.convert {q} : (tensor<{n}x{k}xi8>) -> tensor<{n}x{k}xf32>")
                 y = m.emit(f"stablehlo.dot_general {x}, {qf}, contracting_dims = [1] x [1] : (tensor<1x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<1x{n}xf32>")
+            elif form in ("w8a16-s16", "w8a16-s16s8"):
+                if k not in qx:  # the vector as one 14-bit integer once per call
+                    a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
+                    mx = reduce(m, a, "maximum", "0, 1", f"tensor<1x{k}xf32>", "tensor<f32>")
+                    c = m.emit("stablehlo.constant dense<8191.0> : tensor<f32>")
+                    sx = m.emit(f"stablehlo.divide {mx}, {c} : tensor<f32>")
+                    sxb = m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [] : (tensor<f32>) -> tensor<1x{k}xf32>")
+                    xr = m.emit(f"stablehlo.round_nearest_even {m.emit(f'stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
+                    qx[k] = m.emit(f"stablehlo.convert {xr} : (tensor<1x{k}xf32>) -> tensor<1x{k}xi16>")
+                if form == "w8a16-s16":
+                    qw, wt = m.emit(f"stablehlo.convert {q} : (tensor<{n}x{k}xi8>) -> tensor<{n}x{k}xi16>"), "i16"
+                else:
+                    qw, wt = q, "i8"
+                yi = m.emit(f"stablehlo.dot_general {qx[k]}, {qw}, contracting_dims = [1] x [1] : (tensor<1x{k}xi16>, tensor<{n}x{k}x{wt}>) -> tensor<1x{n}xi32>")
+                y = m.emit(f"stablehlo.convert {yi} : (tensor<1x{n}xi32>) -> tensor<1x{n}xf32>")
             elif form == "w8a16":
                 if k not in qx:  # the vector as two i8 terms once per call
                     sxb = vector_scale(m, x, k)
@@ -240,6 +263,8 @@ FORMS = [
     ("w8a8", ["--iree-llvmcpu-enable-ukernels=all"]),
     ("w8a16", []),
     ("w8a16", ["--iree-llvmcpu-enable-ukernels=all"]),
+    ("w8a16-s16", []),
+    ("w8a16-s16s8", []),
 ]
 
 

@@ -4,8 +4,10 @@
 # Q4_1 and Gemma 3 270M Q4_K_M. For each model, ROUNDS interleaved rounds of
 #   - kiln: the KV pair (`kiln export GGUF --seq 64 --kv-cache --prompt-len 64
 #     --max-context 128 --weights fast`, `kiln compile … -t host`, kiln's CPU
-#     preset), 300 decode calls at position 127 by iree-benchmark-module
-#     (local-task) under `perf record -F 1000`, from 3 s in (after the load);
+#     preset), $CALLS (default 800) decode calls at position 127 by
+#     iree-benchmark-module (local-task) under `perf record -e cpu-clock
+#     -F 1000` (a software clock: it samples in a VM without a PMU too),
+#     from 2 s in (after the load);
 #   - llama.cpp: `llama-bench -p 0 -n 64 -t 2 -r 10` under the same perf,
 #     from 1 s in.
 # Each recording is split by scripts/profile_split.py into core-ms per token
@@ -38,14 +40,14 @@ for model in smollm2 gemma3; do
   elf="$(ls "$out/bin-$model"/*.so | head -1)"
   read -ra caches < <(zero_caches "$out/$n.json")
   for r in $(seq "$rounds"); do
-    perf record -q -F 1000 -D 3000 -o "$out/k.data" -- "$bench" --device=local-task \
+    perf record -q -e cpu-clock -F 1000 -D 2000 -o "$out/k.data" -- "$bench" --device=local-task \
       --module="$out/$n-kv-host.vmfb" --parameters=model="$out/$n.irpa" --function="${n}_decode" \
       --input=1xi32=1234 --input=i32=127 "${caches[@]/#/--input=}" --benchmark_repetitions=1 \
-      --benchmark_min_time=300x >"$out/k.txt" 2>/dev/null
+      --benchmark_min_time="${CALLS:-800}x" >"$out/k.txt" 2>/dev/null
     ms=$(awk '/^BM_/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}' "$out/k.txt")
     split=$(python3 scripts/profile_split.py kiln "$out/k.data" "$ms" "$elf" | awk '{printf "%s | ", $2}')
     echo "| $model | kiln fast | $r | $ms | ${split% | } |"
-    LD_LIBRARY_PATH="$(dirname "$llama_bench")" perf record -q -F 1000 -D 1000 -o "$out/l.data" -- \
+    LD_LIBRARY_PATH="$(dirname "$llama_bench")" perf record -q -e cpu-clock -F 1000 -D 1000 -o "$out/l.data" -- \
       "$llama_bench" -m "$gguf" -p 0 -n 64 -t 2 -r 10 -o json >"$out/l.json" 2>/dev/null
     ms=$(python3 -c "import json; r=json.load(open('$out/l.json'))[0]; print(f\"{1000 / r['avg_ts']:.1f}\")")
     split=$(python3 scripts/profile_split.py llama "$out/l.data" "$ms" | awk '{printf "%s | ", $2}')

@@ -15,8 +15,9 @@ sees as anonymous `[JIT]` memory. DISPATCH_ELF is the same module's
 executable, dumped by `kiln compile ... -- --iree-hal-dump-executable-
 binaries-to=DIR` (the .vmfb is byte-identical with the flag): its load
 address is the page offset at which the sampled addresses fall on
-instruction boundaries, and a function whose body holds `vpmaddwd` is an
-integer product (the i8 and i16 `mmt4d` of the `fast` forms on x86).
+instruction boundaries, and a function whose body holds `vpmaddwd` (AVX2)
+or `vpdpwssd`/`vpdpbusd` (AVX-512 VNNI) is an integer product (the i8 and
+i16 `mmt4d` of the `fast` forms on x86).
 
 Categories (one line each, `name core-ms/token share`):
   products       kiln: dispatch functions with integer multiply-adds;
@@ -64,11 +65,13 @@ def elf_functions(elf):
             ins[int(m.group(1), 16)] = m.group(2)
     addrs = sorted(ins)
     starts = [a for a in addrs if ins[a].startswith("push   %rbp")]
+    # Integer multiply-adds: AVX2's, and AVX-512 VNNI's.
+    PRODUCT_OPS = ("vpmaddwd", "vpdpwssd", "vpdpbusd")
     product = set()
     for i, s in enumerate(starts):
         lo = bisect.bisect_left(addrs, s)
         hi = bisect.bisect_left(addrs, starts[i + 1]) if i + 1 < len(starts) else len(addrs)
-        if any("vpmaddwd" in ins[a] for a in addrs[lo:hi]):
+        if any(op in ins[a] for a in addrs[lo:hi] for op in PRODUCT_OPS):
             product.add(s)
     return ins, starts, product
 
