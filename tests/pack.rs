@@ -379,10 +379,8 @@ fn row_chunks_are_packed_at_compile_time() {
     let Some(_tc) = common::toolchain() else {
         return;
     };
-    let gguf = common::fixture("gguf/quant/tiny-llama-quant-tied.gguf");
-    let a = tmpdir();
+    let a = chunked_keep_export();
     let a = a.path();
-    export_into_with(a, s(&gguf), "keep", &["--max-tensor-bytes", "65536"]);
     let text = std::fs::read_to_string(a.join("m-kv-gen.mlir")).unwrap();
     let module = kiln::graph::Module::parse(&text).unwrap();
     // The export's archive has a whole entry over each chunk (no bytes of
@@ -471,10 +469,8 @@ fn modules_read_the_chunk_entries() {
     let Some(tc) = common::toolchain() else {
         return;
     };
-    let gguf = common::fixture("gguf/quant/tiny-llama-quant-tied.gguf");
-    let a = tmpdir();
+    let a = chunked_keep_export();
     let a = a.path();
-    export_into_with(a, s(&gguf), "keep", &["--max-tensor-bytes", "65536"]);
     ok(&["compile", s(&a.join("m-kv-gen.mlir")), "-t", "host"]);
     // The same MLIR compiled by the library without the archive.
     let c = tmpdir();
@@ -571,6 +567,15 @@ fn a_module_with_nothing_to_pack_says_so() {
     );
     assert!(a.join("m-host.vmfb").is_file());
     assert!(!a.join("m-host.packed.irpa").exists());
+}
+
+/// The tiny tied Q4_K GGUF exported `keep` with a 64 KiB tensor bound, so
+/// that the tied table and the larger matrices are read in row chunks.
+fn chunked_keep_export() -> tempfile::TempDir {
+    let gguf = common::fixture("gguf/quant/tiny-llama-quant-tied.gguf");
+    let a = tmpdir();
+    export_into_with(a.path(), s(&gguf), "keep", &["--max-tensor-bytes", "65536"]);
+    a
 }
 
 /// Both archives of an export store the vectors (norms, row scales) ahead
