@@ -117,7 +117,10 @@ pub(crate) fn compile_with(
     // The packing flags go before the caller's (a later flag wins).
     let mut flags = Vec::new();
     let mut export = None;
-    if let Some(archive) = archive.filter(|a| a.is_file()) {
+    // Without packing, only a module that reads a slice is rewritten (and
+    // only then parsed).
+    let slices = text.contains("\", {offset = ");
+    if let Some(archive) = archive.filter(|a| a.is_file() && (pack || slices)) {
         let parsed = crate::stablehlo::parse_module_full(&text).map_err(|e| e.with_file(mlir))?;
         let pack_error = |e| IreeError::Pack {
             module: out.to_path_buf(),
