@@ -374,6 +374,49 @@ fn keep_weights_are_packed_widened_with_the_tied_table_split() {
 /// nothing is compiled into the module as a constant, the gather keeps
 /// reading the export's slices, and the ids are those of the module
 /// packed at load.
+/// A `keep` matrix is widened from its codes in the graph, and IREE 3.13
+/// hoists that widening and its packing once per function: one f32 copy
+/// each for the prefill and the decode, unless both compute it by the same
+/// dispatch. Its data tiling swaps a one-row product's sides, so the
+/// graph writes the one-row products (the decode's, and the prefill's
+/// head) weight first, as `W · xᵀ`: both functions then pack the widened
+/// matrix the same way and IREE keeps one copy (SmolLM2 keep at load 1053
+/// → 664 MB, spec/quantized-weights.md, "One widened copy at load").
+#[test]
+fn one_row_products_of_widened_matrices_are_weight_first() {
+    let gguf = common::fixture("gguf/quant/tiny-llama-quant-tied.gguf");
+    let a = tmpdir();
+    export_into(a.path(), s(&gguf), "keep");
+    let text = std::fs::read_to_string(a.path().join("m-kv-gen.mlir")).unwrap();
+    let module = kiln::graph::Module::parse(&text).unwrap();
+    let widened = |f: &kiln::graph::Graph, v: kiln::graph::Value| {
+        matches!(
+            f.nodes()[v.index()].op,
+            kiln::graph::Op::DequantizeBlocks(_)
+        )
+    };
+    // (products of a widened matrix, of them weight first), per function.
+    let counts = |f: &kiln::graph::Graph| {
+        let products: Vec<_> = f
+            .nodes()
+            .iter()
+            .filter(|n| matches!(n.op, kiln::graph::Op::DotGeneral(_)))
+            .filter(|n| n.args.iter().any(|&a| widened(f, a)))
+            .collect();
+        let first = products.iter().filter(|n| widened(f, n.args[0])).count();
+        (products.len(), first)
+    };
+    let function = |suffix: &str| {
+        let f = module.functions.iter().find(|f| f.name.ends_with(suffix));
+        counts(f.expect("the KV pair's functions"))
+    };
+    // The checkpoint's 13 block-quantized layer matrices (one is stored
+    // f32) and the tied head: every decode product is one row, and of
+    // the prefill's P-row products only the head's.
+    assert_eq!(function("_decode"), (14, 14));
+    assert_eq!(function("_prefill"), (14, 1));
+}
+
 #[test]
 fn row_chunks_are_packed_at_compile_time() {
     let Some(_tc) = common::toolchain() else {

@@ -713,6 +713,7 @@ impl<'a> Decoder<'a> {
                 })
                 .collect();
         }
+        let widened = matches!(w, Table::Blocks(_));
         let chunks = match self.dense(w)? {
             Table::Whole(w) => vec![(0, w)],
             Table::Rows(chunks) => chunks,
@@ -720,7 +721,14 @@ impl<'a> Decoder<'a> {
         };
         chunks
             .into_iter()
-            .map(|(start, w)| Ok((start, self.g.linear(x, w)?)))
+            .map(|(start, w)| {
+                let y = if widened {
+                    self.g.linear_weight_first(x, w)?
+                } else {
+                    self.g.linear(x, w)?
+                };
+                Ok((start, y))
+            })
             .collect()
     }
 

@@ -39,6 +39,30 @@ impl Graph {
         )
     }
 
+    /// [`Graph::linear`], written weight first (`W · xᵀ`, reshaped back to
+    /// `[1, out]`) when `x` is one row `[1, in]`: the form IREE 3.13's data
+    /// tiling gives a one-row product anyway (it swaps a narrow left side),
+    /// so a matrix computed from its parameters (a block widening) gets the
+    /// same hoisted packing in a decode as in a prefill, and IREE keeps one
+    /// packed copy for both instead of two (spec/quantized-weights.md,
+    /// "One widened copy at load"). Other shapes are [`Graph::linear`].
+    pub fn linear_weight_first(&mut self, x: Value, w: Value) -> Result<Value, GraphError> {
+        let (tx, tw) = (self.ty(x).clone(), self.ty(w).clone());
+        if tx.rank() != 2 || tx.shape[0] != 1 || tw.rank() != 2 || tw.shape[1] != tx.shape[1] {
+            return self.linear(x, w);
+        }
+        let column = self.dot_general(
+            w,
+            x,
+            DotDims {
+                lhs_contract: vec![1],
+                rhs_contract: vec![1],
+                ..Default::default()
+            },
+        )?;
+        self.reshape(column, &[1, tw.shape[0]])
+    }
+
     /// RMSNorm over the last dim: `x / sqrt(mean(x²) + eps) * w`, `w: [D]`.
     pub fn rms_norm(&mut self, x: Value, w: Value, eps: f32) -> Result<Value, GraphError> {
         let (tx, tw) = (self.ty(x).clone(), self.ty(w).clone());
