@@ -119,7 +119,7 @@ pub(crate) fn compile_with(
     let mut export = None;
     // Without packing, only a module that reads a slice is rewritten (and
     // only then parsed).
-    let slices = text.contains("\", {offset = ");
+    let slices = text.contains(crate::stablehlo::SLICE_OPENS);
     if let Some(archive) = archive.filter(|a| a.is_file() && (pack || slices)) {
         let parsed = crate::stablehlo::parse_module_full(&text).map_err(|e| e.with_file(mlir))?;
         let pack_error = |e| IreeError::Pack {

@@ -5,7 +5,7 @@ mod printer;
 
 pub(crate) use parser::parse_module_full;
 pub use parser::ParsedModule;
-pub(crate) use printer::{print_module, sanitize_identifier};
+pub(crate) use printer::{print_module, sanitize_identifier, SLICE_OPENS};
 pub use printer::{ConstantPolicy, PrintError, PrintOptions, WeightSource};
 
 use std::fmt;

@@ -12,6 +12,12 @@ use crate::graph::{
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
+/// How a parameter slice's byte range starts in a printed module, right
+/// after the key: `#flow.parameter.named<"model"::"KEY", {offset = O : i64,
+/// length = L : i64}>`. A module's text holds it exactly when the module
+/// reads a slice.
+pub(crate) const SLICE_OPENS: &str = ", {offset = ";
+
 /// How parameters (weights) appear in the printed module.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConstantPolicy {
@@ -376,7 +382,7 @@ pub(crate) fn print_module(
         let part = match d.offset {
             None => String::new(),
             Some(o) => format!(
-                ", {{offset = {o} : i64, length = {} : i64}}",
+                "{SLICE_OPENS}{o} : i64, length = {} : i64}}",
                 d.ty.byte_size()
             ),
         };
