@@ -15,13 +15,15 @@ bench_setup() {
 # over $runs repetitions (the one time when $runs is 1: iree-benchmark-module
 # prints no median row then). A module compiled with `kiln compile --pack`
 # also reads its packed archive (VMFB's stem + .packed.irpa, scope packed).
+# The device is $device when set (local-sync: the calling thread alone),
+# else local-task (IREE's worker threads).
 bm() {
   local vmfb="$1" fn="$2" params="$3"; shift 3
   local args=()
   for i in "$@"; do args+=("--input=$i"); done
   local packed="${vmfb%.vmfb}.packed.irpa"
   [[ -f "$packed" ]] && args+=("--parameters=packed=$packed")
-  "$bench" --device=local-task --module="$vmfb" --parameters=model="$params" --function="$fn" \
+  "$bench" --device="${device:-local-task}" --module="$vmfb" --parameters=model="$params" --function="$fn" \
     "${args[@]}" --benchmark_repetitions="$runs" --benchmark_min_time=1x 2>/dev/null |
     awk -v runs="$runs" '(runs == 1 && /^BM_/) || /_median/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}'
 }

@@ -6,8 +6,9 @@ weight set (30 layers x q/k/v/o/gate/up/down + the tied 49152x576 LM head,
 random values), one module per storage form that does nothing but those
 matrix-vector products with runtime vectors, compiles it for the host with
 kiln's CPU preset flags (plus the flags named per row) and times it with
-iree-benchmark-module (median of RUNS, local-task). Also the machine's plain
-read bandwidth (a C loop over 256 MiB on every core, when gcc is present).
+iree-benchmark-module (median of RUNS, local-task, or DEVICE=local-sync for
+the calling thread alone). Also the machine's plain read bandwidth (a C loop
+over 256 MiB on one core and on every core, when gcc is present).
 
   python scripts/bench_weight_forms.py IREE_VENV [RUNS]
 
@@ -79,6 +80,9 @@ MODELS = {
                ("head", 262144, 640)),
 }
 MODEL = os.environ.get("MODEL", "smollm2")
+# The IREE device the rows run on: local-task (IREE's worker threads, one
+# per core) or local-sync (the calling thread alone).
+DEVICE = os.environ.get("DEVICE", "local-task")
 
 
 def mats(form):
@@ -268,7 +272,7 @@ FORMS = [
 ]
 
 
-def read_bandwidth(tmp):
+def read_bandwidth(tmp, threads=None):
     gcc = shutil.which("gcc")
     if not gcc:
         return None
@@ -287,7 +291,7 @@ static void *run(void *p) {
   volatile double sink = s0 + s1 + s2 + s3; (void)sink; return 0;
 }
 int main(void) {
-  threads = (int)sysconf(_SC_NPROCESSORS_ONLN); n = (256u << 20) / 8;
+  threads = getenv("BW_THREADS") ? atoi(getenv("BW_THREADS")) : (int)sysconf(_SC_NPROCESSORS_ONLN); n = (256u << 20) / 8;
   double *b = aligned_alloc(64, n * 8); for (size_t i = 0; i < n; i++) b[i] = 1; buf = b;
   double best = 1e9;
   for (int r = 0; r < 10; r++) {
@@ -303,7 +307,8 @@ int main(void) {
 """)
     exe = os.path.join(tmp, "bw")
     subprocess.run([gcc, "-O3", "-march=native", "-pthread", src, "-o", exe], check=True)
-    gbs, threads = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
+    env = dict(os.environ, **({"BW_THREADS": str(threads)} if threads else {}))
+    gbs, threads = subprocess.run([exe], check=True, capture_output=True, text=True, env=env).stdout.split()
     return float(gbs), int(threads)
 
 
@@ -319,9 +324,10 @@ def main():
             sys.exit(f"bench_weight_forms: {tool} not found (is {venv} kiln's IREE venv?)")
     tmp = tempfile.mkdtemp(prefix="kiln-forms-")
     try:
-        bw = read_bandwidth(tmp)
-        if bw:
-            print(f"plain read bandwidth: {bw[0]:.1f} GB/s ({bw[1]} threads, 256 MiB, best of 10)")
+        for threads in (1, None):
+            bw = read_bandwidth(tmp, threads)
+            if bw:
+                print(f"plain read bandwidth: {bw[0]:.1f} GB/s ({bw[1]} threads, 256 MiB, best of 10)")
         print(f"{'form':12} {'flags':50} {'MB':>6} {'ms':>7} {'GB/s':>6}")
         built = {}
         only = os.environ.get("FORMS", "").split()
@@ -338,7 +344,7 @@ def main():
                 err = next((l for l in c.stderr.splitlines() if "error" in l), c.stderr[:200])
                 print(f"{form:12} {label:50} compile failed: {err}")
                 continue
-            out = subprocess.run([bench, "--device=local-task", f"--module={vmfb}",
+            out = subprocess.run([bench, f"--device={DEVICE}", f"--module={vmfb}",
                                   f"--parameters=model={base}.safetensors", "--function=forms",
                                   *[f"--input=1x{k}xf32=0.5" for k in widths()],
                                   f"--benchmark_repetitions={runs}", "--benchmark_min_time=1x"],

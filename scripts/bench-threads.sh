@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One KV pair on IREE's worker threads (local-task, 2 cores here) against
+# the calling thread alone (local-sync), and llama.cpp on 2 threads and on
+# 1, in interleaved rounds on this host. DIR holds a host-compiled KV pair
+# (`kiln export GGUF … --kv-cache --prompt-len 64 --max-context 128 --name
+# NAME`, then `kiln compile DIR/NAME-kv-gen.mlir -t host`): its one
+# `*-kv-host.vmfb`, NAME.irpa and NAME.json. A round times one decode call
+# at the pair's last position and one 64-token prefill (iree-benchmark-
+# module, median of RUNS calls, default 10) on each device, alternating
+# which goes first, then `llama-bench -p 64 -n 64 -r 2` with -t 2 and -t 1
+# on GGUF. Prints each round, then the medians over the rounds. The VM is
+# noisy: compare only one run's figures.
+# Usage: [RUNS=10] scripts/bench-threads.sh ROUNDS DIR GGUF
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ $# -eq 3 ]] || { sed -n 2,13p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+rounds="$1"; dir="$2"; gguf="$3"
+runs="${RUNS:-10}"
+. scripts/bench-lib.sh
+bench_setup bench-threads
+llama_bench="$(bash scripts/build-llama.sh)"
+vmfb="$(ls "$dir"/*-kv-host.vmfb)"
+json="$(ls "$dir"/*.json)"
+n="$(basename "$json" .json)"
+last=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv"]["max_context"] - 1)' "$json")
+read -ra caches < <(zero_caches "$json")
+
+# kiln_on DEVICE: "decode prefill" (ms) of the pair on DEVICE.
+kiln_on() {
+  local device="$1" d p
+  d=$(bm "$vmfb" "${n}_decode" "$dir/$n.irpa" "1xi32=1234" "i32=$last" "${caches[@]}")
+  p=$(bm "$vmfb" "${n}_prefill" "$dir/$n.irpa" "1x64xi32=$ids64" "i32=0" "i32=64" "${caches[@]}")
+  echo "$d $p"
+}
+
+# llama THREADS: llama.cpp's "decode-per-token prefill-64" (ms) on $gguf.
+llama() {
+  LD_LIBRARY_PATH="$(dirname "$llama_bench")" "$llama_bench" -m "$gguf" -p 64 -n 64 -t "$1" -r 2 -o json 2>/dev/null |
+    python3 -c '
+import json, sys
+rows = json.load(sys.stdin)
+pre = next(r for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0)
+dec = next(r for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0)
+print("%.2f %.1f" % (1000 / dec["avg_ts"], pre["avg_ns"] / 1e6))'
+}
+
+echo "start: $(uptime)" >&2
+echo "round | decode: task sync llama-t2 llama-t1 | prefill 64: task sync llama-t2 llama-t1 (ms)"
+for r in $(seq "$rounds"); do
+  if (( r % 2 )); then read -r dt pt < <(kiln_on local-task); read -r ds ps < <(kiln_on local-sync)
+  else read -r ds ps < <(kiln_on local-sync); read -r dt pt < <(kiln_on local-task); fi
+  read -r d2 p2 < <(llama 2); read -r d1 p1 < <(llama 1)
+  echo "$r $dt $ds $d2 $d1 $pt $ps $p2 $p1"
+done | tee "$out/rounds"
+echo "end: $(uptime)" >&2
+python3 - "$out/rounds" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split()[1:])) for l in open(sys.argv[1]) if l[0].isdigit()]
+m = [statistics.median(c) for c in zip(*rows)]
+print(f"medians, decode ms: local-task {m[0]:.2f}, local-sync {m[1]:.2f}, llama.cpp -t 2 {m[2]:.2f}, -t 1 {m[3]:.2f}; "
+      f"kiln/llama.cpp -t 2: task {m[0] / m[2]:.3f}, sync {m[1] / m[2]:.3f}")
+print(f"medians, prefill 64 ms: local-task {m[4]:.1f}, local-sync {m[5]:.1f}, llama.cpp -t 2 {m[6]:.1f}, -t 1 {m[7]:.1f}; "
+      f"kiln/llama.cpp -t 2: task {m[4] / m[6]:.3f}, sync {m[5] / m[6]:.3f}")
+PY
