@@ -43,10 +43,10 @@ for r in $(seq "$rounds"); do
   echo "$r $ta $tb$tl"
 done | tee "$out/rounds"
 echo "end: $(uptime)" >&2
-python3 - "$out/rounds" <<'EOF'
-import statistics, sys
-rows = [list(map(float, l.split()[1:])) for l in open(sys.argv[1]) if l[0].isdigit()]
-med = [statistics.median(c) for c in zip(*rows)]
+read -ra med < <(medians "$out/rounds")
+python3 - "${med[@]}" <<'EOF'
+import sys
+med = [float(v) for v in sys.argv[1:]]
 line = f"medians: A {med[0]:.2f} ms, B {med[1]:.2f} ms, B/A {med[1] / med[0]:.3f}"
 if len(med) > 2:
     line += f"; llama.cpp {med[2]:.2f} ms, A/llama.cpp {med[0] / med[2]:.3f}, B/llama.cpp {med[1] / med[2]:.3f}"

@@ -67,3 +67,12 @@ bench_kv_form() {
   gen_rss=$(( $(tail -1 "$out/rss") / 1024 ))
   archive_mb=$(mb "$(stat -c %s "$out/$n.irpa")")
 }
+
+# medians ROUNDS_FILE: the median of each figure column over the rounds
+# (lines "ROUND FIGURE…"; other lines are skipped), space-separated.
+medians() {
+  python3 -c '
+import statistics, sys
+rows = [list(map(float, l.split()[1:])) for l in open(sys.argv[1]) if l[:1].isdigit()]
+print(" ".join(str(statistics.median(c)) for c in zip(*rows)))' "$1"
+}

@@ -53,10 +53,10 @@ for r in $(seq "$rounds"); do
   echo "$r $dt $ds $d2 $d1 $pt $ps $p2 $p1"
 done | tee "$out/rounds"
 echo "end: $(uptime)" >&2
-python3 - "$out/rounds" <<'PY'
-import statistics, sys
-rows = [list(map(float, l.split()[1:])) for l in open(sys.argv[1]) if l[0].isdigit()]
-m = [statistics.median(c) for c in zip(*rows)]
+read -ra m < <(medians "$out/rounds")
+python3 - "${m[@]}" <<'PY'
+import sys
+m = [float(v) for v in sys.argv[1:]]
 print(f"medians, decode ms: local-task {m[0]:.2f}, local-sync {m[1]:.2f}, llama.cpp -t 2 {m[2]:.2f}, -t 1 {m[3]:.2f}; "
       f"kiln/llama.cpp -t 2: task {m[0] / m[2]:.3f}, sync {m[1] / m[2]:.3f}")
 print(f"medians, prefill 64 ms: local-task {m[4]:.1f}, local-sync {m[5]:.1f}, llama.cpp -t 2 {m[6]:.1f}, -t 1 {m[7]:.1f}; "
