@@ -16,14 +16,18 @@ bench_setup() {
 # prints no median row then). A module compiled with `kiln compile --pack`
 # also reads its packed archive (VMFB's stem + .packed.irpa, scope packed).
 # The device is $device when set (local-sync: the calling thread alone),
-# else local-task (IREE's worker threads).
+# else local-task (IREE's worker threads). The run is under the SCHED_BATCH
+# policy (`chrt -b 0`), as kiln's session runs (spec/iree.md, "The
+# session's scheduling policy"), unless $batch is 0.
 bm() {
   local vmfb="$1" fn="$2" params="$3"; shift 3
   local args=()
   for i in "$@"; do args+=("--input=$i"); done
   local packed="${vmfb%.vmfb}.packed.irpa"
   [[ -f "$packed" ]] && args+=("--parameters=packed=$packed")
-  "$bench" --device="${device:-local-task}" --module="$vmfb" --parameters=model="$params" --function="$fn" \
+  local wrap=()
+  [[ ${batch:-1} == 1 ]] && wrap=(chrt -b 0)
+  "${wrap[@]}" "$bench" --device="${device:-local-task}" --module="$vmfb" --parameters=model="$params" --function="$fn" \
     "${args[@]}" --benchmark_repetitions="$runs" --benchmark_min_time=1x 2>/dev/null |
     awk -v runs="$runs" '(runs == 1 && /^BM_/) || /_median/ {for (i=1;i<=NF;i++) if ($(i+1)=="ms") {print $i; exit}}'
 }

@@ -5,9 +5,9 @@
 #   - kiln: the KV pair (`kiln export GGUF --seq 64 --kv-cache --prompt-len 64
 #     --max-context 128 --weights fast`, `kiln compile … -t host`, kiln's CPU
 #     preset), $CALLS (default 800) decode calls at position 127 by
-#     iree-benchmark-module (local-task) under `perf record -e cpu-clock
-#     -F 1000` (a software clock: it samples in a VM without a PMU too),
-#     from 2 s in (after the load);
+#     iree-benchmark-module (local-task, under SCHED_BATCH as kiln's session
+#     runs) under `perf record -e cpu-clock -F 1000` (a software clock: it
+#     samples in a VM without a PMU too), from 2 s in (after the load);
 #   - llama.cpp: `llama-bench -p 0 -n 64 -t 2 -r 10` under the same perf,
 #     from 1 s in.
 # Each recording is split by scripts/profile_split.py into core-ms per token
@@ -40,7 +40,7 @@ for model in smollm2 gemma3; do
   elf="$(ls "$out/bin-$model"/*.so | head -1)"
   read -ra caches < <(zero_caches "$out/$n.json")
   for r in $(seq "$rounds"); do
-    perf record -q -e cpu-clock -F 1000 -D 2000 -o "$out/k.data" -- "$bench" --device=local-task \
+    perf record -q -e cpu-clock -F 1000 -D 2000 -o "$out/k.data" -- chrt -b 0 "$bench" --device=local-task \
       --module="$out/$n-kv-host.vmfb" --parameters=model="$out/$n.irpa" --function="${n}_decode" \
       --input=1xi32=1234 --input=i32=127 "${caches[@]/#/--input=}" --benchmark_repetitions=1 \
       --benchmark_min_time="${CALLS:-800}x" >"$out/k.txt" 2>/dev/null

@@ -5,7 +5,8 @@
 # --iree-llvmcpu-debug-symbols=true`, so perf sees each dispatch function's
 # name), then CALLS calls (default 80) of the decode at the pair's last
 # position or of the 64-token prefill run under `perf record -e cpu-clock
-# -F 1000` (from 2 s in, after the load), on local-task. Prints each
+# -F 1000` (from 2 s in, after the load), on local-task under SCHED_BATCH
+# (`chrt -b 0`, as kiln's session runs). Prints each
 # dispatch's share of the sampled core time (top TOP, default 25), then the
 # shares by kind: i8 products (`mmt4d` on i8), other products, other
 # kernels, and the runtime and calling thread. DIR holds a KV export (`kiln
@@ -14,7 +15,7 @@
 # Usage: [CALLS=80] [TOP=25] scripts/profile-dispatches.sh DIR decode|prefill
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ $# -eq 2 && ( $2 == decode || $2 == prefill ) ]] || { sed -n 2,14p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ $# -eq 2 && ( $2 == decode || $2 == prefill ) ]] || { sed -n 2,15p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 dir="$1"; which="$2"
 command -v perf >/dev/null || { echo "profile-dispatches: perf not found (install linux-perf)" >&2; exit 1; }
 command -v nm >/dev/null || { echo "profile-dispatches: nm not found (install binutils)" >&2; exit 1; }
@@ -34,7 +35,7 @@ if [[ $which == decode ]]; then
 else
   inputs=("1x64xi32=$ids64" "i32=0" "i32=64")
 fi
-perf record -q -e cpu-clock -F 1000 -D 2000 -o "$out/p.data" -- "$bench" --device=local-task \
+perf record -q -e cpu-clock -F 1000 -D 2000 -o "$out/p.data" -- chrt -b 0 "$bench" --device=local-task \
   --module="$out/$n-kv-host.vmfb" --parameters=model="$out/$n.irpa" --function="${n}_$which" \
   "${inputs[@]/#/--input=}" "${caches[@]/#/--input=}" --benchmark_repetitions=1 \
   --benchmark_min_time="${CALLS:-80}x" 2>/dev/null | grep '^BM_' >&2

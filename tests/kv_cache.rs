@@ -357,6 +357,38 @@ fn iree_host_kv_with_spans_matches_transformers_and_the_full_context_on_every_fi
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The session runs IREE's threads under SCHED_BATCH (policy 3), where
+/// the wait on a call's fence does not spin behind a preempted worker
+/// (spec/iree.md, "The session's scheduling policy"): every thread of the
+/// runner, its workers included, once a prefill and a decode have run.
+#[test]
+fn the_session_runs_its_threads_under_sched_batch() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tmpdir();
+    let r = export_kv("tiny-llama-tied-gqa", 16, dir.path(), DType::F32);
+    let vmfb = dir.path().join("tiny-kv-host.vmfb");
+    common::compiled::compile(&tc, r.kv_mlir.as_ref().unwrap(), &Target::Host, &vmfb, &[]).unwrap();
+    let mut s = kv_session(&tc, &r, &vmfb, Device::LocalTask);
+    s.reset().unwrap();
+    let next = s.prefill(&[1, 2, 3, 0], 0, 3).unwrap();
+    s.decode(next.id, 3).unwrap();
+    let policies: Vec<(String, u32)> = std::fs::read_dir(format!("/proc/{}/task", s.pid()))
+        .unwrap()
+        .map(|t| {
+            let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap();
+            let (comm, rest) = stat.rsplit_once(") ").unwrap();
+            // Field 41 of proc(5)'s stat; `rest` starts at field 3.
+            let policy = rest.split(' ').nth(38).unwrap().parse().unwrap();
+            (comm.split_once(" (").unwrap().1.to_string(), policy)
+        })
+        .collect();
+    assert!(
+        policies.len() >= 3,
+        "the runner and IREE's workers: {policies:?}"
+    );
+    assert!(policies.iter().all(|(_, p)| *p == 3), "{policies:?}");
+}
+
 /// `--weights keep` (block-quantized matrices widened in the graph): the
 /// KV pair of both quantized GGUF fixtures, teacher-forced, predicts
 /// transformers' argmax in the interpreter and on the host.

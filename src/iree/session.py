@@ -21,10 +21,24 @@
 # passed as arguments to the next (and written in place), never copied to
 # the host.
 import json
+import os
 import sys
 
-import numpy as np
-import iree.runtime as rt
+# The process's threads run under SCHED_BATCH (Linux): set before numpy
+# and IREE's runtime start theirs, which inherit it. IREE 3.13's wait on a
+# call's fence ends in a spin until the worker that signalled it has left
+# its callback; under the default policy the woken caller preempts that
+# worker and spins, up to a scheduler tick: 1.6 ms of every SmolLM2 decode
+# call. SCHED_BATCH turns wake-up preemption off (spec/iree.md, "The
+# session's scheduling policy").
+if hasattr(os, "SCHED_BATCH"):
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except OSError:
+        pass
+
+import numpy as np  # noqa: E402 (after the policy, above)
+import iree.runtime as rt  # noqa: E402
 
 vmfb, params, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 if spec["task_groups"] is not None:

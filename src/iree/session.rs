@@ -339,6 +339,12 @@ impl KvSession {
             .unwrap_or(self.spec.spans.len())
     }
 
+    /// The runner's process id (the tests read its threads' scheduling
+    /// policy).
+    pub fn pid(&self) -> u32 {
+        self.runner.child.id()
+    }
+
     /// Sends a prefill or decode line; reads `NEXT` or, from a sampling
     /// module, `NEXT id_0 … id_{K-1} value_0 … value_{K-1}`.
     fn predict(&mut self, line: &str) -> Result<Prediction> {
