@@ -17,6 +17,7 @@
 //!   equals one prefill with a larger P, turn 2 equals a fresh prefill of
 //!   the whole conversation, and a two-turn script gives the host's ids in
 //!   the interpreter, under qemu and on lavapipe;
+//! - the session runs IREE's threads under SCHED_BATCH;
 //! - bad input: a prompt that fills N, a turn or a decode past N, caches
 //!   of the wrong shape, a module exported without `--kv-cache`.
 
