@@ -24,7 +24,7 @@ decode() {
   vmfb="$(ls "$1"/*-kv-host.vmfb)"
   json="$(ls "$1"/*.json)"
   n="$(basename "$json" .json)"
-  last=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv"]["max_context"] - 1)' "$json")
+  last=$(last_position "$json")
   read -ra caches < <(zero_caches "$json")
   bm "$vmfb" "${n}_decode" "$1/$n.irpa" "1xi32=1234" "i32=$last" "${caches[@]}"
 }

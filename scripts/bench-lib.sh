@@ -39,6 +39,12 @@ zero_caches() {
   python3 -c 'import json,sys; k=json.load(open(sys.argv[1]))["kv"]; t="x".join(map(str,k["cache_shape"]))+"x"+k["cache_dtype"]+"=0"; print(" ".join([t]*(2*k.get("cache_count",1))))' "$1"
 }
 
+# last_position MANIFEST: the last position of the KV pair whose manifest
+# is MANIFEST (its max context N - 1), where the decode benchmarks run.
+last_position() {
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv"]["max_context"] - 1)' "$1"
+}
+
 # A 64-token prompt of ids every benchmarked vocabulary holds, and bytes as
 # whole MB.
 ids64=$(python3 -c 'print(",".join(str(1000 + 37 * i % 9000) for i in range(64)))')

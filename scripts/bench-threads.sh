@@ -22,7 +22,7 @@ llama_bench="$(bash scripts/build-llama.sh)"
 vmfb="$(ls "$dir"/*-kv-host.vmfb)"
 json="$(ls "$dir"/*.json)"
 n="$(basename "$json" .json)"
-last=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv"]["max_context"] - 1)' "$json")
+last=$(last_position "$json")
 read -ra caches < <(zero_caches "$json")
 
 # kiln_on DEVICE [BATCH]: "decode prefill" (ms) of the pair on DEVICE,

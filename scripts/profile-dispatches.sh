@@ -30,7 +30,7 @@ ln -s "$(realpath "$dir/$n.irpa")" "$out/$n.irpa"
   --iree-llvmcpu-debug-symbols=true --iree-hal-dump-executable-binaries-to="$out/bin" >/dev/null
 read -ra caches < <(zero_caches "$json")
 if [[ $which == decode ]]; then
-  last=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv"]["max_context"] - 1)' "$json")
+  last=$(last_position "$json")
   inputs=("1xi32=1234" "i32=$last")
 else
   inputs=("1x64xi32=$ids64" "i32=0" "i32=64")
