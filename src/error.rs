@@ -254,10 +254,10 @@ mod tests {
         ));
         assert!(matches!(e, Error::Io { .. }), "{e:?}");
         let e = Error::from(GenerateError::Call(CallError::runtime(
-            IreeError::SessionOutput { line: "?".into() },
+            IreeError::SessionIds { got: 1, seq: 2 },
         )));
         assert!(
-            matches!(e, Error::Iree(IreeError::SessionOutput { .. })),
+            matches!(e, Error::Iree(IreeError::SessionIds { .. })),
             "{e:?}"
         );
         assert_eq!(e.exit_code(), 3);

@@ -28,7 +28,6 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
     .unwrap();
     let prompt = [5, 17, 3];
     let mut session = Session::start(
-        &tc,
         &SessionSpec::new(&outs[0], &r.irpa).device(Device::LocalTask),
         "tiny",
         8,

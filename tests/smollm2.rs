@@ -194,7 +194,6 @@ fn redecode_generation_matches_transformers() {
     let exp = smol_expected();
     let mut failures = Vec::new();
     let mut session = Session::start(
-        &tc,
         &SessionSpec::new(&vmfb, &e.report.irpa).device(Device::LocalTask),
         "smollm2",
         exp.seq,
@@ -283,7 +282,7 @@ fn kv_generations_on_host(
     let vmfb = kv_mlir.with_file_name("smollm2-kv-host.vmfb");
     common::compiled::compile(tc, kv_mlir, &Target::Host, &vmfb, &[]).unwrap();
     let spec = SessionSpec::new(&vmfb, &r.irpa).device(Device::LocalTask);
-    let mut s = KvSession::start(tc, &spec, &KvSpec::try_from(kv).unwrap()).unwrap();
+    let mut s = KvSession::start(&spec, &KvSpec::try_from(kv).unwrap()).unwrap();
     for p in &exp.prompts {
         let g = generate_kv(
             &mut s,

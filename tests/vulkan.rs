@@ -91,7 +91,6 @@ fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
     // a staging buffer there) continues a prompt as on the host.
     let continue_on = |vmfb: &Path, device: Device| {
         let mut s = Session::start(
-            &tc,
             &SessionSpec::new(vmfb, &r.irpa).device(device),
             &r.manifest.function,
             rs.seq,
@@ -290,7 +289,7 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
     let pair = r.manifest.kv.clone().unwrap().pair;
     let greedy = |vmfb: &Path, device: Device| {
         let spec = SessionSpec::new(vmfb, &r.irpa).device(device);
-        let mut s = KvSession::start(&tc, &spec, &KvSpec::try_from(&pair).unwrap()).unwrap();
+        let mut s = KvSession::start(&spec, &KvSpec::try_from(&pair).unwrap()).unwrap();
         let n = exp.greedy.new.len();
         kiln::generate::generate_kv(
             &mut s,

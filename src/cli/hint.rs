@@ -157,7 +157,6 @@ fn iree(e: &IreeError) -> Option<String> {
         IreeError::NotFound { .. } => format!("; {INSTALL}"),
         IreeError::BadToolPath { .. } => format!("; fix it or {INSTALL}"),
         IreeError::NoVenv { .. } => ": run `kiln toolchain install` first".into(),
-        IreeError::NoSessionVenv { .. } => " (run `kiln toolchain install`)".into(),
         IreeError::EmulatorMissing(_) => "; run scripts/install-deps.sh (or `kiln toolchain install --emulators` for the aarch64 runtime)".into(),
         IreeError::I8Weights { .. } => {
             "; export with --weights keep, q8_0 or q4_0 for Vulkan".into()

@@ -162,12 +162,18 @@ impl Driver {
                 )),
             });
         }
-        let tc = Toolchain::locate(o.iree_dir.as_deref())?;
         let per_call = o.per_step || o.emulate.is_some();
+        // In-process sessions need no IREE tool; one call per step runs
+        // iree-run-module, found here.
+        let tc = if per_call {
+            Some(Toolchain::locate(o.iree_dir.as_deref())?)
+        } else {
+            None
+        };
         // The KV pair's results come back bit-exactly, typed: the id, the
         // caches, then the top-K values and ids.
         let backend = |output_types| RunModule {
-            toolchain: tc.clone(),
+            toolchain: tc.clone().expect("located for per-call runs"),
             vmfb: o.module.clone(),
             options: RunOptions {
                 device: o.device,
@@ -206,15 +212,10 @@ impl Driver {
                 }
                 Driver::Kv(Box::new(KvDriver::new(backend(types), spec)))
             }
-            (None, false) => Driver::Redecode(Box::new(Session::start(
-                &tc,
-                &session(),
-                &o.function,
-                o.seq,
-            )?)),
-            (Some(kv), false) => {
-                Driver::Kv(Box::new(KvSession::start(&tc, &session(), &kv_spec(kv)?)?))
+            (None, false) => {
+                Driver::Redecode(Box::new(Session::start(&session(), &o.function, o.seq)?))
             }
+            (Some(kv), false) => Driver::Kv(Box::new(KvSession::start(&session(), &kv_spec(kv)?)?)),
         })
     }
 

@@ -115,29 +115,9 @@ pub enum IreeError {
     /// iree-run-module printed something kiln cannot parse.
     #[error("cannot parse iree-run-module output: {0}")]
     BadOutput(String),
-    /// The long-lived IREE runtime session's process stopped: its last
-    /// lines of stderr.
-    #[error("IREE runtime session failed while {during}: {stderr}")]
-    SessionFailed {
-        /// What it was doing: `loading the module` or `running`.
-        during: &'static str,
-        /// The last lines of its stderr, joined by ` | `.
-        stderr: String,
-    },
-    /// The pipe to or from the session's process failed.
-    #[error("{op} the runner: {source}")]
-    SessionPipe {
-        /// `reading from` or `writing to`.
-        op: &'static str,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The session answered a line that is not the protocol's.
-    #[error("unexpected runner output: {line}")]
-    SessionOutput {
-        /// The line, trimmed.
-        line: String,
-    },
+    /// kiln's runtime (IREE's C runtime, in-process) failed: its message.
+    #[error("IREE runtime: {0}")]
+    Runtime(#[from] kiln_runtime::Error),
     /// The redecode session returned another number of ids than SEQ.
     #[error("the runner returned {got} ids, expected SEQ = {seq}")]
     SessionIds {
@@ -145,13 +125,6 @@ pub enum IreeError {
         got: usize,
         /// The function's SEQ.
         seq: usize,
-    },
-    /// The IREE runtime session needs the Python venv of the pinned
-    /// runtime, and the toolchain has none.
-    #[error("no Python venv with IREE's runtime beside {}", run_module.display())]
-    NoSessionVenv {
-        /// The toolchain's iree-run-module.
-        run_module: PathBuf,
     },
     /// An input tensor is inconsistent (shape vs. data).
     #[error("bad input tensor: {0}")]

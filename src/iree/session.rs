@@ -1,14 +1,8 @@
-//! A long-lived forward-pass runner for `kiln generate`: the module and the
-//! parameters are loaded once, then each step sends SEQ ids and reads SEQ
-//! predicted ids back.
-//!
-//! `iree-run-module` loads the module and maps the parameters on every
-//! call. Linking IREE's C runtime into kiln would need a C toolchain and
-//! IREE's sources at build time, which kiln's users do not have; the
-//! pinned `iree-base-runtime` wheel already ships IREE's runtime with
-//! Python bindings. So the session is a small script (`session.py`,
-//! embedded in the binary) run by the pinned venv's Python, speaking one
-//! line of ids per step over pipes. Why and how much it saves: `spec/iree.md`.
+//! The long-lived forward-pass runners of `kiln generate`: the module and
+//! the parameters are loaded once, in-process, through kiln's own runtime
+//! crate (`kiln_runtime`, IREE's C runtime built from source); each step
+//! passes SEQ ids and reads SEQ predicted ids back, and the KV pair's
+//! caches stay on the device between calls.
 //!
 //! The sessions only implement the step interfaces of [`crate::step`]:
 //! [`Session`] is a [`Forward`], [`KvSession`] a [`KvStep`]. Each is
@@ -16,13 +10,11 @@
 //! serves (a function and SEQ, or a [`KvSpec`]).
 
 use super::flags::Device;
-use super::{IreeError, Result, Toolchain};
+use super::{IreeError, Result};
+use crate::graph::TensorType;
 use crate::step::{candidates, check_chunk, check_position, Forward, KvSpec, KvStep, Prediction};
-use std::io::{BufRead, BufReader, Write};
+use kiln_runtime as rt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-
-const SCRIPT: &str = include_str!("session.py");
 
 /// Where and how a session runs: the module, its parameter file and
 /// scope, the device. [`SessionSpec::new`] and the setters.
@@ -76,196 +68,99 @@ impl SessionSpec {
     }
 }
 
-/// What a runner serves: the redecode forward or the KV-cache pair.
-enum Program<'a> {
-    Redecode { function: &'a str, seq: usize },
-    Kv(&'a KvSpec),
+/// The runtime's device for kiln's.
+fn device(d: Device) -> rt::Device {
+    match d {
+        Device::LocalSync => rt::Device::LocalSync,
+        Device::LocalTask => rt::Device::LocalTask,
+        Device::Vulkan => rt::Device::Vulkan,
+    }
 }
 
-/// The runner's command line after the script: the module and the
-/// parameter file (paths, passed as they are), then everything else as
-/// one JSON object (the one place the wire format is built; session.py
-/// reads it).
-fn runner_args(spec: &SessionSpec, program: &Program, map_params: bool) -> [std::ffi::OsString; 3] {
+/// The runtime's element type of a tensor type kiln passes (ids, caches).
+fn element(t: &TensorType) -> Result<rt::ElementType> {
+    rt::ElementType::from_name(&t.dtype.to_string())
+        .ok_or_else(|| IreeError::BadInput(format!("no runtime element type for {t}")))
+}
+
+/// Opens `spec`'s module on its device over its archive (and the packed
+/// archive of `kiln compile --pack` beside the module, scope `packed`).
+fn open(spec: &SessionSpec) -> Result<rt::Session> {
+    // On a CPU device the archive is mapped: the module reads the pages in
+    // place, so only the pages it touches are resident (a module packed at
+    // compile time reads only what is not packed). A Vulkan device copies
+    // every parameter into its own memory, so there the archive is read.
+    let mode = match spec.device {
+        Device::Vulkan => rt::ParamMode::File,
+        _ => rt::ParamMode::Map,
+    };
+    let mut options = rt::SessionOptions::new(device(spec.device))
+        .task_groups(spec.task_groups)
+        .param(rt::ParamFile::new(&spec.scope, &spec.params, mode));
     let packed = super::pack::packed_archive(&spec.vmfb);
-    let mut wire = serde_json::json!({
-        "packed": packed.is_file().then(|| packed.to_string_lossy().into_owned()),
-        "map_params": map_params,
-        "scope": spec.scope,
-        "device": spec.device.name(),
-        "task_groups": spec.task_groups,
-    });
-    match program {
-        Program::Redecode { function, seq } => {
-            wire["function"] = (*function).into();
-            wire["seq"] = (*seq).into();
-        }
-        Program::Kv(kv) => {
-            wire["seq"] = kv.prompt_len.into();
-            wire["kv"] = serde_json::json!({
-                "functions": kv.functions(),
-                "caches": kv.caches.iter().map(|c| serde_json::json!({
-                    "shape": &c.shape[..],
-                    "dtype": c.dtype.to_string(),
-                })).collect::<Vec<_>>(),
-            });
-        }
+    if packed.is_file() {
+        // kiln stores each packed tensor once, shared by the prefill's and
+        // the decode's entries; only a mapping holds it once.
+        options = options.param(rt::ParamFile::new("packed", packed, rt::ParamMode::Map));
     }
-    [
-        spec.vmfb.clone().into(),
-        spec.params.clone().into(),
-        wire.to_string().into(),
-    ]
+    Ok(rt::Session::open(&spec.vmfb, &options)?)
 }
 
-/// The runner process and its line protocol (one request line, one
-/// answer line).
-struct Runner {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+/// The i32 ids as the runtime's bytes.
+fn id_bytes(ids: &[i32]) -> Vec<u8> {
+    ids.iter().flat_map(|i| i.to_le_bytes()).collect()
 }
 
-/// The Python interpreter of the toolchain's venv, when it has one with
-/// IREE's runtime bindings.
-pub fn venv_python(tc: &Toolchain) -> Option<PathBuf> {
-    let root = tc.root.as_ref()?;
-    let py = root.join("bin/python");
-    py.is_file().then_some(py)
+/// A result's values as i32.
+fn read_i32(s: &rt::Session, t: &rt::Tensor) -> Result<Vec<i32>> {
+    Ok(s.read(t)?
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
 }
 
-impl Runner {
-    /// Starts the runner on `program` and waits until the module is loaded.
-    fn start(tc: &Toolchain, spec: &SessionSpec, program: &Program) -> Result<Runner> {
-        let py = venv_python(tc).ok_or_else(|| IreeError::NoSessionVenv {
-            run_module: tc.run_module.clone(),
-        })?;
-        // Mapped, only the archive's pages a module reads are resident: a
-        // module packed at compile time reads only what is not packed (a
-        // gathered embedding's rows, norms, scales), and any CPU module
-        // reads only the gathered rows of a table no product takes (a
-        // `w8a16e` embedding's second term: Gemma 3 `fast` packed at load
-        // 787 → 634 MB, the same ids). Not when the module reads a
-        // parameter slice past an entry's start, which the mapped mode of
-        // iree-base-runtime 3.13 reads from the entry's start (session.py),
-        // nor on Vulkan, which copies every parameter to the device anyway.
-        let map_params = (super::pack::packed_archive(&spec.vmfb).is_file()
-            || spec.device != super::Device::Vulkan)
-            && super::inspect::inspect_module(tc, &spec.vmfb)
-                .is_ok_and(|m| m.parameters.iter().all(|r| r.offset == 0));
-        let mut child = Command::new(&py)
-            .arg("-c")
-            .arg(SCRIPT)
-            .args(runner_args(spec, program, map_params))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|source| IreeError::Io {
-                path: py.clone(),
-                source,
-            })?;
-        let stdin = child.stdin.take().ok_or_else(|| IreeError::SessionPipe {
-            op: "writing to",
-            source: std::io::Error::new(std::io::ErrorKind::BrokenPipe, "no stdin"),
-        })?;
-        let stdout = BufReader::new(child.stdout.take().ok_or_else(|| IreeError::SessionPipe {
-            op: "reading from",
-            source: std::io::Error::new(std::io::ErrorKind::BrokenPipe, "no stdout"),
-        })?);
-        let mut r = Runner {
-            child,
-            stdin,
-            stdout,
-        };
-        let first = r.read_line()?;
-        if first.trim() != "ready" {
-            return Err(r.failure("loading the module"));
-        }
-        Ok(r)
-    }
-
-    fn read_line(&mut self) -> Result<String> {
-        let mut line = String::new();
-        let n = self
-            .stdout
-            .read_line(&mut line)
-            .map_err(|source| IreeError::SessionPipe {
-                op: "reading from",
-                source,
-            })?;
-        if n == 0 {
-            return Err(self.failure("running"));
-        }
-        Ok(line)
-    }
-
-    /// The runner died: its stderr, last lines, as the error.
-    fn failure(&mut self, during: &'static str) -> IreeError {
-        let _ = self.child.kill();
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
-        let tail: Vec<&str> = err.lines().rev().take(6).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        IreeError::SessionFailed {
-            during,
-            stderr: tail.join(" | "),
-        }
-    }
-
-    /// Sends one request line and reads the answer line.
-    fn request(&mut self, line: &str) -> Result<String> {
-        writeln!(self.stdin, "{line}")
-            .and_then(|_| self.stdin.flush())
-            .map_err(|source| IreeError::SessionPipe {
-                op: "writing to",
-                source,
-            })?;
-        self.read_line()
-    }
-}
-
-impl Drop for Runner {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A result's values as f32.
+fn read_f32(s: &rt::Session, t: &rt::Tensor) -> Result<Vec<f32>> {
+    Ok(s.read(t)?
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
 }
 
 /// A running session over the redecode forward of one module: each step
-/// sends SEQ ids and reads SEQ predicted ids back.
+/// passes SEQ ids and reads SEQ predicted ids back.
 // Public so the integration tests can pin this runtime; a library user
 // opens a `generate::Driver` (issue 31: curated API).
 #[doc(hidden)]
 pub struct Session {
-    runner: Runner,
+    session: rt::Session,
+    function: rt::Function,
     seq: usize,
 }
 
 impl Session {
-    /// Starts the runner on `spec`'s module, serving `function` (taking
-    /// `[1, seq]` ids), and waits until the module is loaded.
-    pub fn start(
-        tc: &Toolchain,
-        spec: &SessionSpec,
-        function: &str,
-        seq: usize,
-    ) -> Result<Session> {
-        let runner = Runner::start(tc, spec, &Program::Redecode { function, seq })?;
-        Ok(Session { runner, seq })
+    /// Loads `spec`'s module, serving `function` (taking `[1, seq]` ids).
+    pub fn start(spec: &SessionSpec, function: &str, seq: usize) -> Result<Session> {
+        let session = open(spec)?;
+        let function = session.function(function)?;
+        Ok(Session {
+            session,
+            function,
+            seq,
+        })
     }
 
     /// Runs one forward pass on SEQ ids.
     pub fn run(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
-        let line = join_ids(ids);
-        let out = self.runner.request(&line)?;
-        let v: Vec<i32> = out
-            .split_whitespace()
-            .map(|t| t.parse::<i32>())
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|_| unexpected(&out))?;
+        let input = self
+            .session
+            .tensor(rt::ElementType::I32, &[1, ids.len()], &id_bytes(ids))?;
+        let outs = self.session.call(&self.function, &[&input])?;
+        let first = outs.first().ok_or(IreeError::SessionIds {
+            got: 0,
+            seq: self.seq,
+        })?;
+        let v = read_i32(&self.session, first)?;
         if v.len() != self.seq {
             return Err(IreeError::SessionIds {
                 got: v.len(),
@@ -292,20 +187,6 @@ impl From<IreeError> for crate::step::CallError {
     }
 }
 
-/// A runner's answer that is not the protocol's.
-fn unexpected(line: &str) -> IreeError {
-    IreeError::SessionOutput {
-        line: line.trim().to_string(),
-    }
-}
-
-fn join_ids(ids: &[i32]) -> String {
-    ids.iter()
-        .map(|x| x.to_string())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// A session over a KV-cache module (`kiln export --kv-cache`): prefill
 /// and decode loaded once, the K/V caches kept on the device between
 /// calls (each call's result buffers are the next call's arguments, and
@@ -314,16 +195,32 @@ fn join_ids(ids: &[i32]) -> String {
 // opens a `generate::Driver` (issue 31: curated API).
 #[doc(hidden)]
 pub struct KvSession {
-    runner: Runner,
+    session: rt::Session,
+    /// One (prefill, decode) pair per attention span, the pair over all N
+    /// positions last ([`KvSpec::functions`]).
+    functions: Vec<(rt::Function, rt::Function)>,
+    /// The caches' element types, in argument order.
+    cache_types: Vec<rt::ElementType>,
+    /// The caches: `None` before the first reset.
+    caches: Option<Vec<rt::Tensor>>,
     spec: KvSpec,
 }
 
 impl KvSession {
-    /// Starts the runner on the pair `kv` of `spec`'s module.
-    pub fn start(tc: &Toolchain, spec: &SessionSpec, kv: &KvSpec) -> Result<KvSession> {
-        let runner = Runner::start(tc, spec, &Program::Kv(kv))?;
+    /// Loads `spec`'s module serving the pair `kv`.
+    pub fn start(spec: &SessionSpec, kv: &KvSpec) -> Result<KvSession> {
+        let session = open(spec)?;
+        let functions = kv
+            .functions()
+            .iter()
+            .map(|(p, d)| Ok((session.function(p)?, session.function(d)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let cache_types = kv.caches.iter().map(element).collect::<Result<_>>()?;
         Ok(KvSession {
-            runner,
+            session,
+            functions,
+            cache_types,
+            caches: None,
             spec: kv.clone(),
         })
     }
@@ -339,17 +236,58 @@ impl KvSession {
             .unwrap_or(self.spec.spans.len())
     }
 
-    /// The runner's process id (the tests read its threads' scheduling
-    /// policy).
-    pub fn pid(&self) -> u32 {
-        self.runner.child.id()
+    /// Calls `f` on `args` then the caches; keeps the returned caches and
+    /// reads the next id (and, from a sampling module, the top K).
+    fn predict(&mut self, f: &rt::Function, args: Vec<rt::Tensor>) -> Result<Prediction> {
+        let caches = self.caches.take().ok_or_else(|| {
+            IreeError::BadInput("a prefill or decode before the caches were reset".into())
+        })?;
+        let mut inputs: Vec<&rt::Tensor> = args.iter().collect();
+        inputs.extend(caches.iter());
+        let outs = self.session.call(f, &inputs);
+        let mut outs = match outs {
+            Ok(o) => o,
+            Err(e) => {
+                // The caches may be half-written: a new conversation must
+                // reset them.
+                return Err(e.into());
+            }
+        };
+        let n = self.cache_types.len();
+        if outs.len() != 1 + n && outs.len() != 3 + n {
+            return Err(IreeError::BadInput(format!(
+                "{} returned {} results, expected {} or {}",
+                f.name(),
+                outs.len(),
+                1 + n,
+                3 + n
+            )));
+        }
+        let rest = outs.split_off(1);
+        let id = *read_i32(&self.session, &outs[0])?
+            .first()
+            .ok_or_else(|| IreeError::BadInput(format!("{} returned no id", f.name())))?;
+        let mut rest = rest.into_iter();
+        let new_caches: Vec<rt::Tensor> = rest.by_ref().take(n).collect();
+        let top: Vec<rt::Tensor> = rest.collect();
+        self.caches = Some(new_caches);
+        let top = match &top[..] {
+            [values, ids] => {
+                let values = read_f32(&self.session, values)?;
+                let ids = read_i32(&self.session, ids)?;
+                candidates(&ids, &values).ok_or_else(|| {
+                    IreeError::BadInput(format!("{} returned a bad top-K", f.name()))
+                })?
+            }
+            _ => Vec::new(),
+        };
+        Ok(Prediction { id, top })
     }
 
-    /// Sends a prefill or decode line; reads `NEXT` or, from a sampling
-    /// module, `NEXT id_0 … id_{K-1} value_0 … value_{K-1}`.
-    fn predict(&mut self, line: &str) -> Result<Prediction> {
-        let out = self.runner.request(line)?;
-        parse_prediction(&out).ok_or_else(|| unexpected(&out))
+    fn scalar(&self, v: i32) -> Result<rt::Tensor> {
+        Ok(self
+            .session
+            .tensor(rt::ElementType::I32, &[], &v.to_le_bytes())?)
     }
 }
 
@@ -361,10 +299,17 @@ impl KvStep for KvSession {
         self.spec.max_context()
     }
     fn reset(&mut self) -> crate::step::Result<()> {
-        let out = self.runner.request("r")?;
-        if out.trim() != "ok" {
-            return Err(unexpected(&out).into());
+        self.caches = None;
+        let mut caches = Vec::with_capacity(self.cache_types.len());
+        for (t, et) in self.spec.caches.iter().zip(&self.cache_types) {
+            let zeros = vec![0u8; t.shape.iter().product::<usize>() * et.bytes()];
+            caches.push(
+                self.session
+                    .tensor(*et, &t.shape, &zeros)
+                    .map_err(IreeError::from)?,
+            );
         }
+        self.caches = Some(caches);
         Ok(())
     }
     fn prefill(
@@ -380,85 +325,22 @@ impl KvStep for KvSession {
             length,
             self.max_context(),
         )?;
-        let f = self.function_for(start + length);
-        Ok(self.predict(&format!("p {f} {start} {length} {}", join_ids(chunk)))?)
+        let f = self.functions[self.function_for(start + length)].0.clone();
+        let ids = self
+            .session
+            .tensor(rt::ElementType::I32, &[1, chunk.len()], &id_bytes(chunk))
+            .map_err(IreeError::from)?;
+        let args = vec![ids, self.scalar(start as i32)?, self.scalar(length as i32)?];
+        Ok(self.predict(&f, args)?)
     }
     fn decode(&mut self, token: i32, position: usize) -> crate::step::Result<Prediction> {
         check_position(position, self.max_context())?;
-        let f = self.function_for(position + 1);
-        Ok(self.predict(&format!("d {f} {token} {position}"))?)
-    }
-}
-
-/// Reads a runner's prediction line (see [`KvSession::predict`]).
-fn parse_prediction(line: &str) -> Option<Prediction> {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let (first, rest) = words.split_first()?;
-    let id = first.parse().ok()?;
-    if rest.len() % 2 != 0 {
-        return None;
-    }
-    let (ids, values) = rest.split_at(rest.len() / 2);
-    let ids: Vec<i32> = ids.iter().map(|w| w.parse().ok()).collect::<Option<_>>()?;
-    // Each value is an f32 printed as the shortest f64 text that reads
-    // back exactly (Python's repr), so the conversion is exact.
-    let values: Vec<f32> = values
-        .iter()
-        .map(|w| w.parse::<f64>().ok().map(|v| v as f32))
-        .collect::<Option<_>>()?;
-    let top = if ids.is_empty() {
-        Vec::new()
-    } else {
-        candidates(&ids, &values)?
-    };
-    Some(Prediction { id, top })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::graph::{DType, TensorType};
-
-    #[test]
-    fn the_runner_reads_the_spec_as_one_json_object() {
-        let spec = SessionSpec::new("m.vmfb", "m.irpa").task_groups(2);
-        let cache = TensorType::new(DType::BF16, &[2, 1, 8, 4]);
-        let kv = KvSpec::new("prefill", "decode", 4, cache, 1)
-            .unwrap()
-            .spans(vec![crate::step::KvSpan::new(4, "prefill_4", "decode_4")])
-            .unwrap();
-        let [vmfb, params, wire] = runner_args(&spec, &Program::Kv(&kv), false);
-        assert_eq!(
-            (vmfb.to_str(), params.to_str()),
-            (Some("m.vmfb"), Some("m.irpa"))
-        );
-        let wire: serde_json::Value = serde_json::from_str(wire.to_str().unwrap()).unwrap();
-        assert_eq!(
-            wire,
-            serde_json::json!({
-                "packed": null, "map_params": false, "scope": "model", "device": "local-task", "task_groups": 2, "seq": 4,
-                "kv": {"functions": [["prefill_4", "decode_4"], ["prefill", "decode"]], "caches": [
-                    {"shape": [2, 1, 8, 4], "dtype": "bf16"},
-                    {"shape": [2, 1, 8, 4], "dtype": "bf16"},
-                ]},
-            })
-        );
-        let spec = SessionSpec::new("m.vmfb", "m.irpa").device(Device::Vulkan);
-        let [_, _, wire] = runner_args(
-            &spec,
-            &Program::Redecode {
-                function: "m",
-                seq: 8,
-            },
-            false,
-        );
-        let wire: serde_json::Value = serde_json::from_str(wire.to_str().unwrap()).unwrap();
-        assert_eq!(
-            wire,
-            serde_json::json!({
-                "packed": null, "map_params": false, "scope": "model", "device": "vulkan", "task_groups": null,
-                "function": "m", "seq": 8,
-            })
-        );
+        let f = self.functions[self.function_for(position + 1)].1.clone();
+        let token = self
+            .session
+            .tensor(rt::ElementType::I32, &[1], &token.to_le_bytes())
+            .map_err(IreeError::from)?;
+        let args = vec![token, self.scalar(position as i32)?];
+        Ok(self.predict(&f, args)?)
     }
 }
