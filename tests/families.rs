@@ -75,7 +75,7 @@ fn one_checkpoint_per_family_runs_on_arm64_and_vulkan_with_the_hosts_ids() {
 }
 
 /// GGUF files written from HF fixtures as llama.cpp's converter lays out
-/// each architecture (`scripts/make_hf_fixtures.py --gguf`), with the family
+/// each architecture (`scripts/fixtures/make_hf_fixtures.py --gguf`), with the family
 /// kiln must read: the file named after its HF folder.
 const GGUF_FIXTURES: [(&str, kiln::models::Family); 8] = [
     ("tiny-llama3-mqa", kiln::models::Family::Llama),

@@ -3,9 +3,7 @@
 //! with `iree-compile`, run with `iree-run-module`, and compared with
 //! `kiln::interp` run on the parsed text.
 //!
-//! Needs the pinned IREE tools (`$KILN_IREE_VENV` or the default venv under
-//! the kiln cache); without them the test fails under `CI=true` and
-//! otherwise prints a skip note.
+//! Needs the IREE tools, found (or skipped) by `common::toolchain`.
 
 use crate::common;
 
@@ -16,32 +14,10 @@ use kiln::stablehlo::{ConstantPolicy, PrintOptions};
 use std::path::PathBuf;
 use std::process::Command;
 
-fn venv() -> PathBuf {
-    std::env::var_os("KILN_IREE_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| kiln::cache_dir().join("iree-3.13.0"))
-}
-
-fn tool(rel: &str) -> Option<PathBuf> {
-    let p = venv().join("lib/python3.11/site-packages/iree").join(rel);
-    p.exists().then_some(p)
-}
-
+/// `iree-compile` and `iree-run-module` of the toolchain `tests/common`
+/// finds, or `None` (a skip, or a failure when required).
 fn tools() -> Option<(PathBuf, PathBuf)> {
-    let c = tool("compiler/_mlir_libs/iree-compile");
-    let r = tool("_runtime_libs/iree-run-module");
-    match (c, r) {
-        (Some(c), Some(r)) => Some((c, r)),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "IREE tools are missing under {} and CI=true",
-                venv().display()
-            );
-            eprintln!("skipping: IREE tools not found under {}", venv().display());
-            None
-        }
-    }
+    common::toolchain().map(|tc| (tc.compile, tc.run_module))
 }
 
 /// Compiles `text` for the host and runs `function` on `inputs` (IREE

@@ -154,12 +154,7 @@ fn large_input_goes_through_npy() {
 #[test]
 fn arm64_under_qemu_matches_host() {
     let Some(tc) = toolchain() else { return };
-    if !require(
-        tc.qemu_aarch64.is_some()
-            && tc.aarch64_run_module.is_some()
-            && kiln::iree::Toolchain::arm64_libc_present(),
-        "qemu-aarch64-static / aarch64 IREE runtime / arm64 libc",
-    ) {
+    if !common::arm64_emulation(&tc) {
         return;
     }
     let b = built(&tc);

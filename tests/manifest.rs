@@ -18,7 +18,7 @@ fn check_schema(name: &str, generated: &str) {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "{} is stale: a manifest type changed; run `KILN_BLESS=1 cargo test --release --test manifest` \
+        "{} is stale: a manifest type changed; run `KILN_BLESS=1 cargo test --release --test suite manifest::` \
          and bump the format's /N if the layout changed",
         path.display()
     );

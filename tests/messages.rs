@@ -1,6 +1,6 @@
 //! The library's messages state facts; the command line adds the flags:
-//! no string literal in the library's sources (`src/` without `src/cli/`,
-//! `src/main.rs` and `src/demo.rs`, which are the binary's) spells a
+//! no string literal in the library's sources (`src/` without `src/cli/`
+//! and `src/main.rs`, which are the binary's) spells a
 //! command-line flag (`--seq`) or a `kiln` verb (`` `kiln compile` ``). The
 //! hints a user sees live in `src/cli/hint.rs`.
 //!
@@ -68,11 +68,7 @@ fn library_sources() -> Vec<PathBuf> {
     let mut lib: Vec<PathBuf> = all
         .into_iter()
         .map(|p| p.strip_prefix(root).unwrap().to_path_buf())
-        .filter(|p| {
-            !p.starts_with("src/cli")
-                && p != Path::new("src/main.rs")
-                && p != Path::new("src/demo.rs")
-        })
+        .filter(|p| !p.starts_with("src/cli") && p != Path::new("src/main.rs"))
         .collect();
     lib.sort();
     lib

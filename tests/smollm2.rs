@@ -625,7 +625,7 @@ fn w8a8_weights_agree_with_transformers_and_the_host_equals_the_interpreter() {
 /// `--weights w8a16` (the w8a8 archive, activations as two i8 terms): only
 /// the weights' rounding is lossy, and at least 70 of the fixture's 73
 /// non-tie prompt positions (95 %, llama.cpp's share in
-/// `scripts/sim_activation_rounding.py`) equal transformers' in the
+/// `scripts/fixtures/sim_activation_rounding.py`) equal transformers' in the
 /// interpreter and on the host.
 #[test]
 fn w8a16_weights_agree_with_transformers_as_llama_cpp_does() {

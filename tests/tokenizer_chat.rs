@@ -2,7 +2,7 @@
 //! `apply_chat_template(messages, add_generation_prompt=True)`, text and
 //! ids, for the model families kiln exports
 //! (`tests/fixtures/tokenizer/chat-templates.json`, written by
-//! `scripts/make_chat_template_fixtures.py`). The vocabularies are the
+//! `scripts/fixtures/make_chat_template_fixtures.py`). The vocabularies are the
 //! committed Phi-3 one and cached GGUFs (llama.cpp's Llama 3 and Qwen2
 //! files, Gemma 3, SmolLM2), skipped or fetched as `tests/common` says.
 

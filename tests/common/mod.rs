@@ -10,36 +10,122 @@ use kiln::iree::Toolchain;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// True when IREE-backed tests must run (CI, or the README test command).
+/// True when every resource the tests use must be present, so that a
+/// missing one fails the test instead of skipping it: under CI (`CI=true`
+/// or `CI=1`) and under `scripts/test.sh` (`KILN_REQUIRE_IREE=1`). This
+/// module is the only place that reads these variables and the only place
+/// that decides skip-or-fail: the IREE tools, the SmolLM2 and Gemma 3
+/// GGUFs, llama.cpp's vocabulary files, qemu and the aarch64 runtime, and
+/// lavapipe are all found here.
 pub fn iree_required() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
         || std::env::var("KILN_REQUIRE_IREE").is_ok_and(|v| v == "1")
 }
 
-/// Fails when IREE-backed tests must run ([`iree_required`]), otherwise
-/// prints a skip note; returns false to skip.
-pub fn require(ok: bool, what: &str) -> bool {
-    if ok {
-        return true;
+/// The skips of this run, `(test, what was missing)`, printed with their
+/// count when the test binary exits ([`skip_or_fail`]).
+static SKIPS: std::sync::Mutex<std::collections::BTreeSet<(String, String)>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+#[cfg(unix)]
+extern "C" {
+    /// The C library's `atexit`: libtest's `main` returns (or calls
+    /// `std::process::exit`) after the last test, which runs it.
+    fn atexit(f: extern "C" fn()) -> std::os::raw::c_int;
+}
+
+/// Prints every skip of the run and their count, after libtest's result
+/// line (registered with `atexit` by the first skip).
+#[cfg(unix)]
+extern "C" fn print_skips() {
+    let skips = SKIPS.lock().unwrap_or_else(|e| e.into_inner());
+    let tests: std::collections::BTreeSet<&str> = skips.iter().map(|(t, _)| t.as_str()).collect();
+    eprintln!(
+        "\nSKIPPED: {} test(s) skipped all or part of their checks; `scripts/test.sh` installs what they need:",
+        tests.len()
+    );
+    for (test, what) in skips.iter() {
+        eprintln!("  {test}: {what}");
     }
+}
+
+/// The one rule for a missing resource: fails the calling test when
+/// resources are required ([`iree_required`]); otherwise prints a note,
+/// records the skip for the summary printed when the binary exits, and
+/// returns false (the caller skips what needs `what`). `fix` says how to
+/// get it.
+pub fn skip_or_fail(what: &str, fix: &str) -> bool {
     if iree_required() {
-        panic!("{what} is missing and required (CI=true or KILN_REQUIRE_IREE=1); run scripts/install-deps.sh");
+        panic!("{what} is missing and required (CI or KILN_REQUIRE_IREE=1): {fix}");
     }
-    eprintln!("SKIP: {what} is missing (run scripts/install-deps.sh)");
+    eprintln!("SKIP: {what} is missing ({fix})");
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let first = {
+        let mut skips = SKIPS.lock().unwrap_or_else(|e| e.into_inner());
+        let first = skips.is_empty();
+        skips.insert((test, what.to_string()));
+        first
+    };
+    #[cfg(unix)]
+    if first {
+        // SAFETY: `print_skips` is a plain `extern "C" fn()` that only
+        // locks a static and writes to stderr.
+        unsafe {
+            atexit(print_skips);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = first;
     false
 }
 
-/// The IREE toolchain, or `None` (with a note) when it is absent and not
-/// required. Under CI a missing toolchain fails the test.
+/// `ok`, or [`skip_or_fail`] for `what` when it is false.
+pub fn require(ok: bool, what: &str) -> bool {
+    ok || skip_or_fail(what, "run scripts/install-deps.sh")
+}
+
+/// The IREE toolchain (`kiln::iree::Toolchain::find`: `KILN_IREE_DIR`, the
+/// pinned venv, `PATH`), or `None` when it is absent ([`skip_or_fail`]).
 pub fn toolchain() -> Option<Toolchain> {
     match Toolchain::find() {
         Ok(tc) => Some(tc),
-        Err(e) if iree_required() => panic!("IREE toolchain required (CI=true): {e}"),
         Err(e) => {
-            eprintln!("SKIP: IREE toolchain not found ({e}); run `kiln toolchain install`");
+            skip_or_fail(
+                &format!("the IREE toolchain ({e})"),
+                "run `kiln toolchain install`",
+            );
             None
         }
     }
+}
+
+/// One optional IREE tool of the toolchain (`pick` chooses it, `name`
+/// names it), or `None` when it or the toolchain is absent
+/// ([`skip_or_fail`]).
+pub fn iree_tool(name: &str, pick: impl Fn(&Toolchain) -> Option<PathBuf>) -> Option<PathBuf> {
+    let tc = toolchain()?;
+    let tool = pick(&tc);
+    if tool.is_none() {
+        skip_or_fail(
+            &format!("{name} (not in the IREE tools from {})", tc.source),
+            "run `kiln toolchain install`",
+        );
+    }
+    tool
+}
+
+/// True when `tc` can run arm64 modules under qemu: qemu-aarch64, the
+/// aarch64 IREE runtime and the arm64 libc; otherwise [`skip_or_fail`].
+pub fn arm64_emulation(tc: &Toolchain) -> bool {
+    require(
+        tc.qemu_aarch64.is_some()
+            && tc.aarch64_run_module.is_some()
+            && Toolchain::arm64_libc_present(),
+        "qemu-aarch64-static / aarch64 IREE runtime / arm64 libc",
+    )
 }
 
 /// The repository root.
@@ -201,7 +287,7 @@ pub fn smol_expected() -> SmolExpected {
 }
 
 /// The cached SmolLM2 GGUF, fetched by `scripts/fetch-smollm2.sh` when
-/// missing; `None` (with a note) when it cannot be had and is not required.
+/// missing; `None` when it cannot be had ([`skip_or_fail`]).
 pub fn smollm2_gguf() -> Option<PathBuf> {
     cached_or_fetched(
         "SmolLM2 GGUF",
@@ -220,8 +306,20 @@ pub fn llama_cpp_vocab(name: &str) -> Option<PathBuf> {
     )
 }
 
+/// llama.cpp's byte-level vocabulary folder in the cache (Llama 3's
+/// `llama-bpe` and Qwen2's GGUFs with their `.inp` texts and `.out` ids),
+/// fetched by `scripts/fetch-llama-vocab.sh` when missing.
+pub fn llama_cpp_vocab_dir() -> Option<PathBuf> {
+    cached_or_fetched(
+        "llama.cpp vocabularies",
+        "llama.cpp-vocab/ggml-vocab-qwen2.gguf.out",
+        "scripts/fetch-llama-vocab.sh",
+    )
+    .map(|p| p.parent().unwrap().to_path_buf())
+}
+
 /// `rel` under kiln's cache, running `script` when it is missing; `None`
-/// (with a note) when it cannot be had and is not required.
+/// when it cannot be had ([`skip_or_fail`]).
 fn cached_or_fetched(what: &str, rel: &str, script: &str) -> Option<PathBuf> {
     let p = kiln::cache_dir().join(rel);
     if p.is_file() {
@@ -229,18 +327,16 @@ fn cached_or_fetched(what: &str, rel: &str, script: &str) -> Option<PathBuf> {
     }
     let ok = std::process::Command::new("bash")
         .arg(root().join(script))
+        .stdout(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if ok && p.is_file() {
         return Some(p);
     }
-    if iree_required() {
-        panic!(
-            "{what} required (CI=true) but not available at {}",
-            p.display()
-        );
-    }
-    eprintln!("SKIP: {what} not available ({})", p.display());
+    skip_or_fail(
+        &format!("{what} ({})", p.display()),
+        &format!("{script} failed to fetch it"),
+    );
     None
 }
 
@@ -269,7 +365,8 @@ pub fn files_in(dir: &Path) -> Vec<String> {
     v
 }
 
-/// True when a lavapipe ICD is installed (apt package mesa-vulkan-drivers).
+/// True when a lavapipe ICD is installed (apt package mesa-vulkan-drivers);
+/// otherwise [`skip_or_fail`].
 pub fn lavapipe_present() -> bool {
     let dirs = ["/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d"];
     let found = dirs.iter().any(|d| {
@@ -278,13 +375,11 @@ pub fn lavapipe_present() -> bool {
                 .any(|e| e.file_name().to_string_lossy().starts_with("lvp_icd"))
         })
     });
-    if !found {
-        if iree_required() {
-            panic!("lavapipe required (CI=true): apt-get install mesa-vulkan-drivers");
-        }
-        eprintln!("SKIP: no lavapipe Vulkan driver (apt-get install mesa-vulkan-drivers)");
-    }
     found
+        || skip_or_fail(
+            "the lavapipe Vulkan driver",
+            "apt-get install mesa-vulkan-drivers",
+        )
 }
 
 /// Exports every HF fixture at each of its SEQs (weights in the fixture's
@@ -542,7 +637,7 @@ pub fn bigvocab_expected() -> BigVocabExpected {
 }
 
 /// splitmix64 (Steele, Lea and Flood), the big-vocabulary fixture's
-/// embedding generator (scripts/make_bigvocab_fixture.py).
+/// embedding generator (scripts/fixtures/make_bigvocab_fixture.py).
 fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -593,8 +688,8 @@ pub fn bigvocab_checkpoint(dir: &Path) -> PathBuf {
 }
 
 /// The cached real Gemma 3 270M Q4_K_M GGUF, fetched by
-/// `scripts/fetch-gemma3.sh` when missing; `None` (with a note) when it
-/// cannot be had and is not required.
+/// `scripts/fetch-gemma3.sh` when missing; `None` when it cannot be had
+/// ([`skip_or_fail`]).
 pub fn gemma3_gguf() -> Option<PathBuf> {
     cached_or_fetched(
         "Gemma 3 GGUF",
@@ -653,7 +748,7 @@ pub const VERBS: [&str; 12] = [
 ];
 
 /// Transformers' f32 argmax and margins on 8 windows of 96 tokens of text
-/// (`scripts/make-fixtures.sh text`).
+/// (`scripts/fixtures/make-fixtures.sh text`).
 #[derive(serde::Deserialize)]
 pub struct TextWindows {
     /// The windows.
@@ -672,7 +767,7 @@ pub struct TextWindow {
 }
 
 /// How many non-tie positions (margin ≥ [`TIE_MARGIN`], as
-/// `scripts/sim_activation_rounding.py` counts them) of the text windows in
+/// `scripts/fixtures/sim_activation_rounding.py` counts them) of the text windows in
 /// `windows` (a fixture path) the host module of `gguf` exported at SEQ 96
 /// with `opts`' weights gives transformers' argmax at: `(same, all)`.
 pub fn text_windows_agreement(
