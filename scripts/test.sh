@@ -19,4 +19,4 @@ done
 # Nothing skips here: a test whose resource is missing (IREE tools, GGUFs,
 # vocabularies, qemu, lavapipe) fails, as under CI=true (tests/common).
 export KILN_REQUIRE_IREE="${KILN_REQUIRE_IREE:-1}"
-cargo test --release --no-fail-fast "$@"
+cargo test --release --workspace --no-fail-fast "$@"

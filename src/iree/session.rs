@@ -88,11 +88,15 @@ fn element(t: &TensorType) -> Result<rt::ElementType> {
 fn open(spec: &SessionSpec) -> Result<rt::Session> {
     // On a CPU device the archive is mapped: the module reads the pages in
     // place, so only the pages it touches are resident (a module packed at
-    // compile time reads only what is not packed). A Vulkan device copies
-    // every parameter into its own memory, so there the archive is read.
-    let mode = match spec.device {
-        Device::Vulkan => rt::ParamMode::File,
-        _ => rt::ParamMode::Map,
+    // compile time reads only what is not packed). Not when the module
+    // reads a parameter slice past an entry's start, which IREE 3.13's
+    // runtime reads from the entry's start out of a mapped (host
+    // allocation) file; nor on Vulkan, whose device copies every
+    // parameter into its own memory anyway.
+    let mode = if spec.device == Device::Vulkan || reads_slices(spec) {
+        rt::ParamMode::File
+    } else {
+        rt::ParamMode::Map
     };
     let mut options = rt::SessionOptions::new(device(spec.device))
         .task_groups(spec.task_groups)
@@ -104,6 +108,33 @@ fn open(spec: &SessionSpec) -> Result<rt::Session> {
         options = options.param(rt::ParamFile::new("packed", packed, rt::ParamMode::Map));
     }
     Ok(rt::Session::open(&spec.vmfb, &options)?)
+}
+
+/// Whether `spec`'s module reads row chunks of its archive as slices (at
+/// an offset into an entry) rather than through the archive's chunk
+/// entries (`KEY@OFFSET`, what `kiln compile` reads when the export's
+/// archive sits beside the MLIR). A module names the parameters it reads
+/// as plain strings, so one that reads no chunk entry of a chunked archive
+/// reads its chunks as slices.
+fn reads_slices(spec: &SessionSpec) -> bool {
+    let Ok(archive) = crate::params::irpa::IrpaReader::open(&spec.params) else {
+        return false;
+    };
+    let chunks: Vec<&str> = archive
+        .entries()
+        .iter()
+        .map(|e| e.name.as_str())
+        .filter(|n| crate::params::irpa::parse_chunk_key(n).is_some())
+        .collect();
+    if chunks.is_empty() {
+        return false;
+    }
+    let Ok(module) = std::fs::read(&spec.vmfb) else {
+        return true;
+    };
+    !chunks
+        .iter()
+        .any(|k| module.windows(k.len()).any(|w| w == k.as_bytes()))
 }
 
 /// The i32 ids as the runtime's bytes.
