@@ -33,11 +33,11 @@ EXTREMES = [0, -1, 1, 2**31, 2**63 - 1, 2**64, 1e308, -1e308, 0.5, "", "../../x"
             "/etc/passwd", None, [], {}, True, "t.irpa", 9223372036854775807]
 
 
-def run(kiln, args, cwd=None):
+def run(kiln, args, limit=LIMIT):
     """(returncode or None on timeout, stderr)."""
     try:
-        p = subprocess.run([kiln] + args, cwd=cwd, capture_output=True,
-                           timeout=LIMIT, text=True, errors="replace")
+        p = subprocess.run([kiln] + args, capture_output=True,
+                           timeout=limit, text=True, errors="replace")
         return p.returncode, p.stderr
     except subprocess.TimeoutExpired:
         return None, ""
@@ -94,7 +94,7 @@ def seeds(kiln, work):
         ["package", os.path.join(export, "t.json"), "-o", assets, "--no-tokenizer",
          "--include-host", "-q"],
     ):
-        code, err = run(kiln, args)
+        code, err = run(kiln, args, limit=None)
         if code != 0:
             sys.exit(f"seed: kiln {' '.join(args)}: {err}")
     return export, assets
@@ -115,6 +115,7 @@ def main():
     rng = random.Random(a.seed)
     found = {"panics": 0, "hangs": 0, "crashes": 0, "partial outputs": 0}
     kinds = {"checkpoint": 0, "mlir": 0, "package": 0}
+    codes = {}
     with tempfile.TemporaryDirectory(prefix="kiln-mutate-") as work:
         export, assets = seeds(a.kiln, work)
         for n in range(a.cases):
@@ -163,6 +164,7 @@ def main():
                 open(f, "wb").write(new)
                 args = ["verify", pkg]
             code, err = run(a.kiln, args)
+            codes[(kind, code)] = codes.get((kind, code), 0) + 1
             what = None
             if code is None:
                 found["hangs"] += 1
@@ -182,6 +184,7 @@ def main():
                 shutil.copytree(case, keep, dirs_exist_ok=True)
             shutil.rmtree(case, ignore_errors=True)
     total = sum(found.values())
+    print("exit codes: " + ", ".join(f"{k} {c}: {v}" for (k, c), v in sorted(codes.items(), key=str)))
     print(f"mutate: {a.cases} cases (seed {a.seed}; " +
           ", ".join(f"{v} {k}" for k, v in kinds.items()) + "): " +
           ", ".join(f"{v} {k}" for k, v in found.items()))

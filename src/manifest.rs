@@ -67,7 +67,7 @@ pub enum ManifestError {
     },
     /// A file name in a manifest that is not a plain file name (it would
     /// leave the manifest's folder); refused before any file is opened.
-    #[error("{}: file {file:?} is not a plain file name in its folder: it {fault}", path.display())]
+    #[error("{}: file {file:?} {fault}: a manifest names only files in its own folder", path.display())]
     BadFile {
         /// The manifest.
         path: PathBuf,

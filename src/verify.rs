@@ -262,7 +262,11 @@ pub fn verify(
 /// model's files: `NAME.irpa` beside packaged modules (`NAME.manifest.json`
 /// missing) or beside an export's (`NAME.json`).
 fn missing_manifest(dir: &Path, tc: &Toolchain, entries: &[String]) -> Option<ModelReport> {
-    let stem = entries.iter().find_map(|e| e.strip_suffix(".irpa"))?;
+    // The model's archive, not a module's packed one.
+    let stem = entries
+        .iter()
+        .filter(|e| !e.ends_with(".packed.irpa"))
+        .find_map(|e| e.strip_suffix(".irpa"))?;
     let packaged = crate::package::android_modules()
         .iter()
         .any(|k| entries.contains(&format!("{stem}-{}.vmfb", k.key)));
