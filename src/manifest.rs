@@ -66,13 +66,15 @@ pub enum ManifestError {
         name: String,
     },
     /// A file name in a manifest that is not a plain file name (it would
-    /// leave the manifest's folder).
-    #[error("{}: file {file:?} is not a plain file name", path.display())]
+    /// leave the manifest's folder); refused before any file is opened.
+    #[error("{}: file {file:?} {fault}: a manifest names only files in its own folder", path.display())]
     BadFile {
         /// The manifest.
         path: PathBuf,
         /// The file name it records.
         file: String,
+        /// What is wrong with it.
+        fault: crate::names::NameFault,
     },
     /// An export manifest that lists no parameter archive.
     #[error("{}: the export manifest lists no irpa file", path.display())]
@@ -154,6 +156,64 @@ impl ExportManifest {
     /// The manifest as `kiln export` writes it: pretty JSON and a newline.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a manifest serializes") + "\n"
+    }
+
+    /// Every file name this manifest records (its files, the KV MLIR, each
+    /// module and packed archive), for [`bad_names`].
+    pub fn file_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.files.values().map(|r| r.path.as_str()).collect();
+        names.extend(self.kv.as_ref().map(|k| k.mlir.as_str()));
+        for (file, rec) in &self.modules {
+            names.push(file);
+            names.extend(rec.packed.as_ref().map(|p| p.path.as_str()));
+        }
+        names
+    }
+
+    /// The first of its name and file names that is not plain
+    /// ([`check_names`]).
+    pub fn check_names(&self, path: &Path) -> Result<(), ManifestError> {
+        check_names(path, &self.name, &self.file_names())
+    }
+}
+
+/// Each of `files` that is not a plain file name
+/// ([`crate::names::plain_name`]), with why, each once, in name order.
+pub fn bad_names<'a>(files: &[&'a str]) -> Vec<(&'a str, crate::names::NameFault)> {
+    let mut bad: Vec<(&str, crate::names::NameFault)> = Vec::new();
+    for f in files {
+        if let Err(e) = crate::names::plain_name(f) {
+            if !bad.iter().any(|(b, _)| b == f) {
+                bad.push((f, e));
+            }
+        }
+    }
+    bad.sort_by_key(|(f, _)| *f);
+    bad
+}
+
+/// Whether the model's `name` is a plain stem: a plain file name
+/// ([`crate::names::plain_name`]) that does not start with a dot.
+pub fn plain_stem(name: &str) -> bool {
+    crate::names::plain_name(name).is_ok() && !name.starts_with('.')
+}
+
+/// The manifest at `path` with model name `name` and file names `files`:
+/// the first fault of [`plain_stem`] and [`bad_names`].
+fn check_names(path: &Path, name: &str, files: &[&str]) -> Result<(), ManifestError> {
+    if !plain_stem(name) {
+        return Err(ManifestError::BadName {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+        });
+    }
+    match bad_names(files).first() {
+        Some((file, fault)) => Err(ManifestError::BadFile {
+            path: path.to_path_buf(),
+            file: file.to_string(),
+            fault: *fault,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -615,6 +675,7 @@ impl RunManifest {
             if m.seq == 0 {
                 return Err(bad("seq", "a positive integer"));
             }
+            m.check_names(path)?;
             return Ok(Some(RunManifest {
                 defaults: RunDefaults::from(&m),
                 export: Some(m),
@@ -637,12 +698,22 @@ impl RunManifest {
                 )),
             }
         };
+        let irpa = string("irpa")?;
+        if let Some(file) = &irpa {
+            if let Err(fault) = crate::names::plain_name(file) {
+                return Err(ManifestError::BadFile {
+                    path: path.to_path_buf(),
+                    file: file.clone(),
+                    fault,
+                });
+            }
+        }
         Ok(Some(RunManifest {
             defaults: RunDefaults {
                 seq,
                 function: string("function")?,
                 scope: string("scope")?,
-                irpa: string("irpa")?,
+                irpa,
             },
             export: None,
         }))
@@ -764,6 +835,28 @@ impl AssetsManifest {
     /// The JSON Schema of this manifest (`docs/schema/kiln_assets.schema.json`).
     pub fn schema() -> String {
         schema_text(schemars::schema_for!(AssetsManifest))
+    }
+
+    /// Every file name this manifest records: the archive, the modules and
+    /// their packed archives, the tokenizer files and `files`, for
+    /// [`bad_names`].
+    pub fn file_names(&self) -> Vec<&str> {
+        let mut names = vec![self.parameters.as_str()];
+        let kv = self.kv.iter().flat_map(|k| k.modules.values());
+        for e in self.modules.values().chain(kv) {
+            names.push(&e.path);
+            names.extend(e.packed.as_deref());
+        }
+        names.extend(self.tokenizer.as_deref());
+        names.extend(self.tokenizer_config.as_deref());
+        names.extend(self.files.iter().map(|r| r.path.as_str()));
+        names
+    }
+
+    /// The first of its name and file names that is not plain
+    /// ([`check_names`]).
+    pub fn check_names(&self, path: &Path) -> Result<(), ManifestError> {
+        check_names(path, &self.name, &self.file_names())
     }
 }
 

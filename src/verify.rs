@@ -145,37 +145,91 @@ pub fn verify(
         ))
         .into());
     }
-    let mut names: Vec<String> = std::fs::read_dir(dir)
+    let mut entries: Vec<String> = std::fs::read_dir(dir)
         .map_err(io)?
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".json"))
         .collect();
-    names.sort();
+    entries.sort();
     let mut models = Vec::new();
-    for name in names {
-        let path = dir.join(&name);
-        let Ok(text) = std::fs::read_to_string(&path) else {
+    // What the folder's manifests list, and the JSON files that are no
+    // manifest (a broken one unless a manifest lists it).
+    let mut listed: Vec<String> = Vec::new();
+    let mut broken: Vec<(String, String)> = Vec::new();
+    let mut assets = false;
+    for name in &entries {
+        let path = dir.join(name);
+        if !name.ends_with(".json") || !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
+        {
             continue;
-        };
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
+        }
+        let value = match std::fs::read(&path) {
+            Err(e) => {
+                broken.push((name.clone(), format!("cannot be read: {e}")));
+                continue;
+            }
+            Ok(bytes) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
+                Ok(v) => v,
+                Err(e) => {
+                    broken.push((name.clone(), format!("not valid JSON: {e}")));
+                    continue;
+                }
+            },
         };
         let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
-        let mut check = Check::new(dir, tc, &name);
+        let mut check = Check::new(dir, tc, name);
+        listed.push(name.clone());
         if format.starts_with("kiln-android-assets/") {
+            assets = true;
             match serde_json::from_value::<AssetsManifest>(value) {
-                Ok(m) => check.assets(&m, opts),
-                Err(e) => check.fault(&name, format!("not a valid assets manifest: {e}")),
+                Ok(m) => {
+                    listed.extend(m.file_names().into_iter().map(str::to_string));
+                    check.assets(&m, opts)
+                }
+                Err(e) => check.fault(name, format!("not a valid assets manifest: {e}")),
             }
             models.push(check.report("assets"));
         } else if value.get("kiln_version").is_some() && !name.ends_with(".manifest.json") {
             match serde_json::from_value::<ExportManifest>(value) {
-                Ok(m) => check.export(&m, opts),
-                Err(e) => check.fault(&name, format!("not a valid export manifest: {e}")),
+                Ok(m) => {
+                    listed.extend(m.file_names().into_iter().map(str::to_string));
+                    listed.extend(check.export(&m, opts));
+                }
+                Err(e) => check.fault(name, format!("not a valid export manifest: {e}")),
             }
             models.push(check.report("export"));
+        } else if name.ends_with(".manifest.json") {
+            assets = true;
+            check.fault(
+                name,
+                "not an assets manifest (no \"format\": \"kiln-android-assets/…\")",
+            );
+            models.push(check.report("assets"));
+        } else {
+            listed.pop();
+        }
+    }
+    // A JSON file no manifest lists and that does not parse: a broken
+    // manifest, named with where parsing failed.
+    let mut unreadable = false;
+    for (name, what) in broken {
+        if !listed.contains(&name) {
+            unreadable = true;
+            let kind = if name.ends_with(".manifest.json") {
+                assets = true;
+                "assets"
+            } else {
+                "export"
+            };
+            let mut check = Check::new(dir, tc, &name);
+            check.fault(&name, what);
+            models.push(check.report(kind));
+        }
+    }
+    if models.is_empty() {
+        // No manifest, but a model's files: its manifest is missing.
+        if let Some(m) = missing_manifest(dir, tc, &entries) {
+            models.push(m);
         }
     }
     if models.is_empty() {
@@ -183,10 +237,48 @@ pub fn verify(
             dir: dir.to_path_buf(),
         });
     }
+    // An assets folder holds what its manifests list and nothing else
+    // (unknowable when one of them cannot be read: that is the fault).
+    if assets && !unreadable {
+        let extra: Vec<&String> = entries.iter().filter(|e| !listed.contains(e)).collect();
+        let report = models
+            .iter_mut()
+            .find(|m| m.kind == "assets")
+            .expect("an assets report");
+        for e in extra {
+            report.faults.push(Fault {
+                file: e.clone(),
+                fault: "not listed by any manifest in this folder".into(),
+            });
+        }
+    }
     Ok(VerifyReport {
         dir: dir.to_path_buf(),
         models,
     })
+}
+
+/// A fault for the missing manifest of a folder without one that holds a
+/// model's files: `NAME.irpa` beside packaged modules (`NAME.manifest.json`
+/// missing) or beside an export's (`NAME.json`).
+fn missing_manifest(dir: &Path, tc: &Toolchain, entries: &[String]) -> Option<ModelReport> {
+    // The model's archive, not a module's packed one.
+    let stem = entries
+        .iter()
+        .filter(|e| !e.ends_with(".packed.irpa"))
+        .find_map(|e| e.strip_suffix(".irpa"))?;
+    let packaged = crate::package::android_modules()
+        .iter()
+        .any(|k| entries.contains(&format!("{stem}-{}.vmfb", k.key)));
+    let layout = Layout::new(dir, stem);
+    let (file, kind) = match packaged {
+        true => (layout.file(Artifact::AssetsManifest), "assets"),
+        false => (layout.file(Artifact::Manifest), "export"),
+    };
+    let mut check = Check::new(dir, tc, &file);
+    let what = format!("missing: the folder holds {stem}.irpa but no manifest");
+    check.fault(&file, what);
+    Some(check.report(kind))
 }
 
 /// The checks of one manifest, and what they found.
@@ -199,11 +291,18 @@ struct Check<'a> {
     rebuilt: Vec<String>,
     not_rebuilt: Vec<String>,
     faults: Vec<Fault>,
+    /// File names already refused by the name check (each faulted once).
+    refused: Vec<String>,
 }
 
 /// A module to check: its file and what it was compiled from.
 struct ModuleToCheck<'m> {
     file: String,
+    /// The slot it fills: the assets manifest's key (`arm64-v8a`, …) or,
+    /// in an export folder, the target its file name ends in.
+    slot: String,
+    /// The target that slot holds modules of.
+    target: Option<Target>,
     kv: bool,
     /// Compiled for Vulkan: bf16 KV caches are i32 words of two values
     /// there (`TensorType::lowered_for_vulkan`).
@@ -229,6 +328,38 @@ impl<'a> Check<'a> {
             rebuilt: Vec::new(),
             not_rebuilt: Vec::new(),
             faults: Vec::new(),
+            refused: Vec::new(),
+        }
+    }
+
+    /// The path of the manifest's file `name` in the folder, or `None`
+    /// (and a fault, once) when it is not a plain file name there
+    /// ([`crate::names::file_in_folder`]): no file is opened under a name
+    /// before this check.
+    fn path(&mut self, name: &str) -> Option<PathBuf> {
+        match crate::names::file_in_folder(self.dir, name) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                if !self.refused.iter().any(|r| r == name) {
+                    self.refused.push(name.to_string());
+                    let manifest = self.manifest.clone();
+                    self.fault(&manifest, format!("lists file {name:?}, which {e}"));
+                }
+                None
+            }
+        }
+    }
+
+    /// The manifest's model name and file names, checked before any file
+    /// is opened (every refused name is one fault).
+    fn names(&mut self, name: &str, files: &[&str]) {
+        if !crate::manifest::plain_stem(name) {
+            let manifest = self.manifest.clone();
+            let what = format!("its name {name:?} is not a plain file name stem");
+            self.fault(&manifest, what);
+        }
+        for f in files {
+            self.path(f);
         }
     }
 
@@ -253,6 +384,7 @@ impl<'a> Check<'a> {
 
     /// A packaged assets folder.
     fn assets(&mut self, m: &AssetsManifest, opts: &VerifyOptions) {
+        self.names(&m.name, &m.file_names());
         for rec in &m.files {
             self.file(rec);
         }
@@ -262,11 +394,18 @@ impl<'a> Check<'a> {
                 .find(|r| r.path == path)
                 .map(|r| r.sha256.as_str())
         };
+        let slot = |key: &str| {
+            let mut kinds = Vec::from(crate::package::android_modules());
+            kinds.push(crate::package::host_module());
+            kinds.into_iter().find(|k| k.key == key).map(|k| k.target)
+        };
         let mut modules: Vec<ModuleToCheck<'_>> = m
             .modules
-            .values()
-            .map(|e| ModuleToCheck {
+            .iter()
+            .map(|(key, e)| ModuleToCheck {
                 file: e.path.clone(),
+                slot: key.clone(),
+                target: slot(key),
                 kv: false,
                 vulkan: e.device == Device::Vulkan,
                 compiled: e.compiled.as_ref(),
@@ -276,8 +415,10 @@ impl<'a> Check<'a> {
             })
             .collect();
         if let Some(kv) = &m.kv {
-            modules.extend(kv.modules.values().map(|e| ModuleToCheck {
+            modules.extend(kv.modules.iter().map(|(key, e)| ModuleToCheck {
                 file: e.path.clone(),
+                slot: key.clone(),
+                target: slot(key),
                 kv: true,
                 vulkan: e.device == Device::Vulkan,
                 compiled: e.compiled.as_ref(),
@@ -298,8 +439,34 @@ impl<'a> Check<'a> {
                 self.fault(listed, what);
             }
         }
+        let entries = m
+            .modules
+            .iter()
+            .chain(m.kv.iter().flat_map(|k| k.modules.iter()));
+        for (key, e) in entries {
+            match slot(key) {
+                None => self.fault(
+                    &e.path,
+                    format!("fills slot {key:?}, which is no ABI kiln packages"),
+                ),
+                Some(t) if !same_kind(&t, &e.target) => self.fault(
+                    &e.path,
+                    format!(
+                        "fills slot {key:?} (target {t}), but the manifest says target {}",
+                        e.target
+                    ),
+                ),
+                _ => {}
+            }
+        }
         let kv = m.kv.as_ref().map(|k| &k.pair);
+        let weights_for = m
+            .provenance
+            .as_ref()
+            .map(|p| p.recipe.weights_for.clone())
+            .unwrap_or_default();
         self.modules_and_archive(&m.contract, kv, &m.parameters, &modules);
+        self.vocabulary(&m.contract, &m.parameters, &weights_for);
         if opts.rebuild {
             match &m.provenance {
                 Some(p) => {
@@ -323,7 +490,9 @@ impl<'a> Check<'a> {
     }
 
     /// An export folder.
-    fn export(&mut self, m: &ExportManifest, opts: &VerifyOptions) {
+    /// Returns the unrecorded modules it found beside the manifest.
+    fn export(&mut self, m: &ExportManifest, opts: &VerifyOptions) -> Vec<String> {
+        self.names(&m.name, &m.file_names());
         for rec in m.files.values() {
             self.file(rec);
         }
@@ -346,6 +515,10 @@ impl<'a> Check<'a> {
             .iter()
             .map(|(file, rec)| ModuleToCheck {
                 file: file.clone(),
+                slot: Layout::of_module(Path::new(file))
+                    .target
+                    .map_or_else(|| "none".to_string(), |t| t.to_string()),
+                target: Layout::of_module(Path::new(file)).target,
                 kv: Some(rec.compile.mlir.as_str()) == kv_mlir,
                 vulkan: matches!(rec.compile.target, Target::Vulkan { .. }),
                 compiled: Some(&rec.compile),
@@ -354,7 +527,13 @@ impl<'a> Check<'a> {
                 packed_sha256: rec.packed.as_ref().map(|p| p.sha256.as_str()),
             })
             .collect();
-        for target in crate::iree::flags::TARGET_NAMES {
+        let mut unrecorded = Vec::new();
+        // Only beside a manifest whose name is a plain stem.
+        let targets = match crate::manifest::plain_stem(&m.name) {
+            true => crate::iree::flags::TARGET_NAMES,
+            false => &[],
+        };
+        for target in targets {
             let Ok(t) = Target::parse(target) else {
                 continue;
             };
@@ -366,8 +545,13 @@ impl<'a> Check<'a> {
                 if layout.path(artifact).is_file() && !m.modules.contains_key(&file) {
                     let packed = crate::iree::pack::packed_archive(Path::new(&file));
                     let packed = packed.to_string_lossy().into_owned();
+                    let packed = self.dir.join(&packed).is_file().then_some(packed);
+                    unrecorded.push(file.clone());
+                    unrecorded.extend(packed.clone());
                     modules.push(ModuleToCheck {
-                        packed: self.dir.join(&packed).is_file().then_some(packed),
+                        packed,
+                        slot: target.to_string(),
+                        target: Some(t.clone()),
                         file,
                         kv,
                         vulkan: matches!(t, Target::Vulkan { .. }),
@@ -382,7 +566,21 @@ impl<'a> Check<'a> {
         let irpa = irpa.unwrap_or_else(|| layout.file(Artifact::Irpa));
         let kv = m.kv.as_ref().map(|k| &k.pair);
         let contract = m.contract.with_model(());
+        if contract.vocab_size != m.config.vocab_size {
+            let manifest = self.manifest.clone();
+            let what = format!(
+                "its vocab_size {} is not its config's {}",
+                contract.vocab_size, m.config.vocab_size
+            );
+            self.fault(&manifest, what);
+        }
         self.modules_and_archive(&contract, kv, &irpa, &modules);
+        let weights_for = m
+            .recipe
+            .as_ref()
+            .map(|r| r.weights_for.clone())
+            .unwrap_or_default();
+        self.vocabulary(&contract, &irpa, &weights_for);
         if opts.rebuild {
             match &m.recipe {
                 Some(recipe) => {
@@ -413,12 +611,15 @@ impl<'a> Check<'a> {
                 )),
             }
         }
+        unrecorded
     }
 
     /// Size and sha256 of one listed file.
     fn file(&mut self, rec: &FileRecord) {
         self.files += 1;
-        let path = self.dir.join(&rec.path);
+        let Some(path) = self.path(&rec.path) else {
+            return;
+        };
         let Ok(meta) = std::fs::metadata(&path) else {
             return self.fault(&rec.path, "missing");
         };
@@ -457,7 +658,9 @@ impl<'a> Check<'a> {
         let archive = self.entries(irpa);
         for module in modules {
             self.modules += 1;
-            let path = self.dir.join(&module.file);
+            let Some(path) = self.path(&module.file) else {
+                continue;
+            };
             if !path.is_file() {
                 // Already a fault of the file checks when it is listed.
                 continue;
@@ -490,6 +693,7 @@ impl<'a> Check<'a> {
                 }
             };
             self.functions(&module.file, &info, &expected);
+            self.slot(module, &info);
             let packed = module.packed.as_ref().and_then(|p| {
                 let entries = self.entries(p)?;
                 Some((p.as_str(), entries))
@@ -503,6 +707,80 @@ impl<'a> Check<'a> {
                     (irpa, archive),
                     packed,
                 );
+            }
+        }
+    }
+
+    /// The module's executable formats against its slot's target and its
+    /// compile record's.
+    fn slot(&mut self, module: &ModuleToCheck<'_>, info: &ModuleInfo) {
+        if let (Some(c), Some(t)) = (module.compiled, &module.target) {
+            if !same_kind(&c.target, t) {
+                let what = format!(
+                    "fills slot {} (target {t}), but its compile record says target {}",
+                    module.slot, c.target
+                );
+                self.fault(&module.file, what);
+            }
+        }
+        let Some(want) = module.target.as_ref().map(executable_format) else {
+            return;
+        };
+        if let Some(bad) = info.formats.iter().find(|f| f.as_str() != want) {
+            let what = format!(
+                "holds executables of format {bad}, slot {} needs {want}",
+                module.slot
+            );
+            self.fault(&module.file, what);
+        }
+    }
+
+    /// The contract's `vocab_size` against the rows of the embedding (and
+    /// of `lm_head`, when the archive holds one) in the archive `irpa`:
+    /// exactly when the weights are one plain dtype (the row width is the
+    /// final norm's length), as a divisor of the bytes otherwise.
+    fn vocabulary(&mut self, contract: &Contract, irpa: &str, weights_for: &[String]) {
+        let manifest = self.manifest.clone();
+        if contract.vocab_size == 0 {
+            return self.fault(&manifest, "its vocab_size is 0");
+        }
+        if self.refused.iter().any(|r| r == irpa) {
+            return;
+        }
+        let Some(Ok(archive)) = self.path(irpa).map(IrpaReader::open) else {
+            return; // Already a fault of the file or archive checks.
+        };
+        let len = |key: &str| {
+            archive
+                .entries()
+                .iter()
+                .find(|e| e.name == key)
+                .map(|e| e.len())
+        };
+        let plain = DType::from_mlir(&contract.weights_dtype)
+            .filter(|_| weights_for.is_empty())
+            .map(|d| d.size() as u64);
+        let width = plain
+            .zip(len("model.norm.weight"))
+            .map(|(size, n)| n / size);
+        let v = contract.vocab_size as u64;
+        for key in ["model.embed_tokens.weight", "lm_head.weight"] {
+            let Some(bytes) = len(key) else { continue };
+            let fits = match (plain, width) {
+                (Some(size), Some(h)) if h > 0 => bytes == v.saturating_mul(h).saturating_mul(size),
+                _ => bytes % v == 0,
+            };
+            if !fits {
+                let rows = match (plain, width) {
+                    (Some(size), Some(h)) if h > 0 => {
+                        format!(", {} rows of {h}", bytes / (h * size))
+                    }
+                    _ => String::new(),
+                };
+                let what = format!(
+                    "its vocab_size {v} does not fit {key} in {irpa} ({bytes} bytes{rows})"
+                );
+                self.fault(&manifest, what);
             }
         }
     }
@@ -537,7 +815,7 @@ impl<'a> Check<'a> {
     /// The entries of the archive `irpa` and their byte counts; `None`
     /// (and a fault) when it cannot be read.
     fn entries(&mut self, irpa: &str) -> Option<BTreeMap<String, u64>> {
-        match IrpaReader::open(self.dir.join(irpa)) {
+        match IrpaReader::open(self.path(irpa)?) {
             Ok(r) => Some(
                 r.entries()
                     .iter()
@@ -811,6 +1089,28 @@ fn kv_signatures(pair: &KvPair, vulkan: bool) -> Result<Vec<FunctionSignature>, 
             ]
         })
         .collect())
+}
+
+/// Whether `a` and `b` are the same kind of target (any Vulkan target is
+/// one kind: a file name does not say which).
+fn same_kind(a: &Target, b: &Target) -> bool {
+    std::mem::discriminant(a) == std::mem::discriminant(b)
+}
+
+/// The executable format IREE writes for `target`: the host's is this
+/// machine's architecture.
+fn executable_format(target: &Target) -> &'static str {
+    match target {
+        Target::Host => match std::env::consts::ARCH {
+            "aarch64" => "embedded-elf-arm_64",
+            "arm" => "embedded-elf-arm_32",
+            "riscv64" => "embedded-elf-riscv_64",
+            _ => "embedded-elf-x86_64",
+        },
+        Target::Arm64 => "embedded-elf-arm_64",
+        Target::Arm32 => "embedded-elf-arm_32",
+        Target::Vulkan { .. } => "vulkan-spirv-fb",
+    }
 }
 
 /// `(T, …) -> (T, …)`.

@@ -13,7 +13,7 @@ use std::path::Path;
 /// only modules on lower floors (never one on its own floor or above).
 /// docs/architecture.md describes each floor.
 const LAYERS: &[&[&str]] = &[
-    &["util", "progress"],
+    &["util", "progress", "names"],
     &["graph"],
     &["stablehlo"],
     &["params"],

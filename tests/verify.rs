@@ -22,6 +22,8 @@ struct Fixture {
     export: PathBuf,
     assets: PathBuf,
     seq16_module: PathBuf,
+    /// The SEQ 16 export's host module.
+    host_module: PathBuf,
 }
 
 fn fixture() -> Option<&'static Fixture> {
@@ -83,13 +85,14 @@ fn fixture() -> Option<&'static Fixture> {
             "compile",
             &s(&other.join("t-gen.mlir")),
             "-t",
-            "arm64",
+            "arm64,host",
             "-q",
         ]);
         Some(Fixture {
             export,
             assets,
             seq16_module: other.join("t-arm64.vmfb"),
+            host_module: other.join("t-host.vmfb"),
             _dir: dir,
         })
     })
@@ -229,4 +232,121 @@ fn rebuild_reproduces_the_package_byte_for_byte() {
         assert!(rebuilt.contains(&file), "{file} not rebuilt: {out}");
     }
     assert_eq!(report["models"][0]["not_rebuilt"], serde_json::json!([]));
+}
+
+/// tests/attacks/packages/cases.json: each attack on a copy of the package
+/// (its `ops`, described in the file's `_doc`) fails with exit 1 and every
+/// fault it expects; nothing outside the copy is read under a refused name.
+#[test]
+fn package_attacks_are_named() {
+    let Some(f) = fixture() else { return };
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/attacks/packages/cases.json");
+    let cases: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&corpus).expect("read corpus")).expect("JSON");
+    let cases = cases.as_object().expect("an object");
+    assert!(cases.len() >= 20, "at least 20 package attacks");
+    for (name, case) in cases.iter().filter(|(k, _)| !k.starts_with('_')) {
+        // The package in `parent/pkg`, so `../` names stay in the test's
+        // own temporary folder.
+        let parent = common::tmpdir();
+        let dir = parent.path().join("pkg");
+        std::fs::create_dir(&dir).expect("mkdir");
+        for entry in std::fs::read_dir(&f.assets).expect("read assets") {
+            let entry = entry.expect("entry");
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).expect("copy");
+        }
+        for op in case["ops"].as_array().expect("ops") {
+            apply(&dir, f, op.as_array().expect("an op is a list"));
+        }
+        let (code, out, err) = kiln(&["verify", dir.to_str().unwrap()]);
+        assert_eq!(code, 1, "{name}: stdout: {out}\nstderr: {err}");
+        for e in case["expect"].as_array().expect("expect") {
+            let (file, fault) = (e[0].as_str().unwrap(), e[1].as_str().unwrap());
+            assert!(
+                out.lines()
+                    .any(|l| l.starts_with(&format!("{file}: ")) && l.contains(fault)),
+                "{name}: no fault of {file} saying {fault:?} in:\n{out}{err}"
+            );
+        }
+    }
+}
+
+/// Applies one op of the package corpus to the package in `dir`.
+fn apply(dir: &Path, f: &Fixture, op: &[serde_json::Value]) {
+    let manifest = dir.join("t.manifest.json");
+    let arg = |i: usize| op[i].as_str().expect("a string argument").to_string();
+    let edit = |change: &dyn Fn(&mut serde_json::Value)| {
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+        change(&mut m);
+        std::fs::write(&manifest, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    };
+    let record = |name: &str| {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path).expect("the recorded file");
+        let sha = {
+            use sha2::Digest;
+            let h = sha2::Sha256::digest(&bytes);
+            h.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        };
+        (bytes.len(), sha)
+    };
+    match op[0].as_str().expect("an op name") {
+        "record" => {
+            let name = arg(1);
+            let (len, sha) = record(&name);
+            edit(&|m| {
+                let r = serde_json::json!({"path": name, "bytes": len, "sha256": sha});
+                m["files"].as_array_mut().unwrap().push(r);
+            });
+        }
+        "set" => {
+            let (pointer, value) = (arg(1), op[2].clone());
+            edit(&|m| {
+                let (parent, key) = pointer.rsplit_once('/').unwrap();
+                let parent = m.pointer_mut(parent).expect("the pointer's parent");
+                match parent {
+                    serde_json::Value::Array(a) => a[key.parse::<usize>().unwrap()] = value.clone(),
+                    p => p[key] = value.clone(),
+                }
+            });
+        }
+        "write" => std::fs::write(dir.join(arg(1)), arg(2)).expect("write"),
+        "copy" => {
+            let (from, to) = (arg(1), arg(2));
+            let from = match from.as_str() {
+                "$HOST" => f.host_module.clone(),
+                other => dir.join(other),
+            };
+            std::fs::copy(from, dir.join(&to)).expect("copy");
+            let (len, sha) = record(&to);
+            edit(&|m| {
+                for r in m["files"].as_array_mut().unwrap() {
+                    if r["path"] == to.as_str() {
+                        r["bytes"] = len.into();
+                        r["sha256"] = sha.clone().into();
+                    }
+                }
+            });
+        }
+        "symlink" => {
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(arg(1), dir.join(arg(2))).expect("symlink");
+        }
+        "remove" => std::fs::remove_file(dir.join(arg(1))).expect("remove"),
+        "truncate" => {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join(arg(1)))
+                .expect("open");
+            file.set_len(op[2].as_u64().unwrap()).expect("truncate");
+        }
+        "flip" => {
+            let path = dir.join(arg(1));
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes[op[2].as_u64().unwrap() as usize] ^= 0x40;
+            std::fs::write(&path, bytes).unwrap();
+        }
+        other => panic!("unknown op {other}"),
+    }
 }

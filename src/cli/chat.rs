@@ -93,6 +93,7 @@ pub fn run(a: Args) -> Result<i32> {
         conv,
         eos,
         max_context: kv.max_context,
+        manifest: &r.manifest,
         max_new_tokens: a.max_new_tokens,
         template_source,
         held: None,
@@ -119,6 +120,8 @@ struct Session<'t, 'm> {
     conv: Conversation<'m>,
     eos: Vec<i32>,
     max_context: usize,
+    /// The manifest beside the module: its vocabulary bounds every id.
+    manifest: &'t kiln::manifest::RunManifest,
     max_new_tokens: usize,
     /// Where the template came from, for its errors.
     template_source: PathBuf,
@@ -170,6 +173,7 @@ impl Session<'_, '_> {
             Err(e) => return Err(e),
         };
         let ids = self.conversation_ids(&text, ids)?;
+        super::run::check_vocab(self.manifest, &ids)?;
         if !ids.starts_with(self.conv.tokens()) {
             self.conv.restart()?;
         }

@@ -134,7 +134,22 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         .jobs(jobs)
         .extra(extra)
         .progress(super::progress::bars());
-    let outs = tc.compile_many(&args.module, &targets, &out_dir, &name, &opts)?;
+    // A folder this run creates goes again when the compile fails (only
+    // while it is empty: nothing else is ever removed).
+    let created: Vec<PathBuf> = out_dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .map(PathBuf::from)
+        .collect();
+    let outs = match tc.compile_many(&args.module, &targets, &out_dir, &name, &opts) {
+        Ok(outs) => outs,
+        Err(e) => {
+            for d in &created {
+                let _ = std::fs::remove_dir(d);
+            }
+            return Err(e.into());
+        }
+    };
     if args.pack {
         // A module none of whose whole parameters reach a product (only
         // sliced or elementwise ones) has nothing to pack at compile time;

@@ -104,6 +104,7 @@ pub fn run(mut a: Args) -> Result<i32> {
         .or_else(|| r.manifest.source_tokenizer());
     let (tokenizer, ids_note) = open_tokenizer(tok_path.as_deref(), a.tokens.is_some())?;
     let prompt = prompt_ids(&a, tokenizer.as_ref(), tok_path.as_deref())?;
+    super::run::check_vocab(&r.manifest, &prompt)?;
     let kv = kv_pair(&a, &r, prompt.len())?;
     let eos = r.manifest.eos_with(tokenizer.as_ref());
     sampler.check_candidates(kv.as_ref().and_then(|k| k.top_k))?;
@@ -251,6 +252,13 @@ fn render_chat(a: &Args, t: &Tokenizer, text: &str, tok_path: Option<&Path>) -> 
 /// SEQ window.
 fn kv_pair(a: &Args, r: &Resolved, prompt_len: usize) -> Result<Option<KvPair>> {
     if a.kv_cache {
+        // The pair's functions, P and N are the manifest's: refuse what
+        // would otherwise be ignored.
+        if a.seq.is_some() || a.function.is_some() {
+            return Err(Error::Usage(
+                "--seq and --function apply to the redecode module; the KV-cache pair calls the manifest's prefill and decode functions with its P and N".into(),
+            ));
+        }
         return Ok(Some(r.manifest.kv_pair().ok_or_else(|| {
             Error::Usage(format!(
                 "--kv-cache: the manifest beside {} records no KV-cache export (re-export with `kiln export … --kv-cache`)",

@@ -45,10 +45,16 @@ pub struct Args {
     pub json: bool,
 }
 
-/// Parses `1,2,3` (spaces allowed) into token ids.
+/// Parses `1,2,3` (spaces allowed) into token ids; an empty item between
+/// commas (`1,,2`, a trailing `,`) is an error.
 pub fn parse_tokens(s: &str) -> kiln::Result<Vec<i32>> {
+    if s.contains(',') && s.split(',').any(|t| t.trim().is_empty()) {
+        return Err(Error::Usage(format!(
+            "--tokens: {s:?} has an empty item between commas"
+        )));
+    }
     let ids: Vec<i32> = s
-        .split([',', ' '])
+        .split([',', ' ', '\t', '\n'])
         .filter(|t| !t.trim().is_empty())
         .map(|t| {
             t.trim()
@@ -66,6 +72,16 @@ pub fn parse_tokens(s: &str) -> kiln::Result<Vec<i32>> {
         return Err(Error::Usage("--tokens: no token ids given".into()));
     }
     Ok(ids)
+}
+
+/// Refuses ids past the vocabulary of the export manifest beside the
+/// module (`kiln::generate::check_ids`); a hand-written manifest of run
+/// defaults records no vocabulary.
+pub fn check_vocab(manifest: &RunManifest, ids: &[i32]) -> kiln::Result<()> {
+    match &manifest.export {
+        Some(m) => Ok(kiln::generate::check_ids(ids, m.vocab_size)?),
+        None => Ok(()),
+    }
 }
 
 /// A module with everything needed to call it, resolved from flags and
@@ -180,7 +196,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         scope,
         params,
         kv_module,
-        ..
+        manifest,
     } = resolve(
         &args.module,
         args.seq,
@@ -192,6 +208,7 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         return Err(kv_module_error(&args.module, "run"));
     }
     let mut ids = parse_tokens(&args.tokens)?;
+    check_vocab(&manifest, &ids)?;
     if ids.len() > seq {
         return Err(Error::Usage(format!(
             "--tokens has {} ids but the module takes SEQ = {seq}",

@@ -10,6 +10,17 @@ pub enum GenerateError {
     /// A prompt without a token.
     #[error("the prompt is empty")]
     EmptyPrompt,
+    /// A token id outside the vocabulary: on a device, a gather past the
+    /// end of the embedding.
+    #[error(
+        "token id {id} is not in the vocabulary: its size is {vocab_size} (ids 0..{vocab_size})"
+    )]
+    IdPastVocabulary {
+        /// The id.
+        id: i64,
+        /// The vocabulary size.
+        vocab_size: usize,
+    },
     /// A prompt that leaves no room for a new token in the redecode
     /// window.
     #[error("the prompt has {tokens} tokens but SEQ is {seq}: it must be at most SEQ - 1 = {}", seq - 1)]

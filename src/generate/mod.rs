@@ -28,6 +28,22 @@ mod stop;
 /// `Result` of the generation loops and drivers.
 type Result<T, E = GenerateError> = std::result::Result<T, E>;
 
+/// Refuses any of `ids` that is negative or not below `vocab_size` (the
+/// manifest's): the one check of token ids against the vocabulary, made
+/// before a runtime sees them.
+pub fn check_ids(ids: &[i32], vocab_size: usize) -> Result<()> {
+    match ids
+        .iter()
+        .find(|&&id| id < 0 || id as u64 >= vocab_size as u64)
+    {
+        Some(&id) => Err(GenerateError::IdPastVocabulary {
+            id: id.into(),
+            vocab_size,
+        }),
+        None => Ok(()),
+    }
+}
+
 pub use crate::step::{Backend, Candidate, Forward, KvSpan, KvSpec, KvStep, Prediction};
 pub use backends::{Interpreter, KvDriver, Redecode, RunModule};
 pub use conversation::{generate_kv, Conversation};

@@ -62,6 +62,10 @@ pub struct ModuleInfo {
     pub functions: Vec<FunctionSignature>,
     /// Every parameter range the initializer loads, in load order.
     pub parameters: Vec<ParameterRead>,
+    /// The executable formats the module carries (`embedded-elf-arm_64`,
+    /// `embedded-elf-x86_64`, `vulkan-spirv-fb`, …), each once, in order:
+    /// what `__init` names when the device supports none of them.
+    pub formats: Vec<String>,
 }
 
 impl ModuleInfo {
@@ -88,7 +92,28 @@ pub fn inspect_module(tc: &Toolchain, vmfb: &Path) -> Result<ModuleInfo> {
     Ok(ModuleInfo {
         functions,
         parameters,
+        formats: parse_formats(&init),
     })
+}
+
+/// The executable formats `__init`'s disassembly names: each
+/// `available formats: [F, …]` of the failure it raises when the device
+/// supports no variant of an executable.
+fn parse_formats(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let Some(i) = line.find("available formats: [") else {
+            continue;
+        };
+        let rest = &line[i + "available formats: [".len()..];
+        let list = rest.split(']').next().unwrap_or("");
+        for f in list.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+            if !out.iter().any(|o| o == f) {
+                out.push(f.to_string());
+            }
+        }
+    }
+    out
 }
 
 fn bad(vmfb: &Path, what: String) -> IreeError {

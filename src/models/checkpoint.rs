@@ -403,9 +403,28 @@ fn check_tensors(
     cfg: &DecoderConfig,
     available: &[(String, Vec<usize>)],
 ) -> Result<Vec<(String, Vec<usize>)>> {
+    // Each layer has tensors of its own: more layers than the checkpoint
+    // has tensors cannot be, whatever they are (checked before any work
+    // per layer).
+    if cfg.num_layers > available.len() {
+        let e = ModelError::ConfigValue {
+            file: "config",
+            key: "num_hidden_layers".into(),
+            requirement: format!(
+                "must be at most the checkpoint's {} tensors",
+                available.len()
+            ),
+            found: Some(cfg.num_layers.to_string()),
+        };
+        return Err(e.in_file(path));
+    }
     let expected = expected_tensors(cfg).map_err(|e| e.in_file(path))?;
+    let by_name: std::collections::HashMap<&str, &Vec<usize>> =
+        available.iter().map(|(n, s)| (n.as_str(), s)).collect();
+    let wanted: std::collections::HashSet<&str> =
+        expected.iter().map(|(n, _)| n.as_str()).collect();
     for (name, shape) in &expected {
-        match available.iter().find(|(n, _)| n == name) {
+        match by_name.get(name.as_str()).map(|s| (name, *s)) {
             None => {
                 let e = ModelError::MissingTensor {
                     name: name.clone(),
@@ -425,7 +444,7 @@ fn check_tensors(
         }
     }
     for (name, _) in available {
-        if !ignorable(name) && !expected.iter().any(|(n, _)| n == name) {
+        if !ignorable(name) && !wanted.contains(name.as_str()) {
             let e = ModelError::UnexpectedTensor {
                 name: name.clone(),
                 family: cfg.family,

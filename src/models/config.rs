@@ -242,6 +242,17 @@ pub struct DecoderConfig {
     pub arch: Arch,
 }
 
+/// The most decoder layers a config may ask for.
+pub const MAX_LAYERS: usize = 1 << 12;
+/// The most attention heads (or KV heads) a config may ask for.
+pub const MAX_HEADS: usize = 1 << 12;
+/// The widest hidden, intermediate or head dimension a config may ask for.
+pub const MAX_WIDTH: usize = 1 << 20;
+/// The largest vocabulary a config may ask for.
+pub const MAX_VOCAB: usize = 1 << 24;
+/// The longest context (positions, sliding window) a config may ask for.
+pub const MAX_CONTEXT: usize = 1 << 24;
+
 impl DecoderConfig {
     /// The attention window of layer `l` (it sees only the last `w` keys,
     /// itself included), if it has one.
@@ -281,7 +292,8 @@ impl DecoderConfig {
         self.arch.rotary_dim.unwrap_or(self.head_dim)
     }
 
-    /// Checks the hyperparameters agree with each other.
+    /// Checks the hyperparameters agree with each other, and that each
+    /// size is positive and at most its bound ([`MAX_LAYERS`], …).
     pub fn validate(&self) -> Result<(), ModelError> {
         let bad = |key: &str, requirement: String, found: Option<String>| {
             Err(ModelError::ConfigValue {
@@ -302,6 +314,31 @@ impl DecoderConfig {
         ] {
             if v == 0 {
                 return bad(name, "must be positive".into(), None);
+            }
+        }
+        // Every size is bounded before any work grows with it: far above
+        // any model kiln exports, far below what would run without end.
+        for (name, v, most) in [
+            ("hidden_size", self.hidden_size, MAX_WIDTH),
+            ("intermediate_size", self.intermediate_size, MAX_WIDTH),
+            ("num_hidden_layers", self.num_layers, MAX_LAYERS),
+            ("num_attention_heads", self.num_heads, MAX_HEADS),
+            ("num_key_value_heads", self.num_kv_heads, MAX_HEADS),
+            ("head_dim", self.head_dim, MAX_WIDTH),
+            ("vocab_size", self.vocab_size, MAX_VOCAB),
+            (
+                "max_position_embeddings",
+                self.max_position_embeddings,
+                MAX_CONTEXT,
+            ),
+            (
+                "sliding_window",
+                self.sliding_window.unwrap_or(1),
+                MAX_CONTEXT,
+            ),
+        ] {
+            if v > most {
+                return bad(name, format!("must be at most {most}"), Some(v.to_string()));
             }
         }
         if self.num_heads % self.num_kv_heads != 0 {

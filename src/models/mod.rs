@@ -16,7 +16,10 @@ mod tables;
 mod weights;
 
 pub use checkpoint::Checkpoint;
-pub use config::{Activation, Arch, DecoderConfig, Family, RopeScaling, SlidingRope};
+pub use config::{
+    Activation, Arch, DecoderConfig, Family, RopeScaling, SlidingRope, MAX_CONTEXT, MAX_HEADS,
+    MAX_LAYERS, MAX_VOCAB, MAX_WIDTH,
+};
 pub(crate) use decoder::EMBEDDING;
 pub(crate) use tables::MAX_TENSOR_BYTES;
 pub(crate) use weights::{Int8Form, Storage, WeightPlan};

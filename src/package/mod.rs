@@ -188,13 +188,8 @@ pub(crate) fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
             path: path.to_path_buf(),
             source,
         })?;
-    if m.name.is_empty() || m.name.contains(['/', '\\']) || m.name.starts_with('.') {
-        return Err(ManifestError::BadName {
-            path: path.to_path_buf(),
-            name: m.name.clone(),
-        }
-        .into());
-    }
+    // The name and every file name, before any file is opened under one.
+    m.check_names(path)?;
     if m.function.is_empty() || m.seq == 0 {
         return Err(ManifestError::Incomplete {
             path: path.to_path_buf(),
@@ -206,17 +201,19 @@ pub(crate) fn read_export_manifest(path: &Path) -> Result<ExportManifest> {
 
 /// A file name from a manifest, checked to stay inside its directory.
 fn plain_file(rec: &FileRecord, manifest: &Path) -> Result<String> {
-    let p = Path::new(&rec.path);
-    let ok = p.components().count() == 1
-        && matches!(p.components().next(), Some(std::path::Component::Normal(_)));
-    if !ok {
-        return Err(ManifestError::BadFile {
+    let dir = match manifest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match crate::names::file_in_folder(dir, &rec.path) {
+        Ok(_) => Ok(rec.path.clone()),
+        Err(fault) => Err(ManifestError::BadFile {
             path: manifest.to_path_buf(),
             file: rec.path.clone(),
+            fault,
         }
-        .into());
+        .into()),
     }
-    Ok(rec.path.clone())
 }
 
 /// The modification time of `path`, when it can be read.
@@ -884,7 +881,7 @@ fn commit(staging: Staging, out: &Path, manifest: AssetsManifest) -> Result<Stag
     let files: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
     let written = staging.commit(&files, &manifest_name)?;
     for f in previous {
-        let plain = Path::new(&f).components().count() == 1 && f.starts_with(name.as_str());
+        let plain = crate::names::plain_name(&f).is_ok() && f.starts_with(name.as_str());
         if plain && !manifest.files.iter().any(|r| r.path == f) {
             let p = out.join(&f);
             if p.is_file() {

@@ -106,9 +106,14 @@ pub(crate) fn parse_module_full(text: &str) -> Result<ParsedModule, ParseError> 
             return Err(c.err("`}` closing the module"));
         }
         if c.peek_kw("util.global") {
+            let at = c.pos;
             let (sym, g, s) = global(&mut c)?;
             if scope.is_none() {
                 scope = s;
+            }
+            // iree-compile refuses a redefined symbol: so does kiln.
+            if globals.contains_key(&sym) {
+                return Err(c.err_found(at, "distinct global names", format!("a second @{sym}")));
             }
             globals.insert(sym, g);
         } else if c.peek_kw("func.func") {
