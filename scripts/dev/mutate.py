@@ -14,7 +14,7 @@ runs the verb on it with a 10 s limit. It counts:
 - partial outputs: a failed export that left a file in its output folder
   (or any `.kiln-tmp-` file anywhere under the case's folder).
 
-Usage: scripts/mutate.py [--cases 500] [--seed 49] [--kiln PATH]
+Usage: scripts/dev/mutate.py [--cases 500] [--seed 49] [--kiln PATH]
 Prints one line per finding and a summary; exits 1 when anything was found.
 """
 import argparse
