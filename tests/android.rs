@@ -1,15 +1,21 @@
 //! The Android path on a tiny checkpoint: the phone's redecode loop gives
-//! the same ids on the host (loaded IREE session), on the arm64 module
-//! under qemu (`--emulate arm64`, one runtime process per step) and in
-//! kiln's interpreter; and bad input to `kiln generate` / `kiln run` is a
-//! one-line error saying what to do.
+//! the same ids on the host (the in-process session), on the arm64 module
+//! under qemu (one `iree-run-module` per step, and kiln's own runtime
+//! program built for aarch64 serving a whole generation, redecode and KV
+//! pair) and in kiln's interpreter; and bad input to `kiln generate` /
+//! `kiln run` is a one-line error saying what to do.
 
 use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions};
 use kiln::generate::{generate, Interpreter, Redecode, RunModule};
-use kiln::iree::{Device, Emulation, RunOptions, Session, SessionSpec, Target};
+use kiln::generate::{Driver, DriverOptions};
+use kiln::iree::{
+    Device, Emulation, KvSession, RemoteKvSession, RemoteSession, RunOptions, Session, SessionSpec,
+    Target,
+};
 use kiln::models::Checkpoint;
+use kiln::step::{KvSpec, KvStep};
 
 #[test]
 fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
@@ -69,6 +75,71 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
     assert_eq!(code, 0, "{err}");
     let want: Vec<String> = host.ids[..2].iter().map(|x| x.to_string()).collect();
     assert_eq!(out.split_whitespace().collect::<Vec<_>>(), want, "{err}");
+}
+
+/// kiln's runtime program, cross-built for aarch64 (static) and run under
+/// qemu, serves the redecode forward and the KV pair of the arm64 modules
+/// in one process each, with the host's ids; `kiln generate --emulate
+/// arm64` (a `Driver` with emulation) uses it.
+#[test]
+fn kiln_runtime_under_qemu_serves_a_whole_generation_with_the_hosts_ids() {
+    let Some(tc) = toolchain() else { return };
+    let Some((qemu, runtime)) = arm64_kiln_runtime(&tc) else {
+        return;
+    };
+    let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
+    let dir = tmpdir();
+    let r = export(
+        &ckpt,
+        &ExportOptions::new(8, dir.path())
+            .name("tiny")
+            .kv(kiln::export::KvCacheOptions::default()
+                .prompt_len(4)
+                .max_context(16)),
+    )
+    .unwrap();
+    let targets = [Target::Host, Target::Arm64];
+    let fwd =
+        common::compiled::compile_many(&tc, &r.mlir, &targets, dir.path(), "tiny", 2).unwrap();
+    let kv_mlir = r.kv_mlir.as_ref().unwrap();
+    let kv =
+        common::compiled::compile_many(&tc, kv_mlir, &targets, dir.path(), "tiny-kv", 2).unwrap();
+    let prompt = [5, 17, 3];
+    let spec = |vmfb: &std::path::Path| SessionSpec::new(vmfb, &r.irpa);
+    let mut host = Session::start(&spec(&fwd[0]), "tiny", 8).unwrap();
+    let want = generate(&mut host, &prompt, 4, &[], |_| true).unwrap();
+    let mut remote = RemoteSession::start(&qemu, &runtime, &spec(&fwd[1]), "tiny", 8).unwrap();
+    assert_eq!(
+        generate(&mut remote, &prompt, 4, &[], |_| true).unwrap(),
+        want
+    );
+    let pair = r.manifest.kv.clone().unwrap().pair;
+    let kv_spec = KvSpec::try_from(&pair).unwrap();
+    let steps = |s: &mut dyn KvStep| {
+        s.reset().unwrap();
+        let mut ids = vec![s.prefill(&[5, 17, 3, 0], 0, 3).unwrap().id];
+        for pos in 3..8 {
+            ids.push(s.decode(*ids.last().unwrap(), pos).unwrap().id);
+        }
+        ids
+    };
+    let want = steps(&mut KvSession::start(&spec(&kv[0]), &kv_spec).unwrap());
+    let mut remote = RemoteKvSession::start(&qemu, &runtime, &spec(&kv[1]), &kv_spec).unwrap();
+    assert_eq!(steps(&mut remote), want, "KV pair under qemu");
+    // A driver with emulation opens the same program.
+    let o = DriverOptions::new(&kv[1], &r.irpa, &r.manifest.function, 8)
+        .kv(pair.clone())
+        .emulate(Emulation::Arm64);
+    let Driver::Kv(mut d) = Driver::open(&o).unwrap() else {
+        unreachable!("a KV pair")
+    };
+    assert_eq!(steps(d.as_mut()), want, "the driver under qemu");
+    // A failing request (a decode before any reset) is the runtime's
+    // error, and the process goes on.
+    let mut fresh = RemoteKvSession::start(&qemu, &runtime, &spec(&kv[1]), &kv_spec).unwrap();
+    let err = fresh.decode(1, 0).unwrap_err().to_string();
+    assert!(err.contains("before the caches were reset"), "{err}");
+    assert_eq!(steps(&mut fresh), want, "after an error");
 }
 
 #[test]

@@ -57,6 +57,7 @@ fn fake_toolchain(dir: &Path, marker: &Path) -> Toolchain {
         source: "test".into(),
         qemu_aarch64: None,
         aarch64_run_module: None,
+        aarch64_kiln_runtime: None,
     }
 }
 

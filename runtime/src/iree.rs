@@ -676,6 +676,24 @@ impl Session {
         Ok(outs)
     }
 
+    /// The values of an i32 tensor, copied from the device.
+    pub fn read_i32(&self, t: &Tensor) -> Result<Vec<i32>> {
+        Ok(self
+            .read(t)?
+            .chunks_exact(4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect())
+    }
+
+    /// The values of an f32 tensor, copied from the device.
+    pub fn read_f32(&self, t: &Tensor) -> Result<Vec<f32>> {
+        Ok(self
+            .read(t)?
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect())
+    }
+
     /// The bytes of `t`, copied from the device.
     pub fn read(&self, t: &Tensor) -> Result<Vec<u8>> {
         let len = t.byte_length();

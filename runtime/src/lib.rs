@@ -24,10 +24,13 @@
 
 mod ffi;
 mod iree;
+mod kv;
+pub mod serve;
 
 pub use iree::{
     Device, ElementType, Function, ParamFile, ParamMode, Session, SessionOptions, Tensor,
 };
+pub use kv::{CacheType, KvPair, Step};
 use std::path::PathBuf;
 
 /// What can go wrong running a module.
@@ -47,6 +50,14 @@ pub enum Error {
     NoFunction {
         /// The full name looked up.
         name: String,
+    },
+    /// A call's results are not what kiln's contract says.
+    #[error("{function}: {message}")]
+    Call {
+        /// The function (full name), or "" when none was chosen.
+        function: String,
+        /// What is wrong.
+        message: String,
     },
     /// A tensor's bytes do not match its shape.
     #[error("a tensor of shape {shape:?} given {bytes} bytes")]

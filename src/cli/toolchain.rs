@@ -80,6 +80,7 @@ fn show(tc: &Toolchain) -> kiln::Result<()> {
     println!("emulation (arm64):");
     println!("  qemu:                  {}", opt(&tc.qemu_aarch64));
     println!("  aarch64 runtime:       {}", opt(&tc.aarch64_run_module));
+    println!("  aarch64 kiln-runtime:  {}", opt(&tc.aarch64_kiln_runtime));
     println!(
         "  arm64 libc:            {}",
         if Toolchain::arm64_libc_present() {

@@ -9,6 +9,7 @@ use super::sample::Sampler;
 use super::stop::Generation;
 use super::{GenerateError, Result};
 use crate::graph::{DType, TensorType};
+use crate::iree::remote::{RemoteKvSession, RemoteSession};
 use crate::iree::run::RunOptions;
 use crate::iree::session::{KvSession, Session, SessionSpec};
 use crate::iree::Toolchain;
@@ -162,14 +163,22 @@ impl Driver {
                 )),
             });
         }
-        let per_call = o.per_step || o.emulate.is_some();
-        // In-process sessions need no IREE tool; one call per step runs
-        // iree-run-module, found here.
-        let tc = if per_call {
+        // In-process sessions need no IREE tool. An emulated run needs qemu
+        // and kiln's runtime program built for aarch64, which then serves the
+        // whole generation; without that program, or with --per-step, each
+        // step is one iree-run-module.
+        let tc = if o.per_step || o.emulate.is_some() {
             Some(Toolchain::locate(o.iree_dir.as_deref())?)
         } else {
             None
         };
+        let remote = match (&tc, o.emulate, o.per_step) {
+            (Some(tc), Some(_), false) => {
+                tc.qemu_aarch64.clone().zip(tc.aarch64_kiln_runtime.clone())
+            }
+            _ => None,
+        };
+        let per_call = o.per_step || (o.emulate.is_some() && remote.is_none());
         // The KV pair's results come back bit-exactly, typed: the id, the
         // caches, then the top-K values and ids.
         let backend = |output_types| RunModule {
@@ -196,6 +205,23 @@ impl Driver {
             crate::iree::flags::Device::Vulkan => Ok(KvSpec::try_from(kv)?.for_vulkan()?),
             _ => KvSpec::try_from(kv),
         };
+        if let Some((qemu, runtime)) = &remote {
+            return Ok(match &o.kv {
+                None => Driver::Redecode(Box::new(RemoteSession::start(
+                    qemu,
+                    runtime,
+                    &session(),
+                    &o.function,
+                    o.seq,
+                )?)),
+                Some(kv) => Driver::Kv(Box::new(RemoteKvSession::start(
+                    qemu,
+                    runtime,
+                    &session(),
+                    &kv_spec(kv)?,
+                )?)),
+            });
+        }
         Ok(match (&o.kv, per_call) {
             (None, true) => Driver::Redecode(Box::new(Redecode::new(
                 backend(Vec::new()),

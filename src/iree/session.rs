@@ -93,11 +93,7 @@ fn open(spec: &SessionSpec) -> Result<rt::Session> {
     // runtime reads from the entry's start out of a mapped (host
     // allocation) file; nor on Vulkan, whose device copies every
     // parameter into its own memory anyway.
-    let mode = if spec.device == Device::Vulkan || reads_slices(spec) {
-        rt::ParamMode::File
-    } else {
-        rt::ParamMode::Map
-    };
+    let mode = param_mode(spec);
     let mut options = rt::SessionOptions::new(device(spec.device))
         .task_groups(spec.task_groups)
         .param(rt::ParamFile::new(&spec.scope, &spec.params, mode));
@@ -108,6 +104,17 @@ fn open(spec: &SessionSpec) -> Result<rt::Session> {
         options = options.param(rt::ParamFile::new("packed", packed, rt::ParamMode::Map));
     }
     Ok(rt::Session::open(&spec.vmfb, &options)?)
+}
+
+/// How `spec`'s archive is opened: mapped on a CPU device, read through a
+/// file handle on Vulkan or when the module reads slices
+/// ([`reads_slices`]).
+pub(super) fn param_mode(spec: &SessionSpec) -> rt::ParamMode {
+    if spec.device == Device::Vulkan || reads_slices(spec) {
+        rt::ParamMode::File
+    } else {
+        rt::ParamMode::Map
+    }
 }
 
 /// Whether `spec`'s module reads row chunks of its archive as slices (at

@@ -46,6 +46,10 @@ pub struct Toolchain {
     pub qemu_aarch64: Option<PathBuf>,
     /// The aarch64 `iree-run-module` from the manylinux aarch64 runtime wheel.
     pub aarch64_run_module: Option<PathBuf>,
+    /// kiln's own runtime program (`kiln-runtime`, the workspace crate)
+    /// built for aarch64 Linux, static: `kiln generate --emulate arm64`
+    /// runs a whole generation in one process of it under qemu.
+    pub aarch64_kiln_runtime: Option<PathBuf>,
 }
 
 /// [`Toolchain::EXPLICIT_DIR`].
@@ -59,6 +63,23 @@ pub fn pinned_venv_dir() -> PathBuf {
 /// Where the aarch64 runtime wheel is unpacked: `util::cache_dir()/iree-3.13.0-aarch64`.
 pub fn aarch64_runtime_dir() -> PathBuf {
     util::cache_dir().join(format!("iree-{IREE_VERSION}-aarch64"))
+}
+
+/// Where `scripts/install-deps.sh` puts `kiln-runtime` cross-built for
+/// `arch` (`aarch64`): `util::cache_dir()/kiln-runtime-ARCH`.
+pub fn kiln_runtime_dir(arch: &str) -> PathBuf {
+    util::cache_dir().join(format!("kiln-runtime-{arch}"))
+}
+
+/// `kiln-runtime` for `arch`: `KILN_RUNTIME_AARCH64` (for `aarch64`), else
+/// the one in [`kiln_runtime_dir`].
+fn find_kiln_runtime(arch: &str) -> Option<PathBuf> {
+    let var = format!("KILN_RUNTIME_{}", arch.to_uppercase());
+    match std::env::var_os(var).filter(|v| !v.is_empty()) {
+        Some(p) => Some(PathBuf::from(p)),
+        None => Some(kiln_runtime_dir(arch).join("kiln-runtime")),
+    }
+    .filter(|p| is_executable(p))
 }
 
 /// Where downloaded wheels are kept: `util::cache_dir()/wheels`.
@@ -171,6 +192,7 @@ impl Toolchain {
             source: source.to_string(),
             qemu_aarch64,
             aarch64_run_module,
+            aarch64_kiln_runtime: find_kiln_runtime("aarch64"),
         }
     }
 

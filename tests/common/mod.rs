@@ -793,3 +793,17 @@ pub fn text_windows_agreement(
     }
     (same, all)
 }
+
+/// qemu and kiln's runtime program built for aarch64
+/// (`scripts/install-deps.sh` step h), or `None` (a skip, or a failure
+/// under CI / `KILN_REQUIRE_IREE=1`).
+pub fn arm64_kiln_runtime(tc: &Toolchain) -> Option<(PathBuf, PathBuf)> {
+    let both = tc.qemu_aarch64.clone().zip(tc.aarch64_kiln_runtime.clone());
+    if both.is_none() {
+        skip_or_fail(
+            "qemu-aarch64-static / kiln-runtime for aarch64",
+            "run scripts/install-deps.sh",
+        );
+    }
+    both
+}
