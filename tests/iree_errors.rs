@@ -58,6 +58,8 @@ fn fake_toolchain(dir: &Path, marker: &Path) -> Toolchain {
         qemu_aarch64: None,
         aarch64_run_module: None,
         aarch64_kiln_runtime: None,
+        qemu_arm: None,
+        armv7_run_module: None,
     }
 }
 

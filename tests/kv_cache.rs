@@ -499,8 +499,8 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
     assert_eq!(host.len(), 4, "{host:?}");
     assert_eq!(two_turns(&mut kv_session_full(&r, &outs[0])), host);
     assert_eq!(two_turns(&mut interp_spans(&r)), host, "interpreter");
-    // The runtimes kiln generate opens: arm64 under qemu (one
-    // iree-run-module per call, caches through files), lavapipe.
+    // The runtimes kiln generate opens: arm64 under qemu (kiln's runtime
+    // program for a whole generation), arm32 under qemu, lavapipe.
     let driver = |vmfb: &Path, device, emulate| {
         let o = DriverOptions::new(vmfb, &r.irpa, &r.manifest.function, 16)
             .kv(kv.clone())
@@ -513,6 +513,12 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
     };
     let mut arm = driver(&outs[1], Device::LocalTask, Some(Emulation::Arm64));
     assert_eq!(two_turns(arm.as_mut()), host, "arm64 under qemu");
+    // The arm32 module, under qemu-arm with an armv7 iree-run-module (one
+    // process per call).
+    if arm32_emulation(&tc) {
+        let mut arm32 = driver(&outs[2], Device::LocalTask, Some(Emulation::Arm32));
+        assert_eq!(two_turns(arm32.as_mut()), host, "arm32 under qemu");
+    }
     if lavapipe_present() {
         let mut vk = driver(&outs[3], Device::Vulkan, None);
         assert_eq!(two_turns(vk.as_mut()), host, "lavapipe");

@@ -56,7 +56,9 @@ pub struct Args {
     /// Runtime device.
     #[arg(long, value_enum, default_value_t = Device::LocalTask)]
     pub device: Device,
-    /// Run the arm64 module under qemu (`arm64`); one runtime process per step.
+    /// Run the module under qemu: `arm64` (the whole generation in one
+    /// process of kiln's runtime built for aarch64, else one runtime
+    /// process per step) or `arm32` (one armv7 runtime process per step).
     #[arg(long, value_enum, value_name = "ARCH")]
     pub emulate: Option<Emulation>,
     /// Fix the number of local-task worker groups (default: IREE's detection).

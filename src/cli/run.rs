@@ -31,7 +31,8 @@ pub struct Args {
     /// Fix the number of local-task worker groups (default: IREE's detection).
     #[arg(long, value_name = "N", env = "KILN_TASK_GROUPS")]
     pub task_groups: Option<usize>,
-    /// Run the aarch64 runtime under qemu (`arm64`), for arm64 modules.
+    /// Run the runtime under qemu: `arm64` for arm64 modules, `arm32`
+    /// (armv7) for arm32 modules.
     #[arg(long, value_enum, value_name = "ARCH")]
     pub emulate: Option<Emulation>,
     /// Parameter scope (default: `scope` in NAME.json, else `model`).

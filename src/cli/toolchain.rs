@@ -81,6 +81,8 @@ fn show(tc: &Toolchain) -> kiln::Result<()> {
     println!("  qemu:                  {}", opt(&tc.qemu_aarch64));
     println!("  aarch64 runtime:       {}", opt(&tc.aarch64_run_module));
     println!("  aarch64 kiln-runtime:  {}", opt(&tc.aarch64_kiln_runtime));
+    println!("  qemu (arm32):          {}", opt(&tc.qemu_arm));
+    println!("  armv7 runtime:         {}", opt(&tc.armv7_run_module));
     println!(
         "  arm64 libc:            {}",
         if Toolchain::arm64_libc_present() {

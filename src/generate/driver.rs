@@ -173,7 +173,7 @@ impl Driver {
             None
         };
         let remote = match (&tc, o.emulate, o.per_step) {
-            (Some(tc), Some(_), false) => {
+            (Some(tc), Some(crate::iree::run::Emulation::Arm64), false) => {
                 tc.qemu_aarch64.clone().zip(tc.aarch64_kiln_runtime.clone())
             }
             _ => None,

@@ -309,6 +309,11 @@ impl Target {
                 f.push("--iree-llvmcpu-target-triple=armv7a-linux-androideabi29".into());
                 f.push("--iree-llvmcpu-target-cpu=cortex-a55".into());
                 f.push("--iree-llvmcpu-target-cpu-features=+neon".into());
+                // Without it every executable carries ARM EHABI unwind tables
+                // that import `__aeabi_unwind_cpp_pr0`, and IREE's embedded
+                // ELF loader refuses any import ("imports are not supported
+                // in the platform-agnostic loader"): no arm32 module loaded.
+                f.push("--iree-llvmcpu-debug-symbols=false".into());
             }
             Target::Vulkan { target } => {
                 f.push("--iree-hal-target-device=vulkan".into());
@@ -449,6 +454,8 @@ pub const OUTPUT_MAX_ELEMENTS_FLAG: &str = "--output_max_element_count=214748364
 
 /// Emulator binary kiln uses to run the aarch64 `iree-run-module` on x86.
 pub const QEMU_AARCH64: &str = "qemu-aarch64-static";
+/// The qemu-user binary for `--emulate arm32`.
+pub const QEMU_ARM: &str = "qemu-arm-static";
 
 /// pip platform tag of the aarch64 runtime wheel used under qemu.
 pub const AARCH64_WHEEL_PLATFORM: &str = "manylinux_2_28_aarch64";

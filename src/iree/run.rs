@@ -273,16 +273,22 @@ impl HostTensor {
 /// `--emulate` value of `kiln run` and `generate`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Emulation {
-    /// Run the aarch64 iree-run-module under `qemu-aarch64-static`.
+    /// Run the aarch64 iree-run-module under `qemu-aarch64-static` (or,
+    /// for a whole generation, kiln's runtime program built for aarch64).
     #[value(alias = "aarch64")]
     Arm64,
+    /// Run an armv7 iree-run-module (built from IREE's sources by
+    /// `scripts/install-deps.sh`) under `qemu-arm-static`.
+    #[value(alias = "armv7")]
+    Arm32,
 }
 
 impl Emulation {
-    /// Parses `arm64` (also `aarch64`).
+    /// Parses `arm64` (also `aarch64`) and `arm32` (also `armv7`).
     pub fn parse(s: &str) -> Result<Emulation, IreeError> {
         match s {
             "arm64" | "aarch64" => Ok(Emulation::Arm64),
+            "arm32" | "armv7" => Ok(Emulation::Arm32),
             other => Err(IreeError::UnknownEmulation(other.to_string())),
         }
     }
@@ -409,6 +415,24 @@ fn base_command(tc: &Toolchain, emulate: Option<Emulation>) -> Result<Command> {
             cmd.arg(run);
             Ok(cmd)
         }
+        Some(Emulation::Arm32) => {
+            let qemu = tc.qemu_arm.as_ref().ok_or_else(|| {
+                IreeError::EmulatorMissing(format!(
+                    "{} (apt package qemu-user-static)",
+                    flags::QEMU_ARM
+                ))
+            })?;
+            let run = tc.armv7_run_module.as_ref().ok_or_else(|| {
+                IreeError::EmulatorMissing(format!(
+                    "armv7 iree-run-module (expected in {}; scripts/install-deps.sh builds it)",
+                    toolchain::armv7_runtime_dir().display()
+                ))
+            })?;
+            // Static: no loader prefix.
+            let mut cmd = Command::new(qemu);
+            cmd.arg(run);
+            Ok(cmd)
+        }
     }
 }
 
@@ -416,8 +440,14 @@ fn base_command(tc: &Toolchain, emulate: Option<Emulation>) -> Result<Command> {
 /// A module compiled with `--pack` also gets its packed archive, beside it
 /// ([`super::pack::packed_archive`]), under scope `packed`.
 pub fn run_args(vmfb: &Path, opts: &RunOptions) -> Vec<String> {
+    // The armv7 runtime has only local-sync: IREE 3.13's local-task command
+    // blocks assume 64-bit pointers (hal/drivers/local_task/block_isa.h).
+    let device = match (opts.emulate, opts.device) {
+        (Some(Emulation::Arm32), Device::LocalTask) => Device::LocalSync,
+        (_, d) => d,
+    };
     let mut args = vec![
-        opts.device.flag(),
+        device.flag(),
         format!("--module={}", vmfb.display()),
         format!("--function={}", opts.function),
         flags::OUTPUT_MAX_ELEMENTS_FLAG.to_string(),

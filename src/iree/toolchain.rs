@@ -50,6 +50,10 @@ pub struct Toolchain {
     /// built for aarch64 Linux, static: `kiln generate --emulate arm64`
     /// runs a whole generation in one process of it under qemu.
     pub aarch64_kiln_runtime: Option<PathBuf>,
+    /// `qemu-arm-static` (or `qemu-arm`), for `--emulate arm32`.
+    pub qemu_arm: Option<PathBuf>,
+    /// An armv7 `iree-run-module` (static), for `--emulate arm32`.
+    pub armv7_run_module: Option<PathBuf>,
 }
 
 /// [`Toolchain::EXPLICIT_DIR`].
@@ -63,6 +67,22 @@ pub fn pinned_venv_dir() -> PathBuf {
 /// Where the aarch64 runtime wheel is unpacked: `util::cache_dir()/iree-3.13.0-aarch64`.
 pub fn aarch64_runtime_dir() -> PathBuf {
     util::cache_dir().join(format!("iree-{IREE_VERSION}-aarch64"))
+}
+
+/// Where `scripts/install-deps.sh` puts IREE's `iree-run-module` built for
+/// armv7: `util::cache_dir()/iree-run-module-armv7`.
+pub fn armv7_runtime_dir() -> PathBuf {
+    util::cache_dir().join("iree-run-module-armv7")
+}
+
+/// The armv7 `iree-run-module`: `KILN_IREE_ARMV7_RUN_MODULE`, else the one
+/// in [`armv7_runtime_dir`].
+fn find_armv7_run_module() -> Option<PathBuf> {
+    let p = std::env::var_os("KILN_IREE_ARMV7_RUN_MODULE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| armv7_runtime_dir().join("iree-run-module"));
+    is_executable(&p).then_some(p)
 }
 
 /// Where `scripts/install-deps.sh` puts `kiln-runtime` cross-built for
@@ -193,6 +213,8 @@ impl Toolchain {
             qemu_aarch64,
             aarch64_run_module,
             aarch64_kiln_runtime: find_kiln_runtime("aarch64"),
+            qemu_arm: which(flags::QEMU_ARM).or_else(|| which("qemu-arm")),
+            armv7_run_module: find_armv7_run_module(),
         }
     }
 

@@ -807,3 +807,16 @@ pub fn arm64_kiln_runtime(tc: &Toolchain) -> Option<(PathBuf, PathBuf)> {
     }
     both
 }
+
+/// qemu-arm and the armv7 iree-run-module (`scripts/install-deps.sh` step
+/// i), or false (a skip, or a failure under CI / `KILN_REQUIRE_IREE=1`).
+pub fn arm32_emulation(tc: &Toolchain) -> bool {
+    let present = tc.qemu_arm.is_some() && tc.armv7_run_module.is_some();
+    if !present {
+        skip_or_fail(
+            "qemu-arm-static / armv7 iree-run-module",
+            "run scripts/install-deps.sh",
+        );
+    }
+    present
+}
