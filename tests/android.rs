@@ -14,6 +14,9 @@ use kiln::models::Checkpoint;
 #[test]
 fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
     let Some(tc) = toolchain() else { return };
+    if !common::arm64_emulation(&tc) {
+        return;
+    }
     let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
     let dir = tmpdir();
     let r = export(&ckpt, &ExportOptions::new(8, dir.path()).name("tiny")).unwrap();
