@@ -383,7 +383,8 @@ fn keep_weights_are_packed_widened_with_the_tied_table_split() {
 /// graph writes the one-row products (the decode's, and the prefill's
 /// head) weight first, as `W · xᵀ`: both functions then pack the widened
 /// matrix the same way and IREE keeps one copy (SmolLM2 keep at load 1053
-/// → 664 MB, spec/quantized-weights.md, "One widened copy at load").
+/// → 664 MB, docs/journal/2026-12-05-fast-exact-and-small.md, "One
+/// widened copy at load").
 #[test]
 fn one_row_products_of_widened_matrices_are_weight_first() {
     let gguf = common::fixture("gguf/quant/tiny-llama-quant-tied.gguf");
