@@ -605,6 +605,13 @@ impl From<&ExportManifest> for RunDefaults {
 }
 
 impl RunManifest {
+    /// The vocabulary size of an export manifest (none for run defaults):
+    /// what token ids are checked against (`generate::check_ids`,
+    /// `DriverOptions::vocab_size`).
+    pub fn vocab_size(&self) -> Option<usize> {
+        self.export.as_ref().map(|m| m.vocab_size)
+    }
+
     /// The end-of-sequence ids of an export manifest (none otherwise).
     pub fn eos(&self) -> Vec<i32> {
         self.export

@@ -9,7 +9,7 @@ use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions};
 use kiln::generate::{generate, Interpreter, Redecode, RunModule};
-use kiln::generate::{Driver, DriverOptions};
+use kiln::generate::{Driver, DriverLoop, DriverOptions};
 use kiln::iree::{
     Device, Emulation, KvSession, RemoteKvSession, RemoteSession, RunOptions, Session, SessionSpec,
     Target,
@@ -20,6 +20,9 @@ use kiln::step::{KvSpec, KvStep};
 #[test]
 fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
     let Some(tc) = toolchain() else { return };
+    if !common::arm64_emulation(&tc) {
+        return;
+    }
     let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
     let dir = tmpdir();
     let r = export(&ckpt, &ExportOptions::new(8, dir.path()).name("tiny")).unwrap();
@@ -130,7 +133,7 @@ fn kiln_runtime_under_qemu_serves_a_whole_generation_with_the_hosts_ids() {
     let o = DriverOptions::new(&kv[1], &r.irpa, &r.manifest.function, 8)
         .kv(pair.clone())
         .emulate(Emulation::Arm64);
-    let Driver::Kv(mut d) = Driver::open(&o).unwrap() else {
+    let DriverLoop::Kv(mut d) = Driver::open(&o).unwrap().model else {
         unreachable!("a KV pair")
     };
     assert_eq!(steps(d.as_mut()), want, "the driver under qemu");

@@ -79,3 +79,34 @@ fn interp_prints_the_predicted_ids() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.mlir:2:"), "{err}");
 }
+
+/// A module that declares one `util.global` twice is refused, as
+/// `iree-compile` refuses it ("redefinition of symbol"): exit 2, the
+/// second declaration's line named.
+#[test]
+fn interp_refuses_a_duplicated_global() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dup.mlir");
+    let global =
+        "  util.global private @w = #flow.parameter.named<\"model\"::\"w\"> : tensor<2xf32>\n";
+    std::fs::write(
+        &path,
+        format!(
+            "module @m {{\n{global}{global}  func.func @f(%a: tensor<1x2xi32>) -> tensor<1x2xi32> {{\n    return %a : tensor<1x2xi32>\n  }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let out = common::kiln_command()
+        .arg("interp")
+        .arg(&path)
+        .args(["--tokens", "1", "--seq", "2", "--function", "f"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("dup.mlir:3:"), "{err}");
+    assert!(
+        err.contains("expected distinct global names, found a second @w"),
+        "{err}"
+    );
+}

@@ -203,6 +203,16 @@ fn failing_compile_leaves_no_vmfb_and_carries_stderr() {
     let err = failed(&o, 3);
     assert!(err.contains("iree-compile failed for target"), "{err}");
     assert!(vmfbs(dir.path()).is_empty(), "{:?}", vmfbs(dir.path()));
+    // The output folders a failed compile created go again.
+    let o = kiln()
+        .arg("compile")
+        .arg(&mlir)
+        .args(["--target", "host", "-o"])
+        .arg(dir.path().join("newdir/sub"))
+        .output()
+        .unwrap();
+    failed(&o, 3);
+    assert!(!dir.path().join("newdir").exists(), "newdir left behind");
 }
 
 #[test]

@@ -25,8 +25,8 @@ use crate::common;
 use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions, Weights};
 use kiln::generate::{
-    generate, generate_kv, Conversation, Driver, DriverOptions, Forward, Interpreter, KvDriver,
-    KvStep, Redecode, RunModule, Sampler, Stop,
+    generate, generate_kv, Conversation, Driver, DriverLoop, DriverOptions, Forward, Interpreter,
+    KvDriver, KvStep, Redecode, RunModule, Sampler, Stop,
 };
 use kiln::graph::DType;
 use kiln::iree::{Device, Emulation, KvSession, RunOptions, SessionSpec, Target, Toolchain};
@@ -506,13 +506,15 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
             .kv(kv.clone())
             .device(device)
             .emulate(emulate);
-        match Driver::open(&o).unwrap() {
-            Driver::Kv(kv) => kv,
-            Driver::Redecode(_) => unreachable!("a KV pair"),
+        match Driver::open(&o).unwrap().model {
+            DriverLoop::Kv(kv) => kv,
+            DriverLoop::Redecode(_) => unreachable!("a KV pair"),
         }
     };
-    let mut arm = driver(&outs[1], Device::LocalTask, Some(Emulation::Arm64));
-    assert_eq!(two_turns(arm.as_mut()), host, "arm64 under qemu");
+    if arm64_emulation(&tc) {
+        let mut arm = driver(&outs[1], Device::LocalTask, Some(Emulation::Arm64));
+        assert_eq!(two_turns(arm.as_mut()), host, "arm64 under qemu");
+    }
     // The arm32 module, under qemu-arm with an armv7 iree-run-module (one
     // process per call).
     if arm32_emulation(&tc) {
@@ -702,6 +704,41 @@ fn bf16_caches_match_f32_on_the_cpu_and_on_vulkan() {
             generate_kv(&mut s, &prompt, 16, &[], Sampler::greedy(), |_| true).unwrap(),
             g32
         );
+    }
+}
+
+/// The library refuses a prompt id at or past the vocabulary before any
+/// call: `Driver::generate`, on both loops, with the vocabulary size from
+/// the export manifest (here in kiln's interpreter, through the same
+/// `Driver` that opens IREE sessions).
+#[test]
+fn the_driver_refuses_ids_past_the_vocabulary() {
+    let dir = tmpdir();
+    let r = export_kv("tiny-llama-tied-gqa", 8, dir.path(), DType::F32);
+    let vocab = r.manifest.vocab_size;
+    let kv = r.manifest.kv.clone().unwrap().pair;
+    let f = &r.manifest.function;
+    let kv_mlir = r.kv_mlir.as_ref().unwrap();
+    for o in [
+        DriverOptions::new(&r.mlir, &r.irpa, f, 8),
+        DriverOptions::new(kv_mlir, &r.irpa, f, 8).kv(kv),
+    ] {
+        let mut d = Driver::open(&o.vocab_size(vocab)).unwrap();
+        let e = d
+            .generate(&[1, vocab as i32], 2, &[], Sampler::greedy(), |_| true)
+            .err();
+        assert!(
+            matches!(
+                e,
+                Some(kiln::generate::GenerateError::IdPastVocabulary { id, vocab_size })
+                    if id == vocab as i64 && vocab_size == vocab
+            ),
+            "{e:?}"
+        );
+        let g = d
+            .generate(&[1, vocab as i32 - 1], 2, &[], Sampler::greedy(), |_| true)
+            .unwrap();
+        assert_eq!(g.ids.len(), 2);
     }
 }
 

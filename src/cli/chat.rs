@@ -6,7 +6,9 @@
 
 use super::gen_common::{chat_template, SamplingArgs};
 use super::run::{resolve, Resolved};
-use kiln::generate::{Conversation, Driver, DriverOptions, Generation, Prediction, Stop};
+use kiln::generate::{
+    Conversation, Driver, DriverLoop, DriverOptions, Generation, Prediction, Stop,
+};
 use kiln::iree::Device;
 use kiln::manifest::KvPair;
 use kiln::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer};
@@ -72,7 +74,7 @@ pub fn run(a: Args) -> Result<i32> {
     let tokenizer = Tokenizer::open(&tok_path)?;
     let eos = r.manifest.eos_with(Some(&tokenizer));
     let mut driver = open_driver(&a, &r, &kv)?;
-    let Driver::Kv(model) = &mut driver else {
+    let DriverLoop::Kv(model) = &mut driver.model else {
         unreachable!("a driver opened with a KV pair drives it")
     };
     let interactive = std::io::stdin().is_terminal();

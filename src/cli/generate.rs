@@ -291,7 +291,8 @@ fn open_model(a: &Args, r: &Resolved, kv: Option<&KvPair>, prompt_len: usize) ->
             .emulate(a.emulate)
             .task_groups(a.task_groups)
             .per_step(a.per_step)
-            .iree_dir(a.iree_dir.clone()),
+            .iree_dir(a.iree_dir.clone())
+            .vocab_size(r.manifest.vocab_size()),
     )?;
     let load = t0.elapsed().as_secs_f64();
     match kv {

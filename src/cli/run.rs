@@ -79,8 +79,8 @@ pub fn parse_tokens(s: &str) -> kiln::Result<Vec<i32>> {
 /// module (`kiln::generate::check_ids`); a hand-written manifest of run
 /// defaults records no vocabulary.
 pub fn check_vocab(manifest: &RunManifest, ids: &[i32]) -> kiln::Result<()> {
-    match &manifest.export {
-        Some(m) => Ok(kiln::generate::check_ids(ids, m.vocab_size)?),
+    match manifest.vocab_size() {
+        Some(n) => Ok(kiln::generate::check_ids(ids, n)?),
         None => Ok(()),
     }
 }

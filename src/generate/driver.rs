@@ -7,7 +7,7 @@ use super::conversation::generate_kv;
 use super::redecode::generate;
 use super::sample::Sampler;
 use super::stop::Generation;
-use super::{GenerateError, Result};
+use super::{check_ids, GenerateError, Result};
 use crate::graph::{DType, TensorType};
 use crate::iree::remote::{RemoteKvSession, RemoteSession};
 use crate::iree::run::RunOptions;
@@ -65,6 +65,10 @@ pub struct DriverOptions {
     pub per_step: bool,
     /// The IREE venv or tool directory (default: kiln's search).
     pub iree_dir: Option<PathBuf>,
+    /// The vocabulary size (the export manifest's `vocab_size`), when
+    /// known: [`Driver::generate`] refuses a prompt id at or past it
+    /// before any call ([`check_ids`]).
+    pub vocab_size: Option<usize>,
 }
 
 impl DriverOptions {
@@ -89,6 +93,7 @@ impl DriverOptions {
             task_groups: None,
             per_step: false,
             iree_dir: None,
+            vocab_size: None,
         }
     }
 
@@ -133,31 +138,56 @@ impl DriverOptions {
         self.iree_dir = iree_dir.into();
         self
     }
+
+    /// Sets the vocabulary size the prompt ids are checked against
+    /// (`None`: unchecked; `RunManifest::vocab_size` gives an export's).
+    pub fn vocab_size(mut self, vocab_size: impl Into<Option<usize>>) -> Self {
+        self.vocab_size = vocab_size.into();
+        self
+    }
 }
 
 /// The loop a generation runs (redecode or KV cache) over the runtime that
 /// fits the module: kiln's interpreter for `.mlir`, a loaded IREE session,
 /// or one `iree-run-module` per call (`per_step`, emulation).
-pub enum Driver {
+pub enum DriverLoop {
     /// The whole SEQ window every step.
     Redecode(Box<dyn Forward>),
     /// One prefill, then one decode per token.
     Kv(Box<dyn KvStep>),
 }
 
+/// A generation loop over its runtime ([`DriverLoop`]), with the
+/// vocabulary its prompt ids are checked against.
+pub struct Driver {
+    /// The loop and its runtime.
+    pub model: DriverLoop,
+    /// The vocabulary size, when known: [`Driver::generate`] refuses a
+    /// prompt id at or past it before any call.
+    pub vocab_size: Option<usize>,
+}
+
 impl Driver {
     /// Opens the driver `o` describes (starting the IREE session when that
     /// is the runtime).
     pub fn open(o: &DriverOptions) -> Result<Driver> {
+        Ok(Driver {
+            model: Self::open_loop(o)?,
+            vocab_size: o.vocab_size,
+        })
+    }
+
+    /// The loop and runtime `o` describes.
+    fn open_loop(o: &DriverOptions) -> Result<DriverLoop> {
         let interpreted = o.module.extension().is_some_and(|e| e == "mlir");
         if interpreted {
             return Ok(match &o.kv {
-                None => Driver::Redecode(Box::new(Redecode::<Interpreter>::open(
+                None => DriverLoop::Redecode(Box::new(Redecode::<Interpreter>::open(
                     &o.module,
                     &o.params,
                     &o.function,
                 )?)),
-                Some(kv) => Driver::Kv(Box::new(
+                Some(kv) => DriverLoop::Kv(Box::new(
                     KvDriver::<Interpreter>::open(&o.module, &o.params, &kv.prefill, &kv.decode)?
                         .with_spans(KvSpec::try_from(kv)?.spans)?,
                 )),
@@ -207,14 +237,14 @@ impl Driver {
         };
         if let Some((qemu, runtime)) = &remote {
             return Ok(match &o.kv {
-                None => Driver::Redecode(Box::new(RemoteSession::start(
+                None => DriverLoop::Redecode(Box::new(RemoteSession::start(
                     qemu,
                     runtime,
                     &session(),
                     &o.function,
                     o.seq,
                 )?)),
-                Some(kv) => Driver::Kv(Box::new(RemoteKvSession::start(
+                Some(kv) => DriverLoop::Kv(Box::new(RemoteKvSession::start(
                     qemu,
                     runtime,
                     &session(),
@@ -223,7 +253,7 @@ impl Driver {
             });
         }
         Ok(match (&o.kv, per_call) {
-            (None, true) => Driver::Redecode(Box::new(Redecode::new(
+            (None, true) => DriverLoop::Redecode(Box::new(Redecode::new(
                 backend(Vec::new()),
                 &o.function,
                 o.seq,
@@ -236,18 +266,22 @@ impl Driver {
                     types.push(TensorType::new(DType::F32, &[k]));
                     types.push(TensorType::new(DType::I32, &[k]));
                 }
-                Driver::Kv(Box::new(KvDriver::new(backend(types), spec)))
+                DriverLoop::Kv(Box::new(KvDriver::new(backend(types), spec)))
             }
             (None, false) => {
-                Driver::Redecode(Box::new(Session::start(&session(), &o.function, o.seq)?))
+                DriverLoop::Redecode(Box::new(Session::start(&session(), &o.function, o.seq)?))
             }
-            (Some(kv), false) => Driver::Kv(Box::new(KvSession::start(&session(), &kv_spec(kv)?)?)),
+            (Some(kv), false) => {
+                DriverLoop::Kv(Box::new(KvSession::start(&session(), &kv_spec(kv)?)?))
+            }
         })
     }
 
     /// Generates from `prompt` with this driver's loop ([`generate`] or
     /// [`generate_kv`]), choosing ids with `sampler` (only greedy on
-    /// the redecode loop).
+    /// the redecode loop). A prompt id at or past the vocabulary size,
+    /// when known, is refused before any call
+    /// ([`GenerateError::IdPastVocabulary`]).
     pub fn generate(
         &mut self,
         prompt: &[i32],
@@ -256,12 +290,15 @@ impl Driver {
         sampler: Sampler,
         on_token: impl FnMut(i32) -> bool,
     ) -> Result<Generation> {
-        match self {
-            Driver::Redecode(_) if !sampler.params().is_greedy() => {
+        if let Some(vocab_size) = self.vocab_size {
+            check_ids(prompt, vocab_size)?;
+        }
+        match &mut self.model {
+            DriverLoop::Redecode(_) if !sampler.params().is_greedy() => {
                 Err(GenerateError::SamplingNeedsKv)
             }
-            Driver::Redecode(m) => generate(m.as_mut(), prompt, max_new_tokens, eos, on_token),
-            Driver::Kv(m) => {
+            DriverLoop::Redecode(m) => generate(m.as_mut(), prompt, max_new_tokens, eos, on_token),
+            DriverLoop::Kv(m) => {
                 generate_kv(m.as_mut(), prompt, max_new_tokens, eos, sampler, on_token)
             }
         }

@@ -47,7 +47,7 @@ pub fn check_ids(ids: &[i32], vocab_size: usize) -> Result<()> {
 pub use crate::step::{Backend, Candidate, Forward, KvSpan, KvSpec, KvStep, Prediction};
 pub use backends::{Interpreter, KvDriver, Redecode, RunModule};
 pub use conversation::{generate_kv, Conversation};
-pub use driver::{Driver, DriverOptions};
+pub use driver::{Driver, DriverLoop, DriverOptions};
 pub use error::GenerateError;
 pub use redecode::generate;
 pub use sample::{Sampler, SamplingParams};

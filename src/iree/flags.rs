@@ -25,7 +25,8 @@ pub(crate) const NO_DATA_TILING_FLAGS: [&str; 3] = [
 /// every call (IREE's default, 1 MiB, refuses anything 6–8× its codes).
 /// Only kiln's `keep` widenings grow that much from parameters alone; other
 /// modules compile to the same bytes with or without it
-/// (`spec/quantized-weights.md`, "Why `keep` was slow").
+/// (`docs/journal/2026-12-05-fast-exact-and-small.md`, "Why `keep` was
+/// slow").
 pub(crate) const CONST_EXPR_GROWTH_FLAG: &str =
     "--iree-opt-const-expr-max-size-increase-threshold=1099511627776";
 
@@ -282,8 +283,9 @@ impl Target {
         // packed into the tiles the CPU kernels want, the weights at load,
         // into hoisted globals (one packed copy per function); the
         // dispatch-creation path (`--iree-opt-data-tiling=true`) holds about
-        // twice those bytes at the same ids. Measured in spec/iree.md ("Data
-        // tiling"). `kiln compile --low-memory` appends NO_DATA_TILING_FLAGS
+        // twice those bytes at the same ids. Measured in
+        // docs/journal/2026-12-03-data-tiling-path.md. `kiln compile
+        // --low-memory` appends NO_DATA_TILING_FLAGS
         // (the last flag wins).
         const LOCAL: [&str; 5] = [
             "--iree-hal-target-device=local",

@@ -566,8 +566,9 @@ impl<'a> Decoder<'a> {
         // a sum over the cache's own layout, which IREE runs as one
         // reduction dispatch each, where `dot_general` packs the whole
         // cache into tiles on every call (5 dispatches fewer per layer;
-        // decode at N 1024 5–9 % faster; spec/quantized-weights.md,
-        // "Decode on an AVX2 host").
+        // decode at N 1024 5–9 % faster;
+        // docs/journal/2026-12-05-fast-exact-and-small.md, "Decode on an
+        // AVX2 host").
         let one_row = s == 1;
         let scores = if one_row {
             let qb = g.broadcast_in_dim(qg, &[kv, grp, n, d], &[0, 1, 3])?;

@@ -353,7 +353,8 @@ impl Graph {
     /// 1480 dispatches instead of 1692, and its decode medians were 5–18 %
     /// lower in four interleaved A/B runs; at 64 rows the fused pack
     /// measured slower (prefill 185 against 170 ms), so a prefill keeps the
-    /// joined form (spec/quantized-weights.md, "Decode on an AVX2 host").
+    /// joined form (docs/journal/2026-12-05-fast-exact-and-small.md,
+    /// "Decode on an AVX2 host").
     fn two_terms_in_one_op(&mut self, xs: Value) -> Result<Value, GraphError> {
         let (s, k) = {
             let t = self.ty(xs);

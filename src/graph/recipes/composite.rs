@@ -44,8 +44,9 @@ impl Graph {
     /// tiling gives a one-row product anyway (it swaps a narrow left side),
     /// so a matrix computed from its parameters (a block widening) gets the
     /// same hoisted packing in a decode as in a prefill, and IREE keeps one
-    /// packed copy for both instead of two (spec/quantized-weights.md,
-    /// "One widened copy at load"). Other shapes are [`Graph::linear`].
+    /// packed copy for both instead of two
+    /// (docs/journal/2026-12-05-fast-exact-and-small.md, "One widened copy
+    /// at load"). Other shapes are [`Graph::linear`].
     pub fn linear_weight_first(&mut self, x: Value, w: Value) -> Result<Value, GraphError> {
         let (tx, tw) = (self.ty(x).clone(), self.ty(w).clone());
         if tx.rank() != 2 || tx.shape[0] != 1 || tw.rank() != 2 || tw.shape[1] != tx.shape[1] {
