@@ -212,7 +212,7 @@ fn export_compile_package_run() {
     assert_eq!(keys, ["arm64-v8a", "armeabi-v7a", "host"]);
     assert_eq!(m.modules["arm64-v8a"].path, "tiny-arm64-v8a.vmfb");
     assert_eq!(m.modules["armeabi-v7a"].path, "tiny-armeabi-v7a.vmfb");
-    assert_eq!(m.modules["armeabi-v7a"].device.name(), "local-task");
+    assert_eq!(m.modules["armeabi-v7a"].device.name(), "local-sync");
     assert_eq!(m.parameters, "tiny.irpa");
     // The copies are the exported and compiled files, byte for byte.
     let irpa = m.files.iter().find(|f| f.path == "tiny.irpa").unwrap();
