@@ -390,6 +390,16 @@ impl KvSpec {
             .collect()
     }
 
+    /// The index into [`KvSpec::functions`] of the pair for a call whose
+    /// positions end before `end`: the smallest span that holds them, else
+    /// the pair over all N positions.
+    pub fn pair_for(&self, end: usize) -> usize {
+        self.spans
+            .iter()
+            .position(|s| end <= s.span)
+            .unwrap_or(self.spans.len())
+    }
+
     /// The pair as a module compiled for Vulkan takes it: bf16 caches are
     /// i32 words holding two values each, `[L, KV, N, D/2]`, the same
     /// bytes ([`crate::graph::TensorType::lowered_for_vulkan`]); f32 caches as they

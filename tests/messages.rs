@@ -34,6 +34,18 @@ const TOOL_ARGUMENTS: &[(&str, &[&str])] = &[
         "src/iree/run.rs",
         &["--module=", "--function=", "--input=", "--output="],
     ),
+    // `kiln-runtime serve`'s arguments (the runtime program under qemu).
+    (
+        "src/iree/remote.rs",
+        &[
+            "--param",
+            "--device",
+            "--task-groups",
+            "--function",
+            "--kv",
+            "--cache",
+        ],
+    ),
     // iree-dump-module's views of a module.
     ("src/iree/inspect.rs", &["--output=", "--function="]),
     // `iree-compile --version`, and pip installing the pinned wheels.

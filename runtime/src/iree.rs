@@ -813,6 +813,15 @@ pub enum ElementType {
 }
 
 impl ElementType {
+    /// Every element type kiln passes.
+    pub const ALL: [ElementType; 5] = [
+        ElementType::I32,
+        ElementType::F32,
+        ElementType::BF16,
+        ElementType::F16,
+        ElementType::I8,
+    ];
+
     /// Bytes per element.
     pub fn bytes(self) -> usize {
         match self {
@@ -841,15 +850,9 @@ impl ElementType {
             }
             n => n,
         };
-        [
-            ElementType::I32,
-            ElementType::F32,
-            ElementType::BF16,
-            ElementType::F16,
-            ElementType::I8,
-        ]
-        .into_iter()
-        .find(|t| t.raw() == ffi::element_type(numerical, raw & 0xFF))
+        ElementType::ALL
+            .into_iter()
+            .find(|t| t.raw() == ffi::element_type(numerical, raw & 0xFF))
     }
 
     /// Its name in MLIR (`i32`, `f32`, `bf16`, `f16`, `i8`).
@@ -865,15 +868,7 @@ impl ElementType {
 
     /// The type of an MLIR name.
     pub fn from_name(name: &str) -> Option<ElementType> {
-        [
-            ElementType::I32,
-            ElementType::F32,
-            ElementType::BF16,
-            ElementType::F16,
-            ElementType::I8,
-        ]
-        .into_iter()
-        .find(|t| t.name() == name)
+        ElementType::ALL.into_iter().find(|t| t.name() == name)
     }
 }
 

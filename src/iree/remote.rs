@@ -208,14 +208,6 @@ impl RemoteKvSession {
         })
     }
 
-    fn function_for(&self, end: usize) -> usize {
-        self.spec
-            .spans
-            .iter()
-            .position(|s| end <= s.span)
-            .unwrap_or(self.spec.spans.len())
-    }
-
     fn predict(&mut self, line: &str) -> Result<Prediction> {
         let answer = self.process.request(line)?;
         parse_prediction(&answer)
@@ -274,12 +266,12 @@ impl KvStep for RemoteKvSession {
             length,
             self.max_context(),
         )?;
-        let f = self.function_for(start + length);
+        let f = self.spec.pair_for(start + length);
         Ok(self.predict(&format!("p {f} {start} {length} {}", join(chunk)))?)
     }
     fn decode(&mut self, token: i32, position: usize) -> crate::step::Result<Prediction> {
         check_position(position, self.max_context())?;
-        let f = self.function_for(position + 1);
+        let f = self.spec.pair_for(position + 1);
         Ok(self.predict(&format!("d {f} {token} {position}"))?)
     }
 }

@@ -149,22 +149,6 @@ fn id_bytes(ids: &[i32]) -> Vec<u8> {
     ids.iter().flat_map(|i| i.to_le_bytes()).collect()
 }
 
-/// A result's values as i32.
-fn read_i32(s: &rt::Session, t: &rt::Tensor) -> Result<Vec<i32>> {
-    Ok(s.read(t)?
-        .chunks_exact(4)
-        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect())
-}
-
-/// A result's values as f32.
-fn read_f32(s: &rt::Session, t: &rt::Tensor) -> Result<Vec<f32>> {
-    Ok(s.read(t)?
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect())
-}
-
 /// A running session over the redecode forward of one module: each step
 /// passes SEQ ids and reads SEQ predicted ids back.
 // Public so the integration tests can pin this runtime; a library user
@@ -198,7 +182,7 @@ impl Session {
             got: 0,
             seq: self.seq,
         })?;
-        let v = read_i32(&self.session, first)?;
+        let v = self.session.read_i32(first)?;
         if v.len() != self.seq {
             return Err(IreeError::SessionIds {
                 got: v.len(),
@@ -227,106 +211,49 @@ impl From<IreeError> for crate::step::CallError {
 
 /// A session over a KV-cache module (`kiln export --kv-cache`): prefill
 /// and decode loaded once, the K/V caches kept on the device between
-/// calls (each call's result buffers are the next call's arguments, and
-/// IREE writes the results into them in place).
+/// calls (`kiln_runtime::KvPair`).
 // Public so the integration tests can pin this runtime; a library user
 // opens a `generate::Driver` (issue 31: curated API).
 #[doc(hidden)]
 pub struct KvSession {
-    session: rt::Session,
-    /// One (prefill, decode) pair per attention span, the pair over all N
-    /// positions last ([`KvSpec::functions`]).
-    functions: Vec<(rt::Function, rt::Function)>,
-    /// The caches' element types, in argument order.
-    cache_types: Vec<rt::ElementType>,
-    /// The caches: `None` before the first reset.
-    caches: Option<Vec<rt::Tensor>>,
+    pair: rt::KvPair,
     spec: KvSpec,
 }
 
 impl KvSession {
     /// Loads `spec`'s module serving the pair `kv`.
     pub fn start(spec: &SessionSpec, kv: &KvSpec) -> Result<KvSession> {
-        let session = open(spec)?;
-        let functions = kv
+        let functions: Vec<(String, String)> = kv
             .functions()
             .iter()
-            .map(|(p, d)| Ok((session.function(p)?, session.function(d)?)))
+            .map(|(p, d)| (p.to_string(), d.to_string()))
+            .collect();
+        let caches = kv
+            .caches
+            .iter()
+            .map(|c| {
+                Ok(rt::CacheType {
+                    element: element(c)?,
+                    shape: c.shape.to_vec(),
+                })
+            })
             .collect::<Result<Vec<_>>>()?;
-        let cache_types = kv.caches.iter().map(element).collect::<Result<_>>()?;
         Ok(KvSession {
-            session,
-            functions,
-            cache_types,
-            caches: None,
+            pair: rt::KvPair::new(open(spec)?, &functions, caches)?,
             spec: kv.clone(),
         })
     }
+}
 
-    /// The index of the function pair of a call whose positions end
-    /// before `end` (into [`KvSpec::functions`]): the smallest span that
-    /// holds them.
-    fn function_for(&self, end: usize) -> usize {
-        self.spec
-            .spans
-            .iter()
-            .position(|s| end <= s.span)
-            .unwrap_or(self.spec.spans.len())
-    }
-
-    /// Calls `f` on `args` then the caches; keeps the returned caches and
-    /// reads the next id (and, from a sampling module, the top K).
-    fn predict(&mut self, f: &rt::Function, args: Vec<rt::Tensor>) -> Result<Prediction> {
-        let caches = self.caches.take().ok_or_else(|| {
-            IreeError::BadInput("a prefill or decode before the caches were reset".into())
-        })?;
-        let mut inputs: Vec<&rt::Tensor> = args.iter().collect();
-        inputs.extend(caches.iter());
-        let outs = self.session.call(f, &inputs);
-        let mut outs = match outs {
-            Ok(o) => o,
-            Err(e) => {
-                // The caches may be half-written: a new conversation must
-                // reset them.
-                return Err(e.into());
-            }
-        };
-        let n = self.cache_types.len();
-        if outs.len() != 1 + n && outs.len() != 3 + n {
-            return Err(IreeError::BadInput(format!(
-                "{} returned {} results, expected {} or {}",
-                f.name(),
-                outs.len(),
-                1 + n,
-                3 + n
-            )));
-        }
-        let rest = outs.split_off(1);
-        let id = *read_i32(&self.session, &outs[0])?
-            .first()
-            .ok_or_else(|| IreeError::BadInput(format!("{} returned no id", f.name())))?;
-        let mut rest = rest.into_iter();
-        let new_caches: Vec<rt::Tensor> = rest.by_ref().take(n).collect();
-        let top: Vec<rt::Tensor> = rest.collect();
-        self.caches = Some(new_caches);
-        let top = match &top[..] {
-            [values, ids] => {
-                let values = read_f32(&self.session, values)?;
-                let ids = read_i32(&self.session, ids)?;
-                candidates(&ids, &values).ok_or_else(|| {
-                    IreeError::BadInput(format!("{} returned a bad top-K", f.name()))
-                })?
-            }
-            _ => Vec::new(),
-        };
-        Ok(Prediction { id, top })
-    }
-
-    fn scalar(&self, v: i32) -> Result<rt::Tensor> {
-        Ok(self
-            .session
-            .tensor(rt::ElementType::I32, &[], &v.to_le_bytes())?)
-    }
+/// The runtime's step as kiln's prediction.
+fn prediction(step: rt::Step) -> Result<Prediction> {
+    let top = if step.top_ids.is_empty() {
+        Vec::new()
+    } else {
+        candidates(&step.top_ids, &step.top_values)
+            .ok_or_else(|| IreeError::BadInput("a module returned a bad top-K".into()))?
+    };
+    Ok(Prediction { id: step.id, top })
 }
 
 impl KvStep for KvSession {
@@ -337,18 +264,7 @@ impl KvStep for KvSession {
         self.spec.max_context()
     }
     fn reset(&mut self) -> crate::step::Result<()> {
-        self.caches = None;
-        let mut caches = Vec::with_capacity(self.cache_types.len());
-        for (t, et) in self.spec.caches.iter().zip(&self.cache_types) {
-            let zeros = vec![0u8; t.shape.iter().product::<usize>() * et.bytes()];
-            caches.push(
-                self.session
-                    .tensor(*et, &t.shape, &zeros)
-                    .map_err(IreeError::from)?,
-            );
-        }
-        self.caches = Some(caches);
-        Ok(())
+        Ok(self.pair.reset().map_err(IreeError::from)?)
     }
     fn prefill(
         &mut self,
@@ -363,22 +279,20 @@ impl KvStep for KvSession {
             length,
             self.max_context(),
         )?;
-        let f = self.functions[self.function_for(start + length)].0.clone();
-        let ids = self
-            .session
-            .tensor(rt::ElementType::I32, &[1, chunk.len()], &id_bytes(chunk))
+        let f = self.spec.pair_for(start + length);
+        let step = self
+            .pair
+            .prefill(f, chunk, start as i32, length as i32)
             .map_err(IreeError::from)?;
-        let args = vec![ids, self.scalar(start as i32)?, self.scalar(length as i32)?];
-        Ok(self.predict(&f, args)?)
+        Ok(prediction(step)?)
     }
     fn decode(&mut self, token: i32, position: usize) -> crate::step::Result<Prediction> {
         check_position(position, self.max_context())?;
-        let f = self.functions[self.function_for(position + 1)].1.clone();
-        let token = self
-            .session
-            .tensor(rt::ElementType::I32, &[1], &token.to_le_bytes())
+        let f = self.spec.pair_for(position + 1);
+        let step = self
+            .pair
+            .decode(f, token, position as i32)
             .map_err(IreeError::from)?;
-        let args = vec![token, self.scalar(position as i32)?];
-        Ok(self.predict(&f, args)?)
+        Ok(prediction(step)?)
     }
 }
