@@ -8,12 +8,14 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(parsed) = kiln::stablehlo::parse_module_full(text) else {
+    let Ok(parsed) = kiln::stablehlo::ParsedModule::parse(text) else {
         return;
     };
-    if let Ok(printed) = kiln::stablehlo::print_module(&parsed.module, &parsed.print_options(), None) {
-        let again = kiln::stablehlo::parse_module_full(&printed).expect("printed text parses");
-        let reprinted = kiln::stablehlo::print_module(&again.module, &again.print_options(), None)
+    if let Ok(printed) = parsed.module.print(&parsed.print_options(), None) {
+        let again = kiln::stablehlo::ParsedModule::parse(&printed).expect("printed text parses");
+        let reprinted = again
+            .module
+            .print(&again.print_options(), None)
             .expect("printed text prints");
         assert_eq!(printed, reprinted);
     }
