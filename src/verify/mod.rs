@@ -17,18 +17,21 @@
 //! only when it cannot check at all (no manifest in the folder, no
 //! iree-dump-module).
 
-use crate::export::{export, Artifact, ExportOptions, KvCacheOptions, Layout, Weights};
-use crate::graph::{DType, TensorType};
+mod recipe;
+mod signatures;
+
+use crate::export::{Artifact, Layout};
+use crate::graph::DType;
 use crate::iree::flags::{Device, Target};
 use crate::iree::inspect::{inspect_module, FunctionSignature, ModuleInfo};
 use crate::iree::Toolchain;
 use crate::manifest::{
     AssetsManifest, CompileInfo, Contract, ExportManifest, ExportRecipe, FileRecord, KvPair,
 };
-use crate::models::Checkpoint;
 use crate::params::irpa::IrpaReader;
-use crate::stablehlo::ConstantPolicy;
 use crate::util::IoError;
+use recipe::rebuild_export;
+use signatures::{executable_format, kv_signatures, same_kind, signature_text};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -986,134 +989,4 @@ struct Rebuild<'m> {
     recipe: &'m ExportRecipe,
     files: Vec<(Artifact<'static>, FileRecord)>,
     modules: &'m [ModuleToCheck<'m>],
-}
-
-/// Exports the checkpoint at `source` again with `recipe`'s options into
-/// `dir`; returns the layout of what it wrote. The error is only shown (a
-/// fault's text), so any stage's will do.
-fn rebuild_export(
-    source: &Path,
-    recipe: &ExportRecipe,
-    dir: &Path,
-) -> Result<Layout, Box<dyn std::error::Error>> {
-    let ckpt = Checkpoint::open(source)?;
-    let opts = export_options(recipe, dir)?;
-    export(&ckpt, &opts)?;
-    Ok(Layout::new(dir, &recipe.name))
-}
-
-/// The export options a recipe records, writing into `dir`.
-fn export_options(recipe: &ExportRecipe, dir: &Path) -> Result<ExportOptions, VerifyError> {
-    let bad = |what: String| VerifyError::Recipe { what };
-    let weights = |s: &str| -> Result<Weights, VerifyError> {
-        s.parse().map_err(|_| bad(format!("weights form {s:?}")))
-    };
-    let mut weights_for = Vec::new();
-    for w in &recipe.weights_for {
-        let (pattern, form) = w
-            .rsplit_once('=')
-            .ok_or_else(|| bad(format!("weights exception {w:?}")))?;
-        weights_for.push((pattern.to_string(), weights(form)?));
-    }
-    let scope = recipe.scope.clone();
-    let constants = match recipe.constants.as_str() {
-        "external" => ConstantPolicy::ExternalAlways { scope },
-        "inline" => ConstantPolicy::InlineAlways,
-        other => match other.strip_prefix("threshold=").map(str::parse) {
-            Some(Ok(bytes)) => ConstantPolicy::SizeThreshold { bytes, scope },
-            _ => return Err(bad(format!("constant policy {other:?}"))),
-        },
-    };
-    let kv = match &recipe.kv {
-        None => None,
-        Some(kv) => {
-            let dtype = DType::from_mlir(&kv.cache_dtype)
-                .ok_or_else(|| bad(format!("cache dtype {:?}", kv.cache_dtype)))?;
-            let mut o = KvCacheOptions::default()
-                .prompt_len(kv.prompt_len)
-                .max_context(kv.max_context)
-                .cache_dtype(dtype)
-                .spans(kv.spans.clone());
-            o.top_k = kv.top_k;
-            Some(o)
-        }
-    };
-    Ok(ExportOptions::new(recipe.seq, dir)
-        .name(recipe.name.clone())
-        .function(recipe.function.clone())
-        .weights(weights(&recipe.weights)?)
-        .weights_for(weights_for)
-        .constants(constants)
-        .kv(kv)
-        .max_tensor_bytes(recipe.max_tensor_bytes))
-}
-
-/// The KV pair's functions as IREE declares them: prefill `(tokens
-/// [1, P] i32, start, length, K…, V…) -> (next, K…, V… [, values, ids])`
-/// and decode `(token [1] i32, position, K…, V…) -> (the same)`, then
-/// each attention span's prefill and decode with the same signatures. In
-/// a module for Vulkan (`vulkan`), bf16 caches are i32 words of two.
-fn kv_signatures(pair: &KvPair, vulkan: bool) -> Result<Vec<FunctionSignature>, String> {
-    let cache = pair.cache_type().map_err(|e| e.to_string())?;
-    let cache = match vulkan {
-        true => cache
-            .lowered_for_vulkan()
-            .ok_or_else(|| format!("KV caches {cache} with an odd head dim have no Vulkan form"))?,
-        false => cache,
-    }
-    .to_string();
-    let i32s = |shape: &[usize]| TensorType::new(DType::I32, shape).to_string();
-    let caches = vec![cache; 2 * pair.cache_count];
-    let mut outputs = vec![i32s(&[])];
-    outputs.extend(caches.iter().cloned());
-    if let Some(k) = pair.top_k {
-        outputs.push(TensorType::new(DType::F32, &[k]).to_string());
-        outputs.push(i32s(&[k]));
-    }
-    let mut prefill = vec![i32s(&[1, pair.prompt_len]), i32s(&[]), i32s(&[])];
-    prefill.extend(caches.iter().cloned());
-    let mut decode = vec![i32s(&[1]), i32s(&[])];
-    decode.extend(caches);
-    let mut pairs = vec![(pair.prefill.as_str(), pair.decode.as_str())];
-    pairs.extend(
-        pair.spans
-            .iter()
-            .map(|s| (s.prefill.as_str(), s.decode.as_str())),
-    );
-    Ok(pairs
-        .into_iter()
-        .flat_map(|(p, d)| {
-            [
-                FunctionSignature::new(p, prefill.clone(), outputs.clone()),
-                FunctionSignature::new(d, decode.clone(), outputs.clone()),
-            ]
-        })
-        .collect())
-}
-
-/// Whether `a` and `b` are the same kind of target (any Vulkan target is
-/// one kind: a file name does not say which).
-fn same_kind(a: &Target, b: &Target) -> bool {
-    std::mem::discriminant(a) == std::mem::discriminant(b)
-}
-
-/// The executable format IREE writes for `target`: the host's is this
-/// machine's architecture.
-fn executable_format(target: &Target) -> &'static str {
-    match target {
-        Target::Host => match std::env::consts::ARCH {
-            "aarch64" => "embedded-elf-arm_64",
-            "arm" => "embedded-elf-arm_32",
-            "riscv64" => "embedded-elf-riscv_64",
-            _ => "embedded-elf-x86_64",
-        },
-        Target::Arm64 => "embedded-elf-arm_64",
-        Target::Arm32 => "embedded-elf-arm_32",
-        Target::Vulkan { .. } => "vulkan-spirv-fb",
-    }
-}
-
-/// `(T, …) -> (T, …)`.
-fn signature_text(f: &FunctionSignature) -> String {
-    format!("({}) -> ({})", f.inputs.join(", "), f.outputs.join(", "))
 }
