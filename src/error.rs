@@ -146,6 +146,7 @@ impl From<crate::step::CallError> for Error {
             CallError::Step(e) => e.into(),
             CallError::Signature(e) => e.into(),
             CallError::Runtime(e) => runtime(e),
+            e => Error::Runtime(Box::new(e)),
         }
     }
 }
@@ -171,7 +172,8 @@ fn runtime(e: Box<dyn std::error::Error + Send + Sync>) -> Error {
         crate::step::SignatureError,
         crate::params::ParamsError,
         crate::stablehlo::ParseError,
-        crate::util::IoError
+        crate::util::IoError,
+        crate::manifest::ManifestError
     );
     Error::Runtime(e)
 }
@@ -181,11 +183,7 @@ impl From<crate::generate::GenerateError> for Error {
         use crate::generate::GenerateError as G;
         match e {
             G::Call(e) => e.into(),
-            G::Iree(e) => e.into(),
-            G::Interp(e) => e.into(),
-            G::Parse(e) => (*e).into(),
-            G::Manifest(e) => e.into(),
-            G::Io(e) => e.into(),
+            G::Open(e) => runtime(e),
             e => Error::Generate(e),
         }
     }

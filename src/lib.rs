@@ -101,7 +101,7 @@ pub mod package;
 pub mod params;
 pub mod progress;
 pub mod stablehlo;
-pub mod step;
+pub use kiln_runtime::step;
 pub mod tokenizer;
 mod util;
 pub mod verify;

@@ -23,9 +23,12 @@
 //! ```
 
 mod ffi;
+pub mod generate;
 mod iree;
 mod kv;
 pub mod serve;
+pub mod step;
+pub mod types;
 
 pub use iree::{
     Device, ElementType, Function, ParamFile, ParamMode, Session, SessionOptions, Tensor,

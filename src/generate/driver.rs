@@ -3,11 +3,7 @@
 //! one `iree-run-module` per call; and the loop each runs.
 
 use super::backends::{Interpreter, KvDriver, Redecode, RunModule};
-use super::conversation::generate_kv;
-use super::redecode::generate;
-use super::sample::Sampler;
-use super::stop::Generation;
-use super::{check_ids, GenerateError, Result};
+use super::{check_ids, generate, generate_kv, GenerateError, Generation, Result, Sampler};
 use crate::graph::{DType, TensorType};
 use crate::iree::remote::{RemoteKvSession, RemoteSession};
 use crate::iree::run::RunOptions;

@@ -5,13 +5,12 @@
 mod build;
 mod module;
 mod op;
-mod types;
 
 pub(crate) use build::bf16_pairs_shape;
+pub(crate) use kiln_runtime::types::Shape;
+pub use kiln_runtime::types::{DType, TensorType};
 pub use module::{Module, ParamDecl};
 pub use op::{BinaryOp, BlockCodes, CompareDir, DotDims, Literal, Op, ReduceKind, UnaryOp};
-pub(crate) use types::Shape;
-pub use types::{DType, TensorType};
 
 use smallvec::SmallVec;
 

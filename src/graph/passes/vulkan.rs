@@ -49,35 +49,6 @@ use crate::graph::{
     ReduceKind, TensorType, Value,
 };
 
-impl TensorType {
-    /// The type a value of this type has after [`Module::lower_for_vulkan`]
-    /// when it is not a parameter: bf16 `[…, D]` becomes i32 `[…, D/2]`
-    /// (two bf16 per word; `None` for an odd D, which the pass refuses);
-    /// any other type is kept. A KV module's bf16 caches take this form on
-    /// Vulkan.
-    pub fn lowered_for_vulkan(&self) -> Option<TensorType> {
-        if self.dtype != DType::BF16 {
-            return Some(self.clone());
-        }
-        let (&last, rest) = self.shape.split_last()?;
-        if last % 2 != 0 {
-            return None;
-        }
-        let mut shape = rest.to_vec();
-        shape.push(last / 2);
-        Some(TensorType::new(DType::I32, &shape))
-    }
-
-    /// The i32 shape a bf16 parameter of this shape is declared with by
-    /// [`Module::lower_for_vulkan`] (and [`Graph::weight`]): the last dim
-    /// halved when it is even, else `[n/2]`; `None` when the element count
-    /// is odd (the parameter is then read as i16 bits) or the type is
-    /// rank 0.
-    pub fn bf16_pairs_shape(&self) -> Option<Vec<usize>> {
-        bf16_pairs_shape(&self.shape)
-    }
-}
-
 impl Module {
     /// True when some function of this module has a bf16 parameter.
     pub fn has_bf16_parameters(&self) -> bool {

@@ -285,16 +285,4 @@ impl Graph {
     }
 }
 
-/// The i32 shape a bf16 weight of `shape` is declared with
-/// ([`Graph::weight`]): the last dim halved when it is even, else `[n/2]`;
-/// `None` when the element count is odd (or `shape` is rank 0).
-pub(crate) fn bf16_pairs_shape(shape: &[usize]) -> Option<Vec<usize>> {
-    let (&last, rest) = shape.split_last()?;
-    if last % 2 == 0 {
-        let mut s = rest.to_vec();
-        s.push(last / 2);
-        return Some(s);
-    }
-    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
-    (n % 2 == 0).then(|| vec![n / 2])
-}
+pub(crate) use kiln_runtime::types::bf16_pairs_shape;

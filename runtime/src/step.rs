@@ -14,13 +14,14 @@
 //! chunk, a decode position) live here too, so a runtime never reaches up
 //! into the loops that drive it.
 //!
-//! This module imports neither `iree` nor `generate`: both import it.
+//! This module imports neither the IREE session nor `generate`: both
+//! import it (as do the compiler's own runtimes, `kiln::step`).
 
-use crate::graph::TensorType;
+use crate::types::TensorType;
 use std::path::PathBuf;
 
 /// `Result` of a step call.
-pub(crate) type Result<T, E = CallError> = std::result::Result<T, E>;
+pub type Result<T, E = CallError> = std::result::Result<T, E>;
 
 /// A step call that failed: the call itself (outside what the caches hold,
 /// results of another signature than the contract's), or the runtime that
@@ -402,7 +403,7 @@ impl KvSpec {
 
     /// The pair as a module compiled for Vulkan takes it: bf16 caches are
     /// i32 words holding two values each, `[L, KV, N, D/2]`, the same
-    /// bytes ([`crate::graph::TensorType::lowered_for_vulkan`]); f32 caches as they
+    /// bytes ([`TensorType::lowered_for_vulkan`]); f32 caches as they
     /// are.
     pub fn for_vulkan(&self) -> Result<KvSpec, StepError> {
         let mut spec = self.clone();
@@ -456,7 +457,7 @@ impl Prediction {
 }
 
 /// Pairs a call's top-K `ids` and `values` (same length, at least one).
-pub(crate) fn candidates(ids: &[i32], values: &[f32]) -> Option<Vec<Candidate>> {
+pub fn candidates(ids: &[i32], values: &[f32]) -> Option<Vec<Candidate>> {
     (ids.len() == values.len() && !ids.is_empty()).then(|| {
         ids.iter()
             .zip(values)
@@ -467,7 +468,7 @@ pub(crate) fn candidates(ids: &[i32], values: &[f32]) -> Option<Vec<Candidate>> 
 
 /// Checks a prefill chunk of `ids` ids against a pair with prompt bucket
 /// `p` and max context `n`: P ids, 1..=P real, inside the caches.
-pub(crate) fn check_chunk(
+pub fn check_chunk(
     ids: usize,
     p: usize,
     start: usize,
@@ -488,7 +489,7 @@ pub(crate) fn check_chunk(
 
 /// Checks a decode position against N: a generation past the max context
 /// is an error, never a silent wrap-around.
-pub(crate) fn check_position(position: usize, max_context: usize) -> Result<(), StepError> {
+pub fn check_position(position: usize, max_context: usize) -> Result<(), StepError> {
     if position >= max_context {
         return Err(StepError::PastContext {
             position,
@@ -501,7 +502,7 @@ pub(crate) fn check_position(position: usize, max_context: usize) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::DType;
+    use crate::types::DType;
 
     #[test]
     fn a_kv_spec_holds_every_cache_and_checks_p_against_n() {

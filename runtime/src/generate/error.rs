@@ -1,7 +1,7 @@
 //! What can go wrong in a generation loop: a prompt that does not fit, a
 //! conversation past its max context, sampling a module cannot serve.
 
-use crate::graph::TensorType;
+use crate::types::TensorType;
 
 /// A generation cannot run as asked.
 #[derive(Debug, thiserror::Error)]
@@ -93,27 +93,23 @@ pub enum GenerateError {
     /// signature, or its runtime's own error).
     #[error(transparent)]
     Call(#[from] crate::step::CallError),
-    /// The IREE toolchain is missing or the session could not start.
+    /// The runtime that runs the model could not be opened or read: its
+    /// own error, kept whole (the IREE session's, or the compiler's own
+    /// runtimes', which `kiln::Error` unwraps to their own variants).
     #[error(transparent)]
-    Iree(#[from] crate::iree::IreeError),
-    /// kiln's interpreter could not open or evaluate the module.
-    #[error(transparent)]
-    Interp(#[from] crate::interp::InterpError),
-    /// The module's text could not be parsed (boxed: the parser's error is
-    /// the largest).
-    #[error(transparent)]
-    Parse(Box<crate::stablehlo::ParseError>),
-    /// The manifest's pair cannot be read as one.
-    #[error(transparent)]
-    Manifest(#[from] crate::manifest::ManifestError),
-    /// A file could not be read.
-    #[error(transparent)]
-    Io(#[from] crate::util::IoError),
+    Open(Box<dyn std::error::Error + Send + Sync>),
 }
 
-impl From<crate::stablehlo::ParseError> for GenerateError {
-    fn from(e: crate::stablehlo::ParseError) -> Self {
-        GenerateError::Parse(Box::new(e))
+impl GenerateError {
+    /// A runtime's error `e` met while opening or reading it, kept whole.
+    pub fn open(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        GenerateError::Open(Box::new(e))
+    }
+}
+
+impl From<crate::Error> for GenerateError {
+    fn from(e: crate::Error) -> Self {
+        GenerateError::open(e)
     }
 }
 
@@ -126,13 +122,6 @@ impl From<crate::step::StepError> for GenerateError {
 impl From<crate::step::SignatureError> for GenerateError {
     fn from(e: crate::step::SignatureError) -> Self {
         GenerateError::Call(e.into())
-    }
-}
-
-/// The interpreter's failures, as a step runtime's: kept whole.
-impl From<crate::interp::InterpError> for crate::step::CallError {
-    fn from(e: crate::interp::InterpError) -> Self {
-        crate::step::CallError::runtime(e)
     }
 }
 

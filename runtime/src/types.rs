@@ -1,4 +1,6 @@
-//! Element types and tensor types of the graph DSL.
+//! Element types and tensor types: what kiln's graphs carry and what a
+//! compiled module's functions take and return (the compiler's graph DSL
+//! re-exports them as `kiln::graph::{DType, TensorType}`).
 
 use smallvec::SmallVec;
 use std::fmt;
@@ -16,10 +18,10 @@ pub enum DType {
     /// Signed 32-bit integer.
     I32,
     /// Signed 16-bit integer. Used to load bf16 weights by their bits
-    /// (see [`crate::graph::Graph::weight`]); no arithmetic op takes it.
+    /// (kiln's `Graph::weight`); no arithmetic op takes it.
     I16,
     /// Signed 8-bit integer: the codes of `--weights w8a8` matrices and the
-    /// activations rounded for their products ([`crate::graph::Graph::linear_w8a8`]).
+    /// activations rounded for their products (kiln's `Graph::linear_w8a8`).
     /// Only `convert` and `dot_general` (into i32) take it.
     I8,
     /// Boolean (`i1` in MLIR).
@@ -89,7 +91,7 @@ impl fmt::Display for DType {
 }
 
 /// A static shape. Most tensors have rank ≤ 4, which stays inline.
-pub(crate) type Shape = SmallVec<[usize; 4]>;
+pub type Shape = SmallVec<[usize; 4]>;
 
 /// Element type plus static shape: what every graph value carries.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -144,6 +146,45 @@ impl TensorType {
             shape: self.shape.clone(),
         }
     }
+
+    /// The type a value of this type has after kiln's Vulkan lowering
+    /// (`Module::lower_for_vulkan`) when it is not a parameter: bf16
+    /// `[…, D]` becomes i32 `[…, D/2]` (two bf16 per word; `None` for an
+    /// odd D, which the pass refuses); any other type is kept. A KV
+    /// module's bf16 caches take this form on Vulkan.
+    pub fn lowered_for_vulkan(&self) -> Option<TensorType> {
+        if self.dtype != DType::BF16 {
+            return Some(self.clone());
+        }
+        let (&last, rest) = self.shape.split_last()?;
+        if last % 2 != 0 {
+            return None;
+        }
+        let mut shape = rest.to_vec();
+        shape.push(last / 2);
+        Some(TensorType::new(DType::I32, &shape))
+    }
+
+    /// The i32 shape a bf16 parameter of this shape is declared with by
+    /// kiln's Vulkan lowering (and `Graph::weight`): see
+    /// [`bf16_pairs_shape`].
+    pub fn bf16_pairs_shape(&self) -> Option<Vec<usize>> {
+        bf16_pairs_shape(&self.shape)
+    }
+}
+
+/// The i32 shape a bf16 weight of `shape` is declared with (two bf16 per
+/// word): the last dim halved when it is even, else `[n/2]`; `None` when
+/// the element count is odd (or `shape` is rank 0).
+pub fn bf16_pairs_shape(shape: &[usize]) -> Option<Vec<usize>> {
+    let (&last, rest) = shape.split_last()?;
+    if last % 2 == 0 {
+        let mut s = rest.to_vec();
+        s.push(last / 2);
+        return Some(s);
+    }
+    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
+    (n % 2 == 0).then(|| vec![n / 2])
 }
 
 impl fmt::Display for TensorType {
