@@ -11,8 +11,8 @@ use kiln::export::{export, ExportOptions};
 use kiln::generate::{generate, Interpreter, Redecode, RunModule};
 use kiln::generate::{Driver, DriverLoop, DriverOptions};
 use kiln::iree::{
-    Device, Emulation, KvSession, RemoteKvSession, RemoteSession, RunOptions, Session, SessionSpec,
-    Target,
+    Device, Emulation, ForwardSession, KvSession, RemoteKvSession, RemoteSession, RunOptions,
+    SessionSpec, Target,
 };
 use kiln::models::Checkpoint;
 use kiln::step::{KvSpec, KvStep};
@@ -36,8 +36,11 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
     )
     .unwrap();
     let prompt = [5, 17, 3];
-    let mut session = Session::start(
-        &SessionSpec::new(&outs[0], &r.irpa).device(Device::LocalTask),
+    let mut session = ForwardSession::new(
+        SessionSpec::new(&outs[0], &r.irpa)
+            .device(Device::LocalTask)
+            .open()
+            .unwrap(),
         "tiny",
         8,
     )
@@ -109,7 +112,7 @@ fn kiln_runtime_under_qemu_serves_a_whole_generation_with_the_hosts_ids() {
         common::compiled::compile_many(&tc, kv_mlir, &targets, dir.path(), "tiny-kv", 2).unwrap();
     let prompt = [5, 17, 3];
     let spec = |vmfb: &std::path::Path| SessionSpec::new(vmfb, &r.irpa);
-    let mut host = Session::start(&spec(&fwd[0]), "tiny", 8).unwrap();
+    let mut host = ForwardSession::new(spec(&fwd[0]).open().unwrap(), "tiny", 8).unwrap();
     let want = generate(&mut host, &prompt, 4, &[], |_| true).unwrap();
     let mut remote = RemoteSession::start(&qemu, &runtime, &spec(&fwd[1]), "tiny", 8).unwrap();
     assert_eq!(
@@ -126,7 +129,7 @@ fn kiln_runtime_under_qemu_serves_a_whole_generation_with_the_hosts_ids() {
         }
         ids
     };
-    let want = steps(&mut KvSession::start(&spec(&kv[0]), &kv_spec).unwrap());
+    let want = steps(&mut KvSession::new(spec(&kv[0]).open().unwrap(), &kv_spec).unwrap());
     let mut remote = RemoteKvSession::start(&qemu, &runtime, &spec(&kv[1]), &kv_spec).unwrap();
     assert_eq!(steps(&mut remote), want, "KV pair under qemu");
     // A driver with emulation opens the same program.

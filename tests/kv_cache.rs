@@ -92,14 +92,14 @@ fn kv_spec(r: &ExportReport, device: Device) -> KvSpec {
 /// running each call on the smallest span that holds it.
 fn kv_session(r: &ExportReport, vmfb: &Path, device: Device) -> KvSession {
     let spec = SessionSpec::new(vmfb, &r.irpa).device(device);
-    KvSession::start(&spec, &kv_spec(r, device)).unwrap()
+    KvSession::new(spec.open().unwrap(), &kv_spec(r, device)).unwrap()
 }
 
 /// The same session running every call over all N positions (no spans).
 fn kv_session_full(r: &ExportReport, vmfb: &Path) -> KvSession {
     let spec = SessionSpec::new(vmfb, &r.irpa);
     let kv = kv_spec(r, Device::LocalTask).spans(Vec::new()).unwrap();
-    KvSession::start(&spec, &kv).unwrap()
+    KvSession::new(spec.open().unwrap(), &kv).unwrap()
 }
 
 /// The KV pair of `r` in the interpreter, each call on the smallest span

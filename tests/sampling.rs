@@ -212,7 +212,13 @@ fn sampled_ids_agree_on_host_arm64_and_vulkan() {
     .unwrap();
     let spec = KvSpec::try_from(&kv).unwrap();
     let session = |vmfb: &Path, device| {
-        KvSession::start(&SessionSpec::new(vmfb, &r.irpa).device(device), &spec)
+        KvSession::new(
+            SessionSpec::new(vmfb, &r.irpa)
+                .device(device)
+                .open()
+                .unwrap(),
+            &spec,
+        )
     };
     let want = sampled_turns(&mut interp_kv(&r));
     let mut host = session(&outs[0], Device::LocalTask).unwrap();

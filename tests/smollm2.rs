@@ -26,7 +26,8 @@ use common::*;
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
 use kiln::generate::{generate, generate_kv, Interpreter, KvDriver, Redecode, RunModule, Sampler};
 use kiln::iree::{
-    run_module, Device, Emulation, HostTensor, KvSession, RunOptions, Session, SessionSpec, Target,
+    run_module, Device, Emulation, ForwardSession, HostTensor, KvSession, RunOptions, SessionSpec,
+    Target,
 };
 use kiln::models::Checkpoint;
 use kiln::step::KvSpec;
@@ -193,8 +194,11 @@ fn redecode_generation_matches_transformers() {
     let tc = toolchain().unwrap();
     let exp = smol_expected();
     let mut failures = Vec::new();
-    let mut session = Session::start(
-        &SessionSpec::new(&vmfb, &e.report.irpa).device(Device::LocalTask),
+    let mut session = ForwardSession::new(
+        SessionSpec::new(&vmfb, &e.report.irpa)
+            .device(Device::LocalTask)
+            .open()
+            .unwrap(),
         "smollm2",
         exp.seq,
     )
@@ -282,7 +286,7 @@ fn kv_generations_on_host(
     let vmfb = kv_mlir.with_file_name("smollm2-kv-host.vmfb");
     common::compiled::compile(tc, kv_mlir, &Target::Host, &vmfb, &[]).unwrap();
     let spec = SessionSpec::new(&vmfb, &r.irpa).device(Device::LocalTask);
-    let mut s = KvSession::start(&spec, &KvSpec::try_from(kv).unwrap()).unwrap();
+    let mut s = KvSession::new(spec.open().unwrap(), &KvSpec::try_from(kv).unwrap()).unwrap();
     for p in &exp.prompts {
         let g = generate_kv(
             &mut s,

@@ -19,7 +19,8 @@ use kiln::export::{export, ExportOptions, ExportReport};
 use kiln::generate::{generate, Sampler};
 use kiln::graph::{DType, Graph, Module, TensorType};
 use kiln::iree::{
-    run_module, Device, HostTensor, KvSession, RunOptions, Session, SessionSpec, Target, Toolchain,
+    run_module, Device, ForwardSession, HostTensor, KvSession, RunOptions, SessionSpec, Target,
+    Toolchain,
 };
 use kiln::models::Checkpoint;
 use kiln::stablehlo::PrintOptions;
@@ -90,8 +91,11 @@ fn bf16_export_compiles_for_three_vulkan_targets_and_runs_on_lavapipe() {
     // `kiln generate`'s loaded session on Vulkan (results read back through
     // a staging buffer there) continues a prompt as on the host.
     let continue_on = |vmfb: &Path, device: Device| {
-        let mut s = Session::start(
-            &SessionSpec::new(vmfb, &r.irpa).device(device),
+        let mut s = ForwardSession::new(
+            SessionSpec::new(vmfb, &r.irpa)
+                .device(device)
+                .open()
+                .unwrap(),
             &r.manifest.function,
             rs.seq,
         )
@@ -289,7 +293,8 @@ fn big_vocabulary_gives_transformers_ids_on_lavapipe_host_and_interpreter() {
     let pair = r.manifest.kv.clone().unwrap().pair;
     let greedy = |vmfb: &Path, device: Device| {
         let spec = SessionSpec::new(vmfb, &r.irpa).device(device);
-        let mut s = KvSession::start(&spec, &KvSpec::try_from(&pair).unwrap()).unwrap();
+        let mut s =
+            KvSession::new(spec.open().unwrap(), &KvSpec::try_from(&pair).unwrap()).unwrap();
         let n = exp.greedy.new.len();
         kiln::generate::generate_kv(
             &mut s,

@@ -28,6 +28,7 @@ mod iree;
 mod kv;
 pub mod serve;
 pub mod step;
+pub mod steps;
 pub mod types;
 
 pub use iree::{

@@ -401,6 +401,26 @@ impl KvSpec {
             .unwrap_or(self.spans.len())
     }
 
+    /// Checks a prefill chunk of `ids` ids at `start` with `length` real
+    /// ([`check_chunk`]) and gives the index into [`KvSpec::functions`]
+    /// of the pair that serves it: what every KV runtime does first.
+    pub fn prefill_pair(
+        &self,
+        ids: usize,
+        start: usize,
+        length: usize,
+    ) -> Result<usize, StepError> {
+        check_chunk(ids, self.prompt_len, start, length, self.max_context())?;
+        Ok(self.pair_for(start + length))
+    }
+
+    /// Checks a decode `position` against N ([`check_position`]) and gives
+    /// the index into [`KvSpec::functions`] of the pair that serves it.
+    pub fn decode_pair(&self, position: usize) -> Result<usize, StepError> {
+        check_position(position, self.max_context())?;
+        Ok(self.pair_for(position + 1))
+    }
+
     /// The pair as a module compiled for Vulkan takes it: bf16 caches are
     /// i32 words holding two values each, `[L, KV, N, D/2]`, the same
     /// bytes ([`TensorType::lowered_for_vulkan`]); f32 caches as they

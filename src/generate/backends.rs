@@ -7,10 +7,7 @@ use super::{GenerateError, Result};
 use crate::iree::run::{run_module, HostTensor, RunOptions};
 use crate::iree::Toolchain;
 use crate::step::Result as StepResult;
-use crate::step::{
-    candidates, check_chunk, check_position, Backend, Forward, KvSpec, KvStep, Prediction,
-    SignatureError,
-};
+use crate::step::{candidates, Backend, Forward, KvSpec, KvStep, Prediction, SignatureError};
 use crate::util::IoError;
 use std::path::{Path, PathBuf};
 
@@ -183,30 +180,24 @@ impl<B: Backend> KvStep for KvDriver<B> {
         Ok(())
     }
     fn prefill(&mut self, chunk: &[i32], start: usize, length: usize) -> StepResult<Prediction> {
-        check_chunk(
-            chunk.len(),
-            self.spec.prompt_len,
-            start,
-            length,
-            self.max_context(),
-        )?;
+        let f = self.spec.prefill_pair(chunk.len(), start, length)?;
+        let f = self.spec.functions()[f].0.to_string();
         let b = &self.backend;
         let inputs = vec![
             b.i32(&[1, chunk.len()], chunk.to_vec())?,
             b.i32(&[], vec![start as i32])?,
             b.i32(&[], vec![length as i32])?,
         ];
-        let f = self.spec.prefill_for(start + length).to_string();
         self.call(&f, inputs)
     }
     fn decode(&mut self, token: i32, position: usize) -> StepResult<Prediction> {
-        check_position(position, self.max_context())?;
+        let f = self.spec.decode_pair(position)?;
+        let f = self.spec.functions()[f].1.to_string();
         let b = &self.backend;
         let inputs = vec![
             b.i32(&[1], vec![token])?,
             b.i32(&[], vec![position as i32])?,
         ];
-        let f = self.spec.decode_for(position).to_string();
         self.call(&f, inputs)
     }
 }

@@ -7,7 +7,7 @@ use super::{check_ids, generate, generate_kv, GenerateError, Generation, Result,
 use crate::graph::{DType, TensorType};
 use crate::iree::remote::{RemoteKvSession, RemoteSession};
 use crate::iree::run::RunOptions;
-use crate::iree::session::{KvSession, Session, SessionSpec};
+use crate::iree::session::{ForwardSession, KvSession, SessionSpec};
 use crate::iree::Toolchain;
 use crate::manifest::KvPair;
 use crate::step::{Forward, KvSpan, KvSpec, KvStep};
@@ -264,11 +264,13 @@ impl Driver {
                 }
                 DriverLoop::Kv(Box::new(KvDriver::new(backend(types), spec)))
             }
-            (None, false) => {
-                DriverLoop::Redecode(Box::new(Session::start(&session(), &o.function, o.seq)?))
-            }
+            (None, false) => DriverLoop::Redecode(Box::new(ForwardSession::new(
+                session().open()?,
+                &o.function,
+                o.seq,
+            )?)),
             (Some(kv), false) => {
-                DriverLoop::Kv(Box::new(KvSession::start(&session(), &kv_spec(kv)?)?))
+                DriverLoop::Kv(Box::new(KvSession::new(session().open()?, &kv_spec(kv)?)?))
             }
         })
     }

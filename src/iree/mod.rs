@@ -29,7 +29,7 @@ pub use flags::{Device, Target};
 pub use limits::TensorUse;
 pub use remote::{RemoteKvSession, RemoteSession};
 pub use run::{run_module, Emulation, HostTensor, RunOptions, TensorData};
-pub use session::{KvSession, Session, SessionSpec};
+pub use session::{ForwardSession, KvSession, SessionSpec};
 pub use toolchain::Toolchain;
 
 use std::path::PathBuf;

@@ -7,7 +7,7 @@
 
 use super::session::{param_mode, SessionSpec};
 use super::{IreeError, Result};
-use crate::step::{candidates, check_chunk, check_position, Forward, KvSpec, KvStep, Prediction};
+use crate::step::{candidates, Forward, KvSpec, KvStep, Prediction};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -259,19 +259,11 @@ impl KvStep for RemoteKvSession {
         start: usize,
         length: usize,
     ) -> crate::step::Result<Prediction> {
-        check_chunk(
-            chunk.len(),
-            self.spec.prompt_len,
-            start,
-            length,
-            self.max_context(),
-        )?;
-        let f = self.spec.pair_for(start + length);
+        let f = self.spec.prefill_pair(chunk.len(), start, length)?;
         Ok(self.predict(&format!("p {f} {start} {length} {}", join(chunk)))?)
     }
     fn decode(&mut self, token: i32, position: usize) -> crate::step::Result<Prediction> {
-        check_position(position, self.max_context())?;
-        let f = self.spec.pair_for(position + 1);
+        let f = self.spec.decode_pair(position)?;
         Ok(self.predict(&format!("d {f} {token} {position}"))?)
     }
 }

@@ -4,15 +4,13 @@
 //! passes SEQ ids and reads SEQ predicted ids back, and the KV pair's
 //! caches stay on the device between calls.
 //!
-//! The sessions only implement the step interfaces of [`crate::step`]:
-//! [`Session`] is a [`Forward`], [`KvSession`] a [`KvStep`]. Each is
-//! started from a [`SessionSpec`] (module, parameters, device) and what it
-//! serves (a function and SEQ, or a [`KvSpec`]).
+//! The sessions are the runtime crate's ([`ForwardSession`] is a
+//! `Forward`, [`KvSession`] a `KvStep`); what kiln adds is how a module is
+//! opened: [`SessionSpec`] (module, parameters, device) and
+//! [`SessionSpec::open`], which picks how the archive is read.
 
 use super::flags::Device;
 use super::{IreeError, Result};
-use crate::graph::TensorType;
-use crate::step::{candidates, check_chunk, check_position, Forward, KvSpec, KvStep, Prediction};
 use kiln_runtime as rt;
 use std::path::PathBuf;
 
@@ -77,12 +75,6 @@ fn device(d: Device) -> rt::Device {
     }
 }
 
-/// The runtime's element type of a tensor type kiln passes (ids, caches).
-fn element(t: &TensorType) -> Result<rt::ElementType> {
-    rt::ElementType::from_name(&t.dtype.to_string())
-        .ok_or_else(|| IreeError::BadInput(format!("no runtime element type for {t}")))
-}
-
 /// Opens `spec`'s module on its device over its archive (and the packed
 /// archive of `kiln compile --pack` beside the module, scope `packed`).
 fn open(spec: &SessionSpec) -> Result<rt::Session> {
@@ -144,155 +136,24 @@ fn reads_slices(spec: &SessionSpec) -> bool {
         .any(|k| module.windows(k.len()).any(|w| w == k.as_bytes()))
 }
 
-/// The i32 ids as the runtime's bytes.
-fn id_bytes(ids: &[i32]) -> Vec<u8> {
-    ids.iter().flat_map(|i| i.to_le_bytes()).collect()
-}
-
-/// A running session over the redecode forward of one module: each step
-/// passes SEQ ids and reads SEQ predicted ids back.
-// Public so the integration tests can pin this runtime; a library user
-// opens a `generate::Driver` (issue 31: curated API).
-#[doc(hidden)]
-pub struct Session {
-    session: rt::Session,
-    function: rt::Function,
-    seq: usize,
-}
-
-impl Session {
-    /// Loads `spec`'s module, serving `function` (taking `[1, seq]` ids).
-    pub fn start(spec: &SessionSpec, function: &str, seq: usize) -> Result<Session> {
-        let session = open(spec)?;
-        let function = session.function(function)?;
-        Ok(Session {
-            session,
-            function,
-            seq,
-        })
-    }
-
-    /// Runs one forward pass on SEQ ids.
-    pub fn run(&mut self, ids: &[i32]) -> Result<Vec<i32>> {
-        let input = self
-            .session
-            .tensor(rt::ElementType::I32, &[1, ids.len()], &id_bytes(ids))?;
-        let outs = self.session.call(&self.function, &[&input])?;
-        let first = outs.first().ok_or(IreeError::SessionIds {
-            got: 0,
-            seq: self.seq,
-        })?;
-        let v = self.session.read_i32(first)?;
-        if v.len() != self.seq {
-            return Err(IreeError::SessionIds {
-                got: v.len(),
-                seq: self.seq,
-            });
-        }
-        Ok(v)
+impl SessionSpec {
+    /// Loads this spec's module on its device over its archive (and the
+    /// packed archive of `kiln compile --pack` beside the module, scope
+    /// `packed`).
+    pub fn open(&self) -> Result<rt::Session> {
+        open(self)
     }
 }
 
-impl Forward for Session {
-    fn seq(&self) -> usize {
-        self.seq
-    }
-    fn forward(&mut self, ids: &[i32]) -> crate::step::Result<Vec<i32>> {
-        Ok(self.run(ids)?)
-    }
-}
+/// A session over the redecode forward of one module:
+/// `ForwardSession::new(spec.open()?, function, seq)`.
+pub use rt::steps::ForwardSession;
+/// A session over a KV-cache module: `KvSession::new(spec.open()?, &kv)`.
+pub use rt::steps::KvSession;
 
 /// The session's failures are the runtime's, kept whole.
 impl From<IreeError> for crate::step::CallError {
     fn from(e: IreeError) -> Self {
         crate::step::CallError::runtime(e)
-    }
-}
-
-/// A session over a KV-cache module (`kiln export --kv-cache`): prefill
-/// and decode loaded once, the K/V caches kept on the device between
-/// calls (`kiln_runtime::KvPair`).
-// Public so the integration tests can pin this runtime; a library user
-// opens a `generate::Driver` (issue 31: curated API).
-#[doc(hidden)]
-pub struct KvSession {
-    pair: rt::KvPair,
-    spec: KvSpec,
-}
-
-impl KvSession {
-    /// Loads `spec`'s module serving the pair `kv`.
-    pub fn start(spec: &SessionSpec, kv: &KvSpec) -> Result<KvSession> {
-        let functions: Vec<(String, String)> = kv
-            .functions()
-            .iter()
-            .map(|(p, d)| (p.to_string(), d.to_string()))
-            .collect();
-        let caches = kv
-            .caches
-            .iter()
-            .map(|c| {
-                Ok(rt::CacheType {
-                    element: element(c)?,
-                    shape: c.shape.to_vec(),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(KvSession {
-            pair: rt::KvPair::new(open(spec)?, &functions, caches)?,
-            spec: kv.clone(),
-        })
-    }
-}
-
-/// The runtime's step as kiln's prediction.
-fn prediction(step: rt::Step) -> Result<Prediction> {
-    let top = if step.top_ids.is_empty() {
-        Vec::new()
-    } else {
-        candidates(&step.top_ids, &step.top_values)
-            .ok_or_else(|| IreeError::BadInput("a module returned a bad top-K".into()))?
-    };
-    Ok(Prediction { id: step.id, top })
-}
-
-impl KvStep for KvSession {
-    fn prompt_len(&self) -> usize {
-        self.spec.prompt_len
-    }
-    fn max_context(&self) -> usize {
-        self.spec.max_context()
-    }
-    fn reset(&mut self) -> crate::step::Result<()> {
-        Ok(self.pair.reset().map_err(IreeError::from)?)
-    }
-    fn prefill(
-        &mut self,
-        chunk: &[i32],
-        start: usize,
-        length: usize,
-    ) -> crate::step::Result<Prediction> {
-        check_chunk(
-            chunk.len(),
-            self.spec.prompt_len,
-            start,
-            length,
-            self.max_context(),
-        )?;
-        let f = self.spec.pair_for(start + length);
-        let step = self
-            .pair
-            .prefill(f, chunk, start as i32, length as i32)
-            .map_err(IreeError::from)?;
-        Ok(prediction(step)?)
-    }
-    fn decode(&mut self, token: i32, position: usize) -> crate::step::Result<Prediction> {
-        check_position(position, self.max_context())?;
-        let f = self.spec.pair_for(position + 1);
-        let step = self
-            .pair
-            .decode(f, token, position as i32)
-            .map_err(IreeError::from)?;
-        Ok(prediction(step)?)
     }
 }
