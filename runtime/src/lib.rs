@@ -21,11 +21,16 @@
 //! let predicted = session.read(&out[0])?;
 //! # Ok::<(), kiln_runtime::Error>(())
 //! ```
+//!
+//! [`tokenizer`] turns text into the model's token ids and back, and renders
+//! its chat template, from the `NAME.tokenizer.json` and
+//! `NAME.tokenizer_config.json` a kiln package ships.
 
 mod ffi;
 mod iree;
 mod kv;
 pub mod serve;
+pub mod tokenizer;
 
 pub use iree::{
     Device, ElementType, Function, ParamFile, ParamMode, Session, SessionOptions, Tensor,
