@@ -1,12 +1,11 @@
 //! Criterion bench of loading a large vocabulary: `tokenizer_load/gemma3_262k`
 //! builds the tokenizer of the real Gemma 3 270M GGUF (262,144 tokens, merges
-//! derived from token positions) with `Tokenizer::from_gguf`, as `kiln
+//! derived from token positions) with `kiln::tokenizer::from_gguf`, as `kiln
 //! generate` does before its first token (goal: ≤ 0.5 s). The GGUF comes from
 //! kiln's cache (`scripts/fetch-gemma3.sh`); without it the bench says so and
 //! measures nothing.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use kiln::tokenizer::Tokenizer;
 
 fn bench_load(c: &mut Criterion) {
     let gguf = kiln::cache_dir().join("gemma3/gemma-3-270m-q4_k_m.gguf");
@@ -20,7 +19,7 @@ fn bench_load(c: &mut Criterion) {
     let mut g = c.benchmark_group("tokenizer_load");
     g.sample_size(10);
     g.bench_function("gemma3_262k", |b| {
-        b.iter(|| Tokenizer::from_gguf(&gguf).unwrap())
+        b.iter(|| kiln::tokenizer::from_gguf(&gguf).unwrap())
     });
     g.finish();
 }

@@ -5,7 +5,7 @@
 //!   file the manifest lists, and run the packaged host module;
 //! - bad input (no IREE needed: fabricated exports): missing manifest, no
 //!   modules, changed irpa, no tokenizer → exit 2, one line, no output;
-//! - the GGUF tokenizer.json writer against `Tokenizer::from_gguf` and
+//! - the GGUF tokenizer.json writer against `kiln::tokenizer::from_gguf` and
 //!   llama.cpp's ids on the real SmolLM2 GGUF.
 
 use crate::common;
@@ -596,7 +596,7 @@ fn gguf_tokenizer_json_encodes_like_from_gguf() {
     )
     .unwrap();
     let written = Tokenizer::from_tokenizer_json(&path).unwrap();
-    let reference = Tokenizer::from_gguf(&gguf).unwrap();
+    let reference = kiln::tokenizer::from_gguf(&gguf).unwrap();
     assert_eq!(written.vocab_size(), reference.vocab_size());
     assert_eq!(written.bos(), reference.bos());
     assert_eq!(written.eos(), reference.eos());

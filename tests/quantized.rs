@@ -370,7 +370,7 @@ fn gemma3_270m_generate_prints_transformers_continuation() {
         &std::fs::read_to_string(fixture("gguf/quant/gemma3-270m-generate.json")).unwrap(),
     )
     .unwrap();
-    let tok = kiln::tokenizer::Tokenizer::open(&g.gguf).unwrap();
+    let tok = kiln::tokenizer::open(&g.gguf).unwrap();
     let ids: Vec<i32> = tok
         .encode_prompt(&exp.prompt, false)
         .unwrap()

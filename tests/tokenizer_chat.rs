@@ -36,7 +36,7 @@ fn family_templates_render_as_transformers() {
         let vocab = fam["vocab"].as_str().unwrap();
         let tok = vocabs
             .entry(vocab.to_string())
-            .or_insert_with(|| vocab_path(vocab).map(|p| Tokenizer::from_gguf(p).unwrap()));
+            .or_insert_with(|| vocab_path(vocab).map(|p| kiln::tokenizer::from_gguf(p).unwrap()));
         let Some(tok) = tok.clone() else {
             continue;
         };

@@ -193,7 +193,7 @@ fn gguf_vocab() -> GgufVocab {
 }
 
 fn from_vocab(v: &GgufVocab) -> Result<Tokenizer, kiln::tokenizer::TokenizerError> {
-    Tokenizer::from_gguf_vocab(v, std::path::Path::new("tiny.gguf"))
+    kiln::tokenizer::from_gguf_vocab(v, std::path::Path::new("tiny.gguf"))
 }
 
 #[test]

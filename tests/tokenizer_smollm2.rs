@@ -175,7 +175,7 @@ fn gguf_tokenizer() -> Option<(GgufTokenizer, Tokenizer)> {
     let g = read_gguf_tokenizer(&path);
     assert_eq!(g.model, "gpt2");
     assert_eq!(g.pre, "smollm");
-    let tok = Tokenizer::from_gguf_vocab(&gguf_vocab(&g, &g.pre), &path).unwrap();
+    let tok = kiln::tokenizer::from_gguf_vocab(&gguf_vocab(&g, &g.pre), &path).unwrap();
     Some((g, tok))
 }
 
@@ -390,7 +390,7 @@ fn gguf_tokenizer_matches_fixtures_branch_cases() {
     check_fixtures_branch_cases(&tok, "ids_llama_cpp");
     // With the plain split, it is transformers' GGUF tokenizer.
     let path = crate::common::smollm2_gguf().unwrap();
-    let tok = Tokenizer::from_gguf_vocab(&gguf_vocab(&g, "gpt2"), &path).unwrap();
+    let tok = kiln::tokenizer::from_gguf_vocab(&gguf_vocab(&g, "gpt2"), &path).unwrap();
     check_fixtures_branch_cases(&tok, "ids");
 }
 

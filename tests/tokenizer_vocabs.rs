@@ -46,7 +46,7 @@ const VOCABS: [&str; 2] = ["ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"]
 #[test]
 fn gguf_sentencepiece_vocabularies_encode_as_the_reference() {
     for name in VOCABS {
-        let tok = Tokenizer::from_gguf(vocab(name)).unwrap();
+        let tok = kiln::tokenizer::from_gguf(vocab(name)).unwrap();
         assert!(tok.adds_bos(), "{name}");
         let mut bad = Vec::new();
         for (text, want) in cases(name) {
@@ -80,7 +80,7 @@ fn gguf_sentencepiece_vocabularies_encode_as_the_reference() {
 /// `scripts/fixtures/make_spm_tokenizer_fixtures.py`).
 #[test]
 fn phi3_special_tokens_bos_and_decoding_match_transformers() {
-    let tok = Tokenizer::from_gguf(vocab("ggml-vocab-phi-3.gguf")).unwrap();
+    let tok = kiln::tokenizer::from_gguf(vocab("ggml-vocab-phi-3.gguf")).unwrap();
     assert_eq!((tok.bos(), tok.eos()), (Some(1), Some(32000)));
     let doc = transformers_doc();
     for c in doc["cases"].as_array().unwrap() {
@@ -199,7 +199,7 @@ fn packaged_tokenizer_json_encodes_as_the_gguf() {
     for name in VOCABS {
         let tok = packaged_tokenizer(&vocab(name));
         assert!(tok.adds_bos(), "{name}");
-        let from_gguf = Tokenizer::from_gguf(vocab(name)).unwrap();
+        let from_gguf = kiln::tokenizer::from_gguf(vocab(name)).unwrap();
         assert_eq!(
             (tok.bos(), tok.eos()),
             (from_gguf.bos(), from_gguf.eos()),
@@ -229,7 +229,7 @@ fn metaspace_prepends_unless_the_text_starts_with_a_space() {
     let path = dir.path().join("tokenizer.json");
     std::fs::write(&path, doc.to_string()).unwrap();
     let meta = Tokenizer::from_tokenizer_json(&path).unwrap();
-    let prepend = Tokenizer::from_gguf(vocab("ggml-vocab-llama-spm.gguf")).unwrap();
+    let prepend = kiln::tokenizer::from_gguf(vocab("ggml-vocab-llama-spm.gguf")).unwrap();
     // transformers' own Metaspace tokenizer for this file, on every case.
     for c in transformers_doc()["llama_spm_metaspace"]
         .as_array()
@@ -289,7 +289,7 @@ fn bad_tokenizer_files_are_clear_errors() {
     assert!(e.contains("tokenizer.json"), "{e}");
     let mut v = kiln::tokenizer::GgufVocab::read(&f).unwrap();
     v.model = "rwkv".into();
-    let e = Tokenizer::from_gguf_vocab(&v, std::path::Path::new("x.gguf"))
+    let e = kiln::tokenizer::from_gguf_vocab(&v, std::path::Path::new("x.gguf"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("x.gguf") && e.contains("rwkv"), "{e}");
@@ -308,7 +308,7 @@ fn gguf_llama3_and_qwen2_vocabularies_encode_as_the_reference() {
     };
     for name in ["ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf"] {
         let cases = cases_in(&dir, name);
-        let tok = Tokenizer::from_gguf(dir.join(name)).unwrap();
+        let tok = kiln::tokenizer::from_gguf(dir.join(name)).unwrap();
         // And the tokenizer.json `kiln package` writes for it.
         let packaged = packaged_tokenizer(&dir.join(name));
         let mut bad = Vec::new();
@@ -429,12 +429,12 @@ fn random_texts(n: usize, seed: u64) -> Vec<String> {
 #[test]
 fn random_texts_round_trip() {
     let mut toks = vec![
-        Tokenizer::from_gguf(vocab("ggml-vocab-llama-spm.gguf")).unwrap(),
-        Tokenizer::from_gguf(vocab("ggml-vocab-phi-3.gguf")).unwrap(),
+        kiln::tokenizer::from_gguf(vocab("ggml-vocab-llama-spm.gguf")).unwrap(),
+        kiln::tokenizer::from_gguf(vocab("ggml-vocab-phi-3.gguf")).unwrap(),
     ];
     if let Some(dir) = byte_level_vocab_dir() {
-        toks.push(Tokenizer::from_gguf(dir.join("ggml-vocab-llama-bpe.gguf")).unwrap());
-        toks.push(Tokenizer::from_gguf(dir.join("ggml-vocab-qwen2.gguf")).unwrap());
+        toks.push(kiln::tokenizer::from_gguf(dir.join("ggml-vocab-llama-bpe.gguf")).unwrap());
+        toks.push(kiln::tokenizer::from_gguf(dir.join("ggml-vocab-qwen2.gguf")).unwrap());
     }
     for (k, tok) in toks.iter().enumerate() {
         for text in random_texts(1500, 0x9E37_79B9 + k as u64) {
@@ -452,7 +452,7 @@ fn random_texts_round_trip() {
 /// transformers' (`phi3_random` in `phi-3-transformers.json`).
 #[test]
 fn phi3_random_texts_match_transformers() {
-    let tok = Tokenizer::from_gguf(vocab("ggml-vocab-phi-3.gguf")).unwrap();
+    let tok = kiln::tokenizer::from_gguf(vocab("ggml-vocab-phi-3.gguf")).unwrap();
     let doc = transformers_doc();
     let cases = doc["phi3_random"].as_array().unwrap();
     assert_eq!(cases.len(), 300);
@@ -480,7 +480,7 @@ fn byte_level_random_texts_match_transformers() {
         .map(|c| c["text"].as_str().unwrap())
         .collect();
     for name in ["ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf"] {
-        let tok = Tokenizer::from_gguf(dir.join(name)).unwrap();
+        let tok = kiln::tokenizer::from_gguf(dir.join(name)).unwrap();
         let want = doc["byte_level_random"][name].as_array().unwrap();
         assert_eq!(want.len(), texts.len());
         expect_encodes(&tok, name, texts.iter().copied().zip(want.iter().map(ids)));
@@ -507,7 +507,7 @@ fn gemma3_vocabulary_matches_transformers() {
         return;
     };
     let t0 = std::time::Instant::now();
-    let tok = Tokenizer::from_gguf(&gguf).unwrap();
+    let tok = kiln::tokenizer::from_gguf(&gguf).unwrap();
     eprintln!("Gemma 3 vocabulary loaded in {:?}", t0.elapsed());
     let doc: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(vocab("../gemma3-transformers.json")).unwrap(),

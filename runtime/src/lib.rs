@@ -21,6 +21,10 @@
 //! let predicted = session.read(&out[0])?;
 //! # Ok::<(), kiln_runtime::Error>(())
 //! ```
+//!
+//! [`tokenizer`] turns text into the model's token ids and back, and renders
+//! its chat template, from the `NAME.tokenizer.json` and
+//! `NAME.tokenizer_config.json` a kiln package ships.
 
 mod ffi;
 pub mod generate;
@@ -29,6 +33,7 @@ mod kv;
 pub mod serve;
 pub mod step;
 pub mod steps;
+pub mod tokenizer;
 pub mod types;
 
 pub use iree::{

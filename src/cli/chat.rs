@@ -71,7 +71,7 @@ pub fn run(a: Args) -> Result<i32> {
         .clone()
         .or_else(|| r.manifest.source_tokenizer())
         .ok_or_else(|| Error::Usage("kiln chat needs a tokenizer: pass --tokenizer FILE".into()))?;
-    let tokenizer = Tokenizer::open(&tok_path)?;
+    let tokenizer = kiln::tokenizer::open(&tok_path)?;
     let eos = r.manifest.eos_with(Some(&tokenizer));
     let mut driver = open_driver(&a, &r, &kv)?;
     let DriverLoop::Kv(model) = &mut driver.model else {

@@ -177,8 +177,8 @@ fn open_tokenizer(
     ids_given: bool,
 ) -> Result<(Option<Tokenizer>, Option<String>)> {
     Ok(match (path, ids_given) {
-        (Some(p), false) => (Some(Tokenizer::open(p)?), None),
-        (Some(p), true) => match Tokenizer::open(p) {
+        (Some(p), false) => (Some(kiln::tokenizer::open(p)?), None),
+        (Some(p), true) => match kiln::tokenizer::open(p) {
             Ok(t) => (Some(t), None),
             Err(e) => (None, Some(format!("no tokenizer ({e})"))),
         },

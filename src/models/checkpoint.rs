@@ -506,7 +506,7 @@ fn meta_f(file: &GgufFile, key: &str) -> Option<f64> {
 }
 
 /// Hyperparameters from GGUF metadata (the tokenizer is read separately,
-/// by [`crate::tokenizer::Tokenizer::from_gguf`]).
+/// by [`crate::tokenizer::from_gguf`]).
 fn gguf_config(path: &Path, file: &GgufFile) -> Result<DecoderConfig> {
     let arch = file
         .get_metadata("general.architecture")

@@ -124,9 +124,8 @@ impl ChatTemplate {
 /// `prefix + content + suffix` of its role, then `generation_prompt`.
 /// A field is `None` where the template does not write a message that way
 /// (it trims or moves the content, or refuses the role).
-#[derive(
-    Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ChatAffixes {
     /// What the template writes before the first user message (bos, a
     /// default system prompt), with that message's own prefix.

@@ -1,19 +1,11 @@
 //! Opening a tokenizer: an HF `tokenizer.json` (with the
 //! `tokenizer_config.json`, `chat_template.jinja` or `chat_template.json`
-//! beside it) or a GGUF checkpoint's own vocabulary, chosen by the file's
-//! magic bytes.
+//! beside it), or a `tokenizers` crate tokenizer built elsewhere (the
+//! compiler's GGUF vocabulary) with its `tokenizer_config.json`.
 
-use super::{GgufVocab, Result, Tokenizer, TokenizerError};
-use crate::params::gguf::GgufFile;
+use super::{Result, Tokenizer, TokenizerError};
 use serde_json::Value;
 use std::path::Path;
-
-fn file_error(path: &Path, message: impl std::fmt::Display) -> TokenizerError {
-    TokenizerError::File {
-        path: path.display().to_string(),
-        message: message.to_string(),
-    }
-}
 
 /// The content of a special token entry: a string or `{"content": …}`.
 fn token_content(v: &Value) -> Option<&str> {
@@ -63,7 +55,7 @@ fn read_text(path: &Path) -> Result<String> {
 }
 
 fn parse_json(text: &str, path: &Path) -> Result<Value> {
-    serde_json::from_str(text).map_err(|e| file_error(path, e))
+    serde_json::from_str(text).map_err(|e| TokenizerError::file(path, e))
 }
 
 impl Tokenizer {
@@ -78,7 +70,8 @@ impl Tokenizer {
         label: &Path,
         config_label: &Path,
     ) -> Result<Tokenizer> {
-        let inner: tokenizers::Tokenizer = json.parse().map_err(|e| file_error(label, e))?;
+        let inner: tokenizers::Tokenizer =
+            json.parse().map_err(|e| TokenizerError::file(label, e))?;
         Tokenizer::assemble(inner, config, template, label, config_label, None)
     }
 
@@ -106,7 +99,7 @@ impl Tokenizer {
                 let size = max.map_or(0, |m| m as usize + 1);
                 // A few ids may be unnamed (repeated spellings), not most of them.
                 if size > 2 * count + 256 {
-                    return Err(file_error(
+                    return Err(TokenizerError::file(
                         label,
                         format!(
                             "token ids run to {} but there are only {count} tokens",
@@ -128,7 +121,7 @@ impl Tokenizer {
                 return Ok(None);
             };
             inner.token_to_id(content).map(Some).ok_or_else(|| {
-                file_error(
+                TokenizerError::file(
                     config_label,
                     format!("{key} {content:?} is not a token of {}", label.display()),
                 )
@@ -182,7 +175,9 @@ impl Tokenizer {
             Some(
                 v.get("chat_template")
                     .and_then(template_of)
-                    .ok_or_else(|| file_error(&template_json, "no \"chat_template\" string"))?,
+                    .ok_or_else(|| {
+                        TokenizerError::file(&template_json, "no \"chat_template\" string")
+                    })?,
             )
         } else {
             None
@@ -190,38 +185,16 @@ impl Tokenizer {
         Tokenizer::from_texts(&json, &config, template, path, &config_path)
     }
 
-    /// The tokenizer of a GGUF file's `tokenizer.*` metadata, built as
-    /// transformers builds it ([`GgufVocab::tokenizer_files`]).
-    pub fn from_gguf(path: impl AsRef<Path>) -> Result<Tokenizer> {
-        let path = path.as_ref();
-        let f = GgufFile::open(path)?;
-        let vocab = GgufVocab::read(&f).map_err(|e| file_error(path, e))?;
-        Tokenizer::from_gguf_vocab(&vocab, path)
-    }
-
-    /// The tokenizer of GGUF tokenizer metadata read elsewhere; errors name
-    /// `path`.
-    pub fn from_gguf_vocab(vocab: &GgufVocab, path: &Path) -> Result<Tokenizer> {
-        let (inner, config) = vocab.build().map_err(|e| file_error(path, e))?;
-        Tokenizer::assemble(inner, &config, None, path, path, Some(vocab.tokens.len()))
-    }
-
-    /// Opens a tokenizer from a GGUF file, an HF `tokenizer.json`, or an HF
-    /// folder holding one.
-    pub fn open(path: impl AsRef<Path>) -> Result<Tokenizer> {
-        let path = path.as_ref();
-        if path.is_dir() {
-            return Tokenizer::from_tokenizer_json(path.join("tokenizer.json"));
-        }
-        let mut magic = [0u8; 4];
-        let is_gguf = std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-            .is_ok()
-            && &magic == b"GGUF";
-        if is_gguf {
-            Tokenizer::from_gguf(path)
-        } else {
-            Tokenizer::from_tokenizer_json(path)
-        }
+    /// The tokenizer of a `tokenizers` crate tokenizer built elsewhere (kiln
+    /// builds one from a GGUF file's `tokenizer.*` metadata) and the text of
+    /// its `tokenizer_config.json`, with `vocab_size` ids. Errors name
+    /// `path`, the file it was built from.
+    pub fn from_engine(
+        inner: tokenizers::Tokenizer,
+        config: &str,
+        vocab_size: usize,
+        path: &Path,
+    ) -> Result<Tokenizer> {
+        Tokenizer::assemble(inner, config, None, path, path, Some(vocab_size))
     }
 }
