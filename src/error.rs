@@ -189,6 +189,17 @@ impl From<crate::generate::GenerateError> for Error {
     }
 }
 
+impl From<kiln_runtime::chat::ChatError> for Error {
+    fn from(e: kiln_runtime::chat::ChatError) -> Self {
+        use kiln_runtime::chat::ChatError as C;
+        match e {
+            C::Template(e) | C::Tokenizer(e) => e.into(),
+            C::Generate(e) => e.into(),
+            e => Error::Runtime(Box::new(e)),
+        }
+    }
+}
+
 impl From<crate::manifest::ManifestError> for Error {
     fn from(e: crate::manifest::ManifestError) -> Self {
         use crate::manifest::ManifestError;

@@ -96,7 +96,7 @@ pub mod interp;
 pub mod iree;
 pub mod manifest;
 pub mod models;
-pub mod names;
+pub use kiln_runtime::names;
 pub mod package;
 pub mod params;
 pub mod progress;

@@ -26,10 +26,16 @@
 //! its chat template, from the `NAME.tokenizer.json` and
 //! `NAME.tokenizer_config.json` a kiln package ships.
 
+pub mod capi;
+pub mod chat;
 mod ffi;
 pub mod generate;
 mod iree;
+mod jni;
 mod kv;
+mod model;
+pub mod names;
+pub mod package;
 pub mod serve;
 pub mod step;
 pub mod steps;
@@ -40,6 +46,7 @@ pub use iree::{
     Device, ElementType, Function, ParamFile, ParamMode, Session, SessionOptions, Tensor,
 };
 pub use kv::{CacheType, KvPair, Step};
+pub use model::{device, Model, ModelError};
 use std::path::PathBuf;
 
 /// What can go wrong running a module.

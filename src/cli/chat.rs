@@ -6,13 +6,12 @@
 
 use super::gen_common::{chat_template, SamplingArgs};
 use super::run::{resolve, Resolved};
-use kiln::generate::{
-    Conversation, Driver, DriverLoop, DriverOptions, Generation, Prediction, Stop,
-};
+use kiln::generate::{Conversation, Driver, DriverLoop, DriverOptions, Stop};
 use kiln::iree::Device;
 use kiln::manifest::KvPair;
-use kiln::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer};
+use kiln::tokenizer::{StreamDecoder, Tokenizer};
 use kiln::{Error, Result};
+use kiln_runtime::chat::{Chat, ChatError};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -85,7 +84,7 @@ pub fn run(a: Args) -> Result<i32> {
         kv.max_context
     );
     let template = chat_template(&tokenizer, a.chat_template.as_deref())?;
-    let chat = Chat::new(&tokenizer, template, a.system.clone());
+    let chat = Chat::new(template, a.system.clone(), r.manifest.vocab_size());
     let template_source = a.chat_template.clone().unwrap_or(tok_path.clone());
     let mut conv = Conversation::new(model.as_mut())?;
     conv.set_sampler(sampler);
@@ -94,11 +93,8 @@ pub fn run(a: Args) -> Result<i32> {
         chat,
         conv,
         eos,
-        max_context: kv.max_context,
-        manifest: &r.manifest,
         max_new_tokens: a.max_new_tokens,
         template_source,
-        held: None,
     };
     session.converse(interactive)?;
     Ok(0)
@@ -118,17 +114,12 @@ fn open_driver(a: &Args, r: &Resolved, kv: &KvPair) -> Result<Driver> {
 /// A running `kiln chat`: the messages, the caches and what they hold.
 struct Session<'t, 'm> {
     tokenizer: &'t Tokenizer,
-    chat: Chat<'t>,
+    chat: Chat,
     conv: Conversation<'m>,
     eos: Vec<i32>,
-    max_context: usize,
-    /// The manifest beside the module: its vocabulary bounds every id.
-    manifest: &'t kiln::manifest::RunManifest,
     max_new_tokens: usize,
     /// Where the template came from, for its errors.
     template_source: PathBuf,
-    /// The text of the conversation the caches hold, and its ids.
-    held: Option<(String, Vec<i32>)>,
 }
 
 impl Session<'_, '_> {
@@ -148,7 +139,6 @@ impl Session<'_, '_> {
                 "/exit" | "/quit" => break,
                 "/reset" => {
                     self.chat.reset();
-                    self.held = None;
                     self.conv.restart()?;
                     eprintln!("(conversation reset)");
                     continue;
@@ -160,78 +150,54 @@ impl Session<'_, '_> {
         Ok(())
     }
 
-    /// One user turn: prefill what the caches do not hold yet, then reply
-    /// (a turn the template refuses, or one past the max context, is
-    /// dropped with a note).
+    /// One user turn ([`Chat::turn`]), its reply streamed to stdout as it
+    /// is generated (a turn the template refuses, or one past the max
+    /// context, is dropped with a note).
     fn turn(&mut self, line: &str) -> Result<()> {
-        let (text, ids) = match self.chat.render(line) {
-            Ok(r) => r,
-            Err(Error::Tokenizer(e)) => {
+        let t0 = std::time::Instant::now();
+        let tokenizer = self.tokenizer;
+        let mut out = std::io::stdout();
+        let mut decoder = StreamDecoder::new();
+        let mut err = None;
+        let reply = self.chat.turn(
+            &mut self.conv,
+            tokenizer,
+            line,
+            self.max_new_tokens,
+            &self.eos,
+            |id| match decoder.push(tokenizer, id as u32) {
+                Ok(s) => {
+                    let _ = out.write_all(s.as_bytes());
+                    let _ = out.flush();
+                    true
+                }
+                Err(e) => {
+                    err.get_or_insert(e);
+                    false
+                }
+            },
+        );
+        let g = match reply {
+            Ok(r) => r.generation,
+            Err(ChatError::Template(e)) => {
                 // The template refused the conversation: say so, keep going.
-                self.chat.forget_last();
                 eprintln!("({}: {e})", self.template_source.display());
                 return Ok(());
             }
-            Err(e) => return Err(e),
-        };
-        let ids = self.conversation_ids(&text, ids)?;
-        super::run::check_vocab(self.manifest, &ids)?;
-        if !ids.starts_with(self.conv.tokens()) {
-            self.conv.restart()?;
-        }
-        let new = &ids[self.conv.tokens().len()..];
-        if self.conv.tokens().len() + new.len() >= self.max_context {
-            self.chat.forget_last();
-            eprintln!(
-                "(this turn would pass the max context N = {}: /reset to start over)",
-                self.max_context
-            );
-            return Ok(());
-        }
-        self.reply(&text, new)
-    }
-
-    /// The ids of the conversation rendered as `text` (`ids` by the
-    /// tokenizer). The caches hold a prefix of it: only the rest is
-    /// prefilled. Sampled replies need not be the tokenizer's own spelling
-    /// of their text, so when the ids diverge but the text still extends
-    /// what the caches hold, only the new text is encoded (it starts at
-    /// the template's end-of-turn token). Else the caller starts over from
-    /// all of it.
-    fn conversation_ids(&self, text: &str, ids: Vec<i32>) -> Result<Vec<i32>> {
-        match self.held.as_ref() {
-            Some((held_text, held_ids))
-                if !ids.starts_with(self.conv.tokens())
-                    && held_ids.starts_with(self.conv.tokens())
-                    && text.starts_with(held_text.as_str()) =>
-            {
-                let rest = self.tokenizer.encode(&text[held_text.len()..])?;
-                Ok(held_ids
-                    .iter()
-                    .copied()
-                    .chain(rest.into_iter().map(|x| x as i32))
-                    .collect())
+            Err(ChatError::PastContext { max_context, .. }) => {
+                eprintln!(
+                    "(this turn would pass the max context N = {max_context}: /reset to start over)"
+                );
+                return Ok(());
             }
-            _ => Ok(ids),
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(e) = err {
+            return Err(e.into());
         }
-    }
-
-    /// Prefills `new`, streams the reply and records it; `text` is the
-    /// rendered conversation up to the reply.
-    fn reply(&mut self, text: &str, new: &[i32]) -> Result<()> {
-        let t0 = std::time::Instant::now();
-        let next = self.conv.append(new)?;
-        let g = self.stream(next)?;
-        let reply = self
-            .tokenizer
-            .decode_skipping_special(&g.ids.iter().map(|&i| i as u32).collect::<Vec<_>>())?;
-        // What the caches now hold (the last id is fed with the next
-        // turn), and the text it spells.
-        let mut held_ids = self.conv.tokens().to_vec();
-        held_ids.extend(g.ids.last());
-        self.held = Some((format!("{text}{reply}"), held_ids));
-        self.chat.reply(reply);
+        let _ = writeln!(out, "{}", decoder.finish(tokenizer)?);
         let secs = t0.elapsed().as_secs_f64();
+        let max_context = self.conv.tokens().len() + self.conv.remaining();
         crate::status!(
             "({}; {} new tokens in {secs:.2} s ({:.1} tokens/s); {}; {} of {} positions used)",
             g.timings,
@@ -242,38 +208,9 @@ impl Session<'_, '_> {
                 other => super::hint::stop(other),
             },
             self.conv.tokens().len() + 1,
-            self.max_context
+            max_context
         );
         Ok(())
-    }
-
-    /// Generates the reply from the model's prediction `next`, streaming
-    /// its text to stdout, then a newline.
-    fn stream(&mut self, next: Prediction) -> Result<Generation> {
-        let mut out = std::io::stdout();
-        let tokenizer = self.tokenizer;
-        let mut decoder = StreamDecoder::new();
-        let mut err = None;
-        let g = self
-            .conv
-            .generate(next, self.max_new_tokens, &self.eos, |id| {
-                match decoder.push(tokenizer, id as u32) {
-                    Ok(s) => {
-                        let _ = out.write_all(s.as_bytes());
-                        let _ = out.flush();
-                        true
-                    }
-                    Err(e) => {
-                        err.get_or_insert(e);
-                        false
-                    }
-                }
-            })?;
-        if let Some(e) = err {
-            return Err(e.into());
-        }
-        let _ = writeln!(out, "{}", decoder.finish(tokenizer)?);
-        Ok(g)
     }
 }
 
@@ -282,54 +219,4 @@ fn module_name(p: &Path) -> String {
     p.file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// The messages so far and their rendering with the chat template.
-struct Chat<'t> {
-    tokenizer: &'t Tokenizer,
-    template: ChatTemplate,
-    system: Option<String>,
-    messages: Vec<(String, String)>,
-}
-
-impl<'t> Chat<'t> {
-    fn new(tokenizer: &'t Tokenizer, template: ChatTemplate, system: Option<String>) -> Chat<'t> {
-        let mut c = Chat {
-            tokenizer,
-            template,
-            system,
-            messages: Vec::new(),
-        };
-        c.reset();
-        c
-    }
-
-    fn reset(&mut self) {
-        self.messages.clear();
-        if let Some(s) = &self.system {
-            self.messages.push(("system".into(), s.clone()));
-        }
-    }
-
-    /// Adds the user's turn; returns the text and the ids of the whole
-    /// conversation ending with the assistant's generation prompt.
-    fn render(&mut self, user: &str) -> Result<(String, Vec<i32>)> {
-        self.messages.push(("user".into(), user.to_string()));
-        let text = self.template.render(&self.messages, true)?;
-        let ids = self
-            .tokenizer
-            .encode_prompt(&text, true)?
-            .into_iter()
-            .map(|x| x as i32)
-            .collect();
-        Ok((text, ids))
-    }
-
-    fn forget_last(&mut self) {
-        self.messages.pop();
-    }
-
-    fn reply(&mut self, text: String) {
-        self.messages.push(("assistant".into(), text));
-    }
 }

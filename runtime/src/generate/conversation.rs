@@ -41,6 +41,23 @@ impl<'m> Conversation<'m> {
         })
     }
 
+    /// A conversation over `model`'s caches as an earlier one left them,
+    /// holding `tokens` ([`Conversation::into_tokens`]): no reset, so a
+    /// caller that owns the model keeps a conversation across calls.
+    pub fn resume(model: &'m mut dyn KvStep, tokens: Vec<i32>) -> Conversation<'m> {
+        Conversation {
+            model,
+            tokens,
+            sampler: Sampler::greedy(),
+            timings: Timings::default(),
+        }
+    }
+
+    /// The tokens the caches hold, for [`Conversation::resume`].
+    pub fn into_tokens(self) -> Vec<i32> {
+        self.tokens
+    }
+
     /// Chooses the ids of [`Conversation::generate`] with `sampler` from now on.
     pub fn set_sampler(&mut self, sampler: Sampler) {
         self.sampler = sampler;
