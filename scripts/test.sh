@@ -19,4 +19,13 @@ done
 # Nothing skips here: a test whose resource is missing (IREE tools, GGUFs,
 # vocabularies, qemu, lavapipe) fails, as under CI=true (tests/common).
 export KILN_REQUIRE_IREE="${KILN_REQUIRE_IREE:-1}"
+# tests/java_library.rs loads libkiln_runtime.so (kiln-runtime's cdylib) into
+# a JVM from the target directory. `cargo test` builds kiln-runtime's library
+# only as a dependency of the tests, which leaves the cdylib, if it builds it
+# at all, in target/release/deps/; building the library itself first puts
+# target/release/libkiln_runtime.so there (tests/common's
+# kiln_runtime_library() takes the newer of the two). Same profile as the
+# tests: the suite's build reuses what this compiles.
+echo "[test] cargo build --release -p kiln-runtime --lib" >&2
+cargo build --release -p kiln-runtime --lib
 cargo test --release --workspace --no-fail-fast "$@"

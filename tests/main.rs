@@ -23,6 +23,7 @@ mod iree_errors;
 mod iree_flags;
 mod iree_ops;
 mod iree_run;
+mod java_library;
 mod kv_cache;
 mod layering;
 mod manifest;

@@ -34,36 +34,12 @@ use kiln::step::KvSpec;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-struct Exported {
-    _dir: tempfile::TempDir,
-    report: ExportReport,
-}
+/// The shared export (tests/common, also packaged by tests/java_library.rs).
+type Exported = SmolExport;
 
 /// The shared export (None when the GGUF is unavailable and not required).
 fn exported() -> Option<&'static Exported> {
-    static E: OnceLock<Option<Exported>> = OnceLock::new();
-    E.get_or_init(|| {
-        let gguf = smollm2_gguf()?;
-        let ckpt = Checkpoint::open(&gguf).unwrap();
-        let dir = tmpdir();
-        let report = export(
-            &ckpt,
-            &ExportOptions::new(64, dir.path())
-                .name("smollm2")
-                // P = 16: every fixture prompt (18 to 37 tokens) is
-                // prefilled in chunks. With the top-40 for sampling: the
-                // greedy ids are the same (tests/sampling.rs), and the
-                // chat test samples too.
-                .kv(KvCacheOptions::default()
-                    .prompt_len(16)
-                    .max_context(128)
-                    .cache_dtype(kiln::graph::DType::F32)
-                    .top_k(40)),
-        )
-        .unwrap();
-        Some(Exported { _dir: dir, report })
-    })
-    .as_ref()
+    smollm2_export()
 }
 
 /// SmolLM2 at SEQ 64 with `weights` (and the KV pair `kv`) into `dir`.

@@ -820,3 +820,172 @@ pub fn arm32_emulation(tc: &Toolchain) -> bool {
     }
     present
 }
+
+/// The shared SmolLM2 export: SEQ 64, bf16 weights, the KV pair (P 16,
+/// N 128, f32 caches, top-40), made once per run in a temporary folder
+/// that lives as long as the test binary. Tests read it; a test that
+/// writes files of its own (modules, packages) writes them elsewhere:
+/// another test may be running a module of this folder.
+pub struct SmolExport {
+    _dir: tempfile::TempDir,
+    /// What the export wrote.
+    pub report: kiln::export::ExportReport,
+}
+
+/// [`SmolExport`], or `None` when the GGUF is unavailable and not
+/// required ([`smollm2_gguf`]).
+pub fn smollm2_export() -> Option<&'static SmolExport> {
+    static E: std::sync::OnceLock<Option<SmolExport>> = std::sync::OnceLock::new();
+    E.get_or_init(|| {
+        let gguf = smollm2_gguf()?;
+        let ckpt = kiln::models::Checkpoint::open(&gguf).unwrap();
+        let dir = tmpdir();
+        let report = kiln::export::export(
+            &ckpt,
+            &kiln::export::ExportOptions::new(64, dir.path())
+                .name("smollm2")
+                // P = 16: every fixture prompt (18 to 37 tokens) is
+                // prefilled in chunks. With the top-40 for sampling: the
+                // greedy ids are the same (tests/sampling.rs), and the
+                // chat test samples too.
+                .kv(kiln::export::KvCacheOptions::default()
+                    .prompt_len(16)
+                    .max_context(128)
+                    .cache_dtype(kiln::graph::DType::F32)
+                    .top_k(40)),
+        )
+        .unwrap();
+        Some(SmolExport { _dir: dir, report })
+    })
+    .as_ref()
+}
+
+/// A JDK's `javac` and `java` (17 or newer).
+#[derive(Debug, Clone)]
+pub struct Jdk {
+    /// The compiler.
+    pub javac: PathBuf,
+    /// The launcher.
+    pub java: PathBuf,
+}
+
+/// The major version `javac -version` prints (`javac 17.0.15`), if any.
+fn javac_major(javac: &Path) -> Option<u32> {
+    let out = std::process::Command::new(javac)
+        .arg("-version")
+        .output()
+        .ok()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let version = text
+        .split_whitespace()
+        .skip_while(|w| *w != "javac")
+        .nth(1)?;
+    version.split(['.', '-', '+']).next()?.parse().ok()
+}
+
+/// A JDK 17 or newer (`scripts/install-deps.sh` step j installs Debian's
+/// openjdk-17-jdk-headless): the first folder holding `javac` and `java`
+/// of `$JAVA_HOME/bin`, the `PATH`, and Debian's
+/// `/usr/lib/jvm/java-*-openjdk-*/bin`; or `None` ([`skip_or_fail`]).
+pub fn jdk() -> Option<Jdk> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(home) = std::env::var_os("JAVA_HOME") {
+        dirs.push(PathBuf::from(home).join("bin"));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    let mut debian: Vec<PathBuf> = std::fs::read_dir("/usr/lib/jvm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.starts_with("java-") && name.contains("-openjdk")
+        })
+        .map(|p| p.join("bin"))
+        .collect();
+    debian.sort();
+    dirs.extend(debian);
+    let found = dirs.into_iter().find_map(|d| {
+        let (javac, java) = (d.join("javac"), d.join("java"));
+        (javac.is_file() && java.is_file() && javac_major(&javac).is_some_and(|v| v >= 17))
+            .then_some(Jdk { javac, java })
+    });
+    if found.is_none() {
+        skip_or_fail(
+            "a JDK 17 or newer (javac and java)",
+            "run scripts/install-deps.sh (step j: apt-get install openjdk-17-jdk-headless)",
+        );
+    }
+    found
+}
+
+/// kiln-runtime's C/JNI library `libkiln_runtime.so` for this machine,
+/// built in the target directory of this test binary's build: the newer
+/// of `PROFILE/libkiln_runtime.so` (what `cargo build --release -p
+/// kiln-runtime --lib` writes; scripts/test.sh runs it) and
+/// `PROFILE/deps/libkiln_runtime[-HASH].so` (what `cargo test` may leave
+/// there), where PROFILE is the folder of this binary's `deps/` (so
+/// `CARGO_TARGET_DIR` and the profile are the build's), also looked for
+/// under `$CARGO_TARGET_DIR` when set at run time; or `None`
+/// ([`skip_or_fail`]). The file may be named with cargo's hash: copy it
+/// as `libkiln_runtime.so` for `System.loadLibrary("kiln_runtime")`.
+pub fn kiln_runtime_library() -> Option<PathBuf> {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/suite-HASH
+    let deps = exe.parent().unwrap();
+    let profile_dir = if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().unwrap().to_path_buf()
+    } else {
+        deps.to_path_buf()
+    };
+    let profile = profile_dir
+        .file_name()
+        .map_or_else(|| "release".into(), |n| n.to_os_string());
+    let mut dirs = vec![profile_dir.clone()];
+    // CARGO_TARGET_TMPDIR is <target>/tmp of the build.
+    if let Some(target) = Path::new(env!("CARGO_TARGET_TMPDIR")).parent() {
+        dirs.push(target.join(&profile));
+    }
+    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
+        dirs.push(root().join(target).join(&profile));
+    }
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
+    for dir in &dirs {
+        let mut candidates = vec![dir.join("libkiln_runtime.so")];
+        candidates.extend(
+            std::fs::read_dir(dir.join("deps"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    let name = p.file_name().unwrap_or_default().to_string_lossy();
+                    name == "libkiln_runtime.so"
+                        || (name.starts_with("libkiln_runtime-") && name.ends_with(".so"))
+                }),
+        );
+        for p in candidates {
+            if let Ok(t) = std::fs::metadata(&p).and_then(|m| m.modified()) {
+                found.push((t, p));
+            }
+        }
+    }
+    let newest = found.into_iter().max_by_key(|(t, _)| *t).map(|(_, p)| p);
+    if newest.is_none() {
+        skip_or_fail(
+            &format!(
+                "libkiln_runtime.so (kiln-runtime's cdylib) in {}",
+                profile_dir.display()
+            ),
+            "run `cargo build --release -p kiln-runtime --lib` (scripts/test.sh does)",
+        );
+    }
+    newest
+}
