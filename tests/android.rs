@@ -145,9 +145,10 @@ fn kiln_runtime_under_qemu_serves_a_whole_generation_with_the_hosts_ids() {
     assert_eq!(steps(&mut fresh), want, "after an error");
 }
 
-/// The arm32 module (armv7-a, NEON) runs under qemu-arm on an armv7
-/// iree-run-module built from IREE's sources, with the host's ids:
-/// `kiln run` and `kiln generate --emulate arm32`.
+/// The arm32 module (armv7-a, NEON) runs under qemu-arm with the host's
+/// ids: `kiln run --emulate arm32` (an armv7 iree-run-module built from
+/// IREE's sources) and `kiln generate --emulate arm32` (kiln's runtime
+/// program built for armv7, when install-deps built it).
 #[test]
 fn arm32_module_runs_under_qemu_with_the_hosts_ids() {
     let Some(tc) = toolchain() else { return };
