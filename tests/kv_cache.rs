@@ -515,8 +515,9 @@ fn kv_module_compiles_for_four_targets_and_emulated_runs_match_the_host() {
         let mut arm = driver(&outs[1], Device::LocalTask, Some(Emulation::Arm64));
         assert_eq!(two_turns(arm.as_mut()), host, "arm64 under qemu");
     }
-    // The arm32 module, under qemu-arm with an armv7 iree-run-module (one
-    // process per call).
+    // The arm32 module under qemu-arm: kiln's runtime program for armv7
+    // (local-sync) when install-deps built it, else an armv7
+    // iree-run-module per call.
     if arm32_emulation(&tc) {
         let mut arm32 = driver(&outs[2], Device::LocalTask, Some(Emulation::Arm32));
         assert_eq!(two_turns(arm32.as_mut()), host, "arm32 under qemu");

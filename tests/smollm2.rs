@@ -11,7 +11,9 @@
 //!   default Android-baseline target and `valhall`); the arm64 module under
 //!   qemu and the default Vulkan module on lavapipe give the host's ids
 //!   (the generate loop under qemu is tests/android.rs's, on a tiny model:
-//!   one SmolLM2 forward under qemu takes about 80 s);
+//!   one SmolLM2 forward under qemu takes about 80 s); the KV pair under
+//!   `--emulate arm32` gives the host's ids through one process of kiln's
+//!   runtime program built for armv7;
 //! - `kiln generate` from prompt text (plain and `--chat`) prints
 //!   transformers' continuation;
 //! - the KV-cache pair (exported alongside, P 64, N 128): prefill + decode
@@ -688,4 +690,93 @@ fn fast_weights_meet_the_accuracy_line_on_text() {
     });
     eprintln!("SmolLM2 --weights fast, text: {same}/{all} non-tie positions equal transformers");
     assert!(all >= 700 && same * 100 >= 95 * all, "{same}/{all}");
+}
+
+/// The pids of this process's children whose command line names `module`
+/// (every thread's children: a test runs on its own thread).
+fn children_serving(module: &Path) -> Vec<u32> {
+    let want = module.to_string_lossy().into_owned();
+    let mut pids = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        for pid in children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+        {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&want) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// `kiln generate --emulate arm32` on the KV pair (a `Driver` with arm32
+/// emulation): kiln's runtime program built for armv7 (static, local-sync)
+/// serves the whole generation in one process under qemu-arm, with the
+/// host's ids, on the shortest fixture prompt.
+#[test]
+fn kv_pair_under_emulated_arm32_runs_in_one_kiln_runtime_with_the_hosts_ids() {
+    let Some(e) = exported() else { return };
+    let Some(tc) = toolchain() else { return };
+    if common::arm32_kiln_runtime(&tc).is_none() {
+        return;
+    }
+    let r = &e.report;
+    let pair = r.manifest.kv.clone().unwrap().pair;
+    let kv_mlir = r.kv_mlir.as_ref().unwrap();
+    let dir = kv_mlir.parent().unwrap();
+    let targets = [Target::Host, Target::Arm32];
+    let outs =
+        common::compiled::compile_many(&tc, kv_mlir, &targets, dir, "smollm2-kv", 2).unwrap();
+    let exp = smol_expected();
+    let p = exp.prompts.iter().min_by_key(|p| p.ids.len()).unwrap();
+    let new_tokens = 6;
+    let run = |s: &mut dyn kiln::step::KvStep| {
+        generate_kv(
+            s,
+            &p.ids,
+            new_tokens,
+            &[exp.eos_id],
+            Sampler::greedy(),
+            |_| true,
+        )
+        .unwrap()
+        .ids
+    };
+    let spec = SessionSpec::new(&outs[0], &r.irpa).device(Device::LocalTask);
+    let want =
+        run(&mut KvSession::new(spec.open().unwrap(), &KvSpec::try_from(&pair).unwrap()).unwrap());
+    let o =
+        kiln::generate::DriverOptions::new(&outs[1], &r.irpa, &r.manifest.function, r.manifest.seq)
+            .kv(pair.clone())
+            .emulate(Emulation::Arm32);
+    let started = std::time::Instant::now();
+    let kiln::generate::DriverLoop::Kv(mut d) = kiln::generate::Driver::open(&o).unwrap().model
+    else {
+        unreachable!("a KV pair")
+    };
+    // One kiln-runtime process, started with the driver, serves it all.
+    let serving = children_serving(&outs[1]);
+    assert_eq!(
+        serving.len(),
+        1,
+        "one process serving the module: {serving:?}"
+    );
+    assert_eq!(run(d.as_mut()), want, "arm32 under qemu vs host");
+    assert_eq!(
+        children_serving(&outs[1]),
+        serving,
+        "the same process to the end"
+    );
+    eprintln!(
+        "SmolLM2 KV pair, arm32 kiln-runtime under qemu-arm: {} prompt ids + {new_tokens} new in {:.1} s",
+        p.ids.len(),
+        started.elapsed().as_secs_f64()
+    );
 }

@@ -195,6 +195,17 @@ struct Instance {
 
 impl Instance {
     fn create(options: &SessionOptions) -> Result<Instance> {
+        // The build script leaves local-task out where IREE's does not
+        // build it (armv7): say so rather than "driver not found".
+        #[cfg(kiln_no_local_task)]
+        if options.device == Device::LocalTask {
+            return Err(Error::Iree {
+                during: "creating the local-task device".into(),
+                message: "this kiln-runtime was built without local-task (IREE 3.13's local-task \
+                          does not build for 32-bit targets such as armv7); use local-sync"
+                    .into(),
+            });
+        }
         let mut inst_options = ffi::iree_runtime_instance_options_t {
             driver_registry: ptr::null_mut(),
         };

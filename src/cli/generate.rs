@@ -56,9 +56,9 @@ pub struct Args {
     /// Runtime device.
     #[arg(long, value_enum, default_value_t = Device::LocalTask)]
     pub device: Device,
-    /// Run the module under qemu: `arm64` (the whole generation in one
-    /// process of kiln's runtime built for aarch64, else one runtime
-    /// process per step) or `arm32` (one armv7 runtime process per step).
+    /// Run the module under qemu: `arm64` or `arm32` (the whole
+    /// generation in one process of kiln's runtime built for aarch64 or
+    /// armv7, else, or with --per-step, one runtime process per step).
     #[arg(long, value_enum, value_name = "ARCH")]
     pub emulate: Option<Emulation>,
     /// Fix the number of local-task worker groups (default: IREE's detection).

@@ -83,6 +83,7 @@ fn show(tc: &Toolchain) -> kiln::Result<()> {
     println!("  aarch64 kiln-runtime:  {}", opt(&tc.aarch64_kiln_runtime));
     println!("  qemu (arm32):          {}", opt(&tc.qemu_arm));
     println!("  armv7 runtime:         {}", opt(&tc.armv7_run_module));
+    println!("  armv7 kiln-runtime:    {}", opt(&tc.armv7_kiln_runtime));
     println!(
         "  arm64 libc:            {}",
         if Toolchain::arm64_libc_present() {

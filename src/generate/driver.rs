@@ -5,7 +5,7 @@
 use super::backends::{Interpreter, KvDriver, Redecode, RunModule};
 use super::{check_ids, generate, generate_kv, GenerateError, Generation, Result, Sampler};
 use crate::graph::{DType, TensorType};
-use crate::iree::remote::{RemoteKvSession, RemoteSession};
+use crate::iree::remote::{RemoteKvSession, RemoteRuntime, RemoteSession};
 use crate::iree::run::RunOptions;
 use crate::iree::session::{ForwardSession, KvSession, SessionSpec};
 use crate::iree::Toolchain;
@@ -190,18 +190,17 @@ impl Driver {
             });
         }
         // In-process sessions need no IREE tool. An emulated run needs qemu
-        // and kiln's runtime program built for aarch64, which then serves the
-        // whole generation; without that program, or with --per-step, each
-        // step is one iree-run-module.
+        // and kiln's runtime program built for the emulated architecture
+        // (aarch64 on local-task, armv7 on local-sync), which then serves
+        // the whole generation; without that program, or with --per-step,
+        // each step is one iree-run-module.
         let tc = if o.per_step || o.emulate.is_some() {
             Some(Toolchain::locate(o.iree_dir.as_deref())?)
         } else {
             None
         };
         let remote = match (&tc, o.emulate, o.per_step) {
-            (Some(tc), Some(crate::iree::run::Emulation::Arm64), false) => {
-                tc.qemu_aarch64.clone().zip(tc.aarch64_kiln_runtime.clone())
-            }
+            (Some(tc), Some(emulation), false) => RemoteRuntime::find(tc, emulation),
             _ => None,
         };
         let per_call = o.per_step || (o.emulate.is_some() && remote.is_none());
@@ -231,18 +230,16 @@ impl Driver {
             crate::iree::flags::Device::Vulkan => Ok(KvSpec::try_from(kv)?.for_vulkan()?),
             _ => KvSpec::try_from(kv),
         };
-        if let Some((qemu, runtime)) = &remote {
+        if let Some(remote) = &remote {
             return Ok(match &o.kv {
                 None => DriverLoop::Redecode(Box::new(RemoteSession::start(
-                    qemu,
-                    runtime,
+                    remote,
                     &session(),
                     &o.function,
                     o.seq,
                 )?)),
                 Some(kv) => DriverLoop::Kv(Box::new(RemoteKvSession::start(
-                    qemu,
-                    runtime,
+                    remote,
                     &session(),
                     &kv_spec(kv)?,
                 )?)),

@@ -27,7 +27,7 @@ pub(crate) mod toolchain;
 pub use compile::{compile, CompileOptions};
 pub use flags::{Device, Target};
 pub use limits::TensorUse;
-pub use remote::{RemoteKvSession, RemoteSession};
+pub use remote::{RemoteKvSession, RemoteRuntime, RemoteSession};
 pub use run::{run_module, Emulation, HostTensor, RunOptions, TensorData};
 pub use session::{ForwardSession, KvSession, SessionSpec};
 pub use toolchain::Toolchain;

@@ -1,16 +1,70 @@
 //! Sessions in another process: kiln's own runtime program
-//! (`kiln-runtime serve`, the workspace crate built for aarch64) run under
-//! qemu, so `kiln generate --emulate arm64` loads the module once and
-//! runs the whole generation in one process, as a phone would, in place
-//! of one `iree-run-module` per step. The line protocol is
-//! `kiln_runtime::serve`'s.
+//! (`kiln-runtime serve`, the workspace crate built for aarch64 or armv7)
+//! run under qemu, so `kiln generate --emulate arm64` / `--emulate arm32`
+//! loads the module once and runs the whole generation in one process, as
+//! a phone would, in place of one `iree-run-module` per step. The line
+//! protocol is `kiln_runtime::serve`'s; what differs between the two
+//! architectures is only the [`RemoteRuntime`]: the emulator, the program
+//! and the device.
 
+use super::run::Emulation;
 use super::session::{param_mode, SessionSpec};
+use super::toolchain::Toolchain;
 use super::{IreeError, Result};
 use crate::step::{candidates, Forward, KvSpec, KvStep, Prediction};
+use kiln_runtime::Device;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+/// kiln's runtime program for another architecture and what runs it: the
+/// emulator, the (static) program and the device it opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteRuntime {
+    /// The emulator (`qemu-aarch64-static`, `qemu-arm-static`).
+    pub qemu: PathBuf,
+    /// `kiln-runtime` built for the emulated architecture, static.
+    pub runtime: PathBuf,
+    /// The device it opens: local-task on aarch64; local-sync on armv7,
+    /// whose runtime has no local-task (IREE 3.13's local-task does not
+    /// build for 32-bit targets).
+    pub device: Device,
+}
+
+impl RemoteRuntime {
+    /// `runtime` under `qemu`, on `device`.
+    pub fn new(qemu: impl Into<PathBuf>, runtime: impl Into<PathBuf>, device: Device) -> Self {
+        RemoteRuntime {
+            qemu: qemu.into(),
+            runtime: runtime.into(),
+            device,
+        }
+    }
+
+    /// The device kiln's runtime program opens for `emulation`.
+    pub fn device_for(emulation: Emulation) -> Device {
+        match emulation {
+            Emulation::Arm64 => Device::LocalTask,
+            Emulation::Arm32 => Device::LocalSync,
+        }
+    }
+
+    /// The emulator and runtime program `tc` found for `emulation`
+    /// (`scripts/install-deps.sh` builds them), or `None` when either is
+    /// missing.
+    pub fn find(tc: &Toolchain, emulation: Emulation) -> Option<RemoteRuntime> {
+        let (qemu, runtime) = match emulation {
+            Emulation::Arm64 => (&tc.qemu_aarch64, &tc.aarch64_kiln_runtime),
+            Emulation::Arm32 => (&tc.qemu_arm, &tc.armv7_kiln_runtime),
+        };
+        let (qemu, runtime) = qemu.clone().zip(runtime.clone())?;
+        Some(RemoteRuntime::new(
+            qemu,
+            runtime,
+            Self::device_for(emulation),
+        ))
+    }
+}
 
 /// What a remote session serves.
 pub enum Served<'a> {
@@ -31,15 +85,15 @@ struct Process {
 }
 
 impl Process {
-    /// Starts `runtime` under `qemu` serving `served` of `spec`'s module,
-    /// and waits for it to load.
-    fn start(qemu: &Path, runtime: &Path, spec: &SessionSpec, served: &Served) -> Result<Process> {
+    /// Starts `remote` serving `served` of `spec`'s module, and waits for
+    /// it to load.
+    fn start(remote: &RemoteRuntime, spec: &SessionSpec, served: &Served) -> Result<Process> {
         let mode = match param_mode(spec) {
             kiln_runtime::ParamMode::Map => "map",
             kiln_runtime::ParamMode::File => "file",
         };
-        let mut cmd = Command::new(qemu);
-        cmd.arg(runtime).arg("serve").arg(&spec.vmfb);
+        let mut cmd = Command::new(&remote.qemu);
+        cmd.arg(&remote.runtime).arg("serve").arg(&spec.vmfb);
         cmd.arg("--param")
             .arg(format!("{}={}@{mode}", spec.scope, spec.params.display()));
         let packed = super::pack::packed_archive(&spec.vmfb);
@@ -47,8 +101,8 @@ impl Process {
             cmd.arg("--param")
                 .arg(format!("packed={}@map", packed.display()));
         }
-        cmd.args(["--device", "local-task"]);
-        if let Some(n) = spec.task_groups {
+        cmd.args(["--device", remote.device.driver()]);
+        if let (Device::LocalTask, Some(n)) = (remote.device, spec.task_groups) {
             cmd.args(["--task-groups", &n.to_string()]);
         }
         match served {
@@ -72,7 +126,7 @@ impl Process {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|source| IreeError::Spawn {
-                tool: runtime.to_path_buf(),
+                tool: remote.runtime.clone(),
                 source,
             })?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
@@ -152,15 +206,14 @@ pub struct RemoteSession {
 }
 
 impl RemoteSession {
-    /// Starts `runtime` under `qemu` on `spec`'s module serving `function`.
+    /// Starts `remote` on `spec`'s module serving `function`.
     pub fn start(
-        qemu: &Path,
-        runtime: &Path,
+        remote: &RemoteRuntime,
         spec: &SessionSpec,
         function: &str,
         seq: usize,
     ) -> Result<RemoteSession> {
-        let process = Process::start(qemu, runtime, spec, &Served::Redecode { function })?;
+        let process = Process::start(remote, spec, &Served::Redecode { function })?;
         Ok(RemoteSession { process, seq })
     }
 }
@@ -194,14 +247,13 @@ pub struct RemoteKvSession {
 }
 
 impl RemoteKvSession {
-    /// Starts `runtime` under `qemu` on `spec`'s module serving `kv`.
+    /// Starts `remote` on `spec`'s module serving `kv`.
     pub fn start(
-        qemu: &Path,
-        runtime: &Path,
+        remote: &RemoteRuntime,
         spec: &SessionSpec,
         kv: &KvSpec,
     ) -> Result<RemoteKvSession> {
-        let process = Process::start(qemu, runtime, spec, &Served::Kv(kv))?;
+        let process = Process::start(remote, spec, &Served::Kv(kv))?;
         Ok(RemoteKvSession {
             process,
             spec: kv.clone(),

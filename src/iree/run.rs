@@ -278,7 +278,8 @@ pub enum Emulation {
     #[value(alias = "aarch64")]
     Arm64,
     /// Run an armv7 iree-run-module (built from IREE's sources by
-    /// `scripts/install-deps.sh`) under `qemu-arm-static`.
+    /// `scripts/install-deps.sh`) under `qemu-arm-static` (or, for a whole
+    /// generation, kiln's runtime program built for armv7), on local-sync.
     #[value(alias = "armv7")]
     Arm32,
 }

@@ -52,8 +52,13 @@ pub struct Toolchain {
     pub aarch64_kiln_runtime: Option<PathBuf>,
     /// `qemu-arm-static` (or `qemu-arm`), for `--emulate arm32`.
     pub qemu_arm: Option<PathBuf>,
-    /// An armv7 `iree-run-module` (static), for `--emulate arm32`.
+    /// An armv7 `iree-run-module` (static), for `--emulate arm32` with
+    /// `--per-step` (or without [`Toolchain::armv7_kiln_runtime`]).
     pub armv7_run_module: Option<PathBuf>,
+    /// kiln's own runtime program built for armv7 Linux (static,
+    /// local-sync only): `kiln generate --emulate arm32` runs a whole
+    /// generation in one process of it under qemu-arm.
+    pub armv7_kiln_runtime: Option<PathBuf>,
 }
 
 /// [`Toolchain::EXPLICIT_DIR`].
@@ -86,13 +91,13 @@ fn find_armv7_run_module() -> Option<PathBuf> {
 }
 
 /// Where `scripts/install-deps.sh` puts `kiln-runtime` cross-built for
-/// `arch` (`aarch64`): `util::cache_dir()/kiln-runtime-ARCH`.
+/// `arch` (`aarch64`, `armv7`): `util::cache_dir()/kiln-runtime-ARCH`.
 pub fn kiln_runtime_dir(arch: &str) -> PathBuf {
     util::cache_dir().join(format!("kiln-runtime-{arch}"))
 }
 
-/// `kiln-runtime` for `arch`: `KILN_RUNTIME_AARCH64` (for `aarch64`), else
-/// the one in [`kiln_runtime_dir`].
+/// `kiln-runtime` for `arch`: `KILN_RUNTIME_AARCH64` / `KILN_RUNTIME_ARMV7`,
+/// else the one in [`kiln_runtime_dir`].
 fn find_kiln_runtime(arch: &str) -> Option<PathBuf> {
     let var = format!("KILN_RUNTIME_{}", arch.to_uppercase());
     match std::env::var_os(var).filter(|v| !v.is_empty()) {
@@ -215,6 +220,7 @@ impl Toolchain {
             aarch64_kiln_runtime: find_kiln_runtime("aarch64"),
             qemu_arm: which(flags::QEMU_ARM).or_else(|| which("qemu-arm")),
             armv7_run_module: find_armv7_run_module(),
+            armv7_kiln_runtime: find_kiln_runtime("armv7"),
         }
     }
 

@@ -797,15 +797,29 @@ pub fn text_windows_agreement(
 /// qemu and kiln's runtime program built for aarch64
 /// (`scripts/install-deps.sh` step h), or `None` (a skip, or a failure
 /// under CI / `KILN_REQUIRE_IREE=1`).
-pub fn arm64_kiln_runtime(tc: &Toolchain) -> Option<(PathBuf, PathBuf)> {
-    let both = tc.qemu_aarch64.clone().zip(tc.aarch64_kiln_runtime.clone());
-    if both.is_none() {
+pub fn arm64_kiln_runtime(tc: &Toolchain) -> Option<kiln::iree::RemoteRuntime> {
+    let found = kiln::iree::RemoteRuntime::find(tc, kiln::iree::Emulation::Arm64);
+    if found.is_none() {
         skip_or_fail(
             "qemu-aarch64-static / kiln-runtime for aarch64",
             "run scripts/install-deps.sh",
         );
     }
-    both
+    found
+}
+
+/// qemu-arm and kiln's runtime program built for armv7
+/// (`scripts/install-deps.sh` step k), or `None` (a skip, or a failure
+/// under CI / `KILN_REQUIRE_IREE=1`).
+pub fn arm32_kiln_runtime(tc: &Toolchain) -> Option<kiln::iree::RemoteRuntime> {
+    let found = kiln::iree::RemoteRuntime::find(tc, kiln::iree::Emulation::Arm32);
+    if found.is_none() {
+        skip_or_fail(
+            "qemu-arm-static / kiln-runtime for armv7",
+            "run scripts/install-deps.sh",
+        );
+    }
+    found
 }
 
 /// qemu-arm and the armv7 iree-run-module (`scripts/install-deps.sh` step
