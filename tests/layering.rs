@@ -13,13 +13,12 @@ use std::path::Path;
 /// only modules on lower floors (never one on its own floor or above).
 /// docs/architecture.md describes each floor.
 const LAYERS: &[&[&str]] = &[
-    &["util", "progress", "names"],
+    &["util", "progress"],
     &["graph"],
     &["stablehlo"],
     &["params"],
     &["models"],
     &["interp", "tokenizer"],
-    &["step"],
     &["iree"],
     &["manifest"],
     &["export"],
