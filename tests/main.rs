@@ -41,6 +41,7 @@ mod parser_roundtrip;
 mod parser_spellings;
 mod quantized;
 mod reproducible;
+mod runtime_model;
 mod sampling;
 mod smollm2;
 mod tokenizer_chat;

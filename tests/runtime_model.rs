@@ -1,0 +1,151 @@
+//! `kiln_runtime::Model`, the app's entry point, called from Rust on
+//! folders written by `kiln package` (the JNI and C layers over it are
+//! tests/java_library.rs and tests/c_library.rs):
+//!
+//! - a tiny KV pair packaged with its host, arm64 and Vulkan modules: the
+//!   Vulkan module on lavapipe generates the host module's ids, and a
+//!   chat needs a tokenizer;
+//! - the same package without the host module: `open` on this CPU names
+//!   the ABI it looked for and the modules there are;
+//! - a package whose manifest was edited: a file of another size, a name
+//!   outside the folder, another format: each refused before IREE maps a
+//!   file.
+
+use crate::common;
+use common::*;
+use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
+use kiln::iree::{Target, Toolchain};
+use kiln::models::Checkpoint;
+use kiln_runtime::{Device, Model, ModelError};
+use std::path::{Path, PathBuf};
+
+/// The tiny KV export (SEQ 8, P 4, N 16), its forward and KV modules
+/// compiled for `targets` (a package holds the KV modules of the keys its
+/// forward modules have).
+fn tiny(tc: &Toolchain, dir: &Path, targets: &[Target]) -> ExportReport {
+    let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
+    let exp = dir.join("exp");
+    let r = export(
+        &ckpt,
+        &ExportOptions::new(8, &exp)
+            .name("tiny")
+            .kv(KvCacheOptions::default().prompt_len(4).max_context(16)),
+    )
+    .unwrap();
+    common::compiled::compile_many(tc, &r.mlir, targets, &exp, "tiny", 2).unwrap();
+    let kv_mlir = r.kv_mlir.as_ref().unwrap();
+    common::compiled::compile_many(tc, kv_mlir, targets, &exp, "tiny-kv", 2).unwrap();
+    r
+}
+
+fn package(r: &ExportReport, out: &Path, extra: &[&str]) -> PathBuf {
+    let m = r.manifest_path.to_str().unwrap();
+    let mut args = vec![
+        "package",
+        m,
+        "--out",
+        out.to_str().unwrap(),
+        "--no-tokenizer",
+    ];
+    args.extend(extra);
+    let (code, _, err) = kiln(&args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    out.to_path_buf()
+}
+
+fn open_err(dir: &Path, device: Device) -> String {
+    match Model::open(dir, device, None) {
+        Ok(_) => panic!("{} opened", dir.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_packaged_kv_pair_runs_on_the_host_and_on_lavapipe_with_the_same_ids() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tmpdir();
+    let r = tiny(
+        &tc,
+        dir.path(),
+        &[
+            Target::Host,
+            Target::Arm64,
+            Target::parse("vulkan").unwrap(),
+        ],
+    );
+    let assets = package(&r, &dir.path().join("assets"), &["--include-host"]);
+    let prompt = [5, 17, 3, 9, 11, 2];
+    let mut host = Model::open(&assets, Device::LocalTask, Some(2)).unwrap();
+    let want = host.generate_ids(&prompt, 8).unwrap();
+    assert_eq!(want.len(), 8, "{want:?}");
+    // Again: each call is a fresh sequence.
+    assert_eq!(host.generate_ids(&prompt, 8).unwrap(), want);
+    // A chat needs a tokenizer; an id past the vocabulary is refused.
+    assert!(matches!(
+        host.chat("hi", 4),
+        Err(ModelError::NoTokenizer { .. })
+    ));
+    let e = host.generate_ids(&[5, 4096], 4).unwrap_err().to_string();
+    assert!(e.contains("4096") && e.contains("vocabulary"), "{e}");
+    let e = host.generate_ids(&[1; 17], 4).unwrap_err().to_string();
+    assert!(e.contains("max context N is 16"), "{e}");
+    drop(host);
+    if lavapipe_present() {
+        let mut gpu = Model::open(&assets, Device::Vulkan, None).unwrap();
+        assert_eq!(gpu.generate_ids(&prompt, 8).unwrap(), want, "lavapipe");
+    }
+    // Without the host's module, this CPU has none.
+    let android = package(&r, &dir.path().join("android"), &[]);
+    let e = open_err(&android, Device::LocalTask);
+    assert!(
+        e.contains("no module for host") && e.contains("arm64-v8a"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_edited_package_is_refused_before_a_file_is_mapped() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tmpdir();
+    let r = tiny(&tc, dir.path(), &[Target::Host, Target::Arm64]);
+    let assets = package(&r, &dir.path().join("assets"), &["--include-host"]);
+    let manifest = assets.join("tiny.manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let edit = |from: &str, to: &str| {
+        let d = tmpdir();
+        for f in std::fs::read_dir(&assets).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, d.path().join(f.file_name().unwrap())).unwrap();
+        }
+        assert!(text.contains(from), "{from}");
+        let edited = text.replacen(from, to, 1);
+        std::fs::write(d.path().join("tiny.manifest.json"), edited).unwrap();
+        d
+    };
+    // The archive one byte short of its record.
+    let d = edit("", "");
+    let irpa = d.path().join("tiny.irpa");
+    let len = std::fs::metadata(&irpa).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&irpa)
+        .unwrap()
+        .set_len(len - 1)
+        .unwrap();
+    let e = open_err(d.path(), Device::LocalTask);
+    assert!(e.contains("tiny.irpa") && e.contains("bytes"), "{e}");
+    // A module path outside the folder.
+    let d = edit(
+        "\"path\": \"tiny-kv-host.vmfb\"",
+        "\"path\": \"../tiny-kv-host.vmfb\"",
+    );
+    let e = open_err(d.path(), Device::LocalTask);
+    assert!(e.contains("../tiny-kv-host.vmfb"), "{e}");
+    // Another format.
+    let d = edit("kiln-android-assets/1", "kiln-android-assets/9");
+    let e = open_err(d.path(), Device::LocalTask);
+    assert!(e.contains("kiln-android-assets/9"), "{e}");
+    // Not a package.
+    let e = open_err(&r.mlir.parent().unwrap().join("nope"), Device::LocalTask);
+    assert!(e.contains("nope"), "{e}");
+}
