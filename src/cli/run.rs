@@ -1,7 +1,10 @@
 //! `kiln run`: run a compiled module on token ids, print the predicted ids.
 
 use kiln::export::{Artifact, Layout};
-use kiln::iree::{run_module, Device, Emulation, HostTensor, RunOptions, Toolchain};
+use kiln::iree::{
+    run_module, Device, Emulation, HostTensor, IreeError, RunOptions, SessionSpec, TensorData,
+    Toolchain,
+};
 use kiln::manifest::RunManifest;
 use kiln::step::SignatureError;
 use kiln::Error;
@@ -224,10 +227,17 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         .params(vec![(scope, params)])
         .task_groups(task_groups)
         .emulate(args.emulate);
-    let tc = Toolchain::locate(args.iree_dir.as_deref())?;
-    let input = HostTensor::i32(vec![1, seq], ids)?;
     let start = std::time::Instant::now();
-    let outs = run_module(&tc, &args.module, &opts, &[input])?;
+    let outs = match args.emulate {
+        // On this machine the module runs in-process, through kiln's own
+        // runtime: no IREE tool.
+        None => run_in_process(&args.module, &opts, &ids, seq)?,
+        Some(_) => {
+            let tc = Toolchain::locate(args.iree_dir.as_deref())?;
+            let input = HostTensor::i32(vec![1, seq], ids)?;
+            run_module(&tc, &args.module, &opts, &[input])?
+        }
+    };
     let elapsed = start.elapsed();
     let ids = predicted_ids(&args.module, &outs, seq)?;
     if args.json {
@@ -250,6 +260,46 @@ pub fn run(args: Args) -> kiln::Result<i32> {
         elapsed.as_secs_f64()
     );
     Ok(0)
+}
+
+/// One call of `opts.function` on `[1, SEQ]` `ids`, the module loaded
+/// in-process over `opts`' archive ([`SessionSpec::open`]); its results as
+/// host tensors.
+fn run_in_process(
+    module: &Path,
+    opts: &RunOptions,
+    ids: &[i32],
+    seq: usize,
+) -> kiln::Result<Vec<HostTensor>> {
+    let (scope, params) = opts.params.first().cloned().unwrap_or_default();
+    let spec = SessionSpec::new(module, params)
+        .scope(scope)
+        .device(opts.device)
+        .task_groups(opts.task_groups);
+    let mut session = spec.open()?;
+    let runtime = |e: kiln_runtime::Error| kiln::Error::from(IreeError::from(e));
+    let function = session.function(&opts.function).map_err(runtime)?;
+    let bytes: Vec<u8> = ids.iter().flat_map(|i| i.to_le_bytes()).collect();
+    let input = session
+        .tensor(kiln_runtime::ElementType::I32, &[1, seq], &bytes)
+        .map_err(runtime)?;
+    let outs = session.call(&function, &[&input]).map_err(runtime)?;
+    outs.iter()
+        .map(|t| {
+            let bytes = session.read(t).map_err(runtime)?;
+            let data = t
+                .element_type()
+                .and_then(|e| kiln::graph::DType::from_mlir(e.name()))
+                .and_then(|d| TensorData::from_le_bytes(d, &bytes))
+                .ok_or_else(|| {
+                    IreeError::BadInput(format!(
+                        "@{}: a result of an element type kiln does not read",
+                        opts.function
+                    ))
+                })?;
+            Ok(HostTensor::new(t.shape(), data)?)
+        })
+        .collect()
 }
 
 /// The ids `module` predicted: its one result, a `tensor<SEQxi32>`.

@@ -119,7 +119,7 @@ pub enum IreeError {
     BadOutput(String),
     /// kiln's runtime (IREE's C runtime, in-process) failed: its message.
     #[error("IREE runtime: {0}")]
-    Runtime(#[from] kiln_runtime::Error),
+    Runtime(kiln_runtime::Error),
     /// The redecode session returned another number of ids than SEQ.
     #[error("the runner returned {got} ids, expected SEQ = {seq}")]
     SessionIds {
@@ -220,6 +220,21 @@ pub enum IreeError {
 }
 
 /// Boxed: a parse error is large, and the crate's `Error` stays small.
+/// The runtime's error, but a Vulkan device that cannot be made for want
+/// of a driver, which says what to install.
+impl From<kiln_runtime::Error> for IreeError {
+    fn from(e: kiln_runtime::Error) -> Self {
+        match &e {
+            kiln_runtime::Error::Iree { during, message }
+                if during.contains("vulkan device") && run::looks_like_missing_vulkan(message) =>
+            {
+                IreeError::VulkanUnavailable(message.clone())
+            }
+            _ => IreeError::Runtime(e),
+        }
+    }
+}
+
 impl From<crate::stablehlo::ParseError> for IreeError {
     fn from(e: crate::stablehlo::ParseError) -> Self {
         IreeError::Parse(Box::new(e))

@@ -593,7 +593,7 @@ pub fn run_module(
 }
 
 /// True when iree-run-module's error means there is no Vulkan driver/loader.
-fn looks_like_missing_vulkan(stderr: &str) -> bool {
+pub(super) fn looks_like_missing_vulkan(stderr: &str) -> bool {
     [
         "VK_ERROR_INCOMPATIBLE_DRIVER",
         "VK_ERROR_INITIALIZATION_FAILED",
