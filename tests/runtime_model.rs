@@ -4,7 +4,8 @@
 //!
 //! - a tiny KV pair packaged with its host, arm64 and Vulkan modules: the
 //!   Vulkan module on lavapipe generates the host module's ids, and a
-//!   chat needs a tokenizer;
+//!   chat needs a tokenizer; `kiln generate` and `kiln run` give the same
+//!   ids with the IREE toolchain pointed at nothing (in-process, no tool);
 //! - the same package without the host module: `open` on this CPU names
 //!   the ABI it looked for and the modules there are;
 //! - a package whose manifest was edited: a file of another size, a name
@@ -90,6 +91,41 @@ fn a_packaged_kv_pair_runs_on_the_host_and_on_lavapipe_with_the_same_ids() {
     let e = host.generate_ids(&[1; 17], 4).unwrap_err().to_string();
     assert!(e.contains("max context N is 16"), "{e}");
     drop(host);
+    // kiln generate and kiln run on this machine need no IREE tool: with
+    // the toolchain pointed at nothing they run in-process all the same.
+    let exp = r.mlir.parent().unwrap();
+    let no_tools = |args: &[&str]| {
+        let out = kiln_command()
+            .args(args)
+            .env("KILN_IREE_DIR", exp.join("no-iree-here"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let kv_host = exp.join("tiny-kv-host.vmfb");
+    let kv_host = kv_host.to_str().unwrap();
+    let j = no_tools(&[
+        "generate",
+        kv_host,
+        "--kv-cache",
+        "--tokens",
+        "5,17,3,9,11,2",
+        "--max-new-tokens",
+        "8",
+        "--json",
+    ]);
+    assert_eq!(j["ids"], serde_json::json!(want), "kiln generate");
+    let host = exp.join("tiny-host.vmfb");
+    let j = no_tools(&[
+        "run",
+        host.to_str().unwrap(),
+        "--tokens",
+        "5,17,3",
+        "--json",
+    ]);
+    assert_eq!(j["ids"].as_array().map(Vec::len), Some(8), "kiln run: {j}");
     if lavapipe_present() {
         let mut gpu = Model::open(&assets, Device::Vulkan, None).unwrap();
         assert_eq!(gpu.generate_ids(&prompt, 8).unwrap(), want, "lavapipe");
