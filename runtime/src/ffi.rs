@@ -243,6 +243,13 @@ opaque!(
     iree_io_parameter_provider_t
 );
 
+/// The head of `iree_io_parameter_index_entry_t`: only its key is read,
+/// through a pointer IREE hands out (the rest of the struct follows).
+#[repr(C)]
+pub struct iree_io_parameter_index_entry_t {
+    pub key: iree_string_view_t,
+}
+
 extern "C" {
     pub fn iree_allocator_libc_ctl(
         self_: *mut c_void,
@@ -416,6 +423,13 @@ extern "C" {
         out_index: *mut *mut iree_io_parameter_index_t,
     ) -> iree_status_t;
     pub fn iree_io_parameter_index_release(index: *mut iree_io_parameter_index_t);
+    pub fn iree_io_parameter_index_count(index: *mut iree_io_parameter_index_t)
+        -> iree_host_size_t;
+    pub fn iree_io_parameter_index_get(
+        index: *mut iree_io_parameter_index_t,
+        i: iree_host_size_t,
+        out_entry: *mut *const iree_io_parameter_index_entry_t,
+    ) -> iree_status_t;
     pub fn iree_io_parse_file_index(
         path: iree_string_view_t,
         file_handle: *mut iree_io_file_handle_t,

@@ -84,6 +84,12 @@ pub enum ParamMode {
     /// Read through the platform's file API into device memory, as
     /// `iree-run-module --parameter_mode=file` does.
     File,
+    /// [`ParamMode::Map`], unless the module reads row chunks of the
+    /// archive as slices: an archive with chunk entries (`KEY@OFFSET`, what
+    /// kiln writes for a tensor past IREE's size bound) none of which the
+    /// module names. IREE 3.13 reads such a slice of a mapped file from the
+    /// entry's start, so then [`ParamMode::File`].
+    Auto,
 }
 
 /// One parameter file and the scope a module names it by.
@@ -447,6 +453,54 @@ impl Core {
         result
     }
 
+    /// The mode [`ParamMode::Auto`] picks for `f` (see there).
+    fn auto_mode(&mut self, f: &ParamFile) -> Result<ParamMode> {
+        let alloc = ffi::allocator_system();
+        let mut index = ptr::null_mut();
+        // SAFETY: out-pointer valid.
+        unsafe {
+            check(
+                ffi::iree_io_parameter_index_create(alloc, &mut index),
+                "creating a parameter index",
+            )?;
+        }
+        let probe = ParamFile::new(&f.scope, &f.path, ParamMode::File);
+        let keys = self.index_file(&probe, index).map(|()| {
+            // SAFETY: the index is live; each entry lives as long as it.
+            let n = unsafe { ffi::iree_io_parameter_index_count(index) };
+            (0..n)
+                .filter_map(|i| {
+                    let mut entry = ptr::null();
+                    let status = unsafe { ffi::iree_io_parameter_index_get(index, i, &mut entry) };
+                    if !status.is_null() {
+                        // SAFETY: a failed status we own.
+                        unsafe { ffi::iree_status_free(status) };
+                        return None;
+                    }
+                    if entry.is_null() {
+                        return None;
+                    }
+                    Some(unsafe { (*entry).key.to_string() })
+                })
+                .collect::<Vec<_>>()
+        });
+        // SAFETY: our reference to the index.
+        unsafe { ffi::iree_io_parameter_index_release(index) };
+        let keys = keys?;
+        let is_chunk = |k: &&String| {
+            k.rsplit_once('@')
+                .is_some_and(|(_, o)| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()))
+        };
+        let chunks: Vec<&String> = keys.iter().filter(is_chunk).collect();
+        let module: &[u8] = &self._module_bytes;
+        let named = |k: &&String| module.windows(k.len()).any(|w| w == k.as_bytes());
+        Ok(if !chunks.is_empty() && !chunks.iter().any(named) {
+            ParamMode::File
+        } else {
+            ParamMode::Map
+        })
+    }
+
     /// Opens one parameter file and adds its entries to `index`.
     fn index_file(
         &mut self,
@@ -457,7 +511,12 @@ impl Core {
         let alloc = ffi::allocator_system();
         let mut handle = ptr::null_mut();
         let during = format!("opening the parameters {}", f.path.display());
-        match f.mode {
+        let mode = match f.mode {
+            ParamMode::Auto => self.auto_mode(f)?,
+            m => m,
+        };
+        match mode {
+            ParamMode::Auto => unreachable!("resolved above"),
             ParamMode::File => {
                 // SAFETY: out-pointer valid; the path is copied by IREE.
                 unsafe {

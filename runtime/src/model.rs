@@ -314,7 +314,8 @@ impl Model {
 }
 
 /// Loads `entry` on `device` over the package's archive (mapped on a CPU
-/// device, read into device memory on Vulkan) and its packed archive.
+/// device unless the module reads chunks as slices, `ParamMode::Auto`;
+/// read into device memory on Vulkan) and its packed archive.
 fn open_session(
     package: &Package,
     entry: &PackagedModule,
@@ -325,7 +326,7 @@ fn open_session(
     let mode = if device == Device::Vulkan {
         ParamMode::File
     } else {
-        ParamMode::Map
+        ParamMode::Auto
     };
     let mut options = SessionOptions::new(device)
         .task_groups(worker_groups)

@@ -6,7 +6,7 @@
 //! Command line:
 //!
 //! ```text
-//! kiln-runtime serve MODULE [--param SCOPE=PATH[@map|@file]]... [--device D]
+//! kiln-runtime serve MODULE [--param SCOPE=PATH[@map|@file|@auto]]... [--device D]
 //!     [--task-groups N] (--function NAME | (--kv PREFILL,DECODE)... (--cache DTYPE:D0xD1x...)...)
 //! ```
 //!
@@ -79,6 +79,7 @@ impl ServeSpec {
                     let (path, mode) = match rest.rsplit_once('@') {
                         Some((p, "map")) => (p, ParamMode::Map),
                         Some((p, "file")) => (p, ParamMode::File),
+                        Some((p, "auto")) => (p, ParamMode::Auto),
                         _ => (rest, ParamMode::Map),
                     };
                     options = options.param(ParamFile::new(scope, path, mode));

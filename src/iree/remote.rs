@@ -91,6 +91,7 @@ impl Process {
         let mode = match param_mode(spec) {
             kiln_runtime::ParamMode::Map => "map",
             kiln_runtime::ParamMode::File => "file",
+            _ => "auto",
         };
         let mut cmd = Command::new(&remote.qemu);
         cmd.arg(&remote.runtime).arg("serve").arg(&spec.vmfb);

@@ -78,13 +78,6 @@ fn device(d: Device) -> rt::Device {
 /// Opens `spec`'s module on its device over its archive (and the packed
 /// archive of `kiln compile --pack` beside the module, scope `packed`).
 fn open(spec: &SessionSpec) -> Result<rt::Session> {
-    // On a CPU device the archive is mapped: the module reads the pages in
-    // place, so only the pages it touches are resident (a module packed at
-    // compile time reads only what is not packed). Not when the module
-    // reads a parameter slice past an entry's start, which IREE 3.13's
-    // runtime reads from the entry's start out of a mapped (host
-    // allocation) file; nor on Vulkan, whose device copies every
-    // parameter into its own memory anyway.
     let mode = param_mode(spec);
     let mut options = rt::SessionOptions::new(device(spec.device))
         .task_groups(spec.task_groups)
@@ -98,42 +91,17 @@ fn open(spec: &SessionSpec) -> Result<rt::Session> {
     Ok(rt::Session::open(&spec.vmfb, &options)?)
 }
 
-/// How `spec`'s archive is opened: mapped on a CPU device, read through a
-/// file handle on Vulkan or when the module reads slices
-/// ([`reads_slices`]).
+/// How `spec`'s archive is opened: read through a file handle on Vulkan,
+/// whose device copies every parameter into its own memory anyway; else
+/// mapped, so that only the pages the module touches are resident (a
+/// module packed at compile time reads only what is not packed), unless
+/// the module reads chunk entries as slices ([`rt::ParamMode::Auto`]).
 pub(super) fn param_mode(spec: &SessionSpec) -> rt::ParamMode {
-    if spec.device == Device::Vulkan || reads_slices(spec) {
+    if spec.device == Device::Vulkan {
         rt::ParamMode::File
     } else {
-        rt::ParamMode::Map
+        rt::ParamMode::Auto
     }
-}
-
-/// Whether `spec`'s module reads row chunks of its archive as slices (at
-/// an offset into an entry) rather than through the archive's chunk
-/// entries (`KEY@OFFSET`, what `kiln compile` reads when the export's
-/// archive sits beside the MLIR). A module names the parameters it reads
-/// as plain strings, so one that reads no chunk entry of a chunked archive
-/// reads its chunks as slices.
-fn reads_slices(spec: &SessionSpec) -> bool {
-    let Ok(archive) = crate::params::irpa::IrpaReader::open(&spec.params) else {
-        return false;
-    };
-    let chunks: Vec<&str> = archive
-        .entries()
-        .iter()
-        .map(|e| e.name.as_str())
-        .filter(|n| crate::params::irpa::parse_chunk_key(n).is_some())
-        .collect();
-    if chunks.is_empty() {
-        return false;
-    }
-    let Ok(module) = std::fs::read(&spec.vmfb) else {
-        return true;
-    };
-    !chunks
-        .iter()
-        .any(|k| module.windows(k.len()).any(|w| w == k.as_bytes()))
 }
 
 impl SessionSpec {
