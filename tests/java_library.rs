@@ -21,9 +21,8 @@
 
 use crate::common;
 use common::*;
-use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
+use kiln::export::ExportReport;
 use kiln::iree::{Target, Toolchain};
-use kiln::models::Checkpoint;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -185,19 +184,7 @@ fn package(manifest: &Path, out: &Path, extra: &[&str]) {
 /// wants one Android module) and packaged with the host's, no tokenizer,
 /// in `dir/assets`. Returns the export and the assets folder.
 fn tiny_package(tc: &Toolchain, dir: &Path) -> (ExportReport, PathBuf) {
-    let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
-    let exp = dir.join("exp");
-    let r = export(
-        &ckpt,
-        &ExportOptions::new(8, &exp)
-            .name("tiny")
-            .kv(KvCacheOptions::default().prompt_len(4).max_context(16)),
-    )
-    .unwrap();
-    let targets = [Target::Host, Target::Arm64];
-    common::compiled::compile_many(tc, &r.mlir, &targets, &exp, "tiny", 2).unwrap();
-    let kv_mlir = r.kv_mlir.as_ref().unwrap();
-    common::compiled::compile_many(tc, kv_mlir, &targets, &exp, "tiny-kv", 2).unwrap();
+    let r = tiny_kv_modules(tc, dir, &[Target::Host, Target::Arm64]);
     let assets = dir.join("assets");
     package(&r.manifest_path, &assets, &["--no-tokenizer"]);
     (r, assets)

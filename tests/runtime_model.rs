@@ -14,30 +14,10 @@
 
 use crate::common;
 use common::*;
-use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
-use kiln::iree::{Target, Toolchain};
-use kiln::models::Checkpoint;
+use kiln::export::ExportReport;
+use kiln::iree::Target;
 use kiln_runtime::{Device, Model, ModelError};
 use std::path::{Path, PathBuf};
-
-/// The tiny KV export (SEQ 8, P 4, N 16), its forward and KV modules
-/// compiled for `targets` (a package holds the KV modules of the keys its
-/// forward modules have).
-fn tiny(tc: &Toolchain, dir: &Path, targets: &[Target]) -> ExportReport {
-    let ckpt = Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
-    let exp = dir.join("exp");
-    let r = export(
-        &ckpt,
-        &ExportOptions::new(8, &exp)
-            .name("tiny")
-            .kv(KvCacheOptions::default().prompt_len(4).max_context(16)),
-    )
-    .unwrap();
-    common::compiled::compile_many(tc, &r.mlir, targets, &exp, "tiny", 2).unwrap();
-    let kv_mlir = r.kv_mlir.as_ref().unwrap();
-    common::compiled::compile_many(tc, kv_mlir, targets, &exp, "tiny-kv", 2).unwrap();
-    r
-}
 
 fn package(r: &ExportReport, out: &Path, extra: &[&str]) -> PathBuf {
     let m = r.manifest_path.to_str().unwrap();
@@ -65,7 +45,7 @@ fn open_err(dir: &Path, device: Device) -> String {
 fn a_packaged_kv_pair_runs_on_the_host_and_on_lavapipe_with_the_same_ids() {
     let Some(tc) = toolchain() else { return };
     let dir = tmpdir();
-    let r = tiny(
+    let r = tiny_kv_modules(
         &tc,
         dir.path(),
         &[
@@ -143,7 +123,7 @@ fn a_packaged_kv_pair_runs_on_the_host_and_on_lavapipe_with_the_same_ids() {
 fn an_edited_package_is_refused_before_a_file_is_mapped() {
     let Some(tc) = toolchain() else { return };
     let dir = tmpdir();
-    let r = tiny(&tc, dir.path(), &[Target::Host, Target::Arm64]);
+    let r = tiny_kv_modules(&tc, dir.path(), &[Target::Host, Target::Arm64]);
     let assets = package(&r, &dir.path().join("assets"), &["--include-host"]);
     let manifest = assets.join("tiny.manifest.json");
     let text = std::fs::read_to_string(&manifest).unwrap();

@@ -21,19 +21,22 @@ fn set_error(error: *mut *mut c_char, message: String) {
     }
 }
 
+/// The message of a caught panic, as the C ABI and JNI report it.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    format!("kiln-runtime: internal error (a panic): {what}")
+}
+
 /// Runs `f`, turning its error or panic into `fallback` and `*error`.
 fn guard<T>(error: *mut *mut c_char, fallback: T, f: impl FnOnce() -> Result<T, String>) -> T {
     let message = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => return v,
         Ok(Err(m)) => m,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            format!("kiln-runtime: internal error (a panic): {what}")
-        }
+        Err(panic) => panic_message(panic.as_ref()),
     };
     set_error(error, message);
     fallback

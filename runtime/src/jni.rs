@@ -21,14 +21,7 @@ fn guard<T>(env: &mut JNIEnv, fallback: T, f: impl FnOnce(&mut JNIEnv) -> Result
     let message = match result {
         Ok(Ok(v)) => return v,
         Ok(Err(m)) => m,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            format!("kiln-runtime: internal error (a panic): {what}")
-        }
+        Err(panic) => crate::capi::panic_message(panic.as_ref()),
     };
     // A Java exception already pending (from a JNI call) is kept.
     if !env.exception_check().unwrap_or(true) {

@@ -193,6 +193,32 @@ pub fn export_tiny_kv(
     .unwrap()
 }
 
+/// The tiny checkpoint `tiny-llama-tied-gqa` exported as `tiny` with its
+/// KV pair (SEQ 8, P 4, N 16) into `dir/exp`, its forward and KV modules
+/// compiled there for `targets` (shared through `compiled`; a package
+/// holds the KV modules of the keys its forward modules have).
+pub fn tiny_kv_modules(
+    tc: &Toolchain,
+    dir: &Path,
+    targets: &[kiln::iree::Target],
+) -> kiln::export::ExportReport {
+    let ckpt = kiln::models::Checkpoint::open(fixture("hf/tiny-llama-tied-gqa")).unwrap();
+    let exp = dir.join("exp");
+    let r = kiln::export::export(
+        &ckpt,
+        &kiln::export::ExportOptions::new(8, &exp).name("tiny").kv(
+            kiln::export::KvCacheOptions::default()
+                .prompt_len(4)
+                .max_context(16),
+        ),
+    )
+    .unwrap();
+    compiled::compile_many(tc, &r.mlir, targets, &exp, "tiny", 2).unwrap();
+    let kv_mlir = r.kv_mlir.as_ref().unwrap();
+    compiled::compile_many(tc, kv_mlir, targets, &exp, "tiny-kv", 2).unwrap();
+    r
+}
+
 /// Reads a tiny checkpoint's expectations.
 pub fn hf_expected(name: &str) -> HfExpected {
     let p = fixture(&format!("hf/{name}/expected.json"));
