@@ -138,7 +138,7 @@ impl Java {
 }
 
 /// The ids of an `ids 1 2 3` line.
-fn ids_of(line: &str) -> Vec<i32> {
+pub(crate) fn ids_of(line: &str) -> Vec<i32> {
     let rest = line
         .strip_prefix("ids")
         .unwrap_or_else(|| panic!("not an ids line: {line}"));
@@ -155,12 +155,12 @@ fn text_of(line: &str) -> String {
     serde_json::from_str(json).unwrap_or_else(|e| panic!("{line}: {e}"))
 }
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 /// `kiln generate ARGS --json`'s report.
-fn kiln_generate_json(args: &[&str]) -> serde_json::Value {
+pub(crate) fn kiln_generate_json(args: &[&str]) -> serde_json::Value {
     let mut all = vec!["generate"];
     all.extend(args);
     all.push("--json");
@@ -171,7 +171,7 @@ fn kiln_generate_json(args: &[&str]) -> serde_json::Value {
 
 /// `kiln package MANIFEST --out OUT --include-host EXTRA…`, which must
 /// succeed.
-fn package(manifest: &Path, out: &Path, extra: &[&str]) {
+pub(crate) fn package(manifest: &Path, out: &Path, extra: &[&str]) {
     let mut args = vec!["package", s(manifest), "--out", s(out), "--include-host"];
     args.extend(extra);
     let (code, _, err) = kiln(&args);
@@ -182,8 +182,9 @@ fn package(manifest: &Path, out: &Path, extra: &[&str]) {
 /// export of tests/android.rs, so the compiled modules are shared), its
 /// forward and KV modules compiled for the host and arm64 (`kiln package`
 /// wants one Android module) and packaged with the host's, no tokenizer,
-/// in `dir/assets`. Returns the export and the assets folder.
-fn tiny_package(tc: &Toolchain, dir: &Path) -> (ExportReport, PathBuf) {
+/// in `dir/assets`. Returns the export and the assets folder. (Also
+/// tests/c_library.rs's package.)
+pub(crate) fn tiny_package(tc: &Toolchain, dir: &Path) -> (ExportReport, PathBuf) {
     let r = tiny_kv_modules(tc, dir, &[Target::Host, Target::Arm64]);
     let assets = dir.join("assets");
     package(&r.manifest_path, &assets, &["--no-tokenizer"]);

@@ -8,6 +8,7 @@
 mod common;
 
 mod android;
+mod c_library;
 mod cli;
 mod export_errors;
 mod export_hf;

@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 /// or `CI=1`) and under `scripts/test.sh` (`KILN_REQUIRE_IREE=1`). This
 /// module is the only place that reads these variables and the only place
 /// that decides skip-or-fail: the IREE tools, the SmolLM2 and Gemma 3
-/// GGUFs, llama.cpp's vocabulary files, qemu and the aarch64 runtime, and
-/// lavapipe are all found here.
+/// GGUFs, llama.cpp's vocabulary files, qemu and the aarch64 runtime,
+/// lavapipe, a JDK, the C compilers and `libkiln_runtime.so` (for the host
+/// and for aarch64) are all found here.
 pub fn iree_required() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
         || std::env::var("KILN_REQUIRE_IREE").is_ok_and(|v| v == "1")
@@ -1028,4 +1029,107 @@ pub fn kiln_runtime_library() -> Option<PathBuf> {
         );
     }
     newest
+}
+
+/// The first of `names` that is an executable file in a folder of the
+/// `PATH`.
+fn on_path(names: &[&str]) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    names.iter().find_map(|name| {
+        dirs.iter().map(|d| d.join(name)).find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// The host's C compiler, `cc` or else `gcc` on the `PATH` (for
+/// runtime/c/kiln_check.c against `libkiln_runtime.so`), or `None`
+/// ([`skip_or_fail`]).
+pub fn c_compiler() -> Option<PathBuf> {
+    let found = on_path(&["cc", "gcc"]);
+    if found.is_none() {
+        skip_or_fail(
+            "a C compiler (cc or gcc)",
+            "apt-get install gcc (scripts/install-deps.sh installs the cross compilers)",
+        );
+    }
+    found
+}
+
+/// Debian's aarch64 cross C compiler, `aarch64-linux-gnu-gcc` on the
+/// `PATH` (`scripts/install-deps.sh` step h installs it), or `None`
+/// ([`skip_or_fail`]).
+pub fn aarch64_c_compiler() -> Option<PathBuf> {
+    let found = on_path(&["aarch64-linux-gnu-gcc"]);
+    if found.is_none() {
+        skip_or_fail(
+            "aarch64-linux-gnu-gcc",
+            "run scripts/install-deps.sh (step h: apt-get install gcc-aarch64-linux-gnu)",
+        );
+    }
+    found
+}
+
+/// The app's library `libkiln_runtime.so` cross-built for aarch64 Linux
+/// (dynamic, glibc, stripped) by `scripts/install-deps.sh` step h:
+/// `kiln::cache_dir()/kiln-runtime-aarch64/lib/libkiln_runtime.so`, or
+/// `None` ([`skip_or_fail`]).
+pub fn aarch64_kiln_runtime_library() -> Option<PathBuf> {
+    let p = kiln::cache_dir().join("kiln-runtime-aarch64/lib/libkiln_runtime.so");
+    if p.is_file() {
+        Some(p)
+    } else {
+        skip_or_fail(
+            &format!("libkiln_runtime.so for aarch64 ({})", p.display()),
+            "run scripts/install-deps.sh (step h)",
+        );
+        None
+    }
+}
+
+/// qemu for dynamically linked aarch64 Linux programs: the emulator and
+/// the folder given to its `-L`, if any.
+pub struct QemuAarch64 {
+    /// `qemu-aarch64-static` (or `qemu-aarch64`; `KILN_QEMU_AARCH64`).
+    pub qemu: PathBuf,
+    /// `-L`: `None` when the arm64 glibc is installed multiarch-style
+    /// (`/lib/ld-linux-aarch64.so.1`, Debian's `libc6:arm64`), else
+    /// `/usr/aarch64-linux-gnu` (Debian's cross libc). Not both: the
+    /// cross loader of `-L /usr/aarch64-linux-gnu` reads the host's
+    /// `/etc/ld.so.cache` and loads the multiarch `libc.so.6`, another
+    /// glibc build than itself, and the program then spins forever in
+    /// `pthread_create` (seen with libc6-arm64-cross 2.36-8cross1 against
+    /// libc6:arm64 2.36-9+deb12u14).
+    pub ld_prefix: Option<PathBuf>,
+}
+
+/// The [`QemuAarch64`] `tc` found (its `qemu_aarch64`) with an aarch64
+/// glibc, multiarch or Debian's cross one (`scripts/install-deps.sh`
+/// installs them), or `None` ([`skip_or_fail`]).
+pub fn qemu_aarch64(tc: &Toolchain) -> Option<QemuAarch64> {
+    let cross = PathBuf::from("/usr/aarch64-linux-gnu");
+    let ld_prefix = if Path::new("/lib/ld-linux-aarch64.so.1").exists() {
+        Some(None)
+    } else if ["lib/ld-linux-aarch64.so.1", "lib/libc.so.6"]
+        .iter()
+        .all(|f| cross.join(f).is_file())
+    {
+        Some(Some(cross))
+    } else {
+        None
+    };
+    let found = tc
+        .qemu_aarch64
+        .clone()
+        .zip(ld_prefix)
+        .map(|(qemu, ld_prefix)| QemuAarch64 { qemu, ld_prefix });
+    if found.is_none() {
+        skip_or_fail(
+            "qemu-aarch64-static / an aarch64 glibc (libc6:arm64 or libc6-arm64-cross)",
+            "run scripts/install-deps.sh",
+        );
+    }
+    found
 }
