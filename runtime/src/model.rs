@@ -122,6 +122,7 @@ impl Model {
             host_abi()
         };
         let entry = package.module_for(abi)?;
+        package.check_sha256(&entry.path)?;
         let session = open_session(&package, entry, device, worker_groups)?;
         let runner = match &m.kv {
             Some(kv) => {

@@ -193,8 +193,9 @@ pub fn host_abi() -> &'static str {
 impl Package {
     /// Opens the package in `dir`: its one `NAME.manifest.json`, parsed,
     /// every file name in it plain, every file it lists present with its
-    /// recorded size (the sha256 is `kiln verify`'s to check: hashing a
-    /// gigabyte archive at every start would cost seconds).
+    /// recorded size (the archive's sha256 is `kiln verify`'s to check:
+    /// hashing a gigabyte at every start would cost seconds; the module a
+    /// model loads is checked by [`Package::check_sha256`]).
     pub fn open(dir: &Path) -> Result<Package, PackageError> {
         let folder = |message: String| PackageError::Folder {
             dir: dir.to_path_buf(),
@@ -297,6 +298,38 @@ impl Package {
                     });
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Checks the file `name` against the sha256 `files` records for it
+    /// (what `open` does for the module it loads: a module is megabytes,
+    /// and IREE loads a damaged one without a word).
+    pub fn check_sha256(&self, name: &str) -> Result<(), PackageError> {
+        use sha2::Digest;
+        let path = self.dir.join(name);
+        let Some(rec) = self.manifest.files.iter().find(|f| f.path == name) else {
+            return Err(PackageError::File {
+                path,
+                message: "not in the manifest's files".into(),
+            });
+        };
+        let bytes = std::fs::read(&path).map_err(|e| PackageError::File {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let got: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if got != rec.sha256 {
+            return Err(PackageError::File {
+                path,
+                message: format!(
+                    "sha256 {got}, but the manifest records {} (a damaged copy)",
+                    rec.sha256
+                ),
+            });
         }
         Ok(())
     }

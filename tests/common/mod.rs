@@ -1018,7 +1018,38 @@ pub fn kiln_runtime_library() -> Option<PathBuf> {
             }
         }
     }
-    let newest = found.into_iter().max_by_key(|(t, _)| *t).map(|(_, p)| p);
+    let newest = found.into_iter().max_by_key(|(t, _)| *t);
+    // `cargo test` builds the runtime crate as an rlib only: a library
+    // older than the crate's sources is a stale build, whose answers
+    // would be the old code's.
+    if let Some((built, lib)) = &newest {
+        let rt = root().join("runtime");
+        let mut sources = vec![rt.join("Cargo.toml"), rt.join("build.rs")];
+        let mut dirs = vec![rt.join("src")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else {
+                    sources.push(p);
+                }
+            }
+        }
+        let newer = sources.iter().find(|p| {
+            std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > *built)
+        });
+        if let Some(p) = newer {
+            panic!(
+                "{} is older than {}: a stale build; run `cargo build --release -p kiln-runtime --lib` first (scripts/test.sh does)",
+                lib.display(),
+                p.display()
+            );
+        }
+    }
+    let newest = newest.map(|(_, p)| p);
     if newest.is_none() {
         skip_or_fail(
             &format!(
