@@ -82,6 +82,11 @@ impl Chat {
         }
     }
 
+    /// The chat template the turns are rendered with.
+    pub fn template(&self) -> &ChatTemplate {
+        &self.template
+    }
+
     /// The messages so far, as (role, content).
     pub fn messages(&self) -> &[(String, String)] {
         &self.messages

@@ -223,17 +223,37 @@ impl Model {
         max_new_tokens: usize,
         chat: bool,
     ) -> Result<String, ModelError> {
+        // Taken out for the call, so the loop can borrow the model mutably
+        // and the tokenizer at once (no copy of its vocabulary per call).
         let tokenizer = self
             .tokenizer
-            .as_ref()
+            .take()
             .ok_or_else(|| ModelError::NoTokenizer {
                 path: self.package.dir.clone(),
             })?;
+        let text = self.generate_text(&tokenizer, prompt, max_new_tokens, chat);
+        self.tokenizer = Some(tokenizer);
+        text
+    }
+
+    /// [`Model::generate`] with the model's `tokenizer`.
+    fn generate_text(
+        &mut self,
+        tokenizer: &Tokenizer,
+        prompt: &str,
+        max_new_tokens: usize,
+        chat: bool,
+    ) -> Result<String, ModelError> {
         let text = if chat {
-            let template = tokenizer.template()?.ok_or_else(|| ModelError::NoChat {
-                path: self.package.dir.clone(),
-                what: "the tokenizer has no chat template",
-            })?;
+            // The template `open` compiled (the chat's).
+            let template =
+                self.chat
+                    .as_ref()
+                    .map(Chat::template)
+                    .ok_or_else(|| ModelError::NoChat {
+                        path: self.package.dir.clone(),
+                        what: "the tokenizer has no chat template",
+                    })?;
             template.render(&[("user", prompt)], true)?
         } else {
             prompt.to_string()
@@ -243,12 +263,11 @@ impl Model {
             .into_iter()
             .map(|x| x as i32)
             .collect();
-        let tokenizer = tokenizer.clone();
         let mut decoder = StreamDecoder::new();
         let mut out = String::new();
         let mut err = None;
         self.generate_ids_with(&ids, max_new_tokens, |id| {
-            match decoder.push(&tokenizer, id as u32) {
+            match decoder.push(tokenizer, id as u32) {
                 Ok(s) => {
                     out.push_str(&s);
                     true
@@ -262,7 +281,7 @@ impl Model {
         if let Some(e) = err {
             return Err(e.into());
         }
-        out.push_str(&decoder.finish(&tokenizer)?);
+        out.push_str(&decoder.finish(tokenizer)?);
         Ok(out)
     }
 
