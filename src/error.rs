@@ -74,10 +74,6 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A command-line argument or option value is invalid (raised by the
-    /// `kiln` binary, never by the library).
-    #[error("{0}")]
-    Usage(String),
 }
 
 /// `Result` with kiln's [`Error`].

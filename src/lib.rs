@@ -84,7 +84,7 @@
 //! - `README.md`: installing kiln and the IREE toolchain, and a
 //!   five-minute path to generated text; `docs/cli.md`: the `kiln` command
 //!   line (`kiln --help`), which is built on this API and is not part of it
-//!   (`src/cli/`, one file per verb).
+//!   (the `kiln-cli` crate in `cli/`, one file per verb).
 //! - `spec/`: the formats kiln reads, writes and emits (StableHLO subset,
 //!   irpa, safetensors, gguf, the KV-cache pair, IREE flags, Vulkan limits).
 

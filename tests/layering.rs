@@ -1,10 +1,14 @@
-//! The house's layering, checked: reads every src/**/*.rs, finds each
-//! file's imports of the crate's own modules (`use` declarations and inline
-//! `crate::`/`super::` paths; comments, doc comments, string literals and
-//! `#[cfg(test)]` items skipped) and fails, naming the file, the line and the
-//! import, when a lower layer imports a higher one or when the files of a
-//! folder import each other in a circle. docs/architecture.md draws the same
-//! table.
+//! The house's layering, checked, where the workspace's crates cannot
+//! check it themselves. Cargo already keeps the crates apart: `kiln-runtime`
+//! (runtime/) depends on no other kiln crate, the library (src/) cannot
+//! reach the command line (cli/), and the command line sees only the
+//! library's public API. Inside each crate this test reads every .rs file,
+//! finds its imports of the crate's own modules (`use` declarations and
+//! inline `crate::`/`super::` paths; comments, doc comments, string
+//! literals and `#[cfg(test)]` items skipped) and fails, naming the file,
+//! the line and the import, when a lower floor imports a higher one or
+//! when the files of a folder import each other in a circle.
+//! docs/architecture.md draws the same floors.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -28,13 +32,57 @@ const LAYERS: &[&[&str]] = &[
     &["error"],
 ];
 
-/// A Rust source file of one of the two crates (the library, rooted at
-/// src/lib.rs, and the `kiln` binary, rooted at src/main.rs).
+/// `kiln-runtime`'s top-level modules, ground floor first, by the same
+/// rule (docs/architecture.md, "The runtime crate's floors").
+const RUNTIME_LAYERS: &[&[&str]] = &[
+    &["ffi", "names", "tokenizer", "types"],
+    &["iree", "package", "step"],
+    &["generate", "kv"],
+    &["chat", "serve", "steps"],
+    &["model"],
+    &["capi"],
+    &["jni"],
+];
+
+/// One crate of the workspace, as this test reads it.
+struct Crate {
+    /// Its source folder under the repository root.
+    dir: &'static str,
+    /// Its root file in `dir` (the module path `[]`).
+    root: &'static str,
+    /// Its floors; empty for a crate with no floors (the command line,
+    /// one file per verb: only the no-circle rule).
+    layers: &'static [&'static [&'static str]],
+    /// Folders of `dir` that are other crates' roots (runtime/src/bin).
+    skip: &'static [&'static str],
+}
+
+/// The workspace's crates.
+const CRATES: &[Crate] = &[
+    Crate {
+        dir: "src",
+        root: "lib.rs",
+        layers: LAYERS,
+        skip: &[],
+    },
+    Crate {
+        dir: "runtime/src",
+        root: "lib.rs",
+        layers: RUNTIME_LAYERS,
+        skip: &["bin"],
+    },
+    Crate {
+        dir: "cli/src",
+        root: "main.rs",
+        layers: &[],
+        skip: &[],
+    },
+];
+
+/// A Rust source file of one crate.
 struct Source {
     /// The path under the repository root, for messages.
     rel: String,
-    /// True for the binary's files (src/main.rs and the modules it declares).
-    bin: bool,
     /// The module path (`["models", "config"]`; empty for a crate root).
     module: Vec<String>,
     /// Imports of this crate's modules: the resolved path, the line, and
@@ -327,7 +375,7 @@ fn absolute(
 }
 
 /// Parses one source file, `rel` (for messages) at `module`.
-fn parse_source(rel: String, text: &str, bin: bool, module: Vec<String>) -> Source {
+fn parse_source(rel: String, text: &str, module: Vec<String>) -> Source {
     let toks = without_tests(tokens(&strip(text)));
     let text_at = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
     let children: BTreeSet<String> = (0..toks.len())
@@ -336,7 +384,6 @@ fn parse_source(rel: String, text: &str, bin: bool, module: Vec<String>) -> Sour
         .collect();
     let mut src = Source {
         rel,
-        bin,
         module,
         imports: Vec::new(),
         names: BTreeMap::new(),
@@ -396,36 +443,33 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// The sources of both crates.
-fn sources() -> Vec<Source> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = root.join("src");
-    let main = std::fs::read_to_string(src.join("main.rs")).unwrap();
-    let main_toks = tokens(&strip(&main));
-    let bin_mods: BTreeSet<String> = main_toks
-        .windows(3)
-        .filter(|w| w[0].text == "mod" && w[2].text == ";")
-        .map(|w| w[1].text.clone())
-        .collect();
+/// The sources of crate `c`.
+fn sources(c: &Crate) -> Vec<Source> {
+    let root = crate::common::root();
+    let src = root.join(c.dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files
         .iter()
+        .filter(|f| {
+            let rel = f.strip_prefix(&src).unwrap();
+            !c.skip.iter().any(|s| rel.starts_with(s))
+        })
         .map(|f| {
-            let rel = f.strip_prefix(&src).unwrap().with_extension("");
-            let mut module: Vec<String> = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect();
+            let rel = f.strip_prefix(&src).unwrap();
+            let mut module: Vec<String> = if rel == Path::new(c.root) {
+                Vec::new()
+            } else {
+                rel.with_extension("")
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect()
+            };
             if module.last().is_some_and(|s| s == "mod") {
                 module.pop();
             }
-            let bin = module == ["main"] || module.first().is_some_and(|m| bin_mods.contains(m));
-            if module == ["main"] || module == ["lib"] {
-                module.clear();
-            }
-            let rel = f.strip_prefix(root).unwrap().display().to_string();
-            parse_source(rel, &std::fs::read_to_string(f).unwrap(), bin, module)
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            parse_source(rel, &std::fs::read_to_string(f).unwrap(), module)
         })
         .collect()
 }
@@ -454,8 +498,8 @@ fn target(path: &[String], modules: &BTreeMap<Vec<String>, &Source>) -> Vec<Stri
     path
 }
 
-fn floor(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|f| f.contains(&module))
+fn floor(layers: &[&[&str]], module: &str) -> Option<usize> {
+    layers.iter().position(|f| f.contains(&module))
 }
 
 /// One import between two modules, for messages.
@@ -512,99 +556,107 @@ fn circles(edges: &[Edge]) -> Vec<Vec<&Edge>> {
 
 #[test]
 fn lower_layers_do_not_import_higher_ones_and_folders_have_no_circles() {
-    let sources = sources();
     let mut problems = Vec::new();
-
-    // The floor table lists exactly the library's top-level modules.
-    let top: BTreeSet<&str> = sources
-        .iter()
-        .filter(|s| !s.bin && s.module.len() == 1)
-        .map(|s| s.module[0].as_str())
-        .collect();
-    for m in &top {
-        if floor(m).is_none() {
-            problems.push(format!(
-                "src/{m}: a top-level module missing from the layer table (tests/layering.rs)"
-            ));
-        }
-    }
-    for m in LAYERS.iter().flat_map(|f| f.iter()) {
-        if !top.contains(m) {
-            problems.push(format!(
-                "the layer table names `{m}`, which is not a module of src/"
-            ));
-        }
-    }
-
-    for bin in [false, true] {
-        let crate_sources: Vec<&Source> = sources.iter().filter(|s| s.bin == bin).collect();
-        let modules: BTreeMap<Vec<String>, &Source> = crate_sources
-            .iter()
-            .map(|s| (s.module.clone(), *s))
-            .collect();
-        // Folder (module path) -> imports between its children.
-        let mut folders: BTreeMap<Vec<String>, Vec<Edge>> = BTreeMap::new();
-        for s in &crate_sources {
-            for (path, line, written) in &s.imports {
-                let to = target(path, &modules);
-                let at = format!("{}:{line} imports `{written}`", s.rel);
-                let (from, to) = (&s.module, &to);
-                if !bin && !from.is_empty() && !to.is_empty() && from[0] != to[0] {
-                    let (a, b) = (from[0].as_str(), to[0].as_str());
-                    if let (Some(fa), Some(fb)) = (floor(a), floor(b)) {
-                        if fb >= fa {
-                            let how = if fb == fa {
-                                "its own floor"
-                            } else {
-                                "a higher floor"
-                            };
-                            problems.push(format!(
-                                "{at}: `{a}` (floor {fa}) imports `{b}` (floor {fb}, {how})"
-                            ));
-                        }
-                    }
-                }
-                // The children of each folder both paths are under (a
-                // folder's mod.rs may use its children: it is their facade).
-                let common = from.iter().zip(to).take_while(|(x, y)| x == y).count();
-                if common < from.len() && common < to.len() {
-                    let folder = from[..common].to_vec();
-                    folders.entry(folder).or_default().push(Edge {
-                        from: from[common].clone(),
-                        to: to[common].clone(),
-                        at: at.clone(),
-                    });
-                }
-            }
-        }
-        for (folder, edges) in &folders {
-            for circle in circles(edges) {
-                let name = if folder.is_empty() {
-                    format!("src/ ({})", if bin { "binary" } else { "library" })
-                } else {
-                    format!("src/{}/", folder.join("/"))
-                };
-                let mut lines = vec![format!("a circle among the modules of {name}:")];
-                let mut pairs: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
-                for e in circle {
-                    pairs.entry((&e.from, &e.to)).or_default().push(&e.at);
-                }
-                for ((from, to), sites) in pairs {
-                    let more = match sites.len() - 1 {
-                        0 => String::new(),
-                        n => format!(" (and {n} more)"),
-                    };
-                    lines.push(format!("  {from} -> {to}: {}{more}", sites[0]));
-                }
-                problems.push(lines.join("\n"));
-            }
-        }
+    for c in CRATES {
+        problems.extend(crate_problems(c));
     }
     assert!(
         problems.is_empty(),
         "layering (tests/layering.rs, docs/architecture.md):\n{}",
         problems.join("\n")
     );
+}
+
+/// What breaks the floors or makes a circle in crate `c`.
+fn crate_problems(c: &Crate) -> Vec<String> {
+    let sources = sources(c);
+    let dir = c.dir;
+    let mut problems = Vec::new();
+    let floor = |m: &str| floor(c.layers, m);
+
+    // The floor table lists exactly the crate's top-level modules.
+    if !c.layers.is_empty() {
+        let top: BTreeSet<&str> = sources
+            .iter()
+            .filter(|s| s.module.len() == 1)
+            .map(|s| s.module[0].as_str())
+            .collect();
+        for m in &top {
+            if floor(m).is_none() {
+                problems.push(format!(
+                    "{dir}/{m}: a top-level module missing from the layer table (tests/layering.rs)"
+                ));
+            }
+        }
+        for m in c.layers.iter().flat_map(|f| f.iter()) {
+            if !top.contains(m) {
+                problems.push(format!(
+                    "the layer table names `{m}`, which is not a module of {dir}/"
+                ));
+            }
+        }
+    }
+
+    let modules: BTreeMap<Vec<String>, &Source> =
+        sources.iter().map(|s| (s.module.clone(), s)).collect();
+    // Folder (module path) -> imports between its children.
+    let mut folders: BTreeMap<Vec<String>, Vec<Edge>> = BTreeMap::new();
+    for s in &sources {
+        for (path, line, written) in &s.imports {
+            let to = target(path, &modules);
+            let at = format!("{}:{line} imports `{written}`", s.rel);
+            let (from, to) = (&s.module, &to);
+            if !from.is_empty() && !to.is_empty() && from[0] != to[0] {
+                let (a, b) = (from[0].as_str(), to[0].as_str());
+                if let (Some(fa), Some(fb)) = (floor(a), floor(b)) {
+                    if fb >= fa {
+                        let how = if fb == fa {
+                            "its own floor"
+                        } else {
+                            "a higher floor"
+                        };
+                        problems.push(format!(
+                            "{at}: `{a}` (floor {fa}) imports `{b}` (floor {fb}, {how})"
+                        ));
+                    }
+                }
+            }
+            // The children of each folder both paths are under (a
+            // folder's mod.rs may use its children: it is their facade).
+            let common = from.iter().zip(to).take_while(|(x, y)| x == y).count();
+            if common < from.len() && common < to.len() {
+                let folder = from[..common].to_vec();
+                folders.entry(folder).or_default().push(Edge {
+                    from: from[common].clone(),
+                    to: to[common].clone(),
+                    at: at.clone(),
+                });
+            }
+        }
+    }
+    for (folder, edges) in &folders {
+        for circle in circles(edges) {
+            let name = if folder.is_empty() {
+                format!("{dir}/")
+            } else {
+                format!("{dir}/{}/", folder.join("/"))
+            };
+            let mut lines = vec![format!("a circle among the modules of {name}:")];
+            let mut pairs: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+            for e in circle {
+                pairs.entry((&e.from, &e.to)).or_default().push(&e.at);
+            }
+            for ((from, to), sites) in pairs {
+                let more = match sites.len() - 1 {
+                    0 => String::new(),
+                    n => format!(" (and {n} more)"),
+                };
+                lines.push(format!("  {from} -> {to}: {}{more}", sites[0]));
+            }
+            problems.push(lines.join("\n"));
+        }
+    }
+    problems
 }
 
 #[test]
@@ -626,7 +678,7 @@ mod tests {
 }
 "##;
     let module = vec!["stablehlo".to_string(), "parser".to_string()];
-    let src = parse_source("x.rs".into(), text, false, module);
+    let src = parse_source("x.rs".into(), text, module);
     let found: Vec<(String, usize)> = src
         .imports
         .iter()
@@ -646,33 +698,54 @@ mod tests {
     assert_eq!(src.names["G"], ["stablehlo", "Global"]);
 }
 
+/// The floors docs/architecture.md draws in `section` (the text before
+/// its first `## ` heading when `None`): rows `| N | `a`, `b` | holds |`.
+fn drawn_floors(text: &str, section: Option<&str>) -> Vec<Vec<String>> {
+    let mut inside = section.is_none();
+    let mut rows = Vec::new();
+    for l in text.lines() {
+        if let Some(h) = l.strip_prefix("## ") {
+            inside = section == Some(h.trim());
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+        let Some(floor) = cells.get(1).and_then(|c| c.parse::<usize>().ok()) else {
+            continue;
+        };
+        assert_eq!(
+            floor,
+            rows.len(),
+            "docs/architecture.md: floor {floor} out of order"
+        );
+        let names = cells[2]
+            .split(',')
+            .map(|n| n.trim().trim_matches('`').to_string());
+        rows.push(names.collect());
+    }
+    rows
+}
+
 #[test]
 fn architecture_doc_draws_the_same_floors() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
+    let path = crate::common::root().join("docs/architecture.md");
     let text = std::fs::read_to_string(&path).unwrap();
-    // Rows `| N | `a`, `b` | what it holds |`, in order.
-    let drawn: Vec<Vec<String>> = text
-        .lines()
-        .filter_map(|l| {
-            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
-            let floor = cells.get(1)?.parse::<usize>().ok()?;
-            let names = cells[2]
-                .split(',')
-                .map(|n| n.trim().trim_matches('`').to_string());
-            Some((floor, names.collect()))
-        })
-        .enumerate()
-        .map(|(i, (floor, names))| {
-            assert_eq!(floor, i, "docs/architecture.md: floor {floor} out of order");
-            names
-        })
-        .collect();
-    let table: Vec<Vec<String>> = LAYERS
-        .iter()
-        .map(|f| f.iter().map(|m| m.to_string()).collect())
-        .collect();
+    let table = |layers: &[&[&str]]| -> Vec<Vec<String>> {
+        layers
+            .iter()
+            .map(|f| f.iter().map(|m| m.to_string()).collect())
+            .collect()
+    };
     assert_eq!(
-        drawn, table,
+        drawn_floors(&text, None),
+        table(LAYERS),
         "docs/architecture.md's floors differ from LAYERS in tests/layering.rs"
+    );
+    assert_eq!(
+        drawn_floors(&text, Some("The runtime crate's floors")),
+        table(RUNTIME_LAYERS),
+        "docs/architecture.md's runtime floors differ from RUNTIME_LAYERS in tests/layering.rs"
     );
 }

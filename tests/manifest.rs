@@ -5,13 +5,10 @@
 use kiln::export::{export, ExportOptions};
 use kiln::manifest::{AssetsManifest, ExportManifest, RunManifest};
 use kiln::models::Checkpoint;
-use std::path::PathBuf;
 
 /// `docs/schema/NAME`; with `KILN_BLESS=1` the file is rewritten first.
 fn check_schema(name: &str, generated: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("docs/schema")
-        .join(name);
+    let path = crate::common::root().join("docs/schema").join(name);
     if std::env::var_os("KILN_BLESS").is_some() {
         std::fs::write(&path, generated).unwrap();
     }

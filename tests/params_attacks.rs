@@ -10,7 +10,7 @@ use kiln::params::{ParamSource, ParamsError};
 use std::path::{Path, PathBuf};
 
 fn attacks() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/attacks")
+    crate::common::root().join("tests/attacks")
 }
 
 fn expected() -> Vec<(String, String, Option<String>)> {
@@ -140,7 +140,7 @@ fn mutate_all(name: &str, good: &[u8], open: &dyn Fn(Vec<u8>) -> bool) {
 
 #[test]
 fn thousands_of_mutations_never_panic() {
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/params");
+    let fx = crate::common::root().join("tests/fixtures/params");
     let g = std::fs::read(fx.join("gguf/q4_k.gguf")).unwrap();
     mutate_all("gguf", &g, &|b| {
         GgufFile::from_bytes("m.gguf", b)

@@ -7,16 +7,14 @@ use kiln::params::DType;
 use std::path::{Path, PathBuf};
 
 fn fx(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::common::root()
         .join("tests/fixtures/params")
         .join(rel)
 }
 
 /// A path under tests/fixtures.
 fn common_fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel)
+    crate::common::root().join("tests/fixtures").join(rel)
 }
 
 fn s(p: &Path) -> &str {

@@ -4,10 +4,10 @@
 use kiln::params::gguf::{GgufFile, GgufValue};
 use kiln::params::GgmlType;
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/params/gguf")
+    crate::common::root().join("tests/fixtures/params/gguf")
 }
 
 fn sha_f32(v: &[f32]) -> String {

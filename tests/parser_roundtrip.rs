@@ -97,7 +97,7 @@ fn repository_modules() -> Vec<(String, String)> {
             }
         }
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::common::root();
     let mut out = Vec::new();
     walk(&root.join("snapshots"), &mut out);
     walk(&root.join("tests/fixtures"), &mut out);

@@ -73,7 +73,7 @@ fn gguf_vocab(g: &GgufTokenizer, pre: &str) -> GgufVocab {
 }
 
 fn fixture() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer/cases.json");
+    let path = crate::common::root().join("tests/fixtures/tokenizer/cases.json");
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
@@ -317,8 +317,7 @@ fn long_text_round_trips() {
 /// `ids` from transformers' GGUF loader (plain ByteLevel), `ids_llama_cpp`
 /// with the `smollm` digit split.
 fn fixtures_branch_cases() -> Value {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smollm2/tokenizer_cases.json");
+    let path = crate::common::root().join("tests/fixtures/smollm2/tokenizer_cases.json");
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 

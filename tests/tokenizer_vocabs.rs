@@ -15,7 +15,7 @@ use kiln::tokenizer::{StreamDecoder, Tokenizer};
 use std::path::PathBuf;
 
 fn vocab(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    crate::common::root()
         .join("tests/fixtures/tokenizer/llama.cpp")
         .join(name)
 }

@@ -240,7 +240,7 @@ fn rebuild_reproduces_the_package_byte_for_byte() {
 #[test]
 fn package_attacks_are_named() {
     let Some(f) = fixture() else { return };
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/attacks/packages/cases.json");
+    let corpus = crate::common::root().join("tests/attacks/packages/cases.json");
     let cases: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&corpus).expect("read corpus")).expect("JSON");
     let cases = cases.as_object().expect("an object");

@@ -6,7 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 # bench_build: builds kiln (release) and sets $kiln to its absolute path.
 bench_build() {
-  cargo build --release -q --bin kiln
+  cargo build --release -q -p kiln-cli --bin kiln
   kiln="$PWD/target/release/kiln"
 }
 

@@ -382,7 +382,7 @@ serde_as_text!(Target, schemars::json_schema!({ "type": "string" }));
 
 /// A runtime HAL device for `iree-run-module --device=` (and the
 /// `--device` value of `kiln run`, `generate` and `chat`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Device {
     /// Multi-threaded CPU (the phone's default).
     #[default]
@@ -400,6 +400,9 @@ impl std::fmt::Display for Device {
 }
 
 impl Device {
+    /// Every device, in the order `--help` lists them.
+    pub const ALL: [Device; 3] = [Device::LocalTask, Device::LocalSync, Device::Vulkan];
+
     /// Parses `local-task`, `local-sync` or `vulkan`.
     pub fn parse(s: &str) -> Result<Device, IreeError> {
         match s {
@@ -434,8 +437,7 @@ impl std::str::FromStr for Device {
 
 // `local-task`, `local-sync` or `vulkan`.
 serde_as_text!(Device, {
-    let all = <Device as clap::ValueEnum>::value_variants();
-    let names: Vec<&str> = all.iter().map(|d| d.name()).collect();
+    let names: Vec<&str> = Device::ALL.iter().map(|d| d.name()).collect();
     schemars::json_schema!({ "type": "string", "enum": names })
 });
 

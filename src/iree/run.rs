@@ -271,16 +271,14 @@ impl HostTensor {
 
 /// An architecture to emulate when running (with qemu-user; the
 /// `--emulate` value of `kiln run` and `generate`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Emulation {
     /// Run the aarch64 iree-run-module under `qemu-aarch64-static` (or,
     /// for a whole generation, kiln's runtime program built for aarch64).
-    #[value(alias = "aarch64")]
     Arm64,
     /// Run an armv7 iree-run-module (built from IREE's sources by
     /// `scripts/install-deps.sh`) under `qemu-arm-static` (or, for a whole
     /// generation, kiln's runtime program built for armv7), on local-sync.
-    #[value(alias = "armv7")]
     Arm32,
 }
 

@@ -129,9 +129,12 @@ pub fn arm64_emulation(tc: &Toolchain) -> bool {
     )
 }
 
-/// The repository root.
+/// The repository root (the suite belongs to the binary's crate, cli/).
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
+    cli.parent()
+        .expect("cli/ is in the repository")
+        .to_path_buf()
 }
 
 /// A fixture path under tests/fixtures.

@@ -1,5 +1,6 @@
 //! `kiln run`: run a compiled module on token ids, print the predicted ids.
 
+use crate::error::Error;
 use kiln::export::{Artifact, Layout};
 use kiln::iree::{
     run_module, Device, Emulation, HostTensor, IreeError, RunOptions, SessionSpec, TensorData,
@@ -7,7 +8,6 @@ use kiln::iree::{
 };
 use kiln::manifest::RunManifest;
 use kiln::step::SignatureError;
-use kiln::Error;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln run`.
@@ -29,14 +29,14 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub function: Option<String>,
     /// Runtime device.
-    #[arg(long, value_enum, default_value_t = Device::LocalTask, value_name = "DEVICE")]
+    #[arg(long, value_parser = crate::values::device(), default_value_t = Device::LocalTask, value_name = "DEVICE")]
     pub device: Device,
     /// Fix the number of local-task worker groups (default: IREE's detection).
     #[arg(long, value_name = "N", env = "KILN_TASK_GROUPS")]
     pub task_groups: Option<usize>,
     /// Run the runtime under qemu: `arm64` for arm64 modules, `arm32`
     /// (armv7) for arm32 modules.
-    #[arg(long, value_enum, value_name = "ARCH")]
+    #[arg(long, value_parser = crate::values::emulation(), value_name = "ARCH")]
     pub emulate: Option<Emulation>,
     /// Parameter scope (default: `scope` in NAME.json, else `model`).
     #[arg(long, value_name = "SCOPE")]
@@ -51,7 +51,7 @@ pub struct Args {
 
 /// Parses `1,2,3` (spaces allowed) into token ids; an empty item between
 /// commas (`1,,2`, a trailing `,`) is an error.
-pub fn parse_tokens(s: &str) -> kiln::Result<Vec<i32>> {
+pub fn parse_tokens(s: &str) -> crate::error::Result<Vec<i32>> {
     if s.contains(',') && s.split(',').any(|t| t.trim().is_empty()) {
         return Err(Error::Usage(format!(
             "--tokens: {s:?} has an empty item between commas"
@@ -71,7 +71,7 @@ pub fn parse_tokens(s: &str) -> kiln::Result<Vec<i32>> {
                     ))
                 })
         })
-        .collect::<kiln::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     if ids.is_empty() {
         return Err(Error::Usage("--tokens: no token ids given".into()));
     }
@@ -81,7 +81,7 @@ pub fn parse_tokens(s: &str) -> kiln::Result<Vec<i32>> {
 /// Refuses ids past the vocabulary of the export manifest beside the
 /// module (`kiln::generate::check_ids`); a hand-written manifest of run
 /// defaults records no vocabulary.
-pub fn check_vocab(manifest: &RunManifest, ids: &[i32]) -> kiln::Result<()> {
+pub fn check_vocab(manifest: &RunManifest, ids: &[i32]) -> crate::error::Result<()> {
     match manifest.vocab_size() {
         Some(n) => Ok(kiln::generate::check_ids(ids, n)?),
         None => Ok(()),
@@ -124,7 +124,7 @@ pub fn resolve(
     function: Option<String>,
     scope: Option<String>,
     params: Option<PathBuf>,
-) -> kiln::Result<Resolved> {
+) -> crate::error::Result<Resolved> {
     if !module.is_file() {
         return Err(Error::io(
             module,
@@ -174,7 +174,7 @@ pub fn resolve(
 
 /// The parameter file when no `--params` is given: the manifest's
 /// `irpa`, else `NAME.irpa`, in the export's folder; it must exist.
-fn default_params(export: &Layout, irpa: Option<&str>) -> kiln::Result<PathBuf> {
+fn default_params(export: &Layout, irpa: Option<&str>) -> crate::error::Result<PathBuf> {
     let cand = match irpa {
         Some(f) => export.dir().join(f),
         None => export.path(Artifact::Irpa),
@@ -189,7 +189,7 @@ fn default_params(export: &Layout, irpa: Option<&str>) -> kiln::Result<PathBuf> 
 }
 
 /// Runs `kiln run`.
-pub fn run(args: Args) -> kiln::Result<i32> {
+pub fn run(args: Args) -> crate::error::Result<i32> {
     if args.json {
         super::set_quiet();
     }
@@ -270,7 +270,7 @@ fn run_in_process(
     opts: &RunOptions,
     ids: &[i32],
     seq: usize,
-) -> kiln::Result<Vec<HostTensor>> {
+) -> crate::error::Result<Vec<HostTensor>> {
     let (scope, params) = opts.params.first().cloned().unwrap_or_default();
     let spec = SessionSpec::new(module, params)
         .scope(scope)
@@ -303,7 +303,11 @@ fn run_in_process(
 }
 
 /// The ids `module` predicted: its one result, a `tensor<SEQxi32>`.
-fn predicted_ids<'o>(module: &Path, outs: &'o [HostTensor], seq: usize) -> kiln::Result<&'o [i32]> {
+fn predicted_ids<'o>(
+    module: &Path,
+    outs: &'o [HostTensor],
+    seq: usize,
+) -> crate::error::Result<&'o [i32]> {
     let out = match outs {
         [one] => one,
         _ => {

@@ -30,7 +30,7 @@ pub struct Args {
 }
 
 /// Runs `kiln verify`: 0 when every check passed, 1 when one did not.
-pub fn run(args: Args) -> kiln::Result<i32> {
+pub fn run(args: Args) -> crate::error::Result<i32> {
     if args.json {
         super::set_quiet();
     }

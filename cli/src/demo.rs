@@ -5,11 +5,11 @@
 //! run by `iree-run-module`, and checked against committed expected ids and
 //! against kiln's own interpreter reading the same files.
 
+use crate::error::Result;
 use kiln::export::{export, ExportOptions, ExportReport};
 use kiln::graph::DType;
 use kiln::iree::{run_module, HostTensor, RunOptions, Target, Toolchain};
 use kiln::models::{Checkpoint, DecoderConfig, Family, RopeScaling};
-use kiln::Result;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ pub struct Args {
 }
 
 /// Runs `kiln demo`: exit 0 on PASS, 1 on FAIL.
-pub fn run(a: Args) -> kiln::Result<i32> {
+pub fn run(a: Args) -> crate::error::Result<i32> {
     let t = std::time::Instant::now();
     let pass = run_in(&a.out)?;
     let verdict = if pass { "PASS" } else { "FAIL" };

@@ -1,10 +1,10 @@
 //! `kiln interp`: runs an exported StableHLO module with kiln's own
 //! interpreter and prints the predicted ids exactly as `kiln run` does.
 
+use crate::error::{Error, Result};
 use kiln::graph::DType;
 use kiln::interp::{self, ParamSource, Tensor};
 use kiln::step::SignatureError;
-use kiln::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln interp`.

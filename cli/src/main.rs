@@ -1,14 +1,17 @@
-//! The `kiln` command line: one file per verb, each with a clap `Args`
-//! struct and a `run` function returning the process exit code.
+//! The `kiln` binary: the command line over the kiln library, one file per
+//! verb, each with a clap `Args` struct and a `run` function returning the
+//! process exit code. What only the command line needs lives here: the
+//! clap parsers, usage errors ([`Error::Usage`]) and indicatif's bars.
 //!
 //! Exit codes: 0 success, 1 a check failed (e.g. `demo` printed FAIL,
 //! `params diff` found differences), 2 bad input (a flag, a file, a
 //! checkpoint, a module; the error is printed on one line), 3 an external
-//! tool failed or is missing ([`kiln::Error::exit_code`]).
+//! tool failed or is missing ([`error::Error::exit_code`]).
 
 pub mod chat;
 pub mod compile;
 pub mod demo;
+pub mod error;
 pub mod export;
 pub mod gen_common;
 pub mod generate;
@@ -20,6 +23,7 @@ pub mod progress;
 pub mod run;
 pub mod stop;
 pub mod toolchain;
+pub mod values;
 pub mod verify;
 
 use clap::{Parser, Subcommand};
@@ -51,7 +55,7 @@ pub fn print_json(value: &impl serde::Serialize) {
 #[macro_export]
 macro_rules! status {
     ($($arg:tt)*) => {
-        if !$crate::cli::quiet() {
+        if !$crate::quiet() {
             eprintln!($($arg)*);
         }
     };
@@ -108,7 +112,7 @@ pub enum Command {
 }
 
 /// Writes the completion script of `shell` for the whole command line.
-fn completions(shell: clap_complete::Shell) -> kiln::Result<i32> {
+fn completions(shell: clap_complete::Shell) -> crate::error::Result<i32> {
     use clap::CommandFactory;
     clap_complete::generate(shell, &mut Cli::command(), "kiln", &mut std::io::stdout());
     Ok(0)
@@ -129,7 +133,7 @@ fn one_line(rendered: &str) -> String {
 }
 
 /// Parses the process arguments, runs the verb, returns the exit code.
-pub fn main() -> i32 {
+fn run_cli() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -166,8 +170,16 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("kiln: error: {}", hint::render(&e));
+            let line = match &e {
+                error::Error::Kiln(e) => hint::render(e),
+                error::Error::Usage(m) => m.clone(),
+            };
+            eprintln!("kiln: error: {line}");
             e.exit_code()
         }
     }
+}
+
+fn main() {
+    std::process::exit(run_cli());
 }

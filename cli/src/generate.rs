@@ -6,11 +6,11 @@
 use super::gen_common::{chat_template, template_error, SamplingArgs};
 use super::run::{parse_tokens, resolve, Resolved};
 use super::stop::StopStrings;
+use crate::error::{Error, Result};
 use kiln::generate::{Driver, DriverOptions, Generation, Sampler, Stop};
 use kiln::iree::{Device, Emulation};
 use kiln::manifest::KvPair;
 use kiln::tokenizer::{StreamDecoder, Tokenizer};
-use kiln::{Error, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -54,12 +54,12 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub function: Option<String>,
     /// Runtime device.
-    #[arg(long, value_enum, default_value_t = Device::LocalTask)]
+    #[arg(long, value_parser = crate::values::device(), default_value_t = Device::LocalTask)]
     pub device: Device,
     /// Run the module under qemu: `arm64` or `arm32` (the whole
     /// generation in one process of kiln's runtime built for aarch64 or
     /// armv7, else, or with --per-step, one runtime process per step).
-    #[arg(long, value_enum, value_name = "ARCH")]
+    #[arg(long, value_parser = crate::values::emulation(), value_name = "ARCH")]
     pub emulate: Option<Emulation>,
     /// Fix the number of local-task worker groups (default: IREE's detection).
     #[arg(long, value_name = "N", env = "KILN_TASK_GROUPS")]

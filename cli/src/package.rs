@@ -1,7 +1,7 @@
 //! `kiln package`: lay out the files an Android app ships.
 
+use crate::error::Error;
 use kiln::package::{package, PackageOptions, TokenizerChoice};
-use kiln::Error;
 use std::path::PathBuf;
 
 /// Arguments of `kiln package`.
@@ -29,7 +29,7 @@ pub struct Args {
 }
 
 /// Runs `kiln package`: prints every written file on stdout, notes on stderr.
-pub fn run(args: Args) -> kiln::Result<i32> {
+pub fn run(args: Args) -> crate::error::Result<i32> {
     if args.json {
         super::set_quiet();
     }

@@ -31,7 +31,7 @@ pub struct InstallArgs {
 }
 
 /// Runs `kiln toolchain`.
-pub fn run(args: Args) -> kiln::Result<i32> {
+pub fn run(args: Args) -> crate::error::Result<i32> {
     match args.command {
         Some(Cmd::Install(a)) => {
             let tc = Toolchain::install(true)?;
@@ -60,7 +60,7 @@ fn opt(p: &Option<PathBuf>) -> String {
         .unwrap_or_else(|| "(not found)".into())
 }
 
-fn show(tc: &Toolchain) -> kiln::Result<()> {
+fn show(tc: &Toolchain) -> crate::error::Result<()> {
     let (compile_version, runtime_version) = (tc.compiler_version()?, tc.runtime_version());
     let root = tc
         .root

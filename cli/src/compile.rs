@@ -1,9 +1,9 @@
 //! `kiln compile`: run iree-compile for one or more targets.
 
+use crate::error::Error;
 use kiln::export::Layout;
 use kiln::iree::{Target, Toolchain};
 use kiln::manifest::ExportManifest;
-use kiln::Error;
 use std::path::PathBuf;
 
 /// Arguments of `kiln compile`.
@@ -60,7 +60,7 @@ pub struct Args {
 }
 
 /// Runs `kiln compile`.
-pub fn run(args: Args) -> kiln::Result<i32> {
+pub fn run(args: Args) -> crate::error::Result<i32> {
     if args.json {
         super::set_quiet();
     }

@@ -1,12 +1,12 @@
 //! `kiln export CHECKPOINT --seq N …`: checkpoint → MLIR + safetensors + irpa + manifest.
 
+use crate::error::{Error, Result};
 use kiln::export::{export, ExportOptions, ExportReport, KvCacheOptions};
 use kiln::graph::DType;
 use kiln::manifest::KvPair;
 use kiln::models::Checkpoint;
 use kiln::params::GgmlType;
 use kiln::stablehlo::ConstantPolicy;
-use kiln::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `kiln export`.

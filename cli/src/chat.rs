@@ -6,11 +6,11 @@
 
 use super::gen_common::{chat_template, SamplingArgs};
 use super::run::{resolve, Resolved};
+use crate::error::{Error, Result};
 use kiln::generate::{Conversation, Driver, DriverLoop, DriverOptions, Stop};
 use kiln::iree::Device;
 use kiln::manifest::KvPair;
 use kiln::tokenizer::{StreamDecoder, Tokenizer};
-use kiln::{Error, Result};
 use kiln_runtime::chat::{Chat, ChatError};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -41,7 +41,7 @@ pub struct Args {
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub max_new_tokens: usize,
     /// Runtime device.
-    #[arg(long, value_enum, default_value_t = Device::LocalTask)]
+    #[arg(long, value_parser = crate::values::device(), default_value_t = Device::LocalTask)]
     pub device: Device,
     /// Fix the number of local-task worker groups (default: IREE's detection).
     #[arg(long, value_name = "N", env = "KILN_TASK_GROUPS")]

@@ -1,9 +1,9 @@
 //! What `kiln generate` and `kiln chat` share: the sampling flags and the
 //! chat template they render prompts with.
 
+use crate::error::{Error, Result};
 use kiln::generate::{Sampler, SamplingParams};
 use kiln::tokenizer::{ChatTemplate, Tokenizer};
-use kiln::{Error, Result};
 use std::path::Path;
 
 /// Sampling flags of `kiln generate` and `kiln chat`: applied on the host

@@ -2,13 +2,13 @@
 //! (safetensors, irpa, gguf). The format of an input is chosen by its magic
 //! bytes, never its extension; the output format by the output's extension.
 
+use crate::error::{Error, Result};
 use clap::{Subcommand, ValueEnum};
 use kiln::params::{
     BlockChange, BlockDiff, Conversion, ConvertError, ConvertOptions, DType, Diff, Inspection,
     Outcome, Recognized, StorageKind, TensorDiff,
 };
 use kiln::progress::{Progress, Unit};
-use kiln::{Error, Result};
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
