@@ -270,13 +270,25 @@ if [[ $DO_SHEAR -eq 1 ]]; then
     log "(g) cargo-shear: $SHEAR"
   fi
 fi
+# runtime_stamp RUSTC: what a cross build of kiln-runtime depends on: the
+# runtime crate's files, the locked versions of its own dependencies (not
+# the whole workspace's Cargo.lock: a dependency of the compiler or the
+# command line does not rebuild it; the whole lock's hash when cargo cannot
+# say), and the compiler. Needs $root.
+runtime_stamp() {
+  (cd "$root" && find runtime -type f \( -name '*.rs' -o -name '*.toml' \) -print0 | sort -z |
+     xargs -0 sha256sum
+   deps=$(cargo tree --locked --offline -p kiln-runtime -e normal,build --target all \
+            --prefix none 2>/dev/null | sed 's/ (.*$//' | sort -u) || deps=""
+   if [[ -n "$deps" ]]; then echo "$deps"; else sha256sum Cargo.lock; fi
+   "$1" --version) | sha256sum | cut -d' ' -f1
+}
 # ---- (h) kiln-runtime for aarch64 ------------------------------------------------
 if [[ $DO_CROSS -eq 1 && $DO_APT -eq 1 ]]; then
   apt_install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu rustc-web cargo-web libstd-rust-web-dev:arm64
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   dest="$CACHE/kiln-runtime-aarch64"
-  stamp=$( (cd "$root" && find runtime -type f \( -name '*.rs' -o -name '*.toml' \) -print0 | sort -z |
-            xargs -0 sha256sum; sha256sum Cargo.lock; /usr/bin/rustc --version) | sha256sum | cut -d' ' -f1)
+  stamp=$(runtime_stamp /usr/bin/rustc)
   if [[ -x "$dest/kiln-runtime" && -f "$dest/lib/libkiln_runtime.so" &&
         "$(cat "$dest/.stamp" 2>/dev/null)" == "$stamp" ]]; then
     log "(h) kiln-runtime for aarch64 present: $dest/kiln-runtime"
@@ -426,8 +438,7 @@ WRAP
   fi
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   dest="$CACHE/kiln-runtime-armv7"
-  stamp=$( (cd "$root" && find runtime -type f \( -name '*.rs' -o -name '*.toml' \) -print0 | sort -z |
-            xargs -0 sha256sum; sha256sum Cargo.lock; "$rust/bin/rustc" --version) | sha256sum | cut -d' ' -f1)
+  stamp=$(runtime_stamp "$rust/bin/rustc")
   if [[ -x "$dest/kiln-runtime" && "$(cat "$dest/.stamp" 2>/dev/null)" == "$stamp" ]]; then
     log "(k) kiln-runtime for armv7 present: $dest/kiln-runtime"
   else
