@@ -33,9 +33,10 @@
 #   (k) kiln's runtime program cross-built for armv7 Linux (static,
 #       local-sync only) into $CACHE/kiln-runtime-armv7 (rebuilt when
 #       runtime/ changes); `kiln generate --emulate arm32` runs it under
-#       qemu-arm. Debian 12's armhf Rust std (libstd-rust-web-dev:armhf) is
-#       1.85 while the installed rustc-web is newer, and installing it would
-#       pull armhf packages that clash with the system's, so the matching
+#       qemu-arm. Debian 12's armhf Rust std (libstd-rust-web-dev:armhf) can
+#       lag the installed rustc-web (1.85 against 1.96 for a while), and
+#       installing it would pull armhf packages that clash with the
+#       system's, so the newest armhf std the mirror serves, the matching
 #       rustc-web, its std for amd64 and armhf and its libLLVM are unpacked
 #       (apt-get download + dpkg -x, nothing installed) into a private
 #       sysroot, $CACHE/rust-armv7-VERSION, that cargo-web drives

@@ -457,7 +457,8 @@ fn f16_parameters_compile_for_vulkan_as_i32_pairs() {
 /// "Installing").
 #[test]
 fn install_deps_pins_what_kiln_toolchain_install_pins() {
-    let script = std::fs::read_to_string("scripts/install-deps.sh").unwrap();
+    let script =
+        std::fs::read_to_string(crate::common::root().join("scripts/install-deps.sh")).unwrap();
     for (name, version) in kiln::iree::Toolchain::RUNTIME_PINS {
         let var = name.to_uppercase();
         assert!(

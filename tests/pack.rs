@@ -49,9 +49,10 @@ fn export_into(dir: &Path, ckpt: &str, weights: &str) {
 
 /// [`export_into`] with more `kiln export` arguments.
 fn export_into_with(dir: &Path, ckpt: &str, weights: &str, more: &[&str]) {
+    let ckpt = crate::common::root().join(ckpt);
     let mut args = vec![
         "export",
-        ckpt,
+        s(&ckpt),
         "--seq",
         "8",
         "--out",
