@@ -4,10 +4,11 @@
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 . scripts/cache-dir.sh
 
-# bench_build: builds kiln (release) and sets $kiln to its absolute path.
+# bench_build: builds kiln (release) and sets $kiln to its absolute path
+# (under $CARGO_TARGET_DIR when it is set, else target/).
 bench_build() {
   cargo build --release -q -p kiln-cli --bin kiln
-  kiln="$PWD/target/release/kiln"
+  kiln="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/kiln"
 }
 
 # bench_tool NAME: the path of the IREE tool NAME (iree-benchmark-module,
@@ -100,4 +101,58 @@ medians() {
 import statistics, sys
 rows = [list(map(float, l.split()[1:])) for l in open(sys.argv[1]) if l[:1].isdigit()]
 print(" ".join(str(statistics.median(c)) for c in zip(*rows)))' "$1"
+}
+
+# bench_llama_cpp GGUF: llama.cpp's llama-bench ($llama_bench, which
+# scripts/bench/build-llama.sh builds and prints) on GGUF: pp64 and tg64,
+# 2 threads, $runs repetitions. Sets $llama_prefill (ms of the 64-token
+# prefill) and $llama_decode (ms per decoded token), both from llama-bench's
+# mean tokens/s, and $llama_rss (peak RSS of the llama-bench process, MB).
+# Needs $out.
+bench_llama_cpp() {
+  LD_LIBRARY_PATH="$(dirname "$llama_bench")" /usr/bin/time -f %M -o "$out/rss" \
+    "$llama_bench" -m "$1" -p 64 -n 64 -t 2 -r "$runs" -o json >"$out/llama.json" 2>/dev/null
+  read -r llama_prefill llama_decode < <(python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+pp = next(r for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0)
+tg = next(r for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0)
+print("%.1f %.1f" % (pp["n_prompt"] / pp["avg_ts"] * 1000, 1000 / tg["avg_ts"]))' "$out/llama.json")
+  llama_rss=$(( $(tail -1 "$out/rss") / 1024 ))
+  [[ -n $llama_decode ]] || { echo "bench_llama_cpp: no figures from llama-bench on $1" >&2; return 1; }
+}
+
+# bench_vs_llama MODEL GGUF: one model against llama.cpp, the rows of
+# scripts/bench/llama.sh and stand.sh: llama.cpp (bench_llama_cpp), then
+# kiln's weight forms $forms, then the forms $pack_forms compiled with `kiln
+# compile --pack` (bench_kv_form, 32 new tokens), in that order. Prints one
+# tab-separated line per row:
+#   MODEL RUNTIME ARCHIVE_MB PACKED_MB PREFILL_MS DECODE_MS PEAK_RSS_MB
+# RUNTIME is "llama.cpp", "kiln FORM" or "kiln FORM --pack"; ARCHIVE_MB is
+# the GGUF's size for llama.cpp; PACKED_MB is the packed archive of a --pack
+# row, "-" elsewhere. Each row is also logged on stderr. Needs $kiln,
+# $bench, $out, $runs and $llama_bench.
+bench_vs_llama() {
+  local model="$1" gguf="$2" form n packed
+  _vs_llama_row() {
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$@"
+    local packed_note=""
+    [[ $3 != - ]] && packed_note=" + $3 packed"
+    echo "  $model $1: archive $2$packed_note MB, prefill $4 ms, decode $5 ms/token, peak RSS $6 MB" >&2
+  }
+  bench_llama_cpp "$gguf"
+  _vs_llama_row llama.cpp "$(mb "$(stat -c %s "$gguf")")" - "$llama_prefill" "$llama_decode" "$llama_rss"
+  for form in $forms; do
+    n="${model}_${form}"
+    bench_kv_form "$gguf" "$n" "$form" 32
+    _vs_llama_row "kiln $form" "$archive_mb" - "$prefill" "$decode" "$gen_rss"
+    rm -f "$out/$n"*
+  done
+  for form in $pack_forms; do
+    n="${model}_${form}_pack"
+    bench_kv_form "$gguf" "$n" "$form" 32 --pack
+    packed=$(mb "$(stat -c %s "$out/$n-kv-host.packed.irpa")")
+    _vs_llama_row "kiln $form --pack" "$archive_mb" "$packed" "$prefill" "$decode" "$gen_rss"
+    rm -f "$out/$n"*
+  done
 }

@@ -12,9 +12,11 @@
 #     peak RSS of `kiln generate --kv-cache` (64-token prompt, 32 new tokens);
 #   - the forms in $PACK_FORMS (default none, e.g. PACK_FORMS=w8a16) again,
 #     compiled with `kiln compile --pack` (the memory line of issue 29).
-# MODELS="smollm2" (or "gemma3") runs one model only.
+# MODELS="smollm2" (or "gemma3") runs one model only. The rows are
+# bench_vs_llama's (lib.sh); scripts/bench/stand.sh measures the same ones,
+# with the peer path, for docs/benchmarks.md.
 # Prints a markdown table (file MB, prefill 64 ms, decode ms/token, peak RSS
-# MB) and a mermaid bar chart of decode ms/token, for docs/benchmarks.md.
+# MB) and a mermaid bar chart of decode ms/token.
 # The machine must be idle: llama.cpp's threads spin-wait and collapse
 # under CPU contention (20-100x), where IREE slows 4-5x; `uptime` is
 # printed before and after. Usage: scripts/bench/llama.sh [RUNS] (default 3)
@@ -25,49 +27,26 @@ llama_bench="$(bash scripts/bench/build-llama.sh)"
 smol="$(bash scripts/fetch-smollm2.sh)"
 gemma="$(bash scripts/fetch-gemma3.sh)"
 bench_setup bench-llama
+forms="${FORMS:-bf16 keep w8a8 w8a16}"
+pack_forms="${PACK_FORMS:-}"
 echo "start: $(uptime)" >&2
-rows=()
-chart_labels=()
-chart_values=()
 for model in ${MODELS:-smollm2 gemma3}; do
   gguf=$smol; [[ $model == gemma3 ]] && gguf=$gemma
-  LD_LIBRARY_PATH="$(dirname "$llama_bench")" /usr/bin/time -f %M -o "$out/rss" \
-    "$llama_bench" -m "$gguf" -p 64 -n 64 -t 2 -r "$runs" -o json >"$out/llama.json" 2>/dev/null
-  read -r pre dec < <(python3 - "$out/llama.json" <<'PY'
-import json, sys
-rows = json.load(open(sys.argv[1]))
-pp = next(r for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0)
-tg = next(r for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0)
-print(f"{pp['n_prompt'] / pp['avg_ts'] * 1000:.1f} {1000 / tg['avg_ts']:.1f}")
-PY
-  )
-  rows+=("| $model | llama.cpp | $(mb "$(stat -c %s "$gguf")") | $pre | $dec | $(( $(tail -1 "$out/rss") / 1024 )) |")
-  chart_labels+=("\"$model llama.cpp\""); chart_values+=("$dec")
-  for form in ${FORMS:-bf16 keep w8a8 w8a16}; do
-    n="${model}_${form}"
-    bench_kv_form "$gguf" "$n" "$form" 32
-    rows+=("| | kiln $form | $archive_mb | $prefill | $decode | $gen_rss |")
-    chart_labels+=("\"$model $form\""); chart_values+=("$decode")
-    rm -f "$out/$n"*
-  done
-  for form in ${PACK_FORMS:-}; do
-    n="${model}_${form}_pack"
-    bench_kv_form "$gguf" "$n" "$form" 32 --pack
-    packed_mb=$(mb "$(stat -c %s "$out/$n-kv-host.packed.irpa")")
-    rows+=("| | kiln $form --pack | $archive_mb + $packed_mb packed | $prefill | $decode | $gen_rss |")
-    chart_labels+=("\"$model $form --pack\""); chart_values+=("$decode")
-    rm -f "$out/$n"*
-  done
+  bench_vs_llama "$model" "$gguf" >>"$out/rows.tsv"
 done
 echo "end: $(uptime)" >&2
 echo "| model | runtime / form | file MB | prefill 64 ms | decode ms/token | peak RSS MB |"
 echo "|---|---|---|---|---|---|"
-printf '%s\n' "${rows[@]}"
+awk -F'\t' '{
+  file = $3; if ($4 != "-") file = file " + " $4 " packed"
+  printf "| %s | %s | %s | %s | %s | %s |\n", ($1 == last ? "" : $1), $2, file, $5, $6, $7
+  last = $1
+}' "$out/rows.tsv"
 echo
 echo '```mermaid'
 echo 'xychart-beta horizontal'
 echo '    title "decode, ms per token (host, 2 threads; lower is better)"'
-echo "    x-axis [$(IFS=,; echo "${chart_labels[*]}")]"
+echo "    x-axis [$(awk -F'\t' '{l = $2; sub(/^kiln /, "", l); printf "%s\"%s %s\"", (NR > 1 ? "," : ""), $1, l}' "$out/rows.tsv")]"
 echo '    y-axis "ms per token"'
-echo "    bar [$(IFS=,; echo "${chart_values[*]}")]"
+echo "    bar [$(cut -f6 "$out/rows.tsv" | paste -sd,)]"
 echo '```'

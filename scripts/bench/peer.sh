@@ -4,7 +4,10 @@
 # GGUF that scripts/fetch-smollm2.sh fetches). See docs/benchmarks.md.
 #
 # Usage: scripts/bench/peer.sh [--quick] [--runs N] [--results DIR] [--work DIR]
+#                               [--no-forms]
 #   --quick        smoke run: 1 run per figure, SEQ 64 only, host compile only
+#   --no-forms     skip the weight forms (scripts/bench/quant.sh) of a full
+#                  run (scripts/bench/stand.sh measures the forms itself)
 #   --runs N       runs per figure, median reported (default 3)
 #   --results DIR  where results.json, results.md, ratios.png and
 #                  weight-forms.txt (scripts/bench/quant.sh, full runs) go
@@ -23,14 +26,15 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 root="$PWD"
 
-quick=0 runs=3 results="" work=""
+quick=0 runs=3 results="" work="" forms=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1; runs=1 ;;
     --runs) runs="$2"; shift ;;
     --results) results="$2"; shift ;;
     --work) work="$2"; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --no-forms) forms=0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "scripts/bench/peer.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -225,7 +229,7 @@ fi
 # 7. weight forms ----------------------------------------------------------
 # bf16, keep and w8a8 on SmolLM2 Q4_1 and Gemma 3 Q4_K_M: size, decode,
 # prefill, forward, resident memory (docs/journal/, the weight forms against llama.cpp).
-if [[ $quick == 0 ]]; then
+if [[ $quick == 0 && $forms == 1 ]]; then
   log "weight forms: scripts/bench/quant.sh $runs"
   bash "$root/scripts/bench/quant.sh" "$runs" >"$work/quant.txt"
 fi
@@ -240,7 +244,7 @@ cpu="$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 python3 "$root/scripts/bench/report.py" "$tsv" "$results" \
   --runs "$runs" --quick "$quick" --cpu "$cpu" --cores "$(nproc)" \
   --kiln "$(git -C "$root" rev-parse --short HEAD) ($("$kiln" --version 2>/dev/null | head -1))" \
-  --versions "$versions" --command "scripts/bench/peer.sh $([[ $quick == 1 ]] && echo --quick) --runs $runs"
+  --versions "$versions" --command "scripts/bench/peer.sh $([[ $quick == 1 ]] && echo --quick) --runs $runs$([[ $forms == 0 ]] && echo " --no-forms")"
 if "$py" -c 'import matplotlib' 2>/dev/null; then
   peer chart "$results/results.json" "$results/ratios.png" >&2
 fi
