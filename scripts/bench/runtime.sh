@@ -10,8 +10,11 @@
 #   - start to first id: the wall time of `kiln generate … --max-new-tokens
 #     1 --json` minus the prefill seconds it reports.
 # Prints one markdown table: the medians over the rounds, the decode ratio
-# kiln ÷ iree-benchmark-module and the first id past the prefill. The
-# machine must be idle. Usage: scripts/bench/runtime.sh [ROUNDS] (default 3)
+# kiln ÷ iree-benchmark-module and the first id past the prefill. Then the
+# same decode in kiln-runtime with the session's SCHED_BATCH policy and
+# without it, interleaved (runtime/examples/sched_policy.rs, ROUNDS + 2
+# rounds, the module packed at load). The machine must be idle.
+# Usage: scripts/bench/runtime.sh [ROUNDS] (default 3)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 rounds="${1:-3}"
@@ -58,3 +61,8 @@ for form in plain pack; do
   [[ $form == pack ]] && label="fast, \`--pack\`"
   python3 -c "print(f'| $label | {$kd:.2f} | {$bd:.2f} | {$kd / $bd:.2f}× | {$wall:.0f} | {$pre:.0f} | {$past:.0f} |')"
 done
+echo
+cargo build --release -q -p kiln-runtime --example sched_policy
+"$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/examples/sched_policy" \
+  "$out/plain/smollm2-kv-host.vmfb" "$out/plain/smollm2.irpa" "$out/plain/smollm2.json" \
+  $((rounds + 2)) | tail -1
