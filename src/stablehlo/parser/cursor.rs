@@ -118,7 +118,11 @@ impl<'a> Cursor<'a> {
             }
             s
         } else if c == '"' {
-            let end = r[1..].find('"').map(|e| e + 2).unwrap_or(r.len()).min(42);
+            let mut end = r[1..].find('"').map(|e| e + 2).unwrap_or(r.len()).min(42);
+            // At most 42 bytes, cut where a character starts.
+            while !r.is_char_boundary(end) {
+                end -= 1;
+            }
             r[..end].to_string()
         } else if r.starts_with("->") {
             "->".into()
