@@ -29,6 +29,7 @@ MAX_CELL = 80
 MODELS = {
     "smollm2": "SmolLM2-135M-Instruct Q4_1",
     "gemma3": "Gemma 3 270M Q4_K_M",
+    "qwen15": "Qwen2.5-Coder 1.5B Instruct Q4_K_M",
 }
 
 # The peer figures shown (results.json's ratio names, from report.py), each

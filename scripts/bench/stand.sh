@@ -8,7 +8,10 @@
 #      (bench_vs_llama in lib.sh, the rows of scripts/bench/llama.sh):
 #      llama-bench, then kiln's forms $FORMS (default "bf16 keep fast") and,
 #      compiled with `kiln compile --pack`, $PACK_FORMS (default "fast keep";
-#      PACK_FORMS="" for none); $MODELS (default "smollm2 gemma3") narrows it;
+#      PACK_FORMS="" for none); $MODELS (default "smollm2 gemma3") narrows
+#      it, or widens it with qwen15: Qwen2.5-Coder 1.5B Instruct Q4_K_M
+#      (scripts/bench/fetch-qwen-coder.sh; about 25 more minutes on 2
+#      cores, and `kiln compile` of a 1.5B form peaks at about 6 GB);
 #   3. kiln against the peer path, iree-turbine (scripts/bench/peer.sh
 #      --no-forms, whose results.{md,json} and ratios.png go beside FILE);
 #   4. a mermaid chart of decode ms/token, every model and form.
@@ -79,6 +82,8 @@ llama_bench="$(bash scripts/bench/build-llama.sh)"
 smol="$(bash scripts/fetch-smollm2.sh)"
 gemma=""
 [[ " $models " == *" gemma3 "* ]] && gemma="$(bash scripts/fetch-gemma3.sh)"
+qwen15=""
+[[ " $models " == *" qwen15 "* ]] && qwen15="$(bash scripts/bench/fetch-qwen-coder.sh)"
 bench_build
 "$kiln" toolchain install >/dev/null 2>&1 || "$kiln" toolchain install >&2
 bench_setup stand
@@ -108,7 +113,8 @@ for model in $models; do
   case "$model" in
     smollm2) gguf=$smol ;;
     gemma3) gguf=$gemma ;;
-    *) echo "scripts/bench/stand.sh: unknown model $model (smollm2, gemma3)" >&2; exit 2 ;;
+    qwen15) gguf=$qwen15 ;;
+    *) echo "scripts/bench/stand.sh: unknown model $model (smollm2, gemma3, qwen15)" >&2; exit 2 ;;
   esac
   log "$model against llama.cpp: llama-bench; kiln ${forms:-(no form)}${pack_forms:+; --pack: $pack_forms}; runs: $runs"
   bench_vs_llama "$model" "$gguf" >>"$out/rows.tsv"
