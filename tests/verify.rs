@@ -350,3 +350,49 @@ fn apply(dir: &Path, f: &Fixture, op: &[serde_json::Value]) {
         other => panic!("unknown op {other}"),
     }
 }
+
+/// `vocab_size` is checked against the rows of a matrix stored in parts
+/// too: the i8 rows of `w8a8` (one f32 scale per row) and the GGML blocks
+/// of `keep` (the elements their parts hold, at the final norm's width).
+/// Exports only: no IREE tool runs.
+#[test]
+fn vocab_size_is_checked_against_i8_rows_and_ggml_blocks() {
+    for (ckpt, weights) in [
+        ("hf/tiny-llama-untied-mha", "w8a8"),
+        ("gguf/quant/tiny-llama-quant-mix.gguf", "keep"),
+    ] {
+        let dir = common::tmpdir();
+        let out = dir.path().join("e");
+        let ckpt = common::fixture(ckpt);
+        let (code, _, err) = kiln(&[
+            "export",
+            ckpt.to_str().unwrap(),
+            "--seq",
+            "8",
+            "--name",
+            "t",
+            "--weights",
+            weights,
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ]);
+        assert_eq!(code, 0, "{weights}: {err}");
+        let (code, out_text, err) = kiln(&["verify", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{weights}: {out_text}{err}");
+        let path = out.join("t.json");
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let half = m["vocab_size"].as_u64().unwrap() / 2;
+        m["vocab_size"] = half.into();
+        m["config"]["vocab_size"] = half.into();
+        std::fs::write(&path, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+        fails_with(
+            &out,
+            &[(
+                "t.json",
+                &format!("its vocab_size {half} does not fit model.embed_tokens.weight's parts"),
+            )],
+        );
+    }
+}
