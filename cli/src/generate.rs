@@ -104,29 +104,28 @@ pub fn run(mut a: Args) -> Result<i32> {
         .tokenizer
         .clone()
         .or_else(|| r.manifest.source_tokenizer());
-    let (tokenizer, ids_note, prompt, kv, mut model) = if a.prompt.is_none() && a.tokens.is_some() {
-        // Token ids need no tokenizer to start: it only turns the output
-        // into text, so it is read on another thread while the module loads
-        // (a GGUF's vocabulary takes tens of milliseconds).
-        let prompt = prompt_ids(&a, None, tok_path.as_deref())?;
-        super::run::check_vocab(&r.manifest, &prompt)?;
-        let kv = kv_pair(&a, &r, prompt.len())?;
-        sampler.check_candidates(kv.as_ref().and_then(|k| k.top_k))?;
+    // Token ids need no tokenizer to start: it only turns the output into
+    // text, so it is read on another thread while the module loads (a
+    // GGUF's vocabulary takes tens of milliseconds).
+    let ids_only = a.prompt.is_none() && a.tokens.is_some();
+    let (mut tokenizer, mut ids_note) = (None, None);
+    if !ids_only {
+        (tokenizer, ids_note) = open_tokenizer(tok_path.as_deref(), a.tokens.is_some())?;
+    }
+    let prompt = prompt_ids(&a, tokenizer.as_ref(), tok_path.as_deref())?;
+    super::run::check_vocab(&r.manifest, &prompt)?;
+    let kv = kv_pair(&a, &r, prompt.len())?;
+    sampler.check_candidates(kv.as_ref().and_then(|k| k.top_k))?;
+    let mut model = if ids_only {
         let (opened, model) = std::thread::scope(|s| {
             let tokenizer = s.spawn(|| open_tokenizer(tok_path.as_deref(), true));
             let model = open_model(&a, &r, kv.as_ref(), prompt.len());
             (tokenizer.join(), model)
         });
-        let (tokenizer, note) = opened.expect("reading the tokenizer does not panic")?;
-        (tokenizer, note, prompt, kv, model?)
+        (tokenizer, ids_note) = opened.expect("reading the tokenizer does not panic")?;
+        model?
     } else {
-        let (tokenizer, note) = open_tokenizer(tok_path.as_deref(), a.tokens.is_some())?;
-        let prompt = prompt_ids(&a, tokenizer.as_ref(), tok_path.as_deref())?;
-        super::run::check_vocab(&r.manifest, &prompt)?;
-        let kv = kv_pair(&a, &r, prompt.len())?;
-        sampler.check_candidates(kv.as_ref().and_then(|k| k.top_k))?;
-        let model = open_model(&a, &r, kv.as_ref(), prompt.len())?;
-        (tokenizer, note, prompt, kv, model)
+        open_model(&a, &r, kv.as_ref(), prompt.len())?
     };
     let eos = r.manifest.eos_with(tokenizer.as_ref());
     if !a.stop.is_empty() && tokenizer.is_none() {
