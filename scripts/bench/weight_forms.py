@@ -41,9 +41,28 @@ Forms:
   w8a16-s16s8  the 14-bit vector as i16 against the i8 weights as they are
                (IREE 3.13 has no s16 x s8 kernel)
 
+4-bit candidates (issue 50; codes in [-8, 7], two per byte, i4 globals):
+
+  w4-row       i4 codes with one f32 scale per row, the vector as `w8a16`'s
+               two i8 terms: one i8 x i4 product (arm64's s8 x s4 kernel;
+               x86 has no data tiling for it)
+  w4-row-s16   the same codes against the vector as one 14-bit i16 term
+               (IREE 3.13's x86 s16 x u4 kernel wants ui4, which no
+               StableHLO input reaches)
+  w4g32        GGUF's numerics kept: i4 codes per 32-block with an f16
+               scale and minimum per block ([K/32, N] each), the vector as
+               two i8 terms; products batched over the blocks, the i32 sums
+               scaled and reduced, the minimums times each block's vector sum
+  w4g32-s16    the same blocks against the vector as one 14-bit i16 term
+  w4-f32       the codes widened to f32 and scaled per 32-block inside the
+               contraction (dequantization fused, nothing hoisted)
+
 Set FORMS="w8a8 w8a16" (names, space-separated) to run only those rows, and
 MODEL=gemma3 for Gemma 3 270M's weight set (18 layers, the 262144-row head;
-its w8a16 row has `fast`'s down projections in two terms) instead of SmolLM2's.
+its w8a16 row has `fast`'s down projections in two terms) instead of SmolLM2's,
+or MODEL=qwen15 for Qwen2.5 1.5B's (28 layers, untied 151936-row head: 1.54
+G weights, out of any host's cache). The table gives each row's peak RSS
+(iree-benchmark-module under /usr/bin/time) beside its time.
 """
 
 import json
@@ -78,6 +97,9 @@ MODELS = {
     "gemma3": (18, [("q", 1024, 640), ("k", 256, 640), ("v", 256, 640), ("o", 640, 1024),
                     ("gate", 2048, 640), ("up", 2048, 640), ("down", 640, 2048)],
                ("head", 262144, 640)),
+    "qwen15": (28, [("q", 1536, 1536), ("k", 256, 1536), ("v", 256, 1536), ("o", 1536, 1536),
+                    ("gate", 8960, 1536), ("up", 8960, 1536), ("down", 1536, 8960)],
+               ("head", 151936, 1536)),
 }
 MODEL = os.environ.get("MODEL", "smollm2")
 # The IREE device the rows run on: local-task (IREE's worker threads, one
@@ -162,6 +184,38 @@ def row_sum(m, r, n):
     return reduce(m, r, "add", "0, 1", f"tensor<1x{n}xf32>", "tensor<f32>")
 
 
+def two_terms(m, x, k):
+    """`w8a16`'s vector: two i8 terms `[2, k]` and the broadcast scale."""
+    sxb = vector_scale(m, x, k)
+    t0 = m.emit(f"stablehlo.round_nearest_even {m.emit(f'stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
+    rest = m.emit(f"stablehlo.subtract {x}, {m.emit(f'stablehlo.multiply {t0}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
+    c2 = m.emit(f"stablehlo.constant dense<254.0> : tensor<1x{k}xf32>")
+    s2 = m.emit(f"stablehlo.divide {sxb}, {c2} : tensor<1x{k}xf32>")
+    t1 = m.emit(f"stablehlo.round_nearest_even {m.emit(f'stablehlo.divide {rest}, {s2} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
+    both = m.emit(f"stablehlo.concatenate {t0}, {t1}, dim = 0 : (tensor<1x{k}xf32>, tensor<1x{k}xf32>) -> tensor<2x{k}xf32>")
+    return m.emit(f"stablehlo.convert {both} : (tensor<2x{k}xf32>) -> tensor<2x{k}xi8>"), sxb
+
+
+def combine_terms(m, yi, n, f32=False):
+    """Row 0 plus row 1 / 254 of a two-term product `[2, n]`."""
+    yf = yi if f32 else m.emit(f"stablehlo.convert {yi} : (tensor<2x{n}xi32>) -> tensor<2x{n}xf32>")
+    y0 = m.emit(f'"stablehlo.slice"({yf}) {{start_indices = array<i64: 0, 0>, limit_indices = array<i64: 1, {n}>, strides = array<i64: 1, 1>}} : (tensor<2x{n}xf32>) -> tensor<1x{n}xf32>')
+    y1 = m.emit(f'"stablehlo.slice"({yf}) {{start_indices = array<i64: 1, 0>, limit_indices = array<i64: 2, {n}>, strides = array<i64: 1, 1>}} : (tensor<2x{n}xf32>) -> tensor<1x{n}xf32>')
+    c3 = m.emit(f"stablehlo.constant dense<254.0> : tensor<1x{n}xf32>")
+    return m.emit(f"stablehlo.add {y0}, {m.emit(f'stablehlo.divide {y1}, {c3} : tensor<1x{n}xf32>')} : tensor<1x{n}xf32>")
+
+
+def fourteen_bits(m, x, k):
+    """The vector rounded once to a 14-bit integer, as i16."""
+    a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
+    mx = reduce(m, a, "maximum", "0, 1", f"tensor<1x{k}xf32>", "tensor<f32>")
+    c = m.emit("stablehlo.constant dense<8191.0> : tensor<f32>")
+    sx = m.emit(f"stablehlo.divide {mx}, {c} : tensor<f32>")
+    sxb = m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [] : (tensor<f32>) -> tensor<1x{k}xf32>")
+    xr = m.emit(f"stablehlo.round_nearest_even {m.emit(f'stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
+    return m.emit(f"stablehlo.convert {xr} : (tensor<1x{k}xf32>) -> tensor<1x{k}xi16>")
+
+
 def build(form, base):
     rng = np.random.default_rng(0)
     m = Module()
@@ -208,13 +262,7 @@ def build(form, base):
                 y = m.emit(f"stablehlo.dot_general {x}, {qf}, contracting_dims = [1] x [1] : (tensor<1x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<1x{n}xf32>")
             elif form in ("w8a16-s16", "w8a16-s16s8"):
                 if k not in qx:  # the vector as one 14-bit integer once per call
-                    a = m.emit(f"stablehlo.abs {x} : tensor<1x{k}xf32>")
-                    mx = reduce(m, a, "maximum", "0, 1", f"tensor<1x{k}xf32>", "tensor<f32>")
-                    c = m.emit("stablehlo.constant dense<8191.0> : tensor<f32>")
-                    sx = m.emit(f"stablehlo.divide {mx}, {c} : tensor<f32>")
-                    sxb = m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [] : (tensor<f32>) -> tensor<1x{k}xf32>")
-                    xr = m.emit(f"stablehlo.round_nearest_even {m.emit(f'stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
-                    qx[k] = m.emit(f"stablehlo.convert {xr} : (tensor<1x{k}xf32>) -> tensor<1x{k}xi16>")
+                    qx[k] = fourteen_bits(m, x, k)
                 if form == "w8a16-s16":
                     qw, wt = m.emit(f"stablehlo.convert {q} : (tensor<{n}x{k}xi8>) -> tensor<{n}x{k}xi16>"), "i16"
                 else:
@@ -223,20 +271,9 @@ def build(form, base):
                 y = m.emit(f"stablehlo.convert {yi} : (tensor<1x{n}xi32>) -> tensor<1x{n}xf32>")
             elif form == "w8a16":
                 if k not in qx:  # the vector as two i8 terms once per call
-                    sxb = vector_scale(m, x, k)
-                    t0 = m.emit(f"stablehlo.round_nearest_even {m.emit(f'stablehlo.divide {x}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
-                    rest = m.emit(f"stablehlo.subtract {x}, {m.emit(f'stablehlo.multiply {t0}, {sxb} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
-                    c2 = m.emit(f"stablehlo.constant dense<254.0> : tensor<1x{k}xf32>")
-                    s2 = m.emit(f"stablehlo.divide {sxb}, {c2} : tensor<1x{k}xf32>")
-                    t1 = m.emit(f"stablehlo.round_nearest_even {m.emit(f'stablehlo.divide {rest}, {s2} : tensor<1x{k}xf32>')} : tensor<1x{k}xf32>")
-                    both = m.emit(f"stablehlo.concatenate {t0}, {t1}, dim = 0 : (tensor<1x{k}xf32>, tensor<1x{k}xf32>) -> tensor<2x{k}xf32>")
-                    qx[k] = m.emit(f"stablehlo.convert {both} : (tensor<2x{k}xf32>) -> tensor<2x{k}xi8>")
+                    qx[k] = two_terms(m, x, k)[0]
                 yi = m.emit(f"stablehlo.dot_general {qx[k]}, {q}, contracting_dims = [1] x [1] : (tensor<2x{k}xi8>, tensor<{n}x{k}xi8>) -> tensor<2x{n}xi32>")
-                yf = m.emit(f"stablehlo.convert {yi} : (tensor<2x{n}xi32>) -> tensor<2x{n}xf32>")
-                y0 = m.emit(f'"stablehlo.slice"({yf}) {{start_indices = array<i64: 0, 0>, limit_indices = array<i64: 1, {n}>, strides = array<i64: 1, 1>}} : (tensor<2x{n}xf32>) -> tensor<1x{n}xf32>')
-                y1 = m.emit(f'"stablehlo.slice"({yf}) {{start_indices = array<i64: 1, 0>, limit_indices = array<i64: 2, {n}>, strides = array<i64: 1, 1>}} : (tensor<2x{n}xf32>) -> tensor<1x{n}xf32>')
-                c3 = m.emit(f"stablehlo.constant dense<254.0> : tensor<1x{n}xf32>")
-                y = m.emit(f"stablehlo.add {y0}, {m.emit(f'stablehlo.divide {y1}, {c3} : tensor<1x{n}xf32>')} : tensor<1x{n}xf32>")
+                y = combine_terms(m, yi, n)
             else:
                 if k not in qx:  # the vector, quantized to i8 once per call
                     sxb = vector_scale(m, x, k)
@@ -247,6 +284,61 @@ def build(form, base):
                 y = m.emit(f"stablehlo.convert {yi} : (tensor<1x{n}xi32>) -> tensor<1x{n}xf32>")
             sb = m.emit(f"stablehlo.reshape {s} : (tensor<{n}xf32>) -> tensor<1x{n}xf32>")
             r = m.emit(f"stablehlo.multiply {y}, {sb} : tensor<1x{n}xf32>")
+        elif form in ("w4-row", "w4-row-s16"):
+            q = m.param(key, f"tensor<{n}x{k}xi4>", "U8", rng.integers(0, 256, (n, k // 2), dtype=np.uint8))
+            s = m.param(key + ".s", f"tensor<1x{n}xf32>", "F32", (rng.random((1, n)) * 0.01).astype(np.float32))
+            if form == "w4-row":
+                if k not in qx:
+                    qx[k] = two_terms(m, x, k)[0]
+                yi = m.emit(f"stablehlo.dot_general {qx[k]}, {q}, contracting_dims = [1] x [1] : (tensor<2x{k}xi8>, tensor<{n}x{k}xi4>) -> tensor<2x{n}xi32>")
+                y = combine_terms(m, yi, n)
+            else:
+                if k not in qx:
+                    qx[k] = fourteen_bits(m, x, k)
+                yi = m.emit(f"stablehlo.dot_general {qx[k]}, {q}, contracting_dims = [1] x [1] : (tensor<1x{k}xi16>, tensor<{n}x{k}xi4>) -> tensor<1x{n}xi32>")
+                y = m.emit(f"stablehlo.convert {yi} : (tensor<1x{n}xi32>) -> tensor<1x{n}xf32>")
+            r = m.emit(f"stablehlo.multiply {y}, {s} : tensor<1x{n}xf32>")
+        elif form in ("w4g32", "w4g32-s16", "w4-f32"):
+            q = m.param(key, f"tensor<{b}x{n}x32xi4>", "U8", rng.integers(0, 256, (b, n, 16), dtype=np.uint8))
+            d = m.param(key + ".d", f"tensor<{b}x{n}xf16>", "F16", (rng.random((b, n)) * 0.01).astype(np.float16))
+            mn = m.param(key + ".m", f"tensor<{b}x{n}xf16>", "F16", (rng.random((b, n)) * -0.08).astype(np.float16))
+            df = m.emit(f"stablehlo.convert {d} : (tensor<{b}x{n}xf16>) -> tensor<{b}x{n}xf32>")
+            mf = m.emit(f"stablehlo.convert {mn} : (tensor<{b}x{n}xf16>) -> tensor<{b}x{n}xf32>")
+            xv = m.emit(f"stablehlo.reshape {x} : (tensor<1x{k}xf32>) -> tensor<{b}x32xf32>")
+            xs = reduce(m, xv, "add", "1", f"tensor<{b}x32xf32>", f"tensor<{b}xf32>")
+            xs = m.emit(f"stablehlo.reshape {xs} : (tensor<{b}xf32>) -> tensor<1x{b}xf32>")
+            tm = m.emit(f"stablehlo.dot_general {xs}, {mf}, contracting_dims = [1] x [0] : (tensor<1x{b}xf32>, tensor<{b}x{n}xf32>) -> tensor<1x{n}xf32>")
+            if form == "w4g32":
+                if k not in qx:
+                    t = two_terms(m, x, k)
+                    qx[k] = (t, m.emit(f"stablehlo.reshape {t[0]} : (tensor<2x{k}xi8>) -> tensor<2x{b}x32xi8>"))
+                (_, sxb), xb = qx[k]
+                xt = m.emit(f"stablehlo.transpose {xb}, dims = [1, 0, 2] : (tensor<2x{b}x32xi8>) -> tensor<{b}x2x32xi8>")
+                p = m.emit(f"stablehlo.dot_general {xt}, {q}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<{b}x2x32xi8>, tensor<{b}x{n}x32xi4>) -> tensor<{b}x2x{n}xi32>")
+                pf = m.emit(f"stablehlo.convert {p} : (tensor<{b}x2x{n}xi32>) -> tensor<{b}x2x{n}xf32>")
+                db = m.emit(f"stablehlo.broadcast_in_dim {df}, dims = [0, 2] : (tensor<{b}x{n}xf32>) -> tensor<{b}x2x{n}xf32>")
+                ps = m.emit(f"stablehlo.multiply {pf}, {db} : tensor<{b}x2x{n}xf32>")
+                yi = reduce(m, ps, "add", "0", f"tensor<{b}x2x{n}xf32>", f"tensor<2x{n}xf32>")
+                y = combine_terms(m, yi, n, f32=True)
+                sx = m.emit(f'"stablehlo.slice"({sxb}) {{start_indices = array<i64: 0, 0>, limit_indices = array<i64: 1, 1>, strides = array<i64: 1, 1>}} : (tensor<1x{k}xf32>) -> tensor<1x1xf32>')
+                sxn = m.emit(f"stablehlo.broadcast_in_dim {sx}, dims = [0, 1] : (tensor<1x1xf32>) -> tensor<1x{n}xf32>")
+                y = m.emit(f"stablehlo.multiply {y}, {sxn} : tensor<1x{n}xf32>")
+            elif form == "w4g32-s16":
+                if k not in qx:
+                    t = fourteen_bits(m, x, k)
+                    qx[k] = m.emit(f"stablehlo.reshape {t} : (tensor<1x{k}xi16>) -> tensor<{b}x1x32xi16>")
+                p = m.emit(f"stablehlo.dot_general {qx[k]}, {q}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<{b}x1x32xi16>, tensor<{b}x{n}x32xi4>) -> tensor<{b}x1x{n}xi32>")
+                pf = m.emit(f"stablehlo.convert {p} : (tensor<{b}x1x{n}xi32>) -> tensor<{b}x1x{n}xf32>")
+                db = m.emit(f"stablehlo.reshape {df} : (tensor<{b}x{n}xf32>) -> tensor<{b}x1x{n}xf32>")
+                ps = m.emit(f"stablehlo.multiply {pf}, {db} : tensor<{b}x1x{n}xf32>")
+                y = reduce(m, ps, "add", "0", f"tensor<{b}x1x{n}xf32>", f"tensor<1x{n}xf32>")
+            else:
+                qf = m.emit(f"stablehlo.convert {q} : (tensor<{b}x{n}x32xi4>) -> tensor<{b}x{n}x32xf32>")
+                db = m.emit(f"stablehlo.broadcast_in_dim {df}, dims = [0, 1] : (tensor<{b}x{n}xf32>) -> tensor<{b}x{n}x32xf32>")
+                w = m.emit(f"stablehlo.multiply {qf}, {db} : tensor<{b}x{n}x32xf32>")
+                y = m.emit(f"stablehlo.dot_general {xv}, {w}, contracting_dims = [0, 1] x [0, 2] : (tensor<{b}x32xf32>, tensor<{b}x{n}x32xf32>) -> tensor<{n}xf32>")
+                y = m.emit(f"stablehlo.reshape {y} : (tensor<{n}xf32>) -> tensor<1x{n}xf32>")
+            r = m.emit(f"stablehlo.add {y}, {tm} : tensor<1x{n}xf32>")
         else:
             sys.exit(f"unknown form {form}")
         rs = row_sum(m, r, n)
@@ -269,6 +361,11 @@ FORMS = [
     ("w8a16", ["--iree-llvmcpu-enable-ukernels=all"]),
     ("w8a16-s16", []),
     ("w8a16-s16s8", []),
+    ("w4-row", []),
+    ("w4-row-s16", []),
+    ("w4g32", []),
+    ("w4g32-s16", []),
+    ("w4-f32", NO_DATA_TILING),
 ]
 
 
@@ -328,7 +425,7 @@ def main():
             bw = read_bandwidth(tmp, threads)
             if bw:
                 print(f"plain read bandwidth: {bw[0]:.1f} GB/s ({bw[1]} threads, 256 MiB, best of 10)")
-        print(f"{'form':12} {'flags':50} {'MB':>6} {'ms':>7} {'GB/s':>6}")
+        print(f"{'form':12} {'flags':50} {'MB':>6} {'ms':>7} {'GB/s':>6} {'RSS MB':>7}", flush=True)
         built = {}
         only = os.environ.get("FORMS", "").split()
         for form, flags in FORMS:
@@ -344,7 +441,8 @@ def main():
                 err = next((l for l in c.stderr.splitlines() if "error" in l), c.stderr[:200])
                 print(f"{form:12} {label:50} compile failed: {err}")
                 continue
-            out = subprocess.run([bench, f"--device={DEVICE}", f"--module={vmfb}",
+            rss = os.path.join(tmp, "rss")
+            out = subprocess.run(["/usr/bin/time", "-o", rss, "-f", "%M", bench, f"--device={DEVICE}", f"--module={vmfb}",
                                   f"--parameters=model={base}.safetensors", "--function=forms",
                                   *[f"--input=1x{k}xf32=0.5" for k in widths()],
                                   f"--benchmark_repetitions={runs}", "--benchmark_min_time=1x"],
@@ -352,7 +450,8 @@ def main():
             line = next(l for l in out.splitlines() if "_median" in l).split()
             ms = float(line[1]) * {"ms": 1.0, "us": 1e-3, "s": 1e3}[line[2]]
             mb = built[form] / 1e6
-            print(f"{form:12} {label:50} {mb:6.0f} {ms:7.2f} {mb / ms:6.1f}")
+            peak = int(open(rss).read().split()[-1]) / 1024
+            print(f"{form:12} {label:50} {mb:6.0f} {ms:7.2f} {mb / ms:6.1f} {peak:7.0f}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
