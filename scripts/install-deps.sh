@@ -272,12 +272,14 @@ if [[ $DO_SHEAR -eq 1 ]]; then
   fi
 fi
 # runtime_stamp RUSTC: what a cross build of kiln-runtime depends on: the
-# runtime crate's files, the locked versions of its own dependencies (not
+# runtime crate's files (not its examples/ or tests/, which the cross builds
+# do not compile), the locked versions of its own dependencies (not
 # the whole workspace's Cargo.lock: a dependency of the compiler or the
 # command line does not rebuild it; the whole lock's hash when cargo cannot
 # say), and the compiler. Needs $root.
 runtime_stamp() {
-  (cd "$root" && find runtime -type f \( -name '*.rs' -o -name '*.toml' \) -print0 | sort -z |
+  (cd "$root" && find runtime \( -path runtime/examples -o -path runtime/tests \) -prune -o \
+     -type f \( -name '*.rs' -o -name '*.toml' \) -print0 | sort -z |
      xargs -0 sha256sum
    deps=$(cargo tree --locked --offline -p kiln-runtime -e normal,build --target all \
             --prefix none 2>/dev/null | sed 's/ (.*$//' | sort -u) || deps=""
