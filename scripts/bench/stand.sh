@@ -8,10 +8,12 @@
 #      (bench_vs_llama in lib.sh, the rows of scripts/bench/llama.sh):
 #      llama-bench, then kiln's forms $FORMS (default "bf16 keep fast") and,
 #      compiled with `kiln compile --pack`, $PACK_FORMS (default "fast keep";
-#      PACK_FORMS="" for none); $MODELS (default "smollm2 gemma3") narrows
-#      it, or widens it with qwen15: Qwen2.5-Coder 1.5B Instruct Q4_K_M
-#      (scripts/bench/fetch-qwen-coder.sh; about 25 more minutes on 2
-#      cores, and `kiln compile` of a 1.5B form peaks at about 6 GB);
+#      PACK_FORMS="" for none); FORMS_<model> and PACK_FORMS_<model> set
+#      one model's own lists; $MODELS (default "smollm2 gemma3 qwen15")
+#      narrows it. qwen15 is Qwen2.5-Coder 1.5B Instruct Q4_K_M
+#      (scripts/bench/fetch-qwen-coder.sh): about 25 of the run's minutes
+#      on 2 cores; `keep` holds about 7 GB there, and `kiln compile --pack`
+#      of its forms peaks at 6-14 GB;
 #   3. kiln against the peer path, iree-turbine (scripts/bench/peer.sh
 #      --no-forms, whose results.{md,json} and ratios.png go beside FILE);
 #   4. a mermaid chart of decode ms/token, every model and form.
@@ -34,12 +36,12 @@
 #
 # The machine must be idle: llama.cpp's threads spin-wait and collapse under
 # CPU contention (20-100x), where IREE slows 4-5x; the load before and after
-# is in the fragment. A full run takes 20-30 minutes on 2 idle cores (the
-# first also builds llama-bench and the peer's venv).
+# is in the fragment. A full run takes about 45 minutes on 2 idle cores (the
+# first also builds llama-bench and the peer's venv, and fetches the GGUFs).
 set -euo pipefail
 cmdline="scripts/bench/stand.sh"
 for a in "$@"; do cmdline+=" $(printf %q "$a")"; done
-for v in PACK_FORMS FORMS MODELS; do
+for v in PACK_FORMS FORMS MODELS $(compgen -v | grep -E '^(PACK_)?FORMS_[a-z0-9]+$' || true); do
   [[ -v $v ]] && cmdline="$v=\"${!v}\" $cmdline"
 done
 
@@ -52,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     --out) out_md="$(realpath -m "$2")"; shift ;;
     --write-page) write_page=1 ;;
     --page-only) page_only=1 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "scripts/bench/stand.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -71,7 +73,7 @@ if [[ $quick == 1 ]]; then
   runs=1
   models="${MODELS-smollm2}" forms="${FORMS-fast}" pack_forms="${PACK_FORMS-}"
 else
-  models="${MODELS-smollm2 gemma3}" forms="${FORMS-bf16 keep fast}" pack_forms="${PACK_FORMS-fast keep}"
+  models="${MODELS-smollm2 gemma3 qwen15}" forms="${FORMS-bf16 keep fast}" pack_forms="${PACK_FORMS-fast keep}"
 fi
 
 # setup: every build and download before the first figure
@@ -116,8 +118,12 @@ for model in $models; do
     qwen15) gguf=$qwen15 ;;
     *) echo "scripts/bench/stand.sh: unknown model $model (smollm2, gemma3, qwen15)" >&2; exit 2 ;;
   esac
-  log "$model against llama.cpp: llama-bench; kiln ${forms:-(no form)}${pack_forms:+; --pack: $pack_forms}; runs: $runs"
-  bench_vs_llama "$model" "$gguf" >>"$out/rows.tsv"
+  own_forms="FORMS_$model" own_pack="PACK_FORMS_$model"
+  (
+    forms="${!own_forms-$forms}" pack_forms="${!own_pack-$pack_forms}"
+    log "$model against llama.cpp: llama-bench; kiln ${forms:-(no form)}${pack_forms:+; --pack: $pack_forms}; runs: $runs"
+    bench_vs_llama "$model" "$gguf" >>"$out/rows.tsv"
+  )
 done
 
 # 3. against the peer path -----------------------------------------------------
