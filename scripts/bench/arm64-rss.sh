@@ -31,7 +31,8 @@ for model in $models; do
   for form in $forms; do
     n="${model}_$form"
     "$kiln" export "$gguf" --seq 64 --out "$out" --name "$n" --weights "$form" --kv-cache \
-      --prompt-len 64 --max-context 128 -q >/dev/null
+      --prompt-len 64 --max-context 128 -q >/dev/null 2>"$out/export.log" \
+      || { cat "$out/export.log" >&2; exit 1; }
     archive=$(mb "$(stat -c %s "$out/$n.irpa")")
     for pack in no yes; do
       flags=()
