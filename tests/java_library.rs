@@ -15,13 +15,15 @@
 //!   KilnException's message is printed and the JVM exits 0.
 //!
 //! `runtime/java/test/KilnModelCheck.java` drives the model and prints one
-//! line per step (`opened`, `ids 1 2 3`, `text "<json>"`, `error <message>`).
-//! The JVM runs with `-Xcheck:jni`: a misuse of JNI by the native side is
-//! a failure.
+//! line per step (`opened`, `ids 1 2 3`, `text "<json>"`, `error <message>`):
+//! tests/common/line_driver.rs runs it and holds the checks this file shares
+//! with tests/c_library.rs; this file compiles the classes and starts the
+//! JVM. The JVM runs with `-Xcheck:jni`: a misuse of JNI by the native side
+//! is a failure.
 
 use crate::common;
+use common::line_driver::*;
 use common::*;
-use kiln::export::ExportReport;
 use kiln::iree::{Target, Toolchain};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,38 +36,6 @@ struct Java {
     classes: tempfile::TempDir,
     /// The folder holding `libkiln_runtime.so` (`-Djava.library.path`).
     lib_dir: PathBuf,
-}
-
-/// One run of KilnModelCheck.
-struct Run {
-    code: Option<i32>,
-    /// stdout's lines.
-    lines: Vec<String>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// Everything the JVM printed, for assertion messages.
-    fn show(&self) -> String {
-        format!(
-            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-
-    /// Asserts exit 0 and no JNI check message, and returns the lines.
-    fn ok(&self) -> &[String] {
-        assert_eq!(self.code, Some(0), "{}", self.show());
-        for bad in ["WARNING in native method", "FATAL ERROR in native method"] {
-            assert!(
-                !self.stdout.contains(bad) && !self.stderr.contains(bad),
-                "-Xcheck:jni: {}",
-                self.show()
-            );
-        }
-        &self.lines
-    }
 }
 
 /// The JDK and the library (or `None`: a skip, or a failure under CI /
@@ -90,16 +60,7 @@ fn java() -> Option<Java> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    // System.loadLibrary("kiln_runtime") looks for exactly this name; a
-    // copy in deps/ may carry cargo's hash.
-    let lib_dir = if lib.file_name().is_some_and(|n| n == "libkiln_runtime.so") {
-        lib.parent().unwrap().to_path_buf()
-    } else {
-        let d = classes.path().join("lib");
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::copy(&lib, d.join("libkiln_runtime.so")).unwrap();
-        d
-    };
+    let lib_dir = library_dir(&lib, classes.path());
     eprintln!(
         "java_library: {} with {}",
         jdk.java.display(),
@@ -112,139 +73,36 @@ fn java() -> Option<Java> {
     })
 }
 
-impl Java {
-    /// `KilnModelCheck PACKAGE DEVICE WORKERS COMMANDS…` in a JVM.
-    fn run(&self, package: &Path, device: &str, workers: u32, commands: &[String]) -> Run {
-        let out = Command::new(&self.jdk.java)
-            .arg("-Xcheck:jni")
+impl LineProgram for Java {
+    fn name(&self) -> &'static str {
+        "java_library"
+    }
+
+    /// `KilnModelCheck` in a JVM with `-Xcheck:jni`.
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.jdk.java);
+        c.arg("-Xcheck:jni")
             .arg(format!("-Djava.library.path={}", self.lib_dir.display()))
             .arg("-cp")
             .arg(self.classes.path())
-            .arg("KilnModelCheck")
-            .arg(package)
-            .arg(device)
-            .arg(workers.to_string())
-            .args(commands)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        Run {
-            code: out.status.code(),
-            lines: stdout.lines().map(str::to_string).collect(),
-            stdout,
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+            .arg("KilnModelCheck");
+        c
     }
-}
 
-/// The ids of an `ids 1 2 3` line.
-pub(crate) fn ids_of(line: &str) -> Vec<i32> {
-    let rest = line
-        .strip_prefix("ids")
-        .unwrap_or_else(|| panic!("not an ids line: {line}"));
-    rest.split_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect()
-}
-
-/// The text of a `text "<json>"` line.
-fn text_of(line: &str) -> String {
-    let json = line
-        .strip_prefix("text ")
-        .unwrap_or_else(|| panic!("not a text line: {line}"));
-    serde_json::from_str(json).unwrap_or_else(|e| panic!("{line}: {e}"))
-}
-
-pub(crate) fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// `kiln generate ARGS --json`'s report.
-pub(crate) fn kiln_generate_json(args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["generate"];
-    all.extend(args);
-    all.push("--json");
-    let (code, out, err) = kiln(&all);
-    assert_eq!(code, 0, "{all:?}: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{all:?}: {e}: {out}"))
-}
-
-/// `kiln package MANIFEST --out OUT --include-host EXTRA…`, which must
-/// succeed.
-pub(crate) fn package(manifest: &Path, out: &Path, extra: &[&str]) {
-    let mut args = vec!["package", s(manifest), "--out", s(out), "--include-host"];
-    args.extend(extra);
-    let (code, _, err) = kiln(&args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-}
-
-/// The tiny checkpoint exported with its KV pair (SEQ 8, P 4, N 16: the
-/// export of tests/android.rs, so the compiled modules are shared), its
-/// forward and KV modules compiled for the host and arm64 (`kiln package`
-/// wants one Android module) and packaged with the host's, no tokenizer,
-/// in `dir/assets`. Returns the export and the assets folder. (Also
-/// tests/c_library.rs's package.)
-pub(crate) fn tiny_package(tc: &Toolchain, dir: &Path) -> (ExportReport, PathBuf) {
-    let r = tiny_kv_modules(tc, dir, &[Target::Host, Target::Arm64]);
-    let assets = dir.join("assets");
-    package(&r.manifest_path, &assets, &["--no-tokenizer"]);
-    (r, assets)
+    /// `-Xcheck:jni`'s messages: a misuse of JNI by the native side.
+    fn forbidden(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("WARNING in native method", "-Xcheck:jni"),
+            ("FATAL ERROR in native method", "-Xcheck:jni"),
+        ]
+    }
 }
 
 #[test]
 fn generate_ids_on_a_packaged_kv_pair_equal_kiln_generate() {
     let Some(tc) = toolchain() else { return };
     let Some(java) = java() else { return };
-    let dir = tmpdir();
-    let (r, assets) = tiny_package(&tc, dir.path());
-    let kv_host = r.mlir.with_file_name("tiny-kv-host.vmfb");
-    // Within P (one prefill), and past it (prefilled in two chunks); 9 and
-    // 14 tokens in all: past SEQ 8, so only the KV pair holds them.
-    let cases = [("5,17,3", 6), ("5,17,3,9,11,2", 8)];
-    let want: Vec<Vec<i32>> = cases
-        .iter()
-        .map(|(prompt, n)| {
-            let n = n.to_string();
-            let j = kiln_generate_json(&[
-                s(&kv_host),
-                "--kv-cache",
-                "--tokens",
-                prompt,
-                "--max-new-tokens",
-                &n,
-            ]);
-            serde_json::from_value(j["ids"].clone()).unwrap()
-        })
-        .collect();
-    assert!(want.iter().all(|ids| !ids.is_empty()), "{want:?}");
-    let ids_cmd = |(prompt, n): &(&str, usize)| format!("ids:{n}:{prompt}");
-    // The same ids again: each call starts a new sequence.
-    let mut commands: Vec<String> = cases.iter().map(ids_cmd).collect();
-    commands.push(ids_cmd(&cases[0]));
-    commands.extend(["close".into(), "use-after-close".into()]);
-    let run = java.run(&assets, "local-task", 2, &commands);
-    let lines = run.ok();
-    assert_eq!(lines.len(), 6, "{}", run.show());
-    assert_eq!(lines[0], "opened", "{}", run.show());
-    for (line, want) in lines[1..4].iter().zip([&want[0], &want[1], &want[0]]) {
-        assert_eq!(&ids_of(line), want, "{}", run.show());
-    }
-    assert_eq!(lines[4], "closed", "{}", run.show());
-    assert!(
-        lines[5].starts_with("illegal-state "),
-        "a call after close: {}",
-        run.show()
-    );
-    // local-sync (what armeabi-v7a packages name), IREE's detection of the
-    // workers: the same ids; then a prompt past the context N = 16 is a
-    // KilnException, and the JVM exits 0.
-    let long: Vec<String> = (1..=17).map(|i| i.to_string()).collect();
-    let commands = [ids_cmd(&cases[1]), format!("ids:2:{}", long.join(","))];
-    let run = java.run(&assets, "local-sync", 0, &commands);
-    let lines = run.ok();
-    assert_eq!(lines.len(), 3, "{}", run.show());
-    assert_eq!(ids_of(&lines[1]), want[1], "{}", run.show());
-    assert!(lines[2].starts_with("error "), "{}", run.show());
+    check_generate_ids(&java, &tc, None);
 }
 
 /// The SmolLM2 export's own files (manifest, archives, MLIR), hard-linked into
@@ -339,31 +197,5 @@ fn smollm2_package_generates_kiln_generates_text_and_chats() {
 fn a_damaged_package_is_a_kiln_exception_and_the_jvm_exits_0() {
     let Some(tc) = toolchain() else { return };
     let Some(java) = java() else { return };
-    let dir = tmpdir();
-    let (_, assets) = tiny_package(&tc, dir.path());
-    let ids = ["ids:2:5,17,3".to_string()];
-    // The error line of one run that must fail at open, naming `needle`.
-    let fails = |package: &Path, device: &str, needle: &str| {
-        let run = java.run(package, device, 0, &ids);
-        let lines = run.ok();
-        assert_eq!(lines.len(), 1, "{}", run.show());
-        assert!(
-            lines[0].starts_with("error ") && lines[0].contains(needle),
-            "{needle}: {}",
-            run.show()
-        );
-    };
-    // An unknown device, on an intact package.
-    fails(&assets, "cuda", "cuda");
-    // A folder that does not exist.
-    fails(
-        &dir.path().join("no-such-package"),
-        "local-task",
-        "no-such-package",
-    );
-    // The archive cut in half.
-    let irpa = assets.join("tiny.irpa");
-    let bytes = std::fs::read(&irpa).unwrap();
-    std::fs::write(&irpa, &bytes[..bytes.len() / 2]).unwrap();
-    fails(&assets, "local-task", "tiny.irpa");
+    check_damaged_package(&java, &tc, |_| {});
 }

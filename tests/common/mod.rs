@@ -3,6 +3,7 @@
 
 pub mod compiled;
 pub mod interp;
+pub mod line_driver;
 pub mod op_cases;
 pub mod tiny_iree;
 
