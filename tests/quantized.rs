@@ -812,7 +812,8 @@ fn i8_rows_run_on_host_and_arm64_as_in_the_interpreter(
 }
 
 /// `kiln export --weights fast` picks the fastest CPU form at llama.cpp's
-/// accuracy (w8a16, spec/quantized-weights.md), says so, and the manifest
+/// accuracy (w8a16, spec/quantized-weights.md), says so (and that it is
+/// the same on every CPU target: no 4-bit form), and the manifest
 /// names the form it chose; the same archive bytes as `--weights w8a16`.
 /// On a Gemma 3 checkpoint it adds its exception, the MLP's down
 /// projections as w16a16, says that too and records it with the
@@ -849,6 +850,7 @@ fn weights_fast_chooses_w8a16_and_says_so() {
     let llama = "hf/tiny-llama-untied-mha";
     let said = out(llama, "fast", "fast", &[]);
     assert!(said.contains("--weights fast chose w8a16:"), "{said}");
+    assert!(said.contains("on every CPU target"), "{said}");
     assert!(!out(llama, "named", "w8a16", &[]).contains("--weights fast"));
     assert_eq!(manifest("fast")["weights_dtype"], "w8a16");
     assert!(read("fast.irpa") == read("named.irpa"));
