@@ -26,29 +26,21 @@ impl Check<'_> {
         let Some(Ok(archive)) = self.path(irpa).map(IrpaReader::open) else {
             return; // Already a fault of the file or archive checks.
         };
-        let len = |key: &str| {
-            archive
-                .entries()
-                .iter()
-                .find(|e| e.name == key)
-                .map(|e| e.len())
-        };
+        let len = |key: &str| archive.entry(key).map(|e| e.len());
         let plain = DType::from_mlir(&contract.weights_dtype)
             .filter(|_| weights_for.is_empty())
             .map(|d| d.size() as u64);
-        let width = plain
-            .zip(len("model.norm.weight"))
-            .map(|(size, n)| n / size);
+        let norm = len("model.norm.weight");
+        let width = plain.zip(norm).map(|(size, n)| n / size);
+        // The final norm's element size in parts forms: `keep` stores
+        // vectors as the GGUF has them (f32), `q8_0`/`q4_0` as bf16.
+        let norm_sizes: &[u64] = match contract.weights_dtype.as_str() {
+            "keep" => &[4],
+            "q8_0" | "q4_0" => &[2],
+            _ => &[4, 2],
+        };
         let v = contract.vocab_size as u64;
         for key in ["model.embed_tokens.weight", "lm_head.weight"] {
-            // The final norm's element size: `keep` stores vectors as the
-            // GGUF has them (f32), `q8_0`/`q4_0` as bf16.
-            let norm_sizes: &[u64] = match contract.weights_dtype.as_str() {
-                "keep" => &[4],
-                "q8_0" | "q4_0" => &[2],
-                _ => &[4, 2],
-            };
-            let norm = len("model.norm.weight");
             if let Some(rows) = Self::part_rows(&archive, key, norm, norm_sizes, v) {
                 if rows != Some(v) {
                     let rows = rows.map_or(String::new(), |r| format!(": {r} rows"));
@@ -93,11 +85,7 @@ impl Check<'_> {
     ) -> Option<Option<u64>> {
         let entry = |suffix: &str| {
             let name = crate::params::blocks::part_key(key, suffix);
-            archive
-                .entries()
-                .iter()
-                .find(|e| e.name == name)
-                .map(|e| e.len())
+            archive.entry(&name).map(|e| e.len())
         };
         let i8_codes = crate::params::quant::I8_ROWS_PARTS[0];
         let i8_scale = crate::params::quant::I8_ROWS_PARTS[1];
