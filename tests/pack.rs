@@ -4,16 +4,12 @@
 //! same ids as the module packed at load, on the host and on arm64 under
 //! qemu.
 
-use crate::common::{self, kiln, tmpdir};
+use crate::common::{self, kiln, s, tmpdir};
 use kiln::params::irpa::{EntryKind, IrpaReader};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 const FIXTURE: &str = "tests/fixtures/hf/tiny-llama-untied-mha";
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// `kiln` with `args`, which must succeed; its stdout.
 fn ok(args: &[&str]) -> String {

@@ -10,7 +10,7 @@
 
 use crate::common;
 
-use common::{files_in, fixture, kiln_output, tmpdir};
+use common::{files_in, fixture, kiln_output, s, tmpdir};
 use kiln::manifest::{AssetsManifest, FileRecord};
 use kiln::models::{DecoderConfig, Family, RopeScaling};
 use kiln::tokenizer::{Tokenizer, TokenizerFiles};
@@ -19,10 +19,6 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 fn sha256(p: &Path) -> String {
     let bytes = std::fs::read(p).unwrap();

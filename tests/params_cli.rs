@@ -1,10 +1,10 @@
 //! `kiln params inspect | convert | diff` end to end.
 
 use crate::common;
-use common::kiln_output;
+use common::{kiln_output, s};
 use kiln::params::safetensors::SafeTensors;
 use kiln::params::DType;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn fx(rel: &str) -> PathBuf {
     crate::common::root()
@@ -15,10 +15,6 @@ fn fx(rel: &str) -> PathBuf {
 /// A path under tests/fixtures.
 fn common_fixture(rel: &str) -> PathBuf {
     crate::common::root().join("tests/fixtures").join(rel)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 #[test]

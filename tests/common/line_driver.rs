@@ -220,11 +220,6 @@ pub fn text_of(line: &str) -> String {
     serde_json::from_str(json).unwrap_or_else(|e| panic!("{line}: {e}"))
 }
 
-/// A path as the `&str` argument of [`kiln`].
-pub fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 /// `kiln generate ARGS --json`'s report.
 pub fn kiln_generate_json(args: &[&str]) -> serde_json::Value {
     let mut all = vec!["generate"];

@@ -527,6 +527,11 @@ pub fn kiln_output(args: &[&str]) -> std::process::Output {
     kiln_command().args(args).output().expect("run kiln")
 }
 
+/// A path as a `&str` argument of [`kiln`].
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
 /// Runs `kiln ARGS`: exit code, stdout, stderr.
 pub fn kiln(args: &[&str]) -> (i32, String, String) {
     let out = kiln_output(args);
