@@ -30,10 +30,7 @@ for model in $models; do
   esac
   for form in $forms; do
     n="${model}_$form"
-    "$kiln" export "$gguf" --seq 64 --out "$out" --name "$n" --weights "$form" --kv-cache \
-      --prompt-len 64 --max-context 128 -q >/dev/null 2>"$out/export.log" \
-      || { cat "$out/export.log" >&2; exit 1; }
-    archive=$(mb "$(stat -c %s "$out/$n.irpa")")
+    bench_kv_export "$gguf" "$n" "$form"
     for pack in no yes; do
       flags=()
       [[ $pack == yes ]] && flags=(--pack)
@@ -43,7 +40,7 @@ for model in $models; do
       /usr/bin/time -f %M -o "$out/rss" "$kiln" generate "$out/$n-kv-arm64.vmfb" --emulate arm64 \
         --kv-cache --tokens "$ids64" --max-new-tokens 8 >/dev/null 2>"$out/generate.log" \
         || { cat "$out/generate.log" >&2; exit 1; }
-      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$form" "$pack" "$archive" "$packed" \
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$form" "$pack" "$archive_mb" "$packed" \
         "$(( $(tail -1 "$out/rss") / 1024 ))"
       rm -f "$out/$n-kv-arm64"*
     done

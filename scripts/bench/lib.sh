@@ -80,9 +80,7 @@ mb() { python3 -c "print(f'{$1 / 1e6:.0f}')"; }
 # The files stay in $out (NAME*) for the caller to use or remove.
 bench_kv_form() {
   local gguf="$1" n="$2" form="$3" new="$4"; shift 4
-  /usr/bin/time -f %M -o "$out/rss" "$kiln" export "$gguf" --seq 64 --out "$out" --name "$n" \
-    --weights "$form" --kv-cache --prompt-len 64 --max-context 128 -q >/dev/null 2>&1
-  export_rss=$(( $(tail -1 "$out/rss") / 1024 ))
+  bench_kv_export "$gguf" "$n" "$form"
   "$kiln" compile "$out/$n-kv-gen.mlir" --target host -q "$@" >/dev/null 2>&1
   local caches
   read -ra caches < <(zero_caches "$out/$n.json")
@@ -91,7 +89,18 @@ bench_kv_form() {
   /usr/bin/time -f %M -o "$out/rss" "$kiln" generate "$out/$n-kv-host.vmfb" --kv-cache --tokens "$ids64" \
     --max-new-tokens "$new" >/dev/null 2>&1
   gen_rss=$(( $(tail -1 "$out/rss") / 1024 ))
-  archive_mb=$(mb "$(stat -c %s "$out/$n.irpa")")
+}
+
+# bench_kv_export GGUF NAME FORM: `kiln export GGUF --seq 64 --kv-cache
+# --prompt-len 64 --max-context 128 --weights FORM` as NAME into $out (its
+# messages shown only when it fails); sets $export_rss (peak RSS, MB) and
+# $archive_mb (NAME.irpa, MB).
+bench_kv_export() {
+  /usr/bin/time -f %M -o "$out/rss" "$kiln" export "$1" --seq 64 --out "$out" --name "$2" \
+    --weights "$3" --kv-cache --prompt-len 64 --max-context 128 -q >/dev/null 2>"$out/export.log" \
+    || { cat "$out/export.log" >&2; return 1; }
+  export_rss=$(( $(tail -1 "$out/rss") / 1024 ))
+  archive_mb=$(mb "$(stat -c %s "$out/$2.irpa")")
 }
 
 # medians ROUNDS_FILE: the median of each figure column over the rounds
