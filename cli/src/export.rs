@@ -113,7 +113,7 @@ pub fn parse_weights_for(s: &str) -> Result<(String, kiln::export::Weights)> {
         return Err(bad("the pattern is empty"));
     }
     let w = WeightsArg::from_str(form, false).map_err(|_| {
-        bad("FORM must be bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e, w16a16 or fast")
+        bad("FORM must be bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e, w16a16, w4a16 or fast")
     })?;
     Ok((pattern.to_string(), w.into()))
 }
@@ -156,6 +156,10 @@ pub enum WeightsArg {
     /// The w8a16 products with the weights in two i8 terms too (about 15
     /// bits on both sides, twice w8a16's weight bytes; CPU targets only).
     W16a16,
+    /// A GGUF's 4-bit matrices with their own codes kept as i4 and f16
+    /// block scales, multiplied block by block (arm64's s8 × s4 kernel);
+    /// the other matrices as w8a16 (CPU targets only).
+    W4a16,
     /// The fastest CPU form near llama.cpp's accuracy (w8a16 today, with
     /// per-model exceptions; CPU targets only).
     Fast,
@@ -173,6 +177,7 @@ impl From<WeightsArg> for kiln::export::Weights {
             WeightsArg::W8a8 => kiln::export::Weights::W8A8,
             WeightsArg::W8a16 => kiln::export::Weights::W8A16,
             WeightsArg::W16a16 => kiln::export::Weights::W16A16,
+            WeightsArg::W4a16 => kiln::export::Weights::W4A16,
             WeightsArg::W8a16e => kiln::export::Weights::W8A16E,
             WeightsArg::Fast => kiln::export::Weights::FAST,
         }
@@ -267,13 +272,7 @@ pub fn run(a: Args) -> Result<i32> {
         .progress(super::progress::bars())
         .kv(kv)
         .max_tensor_bytes(a.max_tensor_bytes.unwrap_or(
-            match matches!(
-                weights,
-                kiln::export::Weights::W8A8
-                    | kiln::export::Weights::W8A16
-                    | kiln::export::Weights::W8A16E
-                    | kiln::export::Weights::W16A16
-            ) {
+            match weights.cpu_only() {
                 true => 0,
                 false => kiln::DecoderConfig::MAX_TENSOR_BYTES,
             },

@@ -107,8 +107,11 @@ pub fn message(e: &Error) -> Option<String> {
             checkpoint.display(),
             ExportError::KEPT_TYPES,
         ),
-        Error::Export(ExportError::KeepNeedsGguf { checkpoint }) => format!(
-            "--weights keep keeps a GGUF file's quantization; {} is not a GGUF file",
+        Error::Export(ExportError::KeepNeedsGguf {
+            checkpoint,
+            weights,
+        }) => format!(
+            "--weights {weights} keeps a GGUF file's quantization; {} is not a GGUF file",
             checkpoint.display()
         ),
         Error::Generate(GenerateError::OutOfRange {
@@ -196,7 +199,7 @@ fn generate(e: &GenerateError) -> Option<String> {
 /// Hints for the export's errors.
 fn export(e: &ExportError) -> Option<String> {
     Some(match e {
-        ExportError::KeepNeedsGguf { .. } => " (use --weights bf16, f16, f32, q8_0 or q4_0)".into(),
+        ExportError::KeepNeedsGguf { .. } => " (use --weights bf16, f16, f32, q8_0, q4_0 or w8a16)".into(),
         ExportError::Unkeepable { .. } => "; use --weights bf16".into(),
         _ => return None,
     })

@@ -24,23 +24,29 @@ pub enum DType {
     /// activations rounded for their products (kiln's `Graph::linear_w8a8`).
     /// Only `convert` and `dot_general` (into i32) take it.
     I8,
+    /// Signed 4-bit integer, two per byte (element `2j` in the low nibble of
+    /// byte `j`, as IREE stores it): the codes of `--weights w4a16`
+    /// matrices (kiln's `Graph::linear_w4a16`). Only `convert`, `reshape`
+    /// and `dot_general` (i8 × i4 into i32) take it.
+    I4,
     /// Boolean (`i1` in MLIR).
     I1,
 }
 
 impl DType {
     /// All dtypes, in a fixed order.
-    pub const ALL: [DType; 7] = [
+    pub const ALL: [DType; 8] = [
         DType::F32,
         DType::BF16,
         DType::F16,
         DType::I32,
         DType::I16,
         DType::I8,
+        DType::I4,
         DType::I1,
     ];
 
-    /// The MLIR spelling: `f32`, `bf16`, `f16`, `i32`, `i16`, `i8`, `i1`.
+    /// The MLIR spelling: `f32`, `bf16`, `f16`, `i32`, `i16`, `i8`, `i4`, `i1`.
     pub fn mlir(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -49,6 +55,7 @@ impl DType {
             DType::I32 => "i32",
             DType::I16 => "i16",
             DType::I8 => "i8",
+            DType::I4 => "i4",
             DType::I1 => "i1",
         }
     }
@@ -58,12 +65,31 @@ impl DType {
         DType::ALL.into_iter().find(|d| d.mlir() == s)
     }
 
-    /// Bytes per element in memory and in parameter files (i1 takes a byte).
+    /// Bytes per element in memory and in parameter files (i1 takes a
+    /// byte). i4 shares a byte between two elements: this rounds it up to
+    /// 1, so count bytes with [`DType::bytes`].
     pub fn size(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::BF16 | DType::F16 | DType::I16 => 2,
-            DType::I8 | DType::I1 => 1,
+            DType::I8 | DType::I4 | DType::I1 => 1,
+        }
+    }
+
+    /// Bits per element as stored (i1 takes a byte, i4 half of one).
+    pub fn bits(self) -> usize {
+        match self {
+            DType::I4 => 4,
+            d => 8 * d.size(),
+        }
+    }
+
+    /// Bytes of `n` elements as stored: i4 two per byte (an odd count
+    /// rounds up), the others [`DType::size`] each.
+    pub fn bytes(self, n: usize) -> usize {
+        match self {
+            DType::I4 => n.div_ceil(2),
+            d => n.saturating_mul(d.size()),
         }
     }
 
@@ -77,10 +103,10 @@ impl DType {
         self == DType::I32
     }
 
-    /// True for the storage-only integers i16 and i8, which no arithmetic
-    /// op takes.
+    /// True for the storage-only integers i16, i8 and i4, which no
+    /// arithmetic op takes.
     pub fn is_storage_int(self) -> bool {
-        matches!(self, DType::I16 | DType::I8)
+        matches!(self, DType::I16 | DType::I8 | DType::I4)
     }
 }
 
@@ -136,7 +162,7 @@ impl TensorType {
 
     /// Size in bytes of the tensor's data (saturating).
     pub fn byte_size(&self) -> usize {
-        self.numel().saturating_mul(self.dtype.size())
+        self.dtype.bytes(self.numel())
     }
 
     /// The same shape with another dtype.

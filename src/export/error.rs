@@ -28,7 +28,7 @@ pub enum ExportError {
         pattern: String,
     },
     /// A plain weight dtype other than bf16, f16 or f32.
-    #[error("weights are stored as bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e or w16a16, not {dtype}")]
+    #[error("weights are stored as bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e, w16a16 or w4a16, not {dtype}")]
     WeightDtype {
         /// The dtype asked for.
         dtype: DType,
@@ -58,11 +58,13 @@ pub enum ExportError {
         /// The weight form asked for.
         weights: Weights,
     },
-    /// `keep` on a checkpoint that is not a GGUF file.
-    #[error("keep weights keep a GGUF file's quantization; {} is not a GGUF file", checkpoint.display())]
+    /// `keep` or `w4a16` on a checkpoint that is not a GGUF file.
+    #[error("{weights} weights keep a GGUF file's quantization; {} is not a GGUF file", checkpoint.display())]
     KeepNeedsGguf {
         /// The checkpoint.
         checkpoint: PathBuf,
+        /// The weight form asked for.
+        weights: Weights,
     },
     /// `keep` on a tensor of a type it cannot store.
     #[error(

@@ -173,9 +173,27 @@ pub enum Weights {
     /// Meant per tensor (`--weights-for`) where a model's ids are
     /// sensitive to the weights' rounding; CPU targets only.
     W16A16,
+    /// A GGUF checkpoint's 4-bit matrices (Q4_0, Q4_1, Q4_K) with their
+    /// own codes kept as i4, two per byte, and an f16 scale (and minimum)
+    /// per 32-element block; every product with one is taken block by
+    /// block in i8 × i4 → i32 against the activations' two i8 terms
+    /// ([`crate::graph::Graph::linear_w4a16`]): arm64's s8 × s4
+    /// micro-kernel, and about half of `w8a16`'s weight bytes. The
+    /// embedding, the head and the other matrices are `w8a16`'s. CPU
+    /// targets only (`spec/quantized-weights.md`).
+    W4A16,
 }
 
 impl Weights {
+    /// Whether the form stores i8 or i4 matrices, which only CPU targets
+    /// run (`w8a8`, `w8a16`, `w8a16e`, `w16a16`, `w4a16`).
+    pub fn cpu_only(self) -> bool {
+        matches!(
+            self,
+            Weights::W8A8 | Weights::W8A16 | Weights::W8A16E | Weights::W16A16 | Weights::W4A16
+        )
+    }
+
     /// The fastest CPU form whose ids stay near llama.cpp's accuracy on the
     /// measured models (`kiln export --weights fast`): `w8a16` (SmolLM2:
     /// 95 % of the non-tie positions equal transformers', as llama.cpp's
@@ -218,6 +236,7 @@ impl std::fmt::Display for Weights {
             Weights::W8A16 => f.write_str("w8a16"),
             Weights::W8A16E => f.write_str("w8a16e"),
             Weights::W16A16 => f.write_str("w16a16"),
+            Weights::W4A16 => f.write_str("w4a16"),
             Weights::Quantize(t) => write!(f, "{}", t.to_string().to_lowercase()),
         }
     }
@@ -227,7 +246,7 @@ impl std::str::FromStr for Weights {
     type Err = String;
 
     /// The names [`Weights`]' `Display` writes: `bf16`, `f16`, `f32`,
-    /// `keep`, `q8_0`, `q4_0`, `w8a8`, `w8a16`, `w8a16e`, `w16a16`.
+    /// `keep`, `q8_0`, `q4_0`, `w8a8`, `w8a16`, `w8a16e`, `w16a16`, `w4a16`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "bf16" => Ok(DType::BF16.into()),
@@ -240,8 +259,9 @@ impl std::str::FromStr for Weights {
             "w8a16" => Ok(Weights::W8A16),
             "w8a16e" => Ok(Weights::W8A16E),
             "w16a16" => Ok(Weights::W16A16),
+            "w4a16" => Ok(Weights::W4A16),
             _ => Err(format!(
-                "unknown weights form {s:?} (bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e or w16a16)"
+                "unknown weights form {s:?} (bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e, w16a16 or w4a16)"
             )),
         }
     }

@@ -7,7 +7,7 @@ use super::options::Weights;
 use super::ExportError;
 use crate::graph::DType;
 use crate::models::checkpoint::file_rows;
-use crate::models::{Checkpoint, Int8Form, Storage, WeightPlan, EMBEDDING};
+use crate::models::{Checkpoint, Int4Form, Int8Form, Storage, WeightPlan, EMBEDDING, LM_HEAD};
 use crate::params::blocks::{self, part_key, BlockForm};
 use crate::params::convert::encode_weights;
 use crate::params::gguf::GgmlType;
@@ -88,6 +88,27 @@ fn storage_for(
         Weights::W8A8 | Weights::W8A16 | Weights::W8A16E | Weights::W16A16 => {
             Ok(Storage::Plain(DType::BF16))
         }
+        // A GGUF's 4-bit matrices keep their codes; the embedding (read by
+        // gathers), the head and every other matrix are w8a16's.
+        Weights::W4A16 => {
+            let Some(ty) = ckpt.ggml_type(name) else {
+                return Err(ExportError::KeepNeedsGguf {
+                    checkpoint: ckpt.path.clone(),
+                    weights: w,
+                });
+            };
+            match Int4Form::of(ty) {
+                Some(form)
+                    if shape.len() == 2
+                        && name != EMBEDDING
+                        && name != LM_HEAD
+                        && shape[1] % Int4Form::GROUP == 0 =>
+                {
+                    Ok(Storage::Int4Blocks(form))
+                }
+                _ => storage_for(ckpt, name, shape, Weights::W8A16),
+            }
+        }
         Weights::Quantize(ty) => {
             let form = BlockForm::of(ty)
                 .filter(|_| matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0))
@@ -101,6 +122,7 @@ fn storage_for(
             let Some(ty) = ckpt.ggml_type(name) else {
                 return Err(ExportError::KeepNeedsGguf {
                     checkpoint: ckpt.path.clone(),
+                    weights: w,
                 });
             };
             match (DType::try_from(ty).ok(), BlockForm::of(ty)) {
@@ -136,7 +158,7 @@ pub(super) struct Entry {
 impl Entry {
     /// Stored bytes.
     pub(super) fn bytes(&self) -> u64 {
-        self.shape.iter().product::<u64>() * self.dtype.size() as u64
+        self.dtype.bytes(self.shape.iter().product::<u64>() as usize) as u64
     }
 
     /// A vector: at most one dimension above 1 (a norm's weight, a bias, the
@@ -250,6 +272,17 @@ pub(super) fn tensor_rows_bytes(
                 }
             }
         }
+        Storage::Int4Blocks(form) => {
+            let r = ckpt
+                .ggml_rows(tensor)
+                .filter(|r| r.ty == form.ggml)
+                .ok_or_else(|| named(format!("is not {}: w4a16 keeps its codes", form.ggml)))?;
+            let n = rows.len();
+            let bytes = file_rows(r.bytes, r.shape[0], r.order.as_deref(), rows);
+            let block = BlockForm::of(form.ggml).expect("4-bit forms are block forms");
+            let parts = blocks::repack(&block, &bytes, n, r.shape[1], None).map_err(named)?;
+            Ok(int4_parts(&block, parts))
+        }
         Storage::Int8Rows(form) => {
             let values = ckpt.read_f32_rows(tensor, rows)?;
             let bytes = |codes: &[i8]| codes.iter().map(|&q| q as u8).collect::<Vec<u8>>();
@@ -269,6 +302,77 @@ pub(super) fn tensor_rows_bytes(
                 }
                 _ => vec![bytes(&codes), scales],
             })
+        }
+    }
+}
+
+/// A 4-bit matrix's block-form parts (`.qs` words, `.scale`, `.min`:
+/// [`blocks::repack`]) as [`Storage::Int4Blocks`]' parts: each unsigned
+/// code `u` as the i4 `u − 8` (the nibble `u ^ 8`; the words' bytes already
+/// hold the codes two per byte, the first in the low nibble, as IREE
+/// packs i4), and the scales and minimums as f16 (Q4_K's f32 products of
+/// an f16 and a 6-bit sub-block scale rounded to nearest, ties to even).
+fn int4_parts(block: &BlockForm, parts: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let to_f16 = |bytes: Vec<u8>| match block.scale {
+        DType::F16 => bytes,
+        _ => bytes
+            .chunks_exact(4)
+            .flat_map(|c| {
+                let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                half::f16::from_f32(x).to_le_bytes()
+            })
+            .collect(),
+    };
+    let mut it = parts.into_iter();
+    let codes = it.next().expect("a .qs part");
+    let mut out = vec![codes.into_iter().map(|b| b ^ 0x88).collect()];
+    out.extend(it.map(to_f16));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::blocks::tests::blocks;
+    use crate::params::quant::dequantize;
+
+    /// `w4a16`'s parts of Q4_0, Q4_1 and Q4_K rows widen as
+    /// [`crate::graph::Graph::widen_i4_rows`] widens them, `(c + 8 −
+    /// zero)·scale + min` with `c` the low nibble first, to
+    /// `gguf.quants.dequantize`'s values: bit for bit where the scales are
+    /// the GGUF's f16s (Q4_0, Q4_1), and within the f16 rounding of the
+    /// block scale and minimum for Q4_K.
+    #[test]
+    fn int4_parts_keep_the_gguf_codes() {
+        for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K] {
+            let form = Int4Form::of(ty).unwrap();
+            let block = BlockForm::of(ty).unwrap();
+            let (rows, cols) = (3, 512);
+            let raw = blocks(ty, rows * cols / block.block(), 7);
+            let mut want = vec![0f32; rows * cols];
+            dequantize(ty, &raw, &mut want).unwrap();
+            let parts = int4_parts(&block, blocks::repack(&block, &raw, rows, cols, None).unwrap());
+            assert_eq!(parts.len(), form.parts(cols).len(), "{ty}");
+            assert_eq!(parts[0].len(), rows * cols / 2, "{ty}");
+            let f16s = |b: &[u8]| -> Vec<f32> {
+                b.chunks_exact(2)
+                    .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                    .collect()
+            };
+            let scale = f16s(&parts[1]);
+            let min = parts.get(2).map(|m| f16s(m));
+            for (i, &w) in want.iter().enumerate() {
+                let nibble = (parts[0][i / 2] >> (4 * (i % 2))) & 15;
+                let c = ((nibble << 4) as i8 >> 4) as f32;
+                let g = i / Int4Form::GROUP;
+                let (s, m) = (scale[g], min.as_ref().map_or(0.0, |m| m[g]));
+                let got = (c + 8.0 - form.zero as f32) * s + m;
+                let tol = match ty {
+                    GgmlType::Q4_K => (16.0 * s.abs() + m.abs()) / 1024.0,
+                    _ => 0.0,
+                };
+                assert!((got - w).abs() <= tol, "{ty} element {i}: {got} against {w}");
+            }
         }
     }
 }

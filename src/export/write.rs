@@ -14,6 +14,7 @@ use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
 use crate::params::{TensorWriter, Written};
 use crate::progress::Progress;
 use crate::util::Staging;
+use crate::graph::DType;
 use std::path::Path;
 use std::sync::mpsc::SyncSender;
 
@@ -43,7 +44,17 @@ fn open_archives(
 ) -> Result<(SafetensorsWriter, IrpaWriter)> {
     let specs: Vec<TensorSpec> = stored
         .iter()
-        .map(|e| TensorSpec::new(e.name.clone(), e.dtype.into(), &e.shape))
+        .map(|e| match e.dtype {
+            // safetensors has no i4: the codes' bytes as u8, two per byte.
+            DType::I4 => {
+                let mut shape = e.shape.clone();
+                if let Some(last) = shape.last_mut() {
+                    *last = last.div_ceil(2);
+                }
+                TensorSpec::new(e.name.clone(), crate::params::DType::U8, &shape)
+            }
+            d => TensorSpec::new(e.name.clone(), d.into(), &e.shape),
+        })
         .collect();
     let entries: Vec<EntrySpec> = stored
         .iter()

@@ -36,6 +36,15 @@ fn decode_raw(bytes: &[u8], ty: &TensorType) -> Option<Tensor> {
         DType::I32 => Tensor::i32(&shape, u32s().map(|u| u as i32).collect()),
         DType::I16 => Tensor::i32(&shape, u16s().map(|u| u as i16 as i32).collect()),
         DType::I8 => Tensor::i32(&shape, bytes.iter().map(|&b| b as i8 as i32).collect()),
+        // Two per byte, the low nibble first, each sign-extended.
+        DType::I4 => Tensor::i32(
+            &shape,
+            bytes
+                .iter()
+                .flat_map(|&b| [((b << 4) as i8 >> 4) as i32, (b as i8 >> 4) as i32])
+                .take(ty.numel())
+                .collect(),
+        ),
         DType::I1 => Tensor::i1(&shape, bytes.iter().map(|&b| b != 0).collect()),
     })
 }
@@ -53,6 +62,7 @@ fn reads_as(stored: crate::params::DType, dtype: DType) -> bool {
             | (P::I32 | P::BF16 | P::I16, DType::I32)
             | (P::BF16 | P::I16, DType::I16)
             | (P::I8, DType::I8)
+            | (P::U8, DType::I4)
             | (P::Bool, DType::I1)
     )
 }
@@ -106,7 +116,9 @@ impl ParamSource for Box<dyn crate::params::ParamSource> {
         }
         // Same bytes, typed by the graph: integer tensors, bf16 pairs, and
         // IRPA entries that carry no dtype (listed as `[bytes]`).
-        if (shape_ok && same_dtype) || bf16_pairs || plain.is_none() {
+        // An i4 tensor's bytes, two codes each, are stored as u8.
+        let nibbles = ty.dtype == DType::I4 && same_dtype && meta.nbytes == ty.byte_size() as u64;
+        if (shape_ok && same_dtype) || bf16_pairs || nibbles || plain.is_none() {
             let raw = src.raw(key)?;
             if let Some(t) = decode_raw(&raw, ty) {
                 return Ok(t);

@@ -350,7 +350,7 @@ impl Tensor {
         let kind_ok = matches!(
             (self, ty.dtype),
             (Tensor::F32 { .. }, DType::F32 | DType::BF16 | DType::F16)
-                | (Tensor::I32 { .. }, DType::I32 | DType::I16 | DType::I8)
+                | (Tensor::I32 { .. }, DType::I32 | DType::I16 | DType::I8 | DType::I4)
                 | (Tensor::I1 { .. }, DType::I1)
         );
         kind_ok && self.shape() == ty.shape.as_slice() && self.len() == ty.numel()
@@ -402,7 +402,7 @@ impl ParamSource for HashMap<String, Tensor> {
             key: key.to_string(),
             file: None,
         })?;
-        let start = (offset / ty.dtype.size() as u64) as usize;
+        let start = (offset * 8 / ty.dtype.bits() as u64) as usize;
         t.elements(start, &ty.shape)
             .ok_or_else(|| InterpError::ParameterType {
                 key: key.to_string(),
@@ -439,7 +439,7 @@ fn literal_tensor(lit: &Literal, ty: &TensorType) -> Tensor {
     let shape = ty.shape.to_vec();
     match ty.dtype {
         // i16 and i8 values are held widened in i32 tensors.
-        DType::I32 | DType::I16 | DType::I8 => Tensor::I32 {
+        DType::I32 | DType::I16 | DType::I8 | DType::I4 => Tensor::I32 {
             shape,
             data: vals.iter().map(|&x| x as i32).collect(),
         },

@@ -248,13 +248,14 @@ fn lower_for_vulkan(text: String, mlir: &Path, target: &str) -> Result<String> {
             return Ok(text);
         }
     };
-    if let Some((function, key)) = parsed.module.functions.iter().find_map(|f| {
+    if let Some((function, key, dtype)) = parsed.module.functions.iter().find_map(|f| {
         f.parameters()
-            .find(|d| d.ty.dtype == crate::graph::DType::I8)
-            .map(|d| (f.name.clone(), d.key))
+            .find(|d| matches!(d.ty.dtype, crate::graph::DType::I8 | crate::graph::DType::I4))
+            .map(|d| (f.name.clone(), d.key, d.ty.dtype))
     }) {
         return Err(IreeError::I8Weights {
             mlir: mlir.to_path_buf(),
+            dtype,
             function,
             key,
         });

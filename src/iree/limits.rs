@@ -61,18 +61,18 @@ impl TensorUse {
 }
 
 /// The first thing in `text` past a Vulkan limit, in one line
-/// (`line N: …`): an i8 weight (CPU-only), a tensor over the
+/// (`line N: …`): an i8 or i4 weight (CPU-only), a tensor over the
 /// storage-buffer range, else a product over the workgroup count. What [`check_vulkan`] refuses, said up front
 /// (`kiln export`'s note).
 pub fn first_vulkan_problem(text: &str) -> Option<String> {
     let limit = VULKAN_MAX_STORAGE_BUFFER_RANGE;
     if let Some(i) = text
         .lines()
-        .position(|l| l.contains("util.global") && l.contains("xi8>"))
+        .position(|l| l.contains("util.global") && (l.contains("xi8>") || l.contains("xi4>")))
     {
         return Some(format!(
-            "line {}: an i8 weight (w8a8, w8a16, w8a16e or w16a16 weights), a CPU-only form: \
-             the Android Vulkan baseline has no 8-bit storage",
+            "line {}: an i8 or i4 weight (w8a8, w8a16, w8a16e, w16a16 or w4a16 weights), a CPU-only form: \
+             the Android Vulkan baseline has no 8- or 4-bit storage",
             i + 1
         ));
     }

@@ -167,10 +167,12 @@ pub enum IreeError {
     Print(#[from] crate::stablehlo::PrintError),
     /// A module for Vulkan has a parameter stored as i8 (the w8a8 form),
     /// which the Android Vulkan baseline cannot store or multiply.
-    #[error("{}: @{function}: parameter \"{key}\" is i8 (w8a8, w8a16, w8a16e or w16a16 weights), a CPU-only form: the Android Vulkan baseline has no 8-bit storage and no i8 matmul", mlir.display())]
+    #[error("{}: @{function}: parameter \"{key}\" is {dtype} (w8a8, w8a16, w8a16e, w16a16 or w4a16 weights), a CPU-only form: the Android Vulkan baseline has no 8- or 4-bit storage and no integer matmul", mlir.display())]
     I8Weights {
         /// The module.
         mlir: PathBuf,
+        /// The parameter's element type (i8 or i4).
+        dtype: crate::graph::DType,
         /// The function that loads it.
         function: String,
         /// The parameter's key.

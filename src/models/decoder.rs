@@ -10,7 +10,7 @@
 
 use super::config::{Activation, DecoderConfig};
 use super::masks::{CausalMasks, Mask};
-use super::tables::{row_chunks, widen_i8, I8Chunk, Rows, Table, MAX_TABLE_ROWS, MAX_TENSOR_BYTES};
+use super::tables::{row_chunks, widen_i8, I4Chunk, I8Chunk, Rows, Table, MAX_TABLE_ROWS, MAX_TENSOR_BYTES};
 use super::weights::{Int8Form, Storage, WeightPlan};
 use super::ModelError;
 use crate::graph::{BlockWeight, CompareDir, DType, DotDims, Graph, TensorType, Value};
@@ -72,6 +72,9 @@ impl DecoderConfig {
 
 /// The token embedding table's HF name, in every family.
 pub(crate) const EMBEDDING: &str = "model.embed_tokens.weight";
+
+/// The HF name of an untied LM head.
+pub(crate) const LM_HEAD: &str = "lm_head.weight";
 
 /// One block's weights, widened to f32 values in the graph; matrices
 /// whole or in row chunks.
@@ -188,11 +191,11 @@ impl<'a> Decoder<'a> {
                 }
             };
         };
-        let row_bytes: Vec<u64> = parts.iter().map(|p| (p.2 * p.1.size()) as u64).collect();
+        let row_bytes: Vec<u64> = parts.iter().map(|p| p.1.bytes(p.2) as u64).collect();
         let ranges = row_chunks(v, h, m, &row_bytes, self.limit)?
             .unwrap_or_else(|| std::iter::once(0..v).collect());
         let whole = ranges.len() == 1;
-        let (mut blocks, mut int8) = (Vec::new(), Vec::new());
+        let (mut blocks, mut int8, mut int4) = (Vec::new(), Vec::new(), Vec::new());
         for r in ranges {
             let start = r.start;
             let vals = self.declare_parts(key, &parts, r, whole)?;
@@ -206,12 +209,26 @@ impl<'a> Decoder<'a> {
                         rest: vals.get(2).copied(),
                     },
                 )),
+                Storage::Int4Blocks(_) => {
+                    let (scale, min) = (vals[1], vals.get(2).copied());
+                    let scale = self.g.convert(scale, DType::F32)?;
+                    let min = min.map(|m| self.g.convert(m, DType::F32)).transpose()?;
+                    int4.push((
+                        start,
+                        I4Chunk {
+                            q: vals[0],
+                            scale,
+                            min,
+                        },
+                    ))
+                }
                 Storage::Plain(_) => unreachable!("plain storage has no parts"),
             }
         }
         Ok(match storage {
             Storage::Blocks(_) => Table::Blocks(blocks),
             Storage::Int8Rows(form) => Table::Int8(form, int8),
+            Storage::Int4Blocks(form) => Table::Int4(form, int4),
             Storage::Plain(_) => unreachable!("plain storage has no parts"),
         })
     }
@@ -233,7 +250,7 @@ impl<'a> Decoder<'a> {
             vals.push(if whole {
                 self.g.parameter(&k, ty)?
             } else {
-                let offset = (rows.start * cols * dtype.size()) as u64;
+                let offset = dtype.bytes(rows.start * cols) as u64;
                 self.g.parameter_part(&k, ty, offset)?
             });
         }
@@ -287,6 +304,11 @@ impl<'a> Decoder<'a> {
                     rows.push((start, widen_i8(&mut self.g, *form, c)?));
                 }
             }
+            Table::Int4(form, chunks) => {
+                for &(start, c) in chunks {
+                    rows.push((start, c.widen(&mut self.g, *form)?));
+                }
+            }
         }
         Ok(match rows.len() {
             1 => Table::Whole(rows[0].1),
@@ -308,6 +330,11 @@ impl<'a> Decoder<'a> {
                 name: key.to_string(),
                 shape: shape.to_vec(),
                 form: "as i8 rows".into(),
+            }),
+            Storage::Int4Blocks(_) => Err(ModelError::TensorForm {
+                name: key.to_string(),
+                shape: shape.to_vec(),
+                form: "as i4 blocks".into(),
             }),
         }
     }
@@ -338,6 +365,10 @@ impl<'a> Decoder<'a> {
             Table::Int8(form, chunks) => chunks
                 .iter()
                 .map(|&(start, c)| (start, g.ty(c.q).shape[0], Rows::Int8(*form, c)))
+                .collect(),
+            Table::Int4(form, chunks) => chunks
+                .iter()
+                .map(|&(start, c)| (start, g.ty(c.q).shape[0], Rows::Int4(*form, c)))
                 .collect(),
         };
         let rows = match &chunks[..] {
@@ -714,11 +745,22 @@ impl<'a> Decoder<'a> {
                 })
                 .collect();
         }
+        if let Table::Int4(form, chunks) = w {
+            return chunks
+                .iter()
+                .map(|&(start, c)| {
+                    let y = self.g.linear_w4a16(x, c.q, c.scale, c.min, form.zero)?;
+                    Ok((start, y))
+                })
+                .collect();
+        }
         let widened = matches!(w, Table::Blocks(_));
         let chunks = match self.dense(w)? {
             Table::Whole(w) => vec![(0, w)],
             Table::Rows(chunks) => chunks,
-            Table::Blocks(_) | Table::Int8(..) => unreachable!("dense tables are f32"),
+            Table::Blocks(_) | Table::Int8(..) | Table::Int4(..) => {
+                unreachable!("dense tables are f32")
+            }
         };
         chunks
             .into_iter()
@@ -778,7 +820,7 @@ impl<'a> Decoder<'a> {
         let head = if self.cfg.tie_word_embeddings {
             embedding.clone()
         } else {
-            self.table("lm_head.weight", rows)?
+            self.table(LM_HEAD, rows)?
         };
         let chunks = self.products(x, &head)?;
         if let [(_, p)] = chunks[..] {

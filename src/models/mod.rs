@@ -20,9 +20,9 @@ pub use config::{
     Activation, Arch, DecoderConfig, Family, RopeScaling, SlidingRope, MAX_CONTEXT, MAX_HEADS,
     MAX_LAYERS, MAX_VOCAB, MAX_WIDTH,
 };
-pub(crate) use decoder::EMBEDDING;
+pub(crate) use decoder::{EMBEDDING, LM_HEAD};
 pub(crate) use tables::MAX_TENSOR_BYTES;
-pub(crate) use weights::{Int8Form, Storage, WeightPlan};
+pub(crate) use weights::{Int4Form, Int8Form, Storage, WeightPlan};
 
 /// A checkpoint that cannot be turned into a graph: names what is wrong
 /// (file, key, tensor, expected vs found) and what is supported.

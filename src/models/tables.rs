@@ -2,7 +2,7 @@
 //! row chunks under the tensor bound ([`row_chunks`]), plain, block-quantized
 //! or i8 rows; and how a gather reads rows of each ([`Rows`]).
 
-use super::weights::Int8Form;
+use super::weights::{Int4Form, Int8Form};
 use super::ModelError;
 use crate::graph::{BlockWeight, Graph, Value};
 
@@ -27,6 +27,31 @@ pub(crate) enum Table {
     /// `[rows, 1]` and, for a `w8a16e` table, the rows' rest for gathers;
     /// multiplied as the form says.
     Int8(Int8Form, Vec<(usize, I8Chunk)>),
+    /// `--weights w4a16` chunks: i4 codes `[rows, cols]` with f32 block
+    /// scales (and minimums) `[rows, cols/32]`, multiplied block by block.
+    Int4(Int4Form, Vec<(usize, I4Chunk)>),
+}
+
+/// The parts of one chunk of a `w4a16` matrix.
+#[derive(Clone, Copy)]
+pub(crate) struct I4Chunk {
+    /// i4 codes `[rows, cols]`.
+    pub(crate) q: Value,
+    /// f32 block scales `[rows, cols/32]`.
+    pub(crate) scale: Value,
+    /// f32 block minimums `[rows, cols/32]`, if the type has them.
+    pub(crate) min: Option<Value>,
+}
+
+impl I4Chunk {
+    /// The chunk's rows widened to f32 ([`Graph::widen_i4_rows`]).
+    pub(crate) fn widen(
+        self,
+        g: &mut Graph,
+        form: Int4Form,
+    ) -> Result<Value, crate::graph::GraphError> {
+        g.widen_i4_rows(self.q, self.scale, self.min, form.zero)
+    }
 }
 
 /// Row ranges of a `[v, h]` table whose stored parts have `row_bytes`
@@ -97,6 +122,7 @@ pub(crate) enum Rows {
     Plain(Value),
     Blocks(BlockWeight),
     Int8(Int8Form, I8Chunk),
+    Int4(Int4Form, I4Chunk),
 }
 
 impl Rows {
@@ -118,6 +144,14 @@ impl Rows {
                 r.scale = g.gather_rows(bw.scale, ids)?;
                 r.min = bw.min.map(|m| g.gather_rows(m, ids)).transpose()?;
                 g.dequantize_blocks(&r)
+            }
+            Rows::Int4(form, c) => {
+                let rows = I4Chunk {
+                    q: g.gather_rows(c.q, ids)?,
+                    scale: g.gather_rows(c.scale, ids)?,
+                    min: c.min.map(|m| g.gather_rows(m, ids)).transpose()?,
+                };
+                rows.widen(g, form)
             }
             Rows::Int8(form, c) => {
                 let rows = I8Chunk {

@@ -19,7 +19,60 @@ pub enum Storage {
     /// `<name>.scale` `[rows, 1]`), multiplied by activations rounded to
     /// i8 per row, as [`Int8Form`] says.
     Int8Rows(Int8Form),
+    /// A GGUF matrix's own 4-bit codes kept as i4, two per byte, with an
+    /// f16 scale (and minimum) per 32-element block (`<name>.q4`
+    /// `[rows, cols]`, `<name>.scale4` and `<name>.min4` `[rows, cols/32]`),
+    /// multiplied block by block by activations in two i8 terms
+    /// ([`crate::graph::Graph::linear_w4a16`], `--weights w4a16`).
+    Int4Blocks(Int4Form),
 }
+
+/// How an [`Storage::Int4Blocks`] matrix was stored: which GGML type its
+/// codes come from. Element `i` of a row is `(c + 8 − zero)·scale + min`,
+/// where `c` is the stored i4 code, the GGUF's unsigned code minus 8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Int4Form {
+    /// The GGML type of the source blocks (Q4_0, Q4_1 or Q4_K).
+    pub ggml: crate::params::gguf::GgmlType,
+    /// The type's fixed offset (8 for Q4_0, 0 for Q4_1 and Q4_K).
+    pub zero: u32,
+    /// Whether the matrix has a `.min4` part.
+    pub min: bool,
+}
+
+impl Int4Form {
+    /// Elements per block: one scale (and minimum) each.
+    pub const GROUP: usize = 32;
+
+    /// The 4-bit form of `ty`'s blocks, if its codes are 4-bit (Q4_0,
+    /// Q4_1, Q4_K).
+    pub fn of(ty: crate::params::gguf::GgmlType) -> Option<Int4Form> {
+        let b = BlockForm::of(ty)?;
+        (b.low_bits == 4 && b.high_bits == 0 && b.group == Self::GROUP).then_some(Int4Form {
+            ggml: ty,
+            zero: b.zero,
+            min: b.min,
+        })
+    }
+
+    /// The parts of a matrix with `cols` columns: `(suffix, dtype,
+    /// columns per row)`.
+    pub fn parts(self, cols: usize) -> Vec<(&'static str, DType, usize)> {
+        let groups = cols / Self::GROUP;
+        let mut v = vec![(I4_CODES, DType::I4, cols), (I4_SCALES, DType::F16, groups)];
+        if self.min {
+            v.push((I4_MINS, DType::F16, groups));
+        }
+        v
+    }
+}
+
+/// Suffix of an [`Storage::Int4Blocks`] matrix's codes.
+pub const I4_CODES: &str = "q4";
+/// Suffix of an [`Storage::Int4Blocks`] matrix's block scales.
+pub const I4_SCALES: &str = "scale4";
+/// Suffix of an [`Storage::Int4Blocks`] matrix's block minimums.
+pub const I4_MINS: &str = "min4";
 
 /// How an [`Storage::Int8Rows`] matrix and the activations of its products
 /// are carried (`spec/quantized-weights.md`).
@@ -76,6 +129,7 @@ impl Storage {
                     .collect(),
             ),
             Storage::Int8Rows(form) => Some(int8_parts(form, cols)),
+            Storage::Int4Blocks(form) => Some(form.parts(cols)),
         }
     }
 }

@@ -590,12 +590,12 @@ fn widen(form: &BlockForm, parts: &[Vec<u8>], rows: usize, cols: usize) -> Vec<f
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::params::quant::dequantize;
 
     /// Deterministic bytes with sane f16 scales at the given offsets.
-    fn blocks(ty: GgmlType, n: usize, seed: u64) -> Vec<u8> {
+    pub(crate) fn blocks(ty: GgmlType, n: usize, seed: u64) -> Vec<u8> {
         let ts = ty.type_size() as usize;
         let mut s = seed;
         let mut next = || {

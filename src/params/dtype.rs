@@ -266,6 +266,9 @@ impl From<GraphDType> for DType {
             GraphDType::I32 => DType::I32,
             GraphDType::I16 => DType::I16,
             GraphDType::I8 => DType::I8,
+            // Two per byte: an i4 tensor's bytes are stored as u8, half
+            // as many (`export`'s safetensors file).
+            GraphDType::I4 => DType::U8,
             GraphDType::I1 => DType::Bool,
         }
     }

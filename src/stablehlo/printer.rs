@@ -259,7 +259,7 @@ pub fn format_float(x: f64, dtype: DType) -> String {
 pub fn format_literal_value(x: f64, dtype: DType) -> String {
     match dtype {
         DType::I1 => (if x != 0.0 { "true" } else { "false" }).to_string(),
-        DType::I32 | DType::I16 | DType::I8 => format!("{}", x as i64),
+        DType::I32 | DType::I16 | DType::I8 | DType::I4 => format!("{}", x as i64),
         _ => format_float(x, dtype),
     }
 }
@@ -302,7 +302,7 @@ fn i64_array(xs: &[usize]) -> String {
 
 fn compare_type(dtype: DType) -> &'static str {
     match dtype {
-        DType::I32 | DType::I16 | DType::I8 => "SIGNED",
+        DType::I32 | DType::I16 | DType::I8 | DType::I4 => "SIGNED",
         DType::I1 => "UNSIGNED",
         _ => "FLOAT",
     }

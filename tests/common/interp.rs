@@ -32,6 +32,7 @@ impl Rng {
                     // i16 parameters hold bf16 weights by their bits.
                     DType::I16 => half::bf16::from_f64(x).to_bits() as i16 as f64,
                     DType::I8 => (x.clamp(-1.0, 1.0) * 127.0).round(),
+                    DType::I4 => (x.clamp(-1.0, 1.0) * 7.5 - 0.5).round(),
                     DType::I1 => (x > 0.0) as u8 as f64,
                     DType::F32 => (x as f32) as f64,
                 }

@@ -335,6 +335,48 @@ pub fn all() -> Vec<OpCase> {
             g.linear_w8a16(v[0], q, v[2]).unwrap()
         },
     ));
+    // `--weights w4a16`'s product (Graph::linear_w4a16): i4 codes per
+    // 32-block with a scale and a minimum each (a Q4_1/Q4_K matrix, zero 0:
+    // w = (c + 8)·scale + min), times the activations' two i8 terms.
+    let (rows4, k4, n4) = (3, 64, 5);
+    let x4 = HostT::f(&[rows4, k4], vals(rows4 * k4, 35, -2.0, 2.0));
+    let c4: Vec<i32> = vals(n4 * k4, 36, -8.49, 7.49)
+        .iter()
+        .map(|x| x.round() as i32)
+        .collect();
+    let sc4 = HostT::f(&[n4, k4 / 32], vals(n4 * k4 / 32, 37, 0.001, 0.02));
+    let mn4 = HostT::f(&[n4, k4 / 32], vals(n4 * k4 / 32, 38, -0.1, 0.1));
+    let mut want4 = Vec::with_capacity(rows4 * n4);
+    for r in x4.fv().chunks_exact(k4) {
+        let s = (r.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0).max(f32::MIN_POSITIVE);
+        let xs: Vec<f32> = r.iter().map(|x| x / s).collect();
+        let q1: Vec<f32> = xs.iter().map(|x| x.round_ties_even()).collect();
+        let q2: Vec<f32> = xs
+            .iter()
+            .map(|x| ((x - x.round_ties_even()) * 254.0).round_ties_even())
+            .collect();
+        for (j, c) in c4.chunks_exact(k4).enumerate() {
+            let mut y = 0f32;
+            for b in 0..k4 / 32 {
+                let blk = b * 32..(b + 1) * 32;
+                let dot = |q: &[f32]| blk.clone().map(|i| q[i] * (c[i] + 8) as f32).sum::<f32>();
+                let x_sum: f32 = r[blk.clone()].iter().sum();
+                let (sc, mn) = (sc4.fv()[j * k4 / 32 + b], mn4.fv()[j * k4 / 32 + b]);
+                y += (dot(&q1) * s + dot(&q2) * (s / 254.0)) * sc + mn * x_sum;
+            }
+            want4.push(y);
+        }
+    }
+    cases.push(case(
+        "linear_w4a16",
+        vec![x4, HostT::i(&[n4, k4], c4), sc4, mn4],
+        HostT::f(&[rows4, n4], want4),
+        (1e-5, 1e-5),
+        |g, v| {
+            let q = g.convert(v[1], kiln::graph::DType::I4).unwrap();
+            g.linear_w4a16(v[0], q, v[2], Some(v[3]), 0).unwrap()
+        },
+    ));
     // compare + select: select(compare(a, b), a, b) also covers select.
     let mut cb = b.clone();
     if let Data::F32(v) = &mut cb.data {

@@ -108,13 +108,13 @@ fn lower_function(f: &Graph) -> Result<Graph, GraphError> {
             continue;
         }
         let v = match &node.op {
-            Op::Parameter { key, .. } if node.ty.dtype == DType::I8 => {
+            Op::Parameter { key, .. } if matches!(node.ty.dtype, DType::I8 | DType::I4) => {
                 return Err(GraphError {
                     op: "lower_for_vulkan",
                     msg: format!(
-                        "@{}: parameter \"{key}\" is i8 (w8a8, w8a16, w8a16e or w16a16 weights), a CPU-only form: \
-                         the Android Vulkan baseline has no 8-bit storage and no i8 matmul",
-                        f.name
+                        "@{}: parameter \"{key}\" is {} (w8a8, w8a16, w8a16e, w16a16 or w4a16 weights), a CPU-only form: \
+                         the Android Vulkan baseline has no 8- or 4-bit storage and no integer matmul",
+                        f.name, node.ty.dtype
                     ),
                 });
             }

@@ -324,6 +324,129 @@ impl Graph {
         self.mul(y, swo)
     }
 
+    /// `x · Wᵀ` for a GGUF matrix whose 4-bit codes are kept (`--weights
+    /// w4a16`): `codes` i4 `[out, in]`, each the GGUF's unsigned code
+    /// minus 8, `scale` and `min` f32 `[out, in/32]` (one per 32-element
+    /// block; `min` absent for Q4_0), and `zero` the type's offset, so
+    /// `W = (c + 8 − zero)·scale + min`. `x` f32 `[S, in]` is carried by
+    /// [`Graph::linear_w8a16`]'s two i8 terms `[2·S, in]`, and the product
+    /// is taken block by block in i8 × i4 → i32, batched over the blocks
+    /// (`[in/32, 2·S, out]`, arm64's s8 × s4 micro-kernel), each block's
+    /// sums exact in f32 (at most 32·128·8 in size). Then the code offset
+    /// `(8 − zero)·Σq` per block (exact in f32), the block scales, the sum
+    /// over blocks, the two terms joined as `w8a16` joins them, and the
+    /// minimums times the f32 block sums of `x`. Only the activations'
+    /// rounding to about 15 bits is lossy: the codes are the GGUF's.
+    pub fn linear_w4a16(
+        &mut self,
+        x: Value,
+        codes: Value,
+        scale: Value,
+        min: Option<Value>,
+        zero: u32,
+    ) -> Result<Value, GraphError> {
+        const G: usize = 32;
+        let (tx, tq, ts) = (self.ty(x).clone(), self.ty(codes).clone(), self.ty(scale).clone());
+        let tm = min.map(|m| self.ty(m).clone());
+        let ok = tx.rank() == 2
+            && tx.dtype == DType::F32
+            && tq.rank() == 2
+            && tq.dtype == DType::I4
+            && tq.shape[1] == tx.shape[1]
+            && tx.shape[1] % G == 0
+            && ts.dtype == DType::F32
+            && ts.shape.as_slice() == [tq.shape[0], tq.shape[1] / G]
+            && tm.as_ref().is_none_or(|tm| *tm == ts)
+            && zero <= 8;
+        if !ok {
+            return Err(GraphError {
+                op: "linear_w4a16",
+                msg: format!(
+                    "needs f32 x [S, in] (in a multiple of {G}), i4 codes [out, in], f32 scale                      and minimum [out, in/{G}] and a zero of at most 8, got {tx}, {tq}, {ts}, {} and {zero}",
+                    tm.map_or("no minimum".to_string(), |t| t.to_string())
+                ),
+            });
+        }
+        let (s, n, k) = (tx.shape[0], tq.shape[0], tx.shape[1]);
+        let (b, r) = (k / G, 2 * s);
+        let (s1, xs) = self.row_scales_i8(x)?;
+        let both = if s == 1 {
+            self.two_terms_in_one_op(xs)?
+        } else {
+            let (q1, q2) = self.two_terms(xs)?;
+            self.concatenate(&[q1, q2], 0)?
+        };
+        let qb = self.reshape(both, &[r, b, G])?;
+        let cb = self.reshape(codes, &[n, b, G])?;
+        let dims = crate::graph::DotDims {
+            lhs_batch: vec![1],
+            rhs_batch: vec![1],
+            lhs_contract: vec![2],
+            rhs_contract: vec![2],
+        };
+        let p = self.dot_general(qb, cb, dims)?;
+        let mut p = self.convert(p, DType::F32)?;
+        if zero != 8 {
+            // Σ q·(c + 8 − zero) = Σ q·c + (8 − zero)·Σ q, per block.
+            let qf = self.convert(qb, DType::F32)?;
+            let qsum = self.reduce_sum(qf, &[2])?;
+            let off = self.splat_like(qsum, (8 - zero) as f64)?;
+            let qsum = self.mul(qsum, off)?;
+            let qsum = self.transpose(qsum, &[1, 0])?;
+            let qsum = self.broadcast_in_dim(qsum, &[b, r, n], &[0, 1])?;
+            p = self.add(p, qsum)?;
+        }
+        let st = self.transpose(scale, &[1, 0])?;
+        let sb = self.broadcast_in_dim(st, &[b, r, n], &[0, 2])?;
+        let p = self.mul(p, sb)?;
+        let y = self.reduce_sum(p, &[0])?;
+        let first = self.slice_dim(y, 0, 0, s)?;
+        let second = self.slice_dim(y, 0, s, r)?;
+        let s1o = self.broadcast_in_dim(s1, &[s, n], &[0])?;
+        let y1 = self.mul(first, s1o)?;
+        let k254 = self.splat_like(s1o, 254.0)?;
+        let s2o = self.div(s1o, k254)?;
+        let y2 = self.mul(second, s2o)?;
+        let y = self.add(y1, y2)?;
+        let Some(m) = min else { return Ok(y) };
+        let xb = self.reshape(x, &[s, b, G])?;
+        let xsum = self.reduce_sum(xb, &[2])?;
+        let ym = self.linear(xsum, m)?;
+        self.add(y, ym)
+    }
+
+    /// Rows of a `--weights w4a16` matrix widened to f32 `[R, in]`:
+    /// `(f32(c) + 8 − zero)·scale + min` per 32-element block, `codes` i4
+    /// `[R, in]`, `scale` and `min` f32 `[R, in/32]`
+    /// ([`Graph::linear_w4a16`]'s weights).
+    pub fn widen_i4_rows(
+        &mut self,
+        codes: Value,
+        scale: Value,
+        min: Option<Value>,
+        zero: u32,
+    ) -> Result<Value, GraphError> {
+        const G: usize = 32;
+        let shape = self.ty(codes).shape.to_vec();
+        if shape.len() != 2 || shape[1] % G != 0 {
+            return err(format!("i4 rows must be [R, in] with in a multiple of {G}, got {shape:?}"));
+        }
+        let grouped = [shape[0], shape[1] / G, G];
+        let f = self.convert(codes, DType::F32)?;
+        let mut f = self.reshape(f, &grouped)?;
+        if zero != 8 {
+            let off = self.splat_like(f, 8.0 - zero as f64)?;
+            f = self.add(f, off)?;
+        }
+        let sb = self.broadcast_in_dim(scale, &grouped, &[0, 1])?;
+        let mut f = self.mul(f, sb)?;
+        if let Some(m) = min {
+            let mb = self.broadcast_in_dim(m, &grouped, &[0, 1])?;
+            f = self.add(f, mb)?;
+        }
+        self.reshape(f, &shape)
+    }
+
     /// The two i8 terms of `xs = x / s₁` (f32 `[S, in]`), each `[S, in]`:
     /// `round(xs)`, then `round((xs − round(xs)) · 254)`, each rounded by
     /// its own op (the form for several rows: a prefill, a forward), to be

@@ -80,6 +80,7 @@ fn hex_element(bytes: &[u8], dtype: DType) -> f64 {
         DType::I32 => i32::from_le_bytes(b) as f64,
         DType::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
         DType::I8 => b[0] as i8 as f64,
+        DType::I4 => ((b[0] << 4) as i8 >> 4) as f64,
         DType::BF16 => half::bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64(),
         DType::F16 => half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64(),
         DType::I1 => (b[0] != 0) as u8 as f64,

@@ -23,8 +23,8 @@ impl Graph {
         // Integer products take i8 operands and accumulate in i32.
         let out = match (ta.dtype, tb.dtype) {
             (a, b) if a == b && a.is_float() => a,
-            (DType::I8, DType::I8) => DType::I32,
-            _ => return fail("operands must share one float element type, or both be i8"),
+            (DType::I8, DType::I8 | DType::I4) => DType::I32,
+            _ => return fail("operands must share one float element type, or be i8 and i8 or i4"),
         };
         if dims.lhs_batch.len() != dims.rhs_batch.len()
             || dims.lhs_contract.len() != dims.rhs_contract.len()

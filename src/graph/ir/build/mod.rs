@@ -119,6 +119,7 @@ impl Graph {
             DType::I32 => x.fract() == 0.0 && x >= i32::MIN as f64 && x <= i32::MAX as f64,
             DType::I16 => x.fract() == 0.0 && x >= i16::MIN as f64 && x <= i16::MAX as f64,
             DType::I8 => x.fract() == 0.0 && x >= i8::MIN as f64 && x <= i8::MAX as f64,
+            DType::I4 => x.fract() == 0.0 && (-8.0..=7.0).contains(&x),
             DType::I1 => x == 0.0 || x == 1.0,
         };
         if ok {
@@ -183,7 +184,7 @@ impl Graph {
     pub fn bitcast_convert(&mut self, x: Value, dtype: DType) -> Result<Value, GraphError> {
         self.checked("bitcast_convert", &[x])?;
         let t = self.ty(x);
-        if t.dtype.size() != dtype.size() || t.dtype == DType::I1 || dtype == DType::I1 {
+        if t.dtype.bits() != dtype.bits() || t.dtype == DType::I1 || dtype == DType::I1 {
             return err(
                 "bitcast_convert",
                 format!("cannot reinterpret {t} as {dtype}: element widths differ"),
