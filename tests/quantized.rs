@@ -959,3 +959,123 @@ fn gemma3_270m_fast_meets_the_accuracy_line_on_text() {
     );
     assert!(all >= 700 && same * 100 >= 95 * all, "{same}/{all}");
 }
+
+/// `--weights w4a16` on the two tiny GGUFs whose matrices use every 4-bit
+/// type (Q4_0, Q4_1, Q4_K) beside others. The 4-bit matrices are stored
+/// as i4 codes (`.q4`, half a byte per weight) with f16 block scales
+/// (`.scale4`, and `.min4` where the type has minimums); the other
+/// matrices as `w8a16`'s i8 rows, the embedding too. IREE's host, arm64
+/// (under qemu) and arm32 (under qemu) modules give the interpreter's ids
+/// at every position, and those equal transformers' (on the GGUF
+/// dequantized to f32) wherever `w8a16` does: only the activations'
+/// rounding differs from `keep`. Vulkan is refused, naming the form, and
+/// an HF checkpoint (no GGUF codes to keep) is refused, naming the file.
+#[test]
+fn w4a16_keeps_the_gguf_codes_on_every_cpu_target() {
+    let Some(tc) = toolchain() else { return };
+    let arm64 = common::arm64_emulation(&tc);
+    let arm32 = common::arm32_kiln_runtime(&tc).is_some();
+    let mut failures = Vec::new();
+    for name in FIXTURES {
+        let exp = expected(name);
+        let rs = &exp.seqs[0];
+        let dir = tmpdir();
+        let ckpt = Checkpoint::open(fixture(&format!("gguf/quant/{name}.gguf"))).unwrap();
+        let form = |w: Weights, sub: &str| {
+            let out = dir.path().join(sub);
+            export(&ckpt, &ExportOptions::new(rs.seq, &out).weights(w)).unwrap()
+        };
+        let r = form(Weights::W4A16, "w4");
+        let w8 = form(Weights::W8A16, "w8");
+        assert_eq!(r.manifest.weights_dtype, "w4a16");
+        let src = <dyn ParamSource>::open(&r.irpa).unwrap();
+        let meta = |n: &str| src.meta(n).map(|m| m.nbytes);
+        let mut four_bit = 0;
+        for (hf, shape) in ckpt.tensors() {
+            let q4 = meta(&format!("{hf}.q4"));
+            match ckpt.ggml_type(hf) {
+                Some(t @ (GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q4_K))
+                    if hf != "model.embed_tokens.weight" =>
+                {
+                    four_bit += 1;
+                    let (rows, cols) = (shape[0] as u64, shape[1] as u64);
+                    assert_eq!(q4, Some(rows * cols / 2), "{hf}");
+                    assert_eq!(meta(&format!("{hf}.scale4")), Some(rows * cols / 32 * 2));
+                    let min = meta(&format!("{hf}.min4"));
+                    assert_eq!(min.is_some(), t != GgmlType::Q4_0, "{hf} {t}");
+                }
+                _ => assert_eq!(q4, None, "{hf}"),
+            }
+        }
+        assert!(four_bit >= 4, "{name}: {four_bit} 4-bit matrices");
+        assert!(
+            r.vulkan_issues.iter().any(|i| i.contains("w4a16")),
+            "{:?}",
+            r.vulkan_issues
+        );
+        let targets = [Target::Host, Target::Arm64, Target::Arm32];
+        let outs =
+            common::compiled::compile_many(&tc, &r.mlir, &targets, dir.path(), name, 2).unwrap();
+        for (ci, c) in rs.cases.iter().enumerate() {
+            let want = kiln::interp::predict_file(&r.mlir, &r.irpa, None, &c.input).unwrap();
+            let w8a16 = kiln::interp::predict_file(&w8.mlir, &w8.irpa, None, &c.input).unwrap();
+            let runs = [
+                ("host", &outs[0], Device::LocalTask, None, true),
+                ("arm64", &outs[1], Device::LocalTask, Some(Emulation::Arm64), arm64),
+                ("arm32", &outs[2], Device::LocalSync, Some(Emulation::Arm32), arm32),
+            ];
+            for (what, vmfb, device, emulate, present) in runs {
+                if !present {
+                    continue;
+                }
+                let got = module_ids(&tc, &r, vmfb, device, emulate, &c.input);
+                if got != want {
+                    failures.push(format!("{name} case {ci} {what}: {got:?}, interpreter {want:?}"));
+                }
+            }
+            let (same, all) = agreement(&want, &c.argmax, &c.margin);
+            let (same8, _) = agreement(&w8a16, &c.argmax, &c.margin);
+            eprintln!("{name} case {ci}: w4a16 {same}/{all} non-tie positions equal transformers, w8a16 {same8}");
+            if same < same8 {
+                failures.push(format!("{name} case {ci}: w4a16 {same}/{all}, w8a16 {same8}"));
+            }
+        }
+        let vk = dir.path().join("vk.vmfb");
+        let e = common::compiled::compile(&tc, &r.mlir, &Target::parse("vulkan").unwrap(), &vk, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("CPU-only") && !vk.exists(), "{e}");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let hf = fixture("hf/tiny-llama-untied-mha");
+    export_refused(&hf, &["--weights", "w4a16"], &["w4a16", "not a GGUF file", "tiny-llama-untied-mha"]);
+}
+
+/// The accuracy line of `--weights w4a16` on Gemma 3 270M Q4_K_M (its
+/// Q4_K attention outputs and MLP down projections keep their codes as
+/// i4; its Q5_0, Q6_K and Q8_0 matrices are w8a16's), with the embedding
+/// as `w8a16e` (`--weights fast`'s exception): at least 95 % of the
+/// non-tie positions of 768 positions of text equal transformers' on the
+/// host.
+#[test]
+fn gemma3_270m_w4a16_meets_the_accuracy_line_on_text() {
+    let (Some(tc), Some(gguf)) = (toolchain(), gemma3_gguf()) else {
+        return;
+    };
+    let (same, all) = text_windows_agreement(
+        &tc,
+        &gguf,
+        "gguf/quant/gemma3-270m-text-windows.json",
+        |dir| {
+            ExportOptions::new(96, dir)
+                .name("text")
+                .weights(Weights::W4A16)
+                .weights_for(Weights::fast_exceptions(kiln::models::Family::Gemma3))
+                .max_tensor_bytes(0)
+        },
+    );
+    eprintln!(
+        "Gemma 3 270M --weights w4a16, text: {same}/{all} non-tie positions equal transformers"
+    );
+    assert!(all >= 700 && same * 100 >= 95 * all, "{same}/{all}");
+}

@@ -780,3 +780,22 @@ fn kv_pair_under_emulated_arm32_runs_in_one_kiln_runtime_with_the_hosts_ids() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// The accuracy line of `--weights w4a16` on text (SmolLM2 Q4_1: every
+/// block matrix keeps its GGUF codes as i4, the embedding is w8a16's): at
+/// least 95 % of the non-tie positions of the 8 windows of 96 tokens equal
+/// transformers' on the host.
+#[test]
+fn w4a16_weights_meet_the_accuracy_line_on_text() {
+    let (Some(tc), Some(gguf)) = (toolchain(), smollm2_gguf()) else {
+        return;
+    };
+    let (same, all) = text_windows_agreement(&tc, &gguf, "smollm2/text-windows.json", |dir| {
+        ExportOptions::new(96, dir)
+            .name("text")
+            .weights(kiln::export::Weights::W4A16)
+            .max_tensor_bytes(0)
+    });
+    eprintln!("SmolLM2 --weights w4a16, text: {same}/{all} non-tie positions equal transformers");
+    assert!(all >= 700 && same * 100 >= 95 * all, "{same}/{all}");
+}

@@ -55,6 +55,7 @@ impl ExportManifest {
             // Not recorded: the module changed since the export.
             return Ok(None);
         }
+        let module_text = std::fs::read_to_string(mlir).map_err(|e| IoError::new(mlir, e))?;
         let dir = canonical(layout.dir());
         let beside: Vec<&(Target, PathBuf)> = modules
             .iter()
@@ -94,7 +95,12 @@ impl ExportManifest {
                     mlir: source.path.clone(),
                     mlir_sha256: mlir_sha256.clone(),
                     target: target.clone(),
-                    flags: crate::iree::compile::compile_flags(target, extra),
+                    flags: {
+                        let mut f = target.compile_flags();
+                        f.extend(crate::iree::compile::module_flags(target, &module_text));
+                        f.extend(extra.iter().cloned());
+                        f
+                    },
                     iree_compile: iree_compile.clone(),
                     pack: packed.is_some(),
                 },

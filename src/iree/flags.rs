@@ -30,6 +30,12 @@ pub(crate) const NO_DATA_TILING_FLAGS: [&str; 3] = [
 pub(crate) const CONST_EXPR_GROWTH_FLAG: &str =
     "--iree-opt-const-expr-max-size-increase-threshold=1099511627776";
 
+/// No growth at all: only what is no larger than its roots (a transposed
+/// or data-tiled copy) is computed at load. For modules with i4 weights
+/// ([`super::compile::module_flags`]).
+pub(crate) const NO_CONST_EXPR_GROWTH_FLAG: &str =
+    "--iree-opt-const-expr-max-size-increase-threshold=0";
+
 /// IREE's default for [`CONST_EXPR_GROWTH_FLAG`] (1 MiB), which `kiln
 /// compile --low-memory` restores: every matrix widened on every call.
 pub(crate) const CONST_EXPR_DEFAULT_GROWTH_FLAG: &str =
