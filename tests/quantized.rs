@@ -812,9 +812,12 @@ fn i8_rows_run_on_host_and_arm64_as_in_the_interpreter(
 }
 
 /// `kiln export --weights fast` picks the fastest CPU form at llama.cpp's
-/// accuracy (w8a16, spec/quantized-weights.md), says so (and that it is
-/// the same on every CPU target: no 4-bit form), and the manifest
-/// names the form it chose; the same archive bytes as `--weights w8a16`.
+/// accuracy for the host (w8a16, spec/quantized-weights.md), says so (and
+/// why: no 4-bit kernel there), and the manifest names the form it chose;
+/// the same archive bytes as `--weights w8a16`. `--fast-for arm64` picks
+/// w4a16 for a GGUF with 4-bit matrices (the same archive as `--weights
+/// w4a16`) and w8a16 for a checkpoint without; `--fast-for` refuses
+/// Vulkan and any form but fast.
 /// On a Gemma 3 checkpoint it adds its exception, the MLP's down
 /// projections as w16a16, says that too and records it with the
 /// `--weights-for` flags; the user's own flag for the same tensors wins.
@@ -849,8 +852,39 @@ fn weights_fast_chooses_w8a16_and_says_so() {
     let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
     let llama = "hf/tiny-llama-untied-mha";
     let said = out(llama, "fast", "fast", &[]);
-    assert!(said.contains("--weights fast chose w8a16:"), "{said}");
-    assert!(said.contains("on every CPU target"), "{said}");
+    assert!(
+        said.contains("--weights fast chose w8a16 for host:"),
+        "{said}"
+    );
+    assert!(said.contains("no 4-bit kernel there"), "{said}");
+    let said = out(llama, "fast-arm", "fast", &["--fast-for", "arm64"]);
+    assert!(
+        said.contains("--weights fast chose w8a16 for arm64:"),
+        "{said}"
+    );
+    assert!(said.contains("no GGUF 4-bit matrices"), "{said}");
+    let mix = "gguf/quant/tiny-llama-quant-mix.gguf";
+    let said = out(mix, "mix-fast", "fast", &["--fast-for", "arm64"]);
+    assert!(
+        said.contains("--weights fast chose w4a16 for arm64:"),
+        "{said}"
+    );
+    assert_eq!(manifest("mix-fast")["weights_dtype"], "w4a16");
+    out(mix, "mix-w4", "w4a16", &[]);
+    assert!(read("mix-fast.irpa") == read("mix-w4.irpa"));
+    for (flags, want) in [
+        (["fast", "vulkan"], "--fast-for vulkan: fast is a CPU form"),
+        (
+            ["bf16", "arm64"],
+            "--fast-for chooses for --weights fast, not --weights bf16",
+        ),
+    ] {
+        export_refused(
+            &fixture(llama),
+            &["--weights", flags[0], "--fast-for", flags[1]],
+            &[want],
+        );
+    }
     assert!(!out(llama, "named", "w8a16", &[]).contains("--weights fast"));
     assert_eq!(manifest("fast")["weights_dtype"], "w8a16");
     assert!(read("fast.irpa") == read("named.irpa"));
@@ -859,7 +893,7 @@ fn weights_fast_chooses_w8a16_and_says_so() {
     let said = out(gemma, "g-fast", "fast", &[]);
     assert!(
         said.contains(
-            "--weights fast chose w8a16, with --weights-for embed_tokens=w8a16e \
+            "--weights fast chose w8a16 for host, with --weights-for embed_tokens=w8a16e \
              --weights-for mlp.down_proj=w16a16:"
         ),
         "{said}"
@@ -1021,8 +1055,20 @@ fn w4a16_keeps_the_gguf_codes_on_every_cpu_target() {
             let w8a16 = kiln::interp::predict_file(&w8.mlir, &w8.irpa, None, &c.input).unwrap();
             let runs = [
                 ("host", &outs[0], Device::LocalTask, None, true),
-                ("arm64", &outs[1], Device::LocalTask, Some(Emulation::Arm64), arm64),
-                ("arm32", &outs[2], Device::LocalSync, Some(Emulation::Arm32), arm32),
+                (
+                    "arm64",
+                    &outs[1],
+                    Device::LocalTask,
+                    Some(Emulation::Arm64),
+                    arm64,
+                ),
+                (
+                    "arm32",
+                    &outs[2],
+                    Device::LocalSync,
+                    Some(Emulation::Arm32),
+                    arm32,
+                ),
             ];
             for (what, vmfb, device, emulate, present) in runs {
                 if !present {
@@ -1030,25 +1076,34 @@ fn w4a16_keeps_the_gguf_codes_on_every_cpu_target() {
                 }
                 let got = module_ids(&tc, &r, vmfb, device, emulate, &c.input);
                 if got != want {
-                    failures.push(format!("{name} case {ci} {what}: {got:?}, interpreter {want:?}"));
+                    failures.push(format!(
+                        "{name} case {ci} {what}: {got:?}, interpreter {want:?}"
+                    ));
                 }
             }
             let (same, all) = agreement(&want, &c.argmax, &c.margin);
             let (same8, _) = agreement(&w8a16, &c.argmax, &c.margin);
             eprintln!("{name} case {ci}: w4a16 {same}/{all} non-tie positions equal transformers, w8a16 {same8}");
             if same < same8 {
-                failures.push(format!("{name} case {ci}: w4a16 {same}/{all}, w8a16 {same8}"));
+                failures.push(format!(
+                    "{name} case {ci}: w4a16 {same}/{all}, w8a16 {same8}"
+                ));
             }
         }
         let vk = dir.path().join("vk.vmfb");
-        let e = common::compiled::compile(&tc, &r.mlir, &Target::parse("vulkan").unwrap(), &vk, &[])
-            .unwrap_err()
-            .to_string();
+        let e =
+            common::compiled::compile(&tc, &r.mlir, &Target::parse("vulkan").unwrap(), &vk, &[])
+                .unwrap_err()
+                .to_string();
         assert!(e.contains("CPU-only") && !vk.exists(), "{e}");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let hf = fixture("hf/tiny-llama-untied-mha");
-    export_refused(&hf, &["--weights", "w4a16"], &["w4a16", "not a GGUF file", "tiny-llama-untied-mha"]);
+    export_refused(
+        &hf,
+        &["--weights", "w4a16"],
+        &["w4a16", "not a GGUF file", "tiny-llama-untied-mha"],
+    );
 }
 
 /// The accuracy line of `--weights w4a16` on Gemma 3 270M Q4_K_M (its

@@ -39,6 +39,13 @@ pub struct Args {
     /// export says which).
     #[arg(long, value_enum, default_value_t = WeightsArg::Bf16)]
     pub weights: WeightsArg,
+    /// The CPU target `--weights fast` chooses for: host (the default),
+    /// arm64 or arm32. For arm64, a GGUF's 4-bit matrices keep their codes
+    /// (w4a16: IREE's s8 × s4 kernel, about half the weight bytes);
+    /// elsewhere fast is w8a16 (x86 and armv7 have no 4-bit kernel in IREE
+    /// 3.13).
+    #[arg(long, value_name = "TARGET")]
+    pub fast_for: Option<String>,
     /// An exception to --weights for every tensor whose HF name contains
     /// PATTERN (repeatable; the last match wins), e.g.
     /// `--weights-for embed_tokens=bf16` or `--weights-for lm_head=q8_0`.
@@ -249,7 +256,26 @@ pub fn run(a: Args) -> Result<i32> {
     if a.json {
         super::set_quiet();
     }
-    let weights: kiln::export::Weights = a.weights.into();
+    let fast_for = match (&a.fast_for, a.weights) {
+        (None, _) => kiln::iree::Target::Host,
+        (Some(t), WeightsArg::Fast) => match kiln::iree::Target::parse(t)? {
+            t @ (kiln::iree::Target::Host
+            | kiln::iree::Target::Arm64
+            | kiln::iree::Target::Arm32) => t,
+            _ => {
+                return Err(Error::Usage(format!(
+                    "--fast-for {t}: fast is a CPU form (host, arm64 or arm32)"
+                )))
+            }
+        },
+        (Some(_), w) => {
+            return Err(Error::Usage(format!(
+                "--fast-for chooses for --weights fast, not --weights {}",
+                kiln::export::Weights::from(w)
+            )))
+        }
+    };
+    let mut weights: kiln::export::Weights = a.weights.into();
     let constants = parse_constants(&a.constants, &a.scope)?;
     let kv = kv_options(&a)?;
     let mut weights_for = a
@@ -259,6 +285,9 @@ pub fn run(a: Args) -> Result<i32> {
         .collect::<Result<Vec<_>>>()?;
     let t = std::time::Instant::now();
     let ckpt = Checkpoint::open(&a.checkpoint)?;
+    if a.weights == WeightsArg::Fast {
+        weights = kiln::export::Weights::fast_for(&fast_for, ckpt.has_four_bit_matrices());
+    }
     // `fast`'s own exceptions come first, so the user's flags win.
     let fast_exceptions = match a.weights {
         WeightsArg::Fast => kiln::export::Weights::fast_exceptions(ckpt.config.family),
@@ -271,12 +300,10 @@ pub fn run(a: Args) -> Result<i32> {
         .constants(constants)
         .progress(super::progress::bars())
         .kv(kv)
-        .max_tensor_bytes(a.max_tensor_bytes.unwrap_or(
-            match weights.cpu_only() {
-                true => 0,
-                false => kiln::DecoderConfig::MAX_TENSOR_BYTES,
-            },
-        ));
+        .max_tensor_bytes(a.max_tensor_bytes.unwrap_or(match weights.cpu_only() {
+            true => 0,
+            false => kiln::DecoderConfig::MAX_TENSOR_BYTES,
+        }));
     opts.name = a.name;
     opts.function = a.function;
     let r = export(&ckpt, &opts)?;
@@ -293,10 +320,24 @@ pub fn run(a: Args) -> Result<i32> {
             true => String::new(),
             false => format!(", with {}", flags.join(" ")),
         };
+        let why = match weights {
+            kiln::export::Weights::W4A16 => format!(
+                "the GGUF's 4-bit matrices keep their codes as i4 with f16 block scales, the others \
+                 are i8 with one scale per row, times the activations as two i8 terms \
+                 (half a byte per 4-bit weight, for {fast_for}'s s8 x s4 kernel"
+            ),
+            _ => format!(
+                "i8 weights, one scale per row, times the activations as two i8 terms (the fastest \
+                 form near llama.cpp's accuracy on {fast_for}: {}",
+                match fast_for {
+                    kiln::iree::Target::Arm64 => "this checkpoint has no GGUF 4-bit matrices",
+                    _ => "IREE 3.13 has no 4-bit kernel there; --fast-for arm64 keeps a GGUF's \
+                          4-bit codes",
+                }
+            ),
+        };
         crate::status!(
-            "  fast      --weights fast chose {weights}{with}: i8 weights, one scale per row, times \
-             the activations as two i8 terms (the fastest CPU form near llama.cpp's accuracy, \
-             on every CPU target: no 4-bit form runs faster on IREE 3.13; \
+            "  fast      --weights fast chose {weights} for {fast_for}{with}: {why}; \
              spec/quantized-weights.md)"
         );
     }

@@ -199,7 +199,9 @@ fn generate(e: &GenerateError) -> Option<String> {
 /// Hints for the export's errors.
 fn export(e: &ExportError) -> Option<String> {
     Some(match e {
-        ExportError::KeepNeedsGguf { .. } => " (use --weights bf16, f16, f32, q8_0, q4_0 or w8a16)".into(),
+        ExportError::KeepNeedsGguf { .. } => {
+            " (use --weights bf16, f16, f32, q8_0, q4_0 or w8a16)".into()
+        }
         ExportError::Unkeepable { .. } => "; use --weights bf16".into(),
         _ => return None,
     })

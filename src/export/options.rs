@@ -202,6 +202,23 @@ impl Weights {
     /// measurements.
     pub const FAST: Weights = Weights::W8A16;
 
+    /// The form `--weights fast` chooses for a module compiled for
+    /// `target` from a checkpoint whose matrices include GGUF 4-bit ones
+    /// (`four_bit`, [`crate::models::Checkpoint::has_four_bit_matrices`]):
+    /// on arm64, [`Weights::W4A16`] (the GGUF's codes kept, IREE's s8 × s4
+    /// micro-kernel, about half the weight bytes; SmolLM2 Q4_1: 745 of 767
+    /// text positions equal transformers', 733 with `w8a16`); everywhere
+    /// else, and for a checkpoint without 4-bit matrices, [`Weights::FAST`]
+    /// (x86 has no 4-bit kernel in IREE 3.13: w4a16 decodes at about twice
+    /// w8a16's time there; armv7 has no s8 × s4 kernel).
+    /// [`Weights::fast_exceptions`] apply to both.
+    pub fn fast_for(target: &crate::iree::Target, four_bit: bool) -> Weights {
+        match target {
+            crate::iree::Target::Arm64 if four_bit => Weights::W4A16,
+            _ => Weights::FAST,
+        }
+    }
+
     /// The per-tensor exceptions `--weights fast` adds to [`Weights::FAST`]
     /// for a model of `family`, as `--weights-for` pairs. Gemma 3: its
     /// embedding table as `w8a16e` (the gathered rows to about 15 bits)

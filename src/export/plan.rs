@@ -7,7 +7,7 @@ use super::options::Weights;
 use super::ExportError;
 use crate::graph::DType;
 use crate::models::checkpoint::file_rows;
-use crate::models::{Checkpoint, Int4Form, Int8Form, Storage, WeightPlan, EMBEDDING, LM_HEAD};
+use crate::models::{Checkpoint, Int4Form, Int8Form, Storage, WeightPlan, EMBEDDING};
 use crate::params::blocks::{self, part_key, BlockForm};
 use crate::params::convert::encode_weights;
 use crate::params::gguf::GgmlType;
@@ -91,22 +91,15 @@ fn storage_for(
         // A GGUF's 4-bit matrices keep their codes; the embedding (read by
         // gathers), the head and every other matrix are w8a16's.
         Weights::W4A16 => {
-            let Some(ty) = ckpt.ggml_type(name) else {
+            if ckpt.ggml_type(name).is_none() {
                 return Err(ExportError::KeepNeedsGguf {
                     checkpoint: ckpt.path.clone(),
                     weights: w,
                 });
-            };
-            match Int4Form::of(ty) {
-                Some(form)
-                    if shape.len() == 2
-                        && name != EMBEDDING
-                        && name != LM_HEAD
-                        && shape[1] % Int4Form::GROUP == 0 =>
-                {
-                    Ok(Storage::Int4Blocks(form))
-                }
-                _ => storage_for(ckpt, name, shape, Weights::W8A16),
+            }
+            match Int4Form::of_matrix(ckpt, name, shape) {
+                Some(form) => Ok(Storage::Int4Blocks(form)),
+                None => storage_for(ckpt, name, shape, Weights::W8A16),
             }
         }
         Weights::Quantize(ty) => {
@@ -158,7 +151,8 @@ pub(super) struct Entry {
 impl Entry {
     /// Stored bytes.
     pub(super) fn bytes(&self) -> u64 {
-        self.dtype.bytes(self.shape.iter().product::<u64>() as usize) as u64
+        self.dtype
+            .bytes(self.shape.iter().product::<u64>() as usize) as u64
     }
 
     /// A vector: at most one dimension above 1 (a norm's weight, a bias, the
@@ -351,7 +345,10 @@ mod tests {
             let raw = blocks(ty, rows * cols / block.block(), 7);
             let mut want = vec![0f32; rows * cols];
             dequantize(ty, &raw, &mut want).unwrap();
-            let parts = int4_parts(&block, blocks::repack(&block, &raw, rows, cols, None).unwrap());
+            let parts = int4_parts(
+                &block,
+                blocks::repack(&block, &raw, rows, cols, None).unwrap(),
+            );
             assert_eq!(parts.len(), form.parts(cols).len(), "{ty}");
             assert_eq!(parts[0].len(), rows * cols / 2, "{ty}");
             let f16s = |b: &[u8]| -> Vec<f32> {
@@ -371,7 +368,10 @@ mod tests {
                     GgmlType::Q4_K => (16.0 * s.abs() + m.abs()) / 1024.0,
                     _ => 0.0,
                 };
-                assert!((got - w).abs() <= tol, "{ty} element {i}: {got} against {w}");
+                assert!(
+                    (got - w).abs() <= tol,
+                    "{ty} element {i}: {got} against {w}"
+                );
             }
         }
     }

@@ -7,6 +7,7 @@ use super::graphs::Graphs;
 use super::layout::Artifact;
 use super::plan::{rows_of, tensor_rows_bytes, Entry};
 use super::Names;
+use crate::graph::DType;
 use crate::manifest::ExportManifest;
 use crate::models::{Checkpoint, WeightPlan};
 use crate::params::irpa::{chunk_key, EntrySpec, IrpaWriter, DATA_ALIGNMENT};
@@ -14,7 +15,6 @@ use crate::params::safetensors::{SafetensorsWriter, TensorSpec};
 use crate::params::{TensorWriter, Written};
 use crate::progress::Progress;
 use crate::util::Staging;
-use crate::graph::DType;
 use std::path::Path;
 use std::sync::mpsc::SyncSender;
 

@@ -289,10 +289,7 @@ fn convert(a: Arg<'_>, to: DType) -> Tensor {
         },
         (DType::I4, Tensor::F32 { data, .. }) => Tensor::I32 {
             shape,
-            data: data
-                .iter()
-                .map(|&x| ((x as i8) << 4 >> 4) as i32)
-                .collect(),
+            data: data.iter().map(|&x| ((x as i8) << 4 >> 4) as i32).collect(),
         },
         (DType::I16 | DType::I8 | DType::I4, Tensor::I1 { data, .. }) => Tensor::I32 {
             shape,

@@ -350,7 +350,10 @@ impl Tensor {
         let kind_ok = matches!(
             (self, ty.dtype),
             (Tensor::F32 { .. }, DType::F32 | DType::BF16 | DType::F16)
-                | (Tensor::I32 { .. }, DType::I32 | DType::I16 | DType::I8 | DType::I4)
+                | (
+                    Tensor::I32 { .. },
+                    DType::I32 | DType::I16 | DType::I8 | DType::I4
+                )
                 | (Tensor::I1 { .. }, DType::I1)
         );
         kind_ok && self.shape() == ty.shape.as_slice() && self.len() == ty.numel()

@@ -269,7 +269,12 @@ fn lower_for_vulkan(text: String, mlir: &Path, target: &str) -> Result<String> {
     };
     if let Some((function, key, dtype)) = parsed.module.functions.iter().find_map(|f| {
         f.parameters()
-            .find(|d| matches!(d.ty.dtype, crate::graph::DType::I8 | crate::graph::DType::I4))
+            .find(|d| {
+                matches!(
+                    d.ty.dtype,
+                    crate::graph::DType::I8 | crate::graph::DType::I4
+                )
+            })
             .map(|d| (f.name.clone(), d.key, d.ty.dtype))
     }) {
         return Err(IreeError::I8Weights {

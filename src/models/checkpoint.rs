@@ -178,6 +178,15 @@ impl Checkpoint {
         &self.tensors
     }
 
+    /// Whether `--weights w4a16` would keep any of this checkpoint's
+    /// matrices as 4-bit codes: a GGUF with Q4_0, Q4_1 or Q4_K matrices
+    /// besides its embedding and head.
+    pub fn has_four_bit_matrices(&self) -> bool {
+        self.tensors()
+            .iter()
+            .any(|(n, s)| super::weights::Int4Form::of_matrix(self, n, s).is_some())
+    }
+
     /// The GGML type `name` (HF name) is stored in, for a GGUF checkpoint.
     pub fn ggml_type(&self, name: &str) -> Option<GgmlType> {
         let Source::Gguf { file, map } = &self.source else {

@@ -10,7 +10,9 @@
 
 use super::config::{Activation, DecoderConfig};
 use super::masks::{CausalMasks, Mask};
-use super::tables::{row_chunks, widen_i8, I4Chunk, I8Chunk, Rows, Table, MAX_TABLE_ROWS, MAX_TENSOR_BYTES};
+use super::tables::{
+    row_chunks, widen_i8, I4Chunk, I8Chunk, Rows, Table, MAX_TABLE_ROWS, MAX_TENSOR_BYTES,
+};
 use super::weights::{Int8Form, Storage, WeightPlan};
 use super::ModelError;
 use crate::graph::{BlockWeight, CompareDir, DType, DotDims, Graph, TensorType, Value};

@@ -346,7 +346,11 @@ impl Graph {
         zero: u32,
     ) -> Result<Value, GraphError> {
         const G: usize = 32;
-        let (tx, tq, ts) = (self.ty(x).clone(), self.ty(codes).clone(), self.ty(scale).clone());
+        let (tx, tq, ts) = (
+            self.ty(x).clone(),
+            self.ty(codes).clone(),
+            self.ty(scale).clone(),
+        );
         let tm = min.map(|m| self.ty(m).clone());
         let ok = tx.rank() == 2
             && tx.dtype == DType::F32
@@ -429,7 +433,9 @@ impl Graph {
         const G: usize = 32;
         let shape = self.ty(codes).shape.to_vec();
         if shape.len() != 2 || shape[1] % G != 0 {
-            return err(format!("i4 rows must be [R, in] with in a multiple of {G}, got {shape:?}"));
+            return err(format!(
+                "i4 rows must be [R, in] with in a multiple of {G}, got {shape:?}"
+            ));
         }
         let grouped = [shape[0], shape[1] / G, G];
         let f = self.convert(codes, DType::F32)?;
