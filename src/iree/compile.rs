@@ -212,8 +212,24 @@ pub(crate) fn compile_with(
             stderr: super::trim_log(&stderr, 60),
         });
     }
+    // With packing, iree-compile 3.13 warns once per i4 parameter that it
+    // cannot import it ("packed types are not yet supported"), whether or
+    // not its key was asked for: said once here, as what it means.
+    let i4_unimported =
+        |l: &str| l.contains("WARNING: not importing parameter") && l.contains("xi4>");
+    let mut unimported = 0;
     for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+        if i4_unimported(line) {
+            unimported += 1;
+            continue;
+        }
         eprintln!("iree-compile ({target}): {line}");
+    }
+    if unimported > 0 {
+        eprintln!(
+            "iree-compile ({target}): {unimported} i4 weight(s) are packed at load, not at \
+             compile time: IREE 3.13 cannot import i4 parameters"
+        );
     }
     // The packed archive goes into place before the module that reads it.
     match export {
