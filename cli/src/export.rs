@@ -34,8 +34,11 @@ pub struct Args {
     /// not for Vulkan); w8a16 (the same i8 matrices times activations as
     /// two i8 terms: only the weights are rounded, not for Vulkan); w8a16e
     /// (w8a16, the embedding's gathered rows in two i8 terms); w16a16 (two
-    /// i8 terms on both sides, twice the bytes); fast (the fastest CPU form
-    /// near llama.cpp's accuracy: w8a16, with per-model exceptions; the
+    /// i8 terms on both sides, twice the bytes); w4a16 (a GGUF's 4-bit
+    /// matrices keep their codes as i4 with f16 block scales, the others
+    /// w8a16's: arm64's s8 × s4 kernel); fast (the fastest CPU form near
+    /// llama.cpp's accuracy for --fast-for's target: w8a16, w4a16 on arm64
+    /// for a GGUF with 4-bit matrices, with per-model exceptions; the
     /// export says which).
     #[arg(long, value_enum, default_value_t = WeightsArg::Bf16)]
     pub weights: WeightsArg,
@@ -100,7 +103,7 @@ pub struct Args {
     /// larger KV caches are split into groups of layers. The default,
     /// 134217728 (2^27), is the storage-buffer range every Vulkan device
     /// guarantees; 0 turns this off (CPU targets only), the default of the
-    /// CPU-only forms (w8a8, w8a16, w8a16e, w16a16, fast), whose whole tensors `kiln compile
+    /// CPU-only forms (w8a8, w8a16, w8a16e, w16a16, w4a16, fast), whose whole tensors `kiln compile
     /// --pack` can pack.
     #[arg(long, value_name = "BYTES")]
     pub max_tensor_bytes: Option<u64>,

@@ -178,9 +178,9 @@ pub enum Weights {
     /// per 32-element block; every product with one is taken block by
     /// block in i8 × i4 → i32 against the activations' two i8 terms
     /// ([`crate::graph::Graph::linear_w4a16`]): arm64's s8 × s4
-    /// micro-kernel, and about half of `w8a16`'s weight bytes. The
-    /// embedding, the head and the other matrices are `w8a16`'s. CPU
-    /// targets only (`spec/quantized-weights.md`).
+    /// micro-kernel, and about half of `w8a16`'s weight bytes. The other
+    /// matrices (5-, 6- and 8-bit types) are `w8a16`'s. CPU targets only
+    /// (`spec/quantized-weights.md`).
     W4A16,
 }
 

@@ -88,8 +88,8 @@ fn storage_for(
         Weights::W8A8 | Weights::W8A16 | Weights::W8A16E | Weights::W16A16 => {
             Ok(Storage::Plain(DType::BF16))
         }
-        // A GGUF's 4-bit matrices keep their codes; the embedding (read by
-        // gathers), the head and every other matrix are w8a16's.
+        // A GGUF's 4-bit matrices keep their codes; every other matrix is
+        // w8a16's.
         Weights::W4A16 => {
             if ckpt.ggml_type(name).is_none() {
                 return Err(ExportError::KeepNeedsGguf {

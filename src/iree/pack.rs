@@ -152,6 +152,17 @@ fn root_param(i: usize, nodes: &[Node]) -> Option<(&str, Option<u64>)> {
     }
 }
 
+/// Whether the parameter [`root_param`] finds from node `i` is i4.
+fn root_is_i4(i: usize, nodes: &[Node]) -> bool {
+    match &nodes[i].op {
+        Op::Parameter { .. } => nodes[i].ty.dtype == crate::graph::DType::I4,
+        Op::Convert | Op::Reshape | Op::Transpose { .. } => {
+            root_is_i4(nodes[i].args[0].index(), nodes)
+        }
+        _ => false,
+    }
+}
+
 /// The suffix of the key [`split_products`] gives a parameter's products.
 pub const PRODUCTS_SUFFIX: &str = "#products";
 
@@ -235,7 +246,9 @@ fn rewrite(
         // with both kinds of use, or a slice with any product use.
         let mixed: Vec<bool> = (0..nodes.len())
             .map(|i| match root_param(i, nodes) {
-                Some((_, offset)) if split_products => {
+                // An i4 parameter is not imported (`packable_keys`), so its
+                // products keep reading it.
+                Some((_, offset)) if split_products && !root_is_i4(i, nodes) => {
                     (offset.is_some() || !to_dots(i, nodes, &users))
                         && users[i].iter().any(|&u| on_product_path(u, nodes, &users))
                 }

@@ -20,7 +20,7 @@ pub use config::{
     Activation, Arch, DecoderConfig, Family, RopeScaling, SlidingRope, MAX_CONTEXT, MAX_HEADS,
     MAX_LAYERS, MAX_VOCAB, MAX_WIDTH,
 };
-pub(crate) use decoder::{EMBEDDING, LM_HEAD};
+pub(crate) use decoder::EMBEDDING;
 pub(crate) use tables::MAX_TENSOR_BYTES;
 pub(crate) use weights::{Int4Form, Int8Form, Storage, WeightPlan};
 

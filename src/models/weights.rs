@@ -56,13 +56,10 @@ impl Int4Form {
     }
 
     /// The 4-bit form `--weights w4a16` keeps tensor `name` (HF name) of
-    /// `shape` of `ckpt` in: a GGUF matrix in a 4-bit type, other than the
-    /// embedding (which gathers read) and the LM head, in whole blocks.
+    /// `shape` of `ckpt` in: a GGUF matrix in a 4-bit type, in whole
+    /// blocks (the embedding too: a gather widens only its rows).
     pub fn of_matrix(ckpt: &super::Checkpoint, name: &str, shape: &[usize]) -> Option<Int4Form> {
-        let keeps = shape.len() == 2
-            && name != super::EMBEDDING
-            && name != super::LM_HEAD
-            && shape[1] % Self::GROUP == 0;
+        let keeps = shape.len() == 2 && shape[1] % Self::GROUP == 0;
         Int4Form::of(ckpt.ggml_type(name)?).filter(|_| keeps)
     }
 
