@@ -265,7 +265,7 @@ fn convert(a: Arg<'_>, to: DType) -> Tensor {
             data: data.iter().map(|&x| x != 0).collect(),
         },
         (DType::I1, Tensor::I1 { .. }) => a.into_owned(),
-        // i16 and i8 values live in i32 tensors: truncate (or saturate
+        // i16, i8 and i4 values live in i32 tensors: truncate (or saturate
         // from float).
         (DType::I16, Tensor::I32 { data, .. }) => Tensor::I32 {
             shape,

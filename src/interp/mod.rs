@@ -441,7 +441,7 @@ fn literal_tensor(lit: &Literal, ty: &TensorType) -> Tensor {
     };
     let shape = ty.shape.to_vec();
     match ty.dtype {
-        // i16 and i8 values are held widened in i32 tensors.
+        // i16, i8 and i4 values are held widened in i32 tensors.
         DType::I32 | DType::I16 | DType::I8 | DType::I4 => Tensor::I32 {
             shape,
             data: vals.iter().map(|&x| x as i32).collect(),
