@@ -188,7 +188,7 @@ fn bad_flags_are_clear_errors() {
     expect_error(
         &ck,
         &["--weights", "int8"],
-        "invalid value 'int8' for '--weights <WEIGHTS>' [possible values: bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e, w16a16, fast]",
+        "invalid value 'int8' for '--weights <WEIGHTS>' [possible values: bf16, f16, f32, keep, q8_0, q4_0, w8a8, w8a16, w8a16e, w16a16, w4a16, fast]",
     );
     expect_error(
         &ck,

@@ -299,7 +299,7 @@ fn export_errors_name_the_file_the_tensor_and_the_flag() {
         &export(&["--weights", "keep"]),
         &[
             &format!("--weights keep keeps a GGUF file's quantization; {hf} is not a GGUF file"),
-            "(use --weights bf16, f16, f32, q8_0 or q4_0)",
+            "(use --weights bf16, f16, f32, q8_0, q4_0 or w8a16)",
         ],
     );
     refused(

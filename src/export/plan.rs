@@ -7,7 +7,7 @@ use super::options::Weights;
 use super::ExportError;
 use crate::graph::DType;
 use crate::models::checkpoint::file_rows;
-use crate::models::{Checkpoint, Int4Form, Int8Form, Storage, WeightPlan, EMBEDDING};
+use crate::models::{Checkpoint, Int8Form, Storage, WeightPlan, EMBEDDING};
 use crate::params::blocks::{self, part_key, BlockForm};
 use crate::params::convert::encode_weights;
 use crate::params::gguf::GgmlType;
@@ -97,7 +97,7 @@ fn storage_for(
                     weights: w,
                 });
             }
-            match Int4Form::of_matrix(ckpt, name, shape) {
+            match ckpt.four_bit_form(name, shape) {
                 Some(form) => Ok(Storage::Int4Blocks(form)),
                 None => storage_for(ckpt, name, shape, Weights::W8A16),
             }
@@ -327,6 +327,7 @@ fn int4_parts(block: &BlockForm, parts: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::Int4Form;
     use crate::params::blocks::tests::blocks;
     use crate::params::quant::dequantize;
 

@@ -184,7 +184,16 @@ impl Checkpoint {
     pub fn has_four_bit_matrices(&self) -> bool {
         self.tensors()
             .iter()
-            .any(|(n, s)| super::weights::Int4Form::of_matrix(self, n, s).is_some())
+            .any(|(n, s)| self.four_bit_form(n, s).is_some())
+    }
+
+    /// The 4-bit form `--weights w4a16` keeps tensor `name` (HF name) of
+    /// `shape` in: a GGUF matrix in a 4-bit type, in whole blocks (the
+    /// embedding too: a gather widens only its rows).
+    pub(crate) fn four_bit_form(&self, name: &str, shape: &[usize]) -> Option<super::Int4Form> {
+        use super::Int4Form;
+        let keeps = shape.len() == 2 && shape[1] % Int4Form::GROUP == 0;
+        Int4Form::of(self.ggml_type(name)?).filter(|_| keeps)
     }
 
     /// The GGML type `name` (HF name) is stored in, for a GGUF checkpoint.

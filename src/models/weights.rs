@@ -55,14 +55,6 @@ impl Int4Form {
         })
     }
 
-    /// The 4-bit form `--weights w4a16` keeps tensor `name` (HF name) of
-    /// `shape` of `ckpt` in: a GGUF matrix in a 4-bit type, in whole
-    /// blocks (the embedding too: a gather widens only its rows).
-    pub fn of_matrix(ckpt: &super::Checkpoint, name: &str, shape: &[usize]) -> Option<Int4Form> {
-        let keeps = shape.len() == 2 && shape[1] % Self::GROUP == 0;
-        Int4Form::of(ckpt.ggml_type(name)?).filter(|_| keeps)
-    }
-
     /// The parts of a matrix with `cols` columns: `(suffix, dtype,
     /// columns per row)`.
     pub fn parts(self, cols: usize) -> Vec<(&'static str, DType, usize)> {
