@@ -42,7 +42,7 @@ pub struct Int4Form {
 
 impl Int4Form {
     /// Elements per block: one scale (and minimum) each.
-    pub const GROUP: usize = 32;
+    pub const GROUP: usize = crate::graph::I4_BLOCK;
 
     /// The 4-bit form of `ty`'s blocks, if its codes are 4-bit (Q4_0,
     /// Q4_1, Q4_K).

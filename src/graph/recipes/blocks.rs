@@ -174,6 +174,10 @@ impl Graph {
     }
 }
 
+/// Elements per block of a `--weights w4a16` matrix: one scale (and
+/// minimum) each ([`Graph::linear_w4a16`]).
+pub(crate) const I4_BLOCK: usize = 32;
+
 /// How many i8 terms carry the weights and the activations of a product
 /// ([`Graph::linear_i8`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,32 +296,10 @@ impl Graph {
             let s1o = self.broadcast_in_dim(s1, &[s, n], &[0])?;
             self.mul(y, s1o)?
         } else {
-            // x/s₁ − round(x/s₁) lies in [−½, ½]: times 254 it rounds into
-            // i8, the second term with the fixed scale s₂ = s₁/254.
-            let (s1, xs) = self.row_scales_i8(x)?;
-            let terms = if s == 1 {
-                vec![self.two_terms_in_one_op(xs)?]
-            } else {
-                let (q1, q2) = self.two_terms(xs)?;
-                vec![q1, q2]
-            };
-            let both = match terms[..] {
-                [one] => one,
-                _ => self.concatenate(&terms, 0)?,
-            };
+            let (s1, both) = self.two_term_rows(x)?;
             let sums = self.linear(both, w)?;
             let y = join(self, sums, 2 * s)?;
-            let first = self.slice_dim(y, 0, 0, s)?;
-            let second = self.slice_dim(y, 0, s, 2 * s)?;
-            let s1o = self.broadcast_in_dim(s1, &[s, n], &[0])?;
-            let y1 = self.mul(first, s1o)?;
-            // s₂ = s₁/254 divided after the broadcast, element by element
-            // (the same values): IREE fuses it into the product's
-            // epilogue, where a scale of its own is a one-element dispatch.
-            let k254 = self.splat_like(s1o, 254.0)?;
-            let s2o = self.div(s1o, k254)?;
-            let y2 = self.mul(second, s2o)?;
-            self.add(y1, y2)?
+            self.join_two_term_rows(y, s1)?
         };
         let sw = self.reshape(scale, &[n])?;
         let swo = self.broadcast_in_dim(sw, &[s, n], &[1])?;
@@ -345,7 +327,7 @@ impl Graph {
         min: Option<Value>,
         zero: u32,
     ) -> Result<Value, GraphError> {
-        const G: usize = 32;
+        const G: usize = I4_BLOCK;
         let (tx, tq, ts) = (
             self.ty(x).clone(),
             self.ty(codes).clone(),
@@ -373,13 +355,7 @@ impl Graph {
         }
         let (s, n, k) = (tx.shape[0], tq.shape[0], tx.shape[1]);
         let (b, r) = (k / G, 2 * s);
-        let (s1, xs) = self.row_scales_i8(x)?;
-        let both = if s == 1 {
-            self.two_terms_in_one_op(xs)?
-        } else {
-            let (q1, q2) = self.two_terms(xs)?;
-            self.concatenate(&[q1, q2], 0)?
-        };
+        let (s1, both) = self.two_term_rows(x)?;
         let qb = self.reshape(both, &[r, b, G])?;
         let cb = self.reshape(codes, &[n, b, G])?;
         let dims = crate::graph::DotDims {
@@ -404,19 +380,51 @@ impl Graph {
         let sb = self.broadcast_in_dim(st, &[b, r, n], &[0, 2])?;
         let p = self.mul(p, sb)?;
         let y = self.reduce_sum(p, &[0])?;
-        let first = self.slice_dim(y, 0, 0, s)?;
-        let second = self.slice_dim(y, 0, s, r)?;
-        let s1o = self.broadcast_in_dim(s1, &[s, n], &[0])?;
-        let y1 = self.mul(first, s1o)?;
-        let k254 = self.splat_like(s1o, 254.0)?;
-        let s2o = self.div(s1o, k254)?;
-        let y2 = self.mul(second, s2o)?;
-        let y = self.add(y1, y2)?;
+        let y = self.join_two_term_rows(y, s1)?;
         let Some(m) = min else { return Ok(y) };
         let xb = self.reshape(x, &[s, b, G])?;
         let xsum = self.reduce_sum(xb, &[2])?;
         let ym = self.linear(xsum, m)?;
         self.add(y, ym)
+    }
+
+    /// `w8a16`'s activations: each row of f32 `x` `[S, in]` as two i8
+    /// terms, stacked as the rows of one i8 `[2·S, in]` (first terms, then
+    /// second terms), and the rows' scales `s₁` `[S]`
+    /// ([`Graph::linear_w8a16`]). `x/s₁ − round(x/s₁)` lies in [−½, ½]:
+    /// times 254 it rounds into i8, the second term with the fixed scale
+    /// `s₂ = s₁/254`.
+    fn two_term_rows(&mut self, x: Value) -> Result<(Value, Value), GraphError> {
+        let s = self.ty(x).shape[0];
+        let (s1, xs) = self.row_scales_i8(x)?;
+        let both = if s == 1 {
+            self.two_terms_in_one_op(xs)?
+        } else {
+            let (q1, q2) = self.two_terms(xs)?;
+            self.concatenate(&[q1, q2], 0)?
+        };
+        Ok((s1, both))
+    }
+
+    /// f32 products `y` `[2·S, n]` of [`Graph::two_term_rows`]' rows
+    /// joined: `s₁·y[..S] + s₂·y[S..]` → `[S, n]`.
+    fn join_two_term_rows(&mut self, y: Value, s1: Value) -> Result<Value, GraphError> {
+        let (r, n) = {
+            let t = self.ty(y);
+            (t.shape[0], t.shape[1])
+        };
+        let s = r / 2;
+        let first = self.slice_dim(y, 0, 0, s)?;
+        let second = self.slice_dim(y, 0, s, r)?;
+        let s1o = self.broadcast_in_dim(s1, &[s, n], &[0])?;
+        let y1 = self.mul(first, s1o)?;
+        // s₂ = s₁/254 divided after the broadcast, element by element (the
+        // same values): IREE fuses it into the product's epilogue, where a
+        // scale of its own is a one-element dispatch.
+        let k254 = self.splat_like(s1o, 254.0)?;
+        let s2o = self.div(s1o, k254)?;
+        let y2 = self.mul(second, s2o)?;
+        self.add(y1, y2)
     }
 
     /// Rows of a `--weights w4a16` matrix widened to f32 `[R, in]`:
@@ -430,7 +438,7 @@ impl Graph {
         min: Option<Value>,
         zero: u32,
     ) -> Result<Value, GraphError> {
-        const G: usize = 32;
+        const G: usize = I4_BLOCK;
         let shape = self.ty(codes).shape.to_vec();
         if shape.len() != 2 || shape[1] % G != 0 {
             return err(format!(
