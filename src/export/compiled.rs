@@ -50,12 +50,14 @@ impl ExportManifest {
             // Not recorded: the export manifest does not list this module.
             return Ok(None);
         };
-        let mlir_sha256 = crate::util::sha256_file(mlir)?;
+        // Read once: hashed, and scanned for the flags the module adds.
+        let module_bytes = std::fs::read(mlir).map_err(|e| IoError::new(mlir, e))?;
+        let mlir_sha256 = crate::util::sha256_hex(&module_bytes);
+        let module_text = String::from_utf8_lossy(&module_bytes);
         if mlir_sha256 != source.sha256 {
             // Not recorded: the module changed since the export.
             return Ok(None);
         }
-        let module_text = std::fs::read_to_string(mlir).map_err(|e| IoError::new(mlir, e))?;
         let dir = canonical(layout.dir());
         let beside: Vec<&(Target, PathBuf)> = modules
             .iter()

@@ -139,28 +139,30 @@ fn root_key(i: usize, nodes: &[Node]) -> Option<&str> {
     }
 }
 
-/// The parameter node `i` reads, whole or a row-chunk slice (its key and
-/// offset), through conversions, reshapes and transposes; `None` for
-/// anything else.
-fn root_param(i: usize, nodes: &[Node]) -> Option<(&str, Option<u64>)> {
+/// The parameter node that node `i` reads, through conversions, reshapes and
+/// transposes; `None` for anything else.
+fn root_node(i: usize, nodes: &[Node]) -> Option<&Node> {
     match &nodes[i].op {
-        Op::Parameter { key, offset } => Some((key, *offset)),
+        Op::Parameter { .. } => Some(&nodes[i]),
         Op::Convert | Op::Reshape | Op::Transpose { .. } => {
-            root_param(nodes[i].args[0].index(), nodes)
+            root_node(nodes[i].args[0].index(), nodes)
         }
         _ => None,
     }
 }
 
-/// Whether the parameter [`root_param`] finds from node `i` is i4.
-fn root_is_i4(i: usize, nodes: &[Node]) -> bool {
-    match &nodes[i].op {
-        Op::Parameter { .. } => nodes[i].ty.dtype == crate::graph::DType::I4,
-        Op::Convert | Op::Reshape | Op::Transpose { .. } => {
-            root_is_i4(nodes[i].args[0].index(), nodes)
-        }
-        _ => false,
+/// The parameter node `i` reads ([`root_node`]), whole or a row-chunk
+/// slice: its key and offset.
+fn root_param(i: usize, nodes: &[Node]) -> Option<(&str, Option<u64>)> {
+    match &root_node(i, nodes)?.op {
+        Op::Parameter { key, offset } => Some((key, *offset)),
+        _ => None,
     }
+}
+
+/// Whether the parameter node `i` reads ([`root_node`]) is i4.
+fn root_is_i4(i: usize, nodes: &[Node]) -> bool {
+    root_node(i, nodes).is_some_and(|n| n.ty.dtype == crate::graph::DType::I4)
 }
 
 /// The suffix of the key [`split_products`] gives a parameter's products.
