@@ -1042,9 +1042,19 @@ fn w4a16_keeps_the_gguf_codes_on_every_cpu_target() {
                     four_bit += 1;
                     let (rows, cols) = (shape[0] as u64, shape[1] as u64);
                     assert_eq!(q4, Some(rows * cols / 2), "{hf}");
-                    assert_eq!(meta(&format!("{hf}.scale4")), Some(rows * cols / 32 * 2));
                     let min = meta(&format!("{hf}.min4"));
                     assert_eq!(min.is_some(), t != GgmlType::Q4_0, "{hf} {t}");
+                    // Q4_K keeps its 6-bit block scales and minimums (i8)
+                    // and its super-blocks' f16 d and dmin; Q4_0 and Q4_1
+                    // their f16 block scales (and minimums).
+                    let (block, supers) = match t {
+                        GgmlType::Q4_K => (rows * cols / 32, Some(rows * cols / 256 * 2)),
+                        _ => (rows * cols / 32 * 2, None),
+                    };
+                    assert_eq!(meta(&format!("{hf}.scale4")), Some(block), "{hf}");
+                    assert!(min.is_none_or(|m| m == block), "{hf}");
+                    assert_eq!(meta(&format!("{hf}.d4")), supers, "{hf}");
+                    assert_eq!(meta(&format!("{hf}.dmin4")), supers, "{hf}");
                 }
                 _ => assert_eq!(q4, None, "{hf}"),
             }

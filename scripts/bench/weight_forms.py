@@ -86,6 +86,16 @@ PRESET = ["--iree-input-type=stablehlo", "--iree-hal-target-device=local",
           "--iree-llvmcpu-target-cpu=host"]
 # `kiln compile --low-memory`: no data tiling on either path.
 NO_DATA_TILING = ["--iree-opt-data-tiling=false", "--iree-global-opt-data-tiling=false"]
+# What `kiln compile` adds for a module with i4 weights
+# (`iree::compile::module_flags`): nothing computed from the weights alone is
+# kept at load if it is bigger than its inputs (a dequantized copy included).
+NO_HOISTED_GROWTH = ["--iree-opt-const-expr-max-size-increase-threshold=0"]
+
+
+def with_flags(flags):
+    """kiln's preset with FLAGS added; a flag FLAGS sets replaces the preset's."""
+    names = {f.split("=")[0] for f in flags}
+    return [f for f in PRESET if f.split("=")[0] not in names] + flags
 
 
 # MODEL=gemma3: Gemma 3 270M's decode weight set instead (18 layers of
@@ -366,6 +376,8 @@ FORMS = [
     ("w4g32", []),
     ("w4g32-s16", []),
     ("w4-f32", NO_DATA_TILING),
+    ("q41-i4", NO_DATA_TILING + NO_HOISTED_GROWTH),
+    ("w4-f32", NO_DATA_TILING + NO_HOISTED_GROWTH),
 ]
 
 
@@ -435,7 +447,7 @@ def main():
             if form not in built:
                 built[form] = build(form, base)
             vmfb = base + "-" + str(abs(hash(tuple(flags)))) + ".vmfb"
-            c = subprocess.run([compiler, *PRESET, *flags, base + ".mlir", "-o", vmfb], capture_output=True, text=True)
+            c = subprocess.run([compiler, *with_flags(flags), base + ".mlir", "-o", vmfb], capture_output=True, text=True)
             label = " ".join(f.replace("--iree-", "") for f in flags) or "(kiln's preset)"
             if c.returncode != 0:
                 err = next((l for l in c.stderr.splitlines() if "error" in l), c.stderr[:200])

@@ -7,7 +7,7 @@ use super::options::Weights;
 use super::ExportError;
 use crate::graph::DType;
 use crate::models::checkpoint::file_rows;
-use crate::models::{Checkpoint, Int8Form, Storage, WeightPlan, EMBEDDING};
+use crate::models::{Checkpoint, Int4Form, Int8Form, Storage, WeightPlan, EMBEDDING};
 use crate::params::blocks::{self, part_key, BlockForm};
 use crate::params::convert::encode_weights;
 use crate::params::gguf::GgmlType;
@@ -275,7 +275,7 @@ pub(super) fn tensor_rows_bytes(
             let bytes = file_rows(r.bytes, r.shape[0], r.order.as_deref(), rows);
             let block = BlockForm::of(form.ggml).expect("4-bit forms are block forms");
             let parts = blocks::repack(&block, &bytes, n, r.shape[1], None).map_err(named)?;
-            Ok(int4_parts(&block, parts))
+            int4_parts(&form, &bytes, parts).map_err(named)
         }
         Storage::Int8Rows(form) => {
             let values = ckpt.read_f32_rows(tensor, rows)?;
@@ -300,28 +300,23 @@ pub(super) fn tensor_rows_bytes(
     }
 }
 
-/// A 4-bit matrix's block-form parts (`.qs` words, `.scale`, `.min`:
-/// [`blocks::repack`]) as [`Storage::Int4Blocks`]' parts: each unsigned
-/// code `u` as the i4 `u − 8` (the nibble `u ^ 8`; the words' bytes already
-/// hold the codes two per byte, the first in the low nibble, as IREE
-/// packs i4), and the scales and minimums as f16 (Q4_K's f32 products of
-/// an f16 and a 6-bit sub-block scale rounded to nearest, ties to even).
-fn int4_parts(block: &BlockForm, parts: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
-    let to_f16 = |bytes: Vec<u8>| match block.scale {
-        DType::F16 => bytes,
-        _ => bytes
-            .chunks_exact(4)
-            .flat_map(|c| {
-                let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                half::f16::from_f32(x).to_le_bytes()
-            })
-            .collect(),
-    };
+/// A 4-bit matrix's stored parts ([`Storage::Int4Blocks`]) from its
+/// GGUF blocks `raw` and their block-form parts (`.qs` words, `.scale`,
+/// `.min`: [`blocks::repack`]): each unsigned code `u` as the i4 `u − 8`
+/// (the nibble `u ^ 8`; the words' bytes already hold the codes two per
+/// byte, the first in the low nibble, as IREE packs i4); then Q4_0's and
+/// Q4_1's f16 scales and minimums as they are, or Q4_K's 6-bit ones and
+/// its super-blocks' `d` and `dmin` ([`blocks::q4_k_scale_parts`]).
+fn int4_parts(form: &Int4Form, raw: &[u8], parts: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
     let mut it = parts.into_iter();
     let codes = it.next().expect("a .qs part");
     let mut out = vec![codes.into_iter().map(|b| b ^ 0x88).collect()];
-    out.extend(it.map(to_f16));
-    out
+    if form.super_blocks {
+        out.extend(blocks::q4_k_scale_parts(raw)?);
+    } else {
+        out.extend(it);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -333,12 +328,18 @@ mod tests {
 
     /// `w4a16`'s parts of Q4_0, Q4_1 and Q4_K rows widen as
     /// [`crate::graph::Graph::widen_i4_rows`] widens them, `(c + 8 −
-    /// zero)·scale + min` with `c` the low nibble first, to
-    /// `gguf.quants.dequantize`'s values: bit for bit where the scales are
-    /// the GGUF's f16s (Q4_0, Q4_1), and within the f16 rounding of the
-    /// block scale and minimum for Q4_K.
+    /// zero)·scale + min` with `c` the low nibble first (Q4_K's scale
+    /// `d·sc` and minimum `−dmin·m` formed in f32 as
+    /// [`crate::graph::Graph::super_block_scales`] forms them), to
+    /// `gguf.quants.dequantize`'s values, bit for bit (a zero's sign
+    /// aside).
     #[test]
     fn int4_parts_keep_the_gguf_codes() {
+        let f16s = |b: &[u8]| -> Vec<f32> {
+            b.chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect()
+        };
         for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K] {
             let form = Int4Form::of(ty).unwrap();
             let block = BlockForm::of(ty).unwrap();
@@ -346,33 +347,34 @@ mod tests {
             let raw = blocks(ty, rows * cols / block.block(), 7);
             let mut want = vec![0f32; rows * cols];
             dequantize(ty, &raw, &mut want).unwrap();
-            let parts = int4_parts(
-                &block,
-                blocks::repack(&block, &raw, rows, cols, None).unwrap(),
-            );
-            assert_eq!(parts.len(), form.parts(cols).len(), "{ty}");
-            assert_eq!(parts[0].len(), rows * cols / 2, "{ty}");
-            let f16s = |b: &[u8]| -> Vec<f32> {
-                b.chunks_exact(2)
-                    .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                    .collect()
+            let repacked = blocks::repack(&block, &raw, rows, cols, None).unwrap();
+            let parts = int4_parts(&form, &raw, repacked).unwrap();
+            let specs = form.parts(cols);
+            assert_eq!(parts.len(), specs.len(), "{ty}");
+            for (p, (suffix, dtype, n)) in parts.iter().zip(&specs) {
+                assert_eq!(p.len(), dtype.bytes(rows * n), "{ty} .{suffix}");
+            }
+            let (scale, min): (Vec<f32>, Option<Vec<f32>>) = if form.super_blocks {
+                let (d, dmin) = (f16s(&parts[3]), f16s(&parts[4]));
+                let per = Int4Form::SUPER / Int4Form::GROUP;
+                let times = |sub: &[u8], d: &[f32], sign: f32| -> Vec<f32> {
+                    let v = sub.iter().enumerate().map(|(g, &q)| d[g / per] * q as f32);
+                    v.map(|x| sign * x).collect()
+                };
+                (
+                    times(&parts[1], &d, 1.0),
+                    Some(times(&parts[2], &dmin, -1.0)),
+                )
+            } else {
+                (f16s(&parts[1]), parts.get(2).map(|m| f16s(m)))
             };
-            let scale = f16s(&parts[1]);
-            let min = parts.get(2).map(|m| f16s(m));
             for (i, &w) in want.iter().enumerate() {
                 let nibble = (parts[0][i / 2] >> (4 * (i % 2))) & 15;
                 let c = ((nibble << 4) as i8 >> 4) as f32;
                 let g = i / Int4Form::GROUP;
                 let (s, m) = (scale[g], min.as_ref().map_or(0.0, |m| m[g]));
                 let got = (c + 8.0 - form.zero as f32) * s + m;
-                let tol = match ty {
-                    GgmlType::Q4_K => (16.0 * s.abs() + m.abs()) / 1024.0,
-                    _ => 0.0,
-                };
-                assert!(
-                    (got - w).abs() <= tol,
-                    "{ty} element {i}: {got} against {w}"
-                );
+                assert!(got == w, "{ty} element {i}: {got} against {w}");
             }
         }
     }

@@ -211,19 +211,15 @@ impl<'a> Decoder<'a> {
                         rest: vals.get(2).copied(),
                     },
                 )),
-                Storage::Int4Blocks(_) => {
-                    let (scale, min) = (vals[1], vals.get(2).copied());
-                    let scale = self.g.convert(scale, DType::F32)?;
-                    let min = min.map(|m| self.g.convert(m, DType::F32)).transpose()?;
-                    int4.push((
-                        start,
-                        I4Chunk {
-                            q: vals[0],
-                            scale,
-                            min,
-                        },
-                    ))
-                }
+                Storage::Int4Blocks(form) => int4.push((
+                    start,
+                    I4Chunk {
+                        q: vals[0],
+                        scale: vals[1],
+                        min: vals.get(2).copied(),
+                        supers: form.super_blocks.then(|| (vals[3], vals[4])),
+                    },
+                )),
                 Storage::Plain(_) => unreachable!("plain storage has no parts"),
             }
         }
@@ -750,10 +746,7 @@ impl<'a> Decoder<'a> {
         if let Table::Int4(form, chunks) = w {
             return chunks
                 .iter()
-                .map(|&(start, c)| {
-                    let y = self.g.linear_w4a16(x, c.q, c.scale, c.min, form.zero)?;
-                    Ok((start, y))
-                })
+                .map(|&(start, c)| Ok((start, c.linear(&mut self.g, *form, x)?)))
                 .collect();
         }
         let widened = matches!(w, Table::Blocks(_));

@@ -4,7 +4,7 @@
 
 use super::weights::{Int4Form, Int8Form};
 use super::ModelError;
-use crate::graph::{BlockWeight, Graph, Value};
+use crate::graph::{BlockWeight, DType, Graph, Value};
 
 /// [`DecoderConfig::MAX_TENSOR_BYTES`](super::DecoderConfig::MAX_TENSOR_BYTES).
 pub(crate) const MAX_TENSOR_BYTES: u64 = 1 << 27;
@@ -32,25 +32,85 @@ pub(crate) enum Table {
     Int4(Int4Form, Vec<(usize, I4Chunk)>),
 }
 
-/// The parts of one chunk of a `w4a16` matrix.
+/// The parts of one chunk of a `w4a16` matrix, as stored
+/// ([`Int4Form::parts`]).
 #[derive(Clone, Copy)]
 pub(crate) struct I4Chunk {
     /// i4 codes `[rows, cols]`.
     pub(crate) q: Value,
-    /// f32 block scales `[rows, cols/32]`.
+    /// Block scales `[rows, cols/32]`: f16, or Q4_K's 6-bit i8.
     pub(crate) scale: Value,
-    /// f32 block minimums `[rows, cols/32]`, if the type has them.
+    /// Block minimums `[rows, cols/32]`, if the type has them.
     pub(crate) min: Option<Value>,
+    /// Q4_K's super-block `d` and `dmin`, f16 `[rows, cols/256]`.
+    pub(crate) supers: Option<(Value, Value)>,
 }
 
 impl I4Chunk {
+    /// The chunk's parts gathered at rows `ids`.
+    pub(crate) fn gather(
+        self,
+        g: &mut Graph,
+        ids: Value,
+    ) -> Result<I4Chunk, crate::graph::GraphError> {
+        Ok(I4Chunk {
+            q: g.gather_rows(self.q, ids)?,
+            scale: g.gather_rows(self.scale, ids)?,
+            min: self.min.map(|m| g.gather_rows(m, ids)).transpose()?,
+            supers: self
+                .supers
+                .map(|(d, dmin)| {
+                    Ok::<_, crate::graph::GraphError>((
+                        g.gather_rows(d, ids)?,
+                        g.gather_rows(dmin, ids)?,
+                    ))
+                })
+                .transpose()?,
+        })
+    }
+
+    /// The f32 block scales and minimums `[rows, cols/32]`: the stored
+    /// f16s widened, or Q4_K's `d·sc` and `−dmin·m`
+    /// ([`Graph::super_block_scales`]).
+    pub(crate) fn block_scales(
+        self,
+        g: &mut Graph,
+    ) -> Result<(Value, Option<Value>), crate::graph::GraphError> {
+        let Some((d, dmin)) = self.supers else {
+            let scale = g.convert(self.scale, DType::F32)?;
+            let min = self.min.map(|m| g.convert(m, DType::F32)).transpose()?;
+            return Ok((scale, min));
+        };
+        let scale = g.super_block_scales(self.scale, d)?;
+        let min = match self.min {
+            Some(m) => {
+                let m = g.super_block_scales(m, dmin)?;
+                Some(g.neg(m)?)
+            }
+            None => None,
+        };
+        Ok((scale, min))
+    }
+
     /// The chunk's rows widened to f32 ([`Graph::widen_i4_rows`]).
     pub(crate) fn widen(
         self,
         g: &mut Graph,
         form: Int4Form,
     ) -> Result<Value, crate::graph::GraphError> {
-        g.widen_i4_rows(self.q, self.scale, self.min, form.zero)
+        let (scale, min) = self.block_scales(g)?;
+        g.widen_i4_rows(self.q, scale, min, form.zero)
+    }
+
+    /// `x · Wᵀ` for f32 `x` `[S, cols]` ([`Graph::linear_w4a16`]).
+    pub(crate) fn linear(
+        self,
+        g: &mut Graph,
+        form: Int4Form,
+        x: Value,
+    ) -> Result<Value, crate::graph::GraphError> {
+        let (scale, min) = self.block_scales(g)?;
+        g.linear_w4a16(x, self.q, scale, min, form.zero)
     }
 }
 
@@ -145,14 +205,7 @@ impl Rows {
                 r.min = bw.min.map(|m| g.gather_rows(m, ids)).transpose()?;
                 g.dequantize_blocks(&r)
             }
-            Rows::Int4(form, c) => {
-                let rows = I4Chunk {
-                    q: g.gather_rows(c.q, ids)?,
-                    scale: g.gather_rows(c.scale, ids)?,
-                    min: c.min.map(|m| g.gather_rows(m, ids)).transpose()?,
-                };
-                rows.widen(g, form)
-            }
+            Rows::Int4(form, c) => c.gather(g, ids)?.widen(g, form),
             Rows::Int8(form, c) => {
                 let rows = I8Chunk {
                     q: g.gather_rows(c.q, ids)?,

@@ -19,9 +19,9 @@ pub enum Storage {
     /// `<name>.scale` `[rows, 1]`), multiplied by activations rounded to
     /// i8 per row, as [`Int8Form`] says.
     Int8Rows(Int8Form),
-    /// A GGUF matrix's own 4-bit codes kept as i4, two per byte, with an
-    /// f16 scale (and minimum) per 32-element block (`<name>.q4`
-    /// `[rows, cols]`, `<name>.scale4` and `<name>.min4` `[rows, cols/32]`),
+    /// A GGUF matrix's own 4-bit codes kept as i4, two per byte, with its
+    /// own scale (and minimum) per 32-element block (`<name>.q4`
+    /// `[rows, cols]`, and the parts [`Int4Form::parts`] names),
     /// multiplied block by block by activations in two i8 terms
     /// ([`crate::graph::Graph::linear_w4a16`], `--weights w4a16`).
     Int4Blocks(Int4Form),
@@ -38,6 +38,12 @@ pub struct Int4Form {
     pub zero: u32,
     /// Whether the matrix has a `.min4` part.
     pub min: bool,
+    /// Whether the block scales and minimums are Q4_K's: 6-bit integers
+    /// (`.scale4`, `.min4`, i8 `[rows, cols/32]`) times their 256-element
+    /// super-block's f16 `d` and `dmin` (`.d4`, `.dmin4`, `[rows,
+    /// cols/256]`), as GGML stores them. Otherwise `.scale4` and `.min4`
+    /// are the blocks' own f16 scales and minimums (Q4_0, Q4_1).
+    pub super_blocks: bool,
 }
 
 impl Int4Form {
@@ -52,13 +58,27 @@ impl Int4Form {
             ggml: ty,
             zero: b.zero,
             min: b.min,
+            super_blocks: b.block() > Self::GROUP,
         })
     }
+
+    /// Elements per super-block (Q4_K): one `d` and `dmin` each.
+    pub const SUPER: usize = 256;
 
     /// The parts of a matrix with `cols` columns: `(suffix, dtype,
     /// columns per row)`.
     pub fn parts(self, cols: usize) -> Vec<(&'static str, DType, usize)> {
         let groups = cols / Self::GROUP;
+        if self.super_blocks {
+            let supers = cols / Self::SUPER;
+            return vec![
+                (I4_CODES, DType::I4, cols),
+                (I4_SCALES, DType::I8, groups),
+                (I4_MINS, DType::I8, groups),
+                (I4_SUPER_SCALES, DType::F16, supers),
+                (I4_SUPER_MINS, DType::F16, supers),
+            ];
+        }
         let mut v = vec![(I4_CODES, DType::I4, cols), (I4_SCALES, DType::F16, groups)];
         if self.min {
             v.push((I4_MINS, DType::F16, groups));
@@ -73,6 +93,10 @@ pub const I4_CODES: &str = "q4";
 pub const I4_SCALES: &str = "scale4";
 /// Suffix of an [`Storage::Int4Blocks`] matrix's block minimums.
 pub const I4_MINS: &str = "min4";
+/// Suffix of a Q4_K [`Storage::Int4Blocks`] matrix's super-block scales.
+pub const I4_SUPER_SCALES: &str = "d4";
+/// Suffix of a Q4_K [`Storage::Int4Blocks`] matrix's super-block minimums.
+pub const I4_SUPER_MINS: &str = "dmin4";
 
 /// How an [`Storage::Int8Rows`] matrix and the activations of its products
 /// are carried (`spec/quantized-weights.md`).

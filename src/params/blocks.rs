@@ -494,6 +494,37 @@ pub fn repack(
     Ok(out)
 }
 
+/// A Q4_K matrix's block scales as GGML stores them, for `--weights
+/// w4a16`: each 32-block's 6-bit scale and minimum (one byte each, in
+/// element order), and each 256-element super-block's f16 `d` and `dmin`
+/// (their bytes), from `raw`, whole Q4_K blocks in row order. A row's
+/// block `j` scales by `d·sc[j]` and subtracts `dmin·m[j]`
+/// ([`super::quant`]'s Q4_K).
+pub fn q4_k_scale_parts(raw: &[u8]) -> Result<[Vec<u8>; 4], String> {
+    let ts = GgmlType::Q4_K.type_size() as usize;
+    if raw.len() % ts != 0 {
+        return Err(format!(
+            "{} bytes are not whole {ts}-byte Q4_K blocks",
+            raw.len()
+        ));
+    }
+    let n = raw.len() / ts;
+    let [mut sc, mut mn, mut d, mut dmin] = [
+        Vec::with_capacity(8 * n),
+        Vec::with_capacity(8 * n),
+        Vec::with_capacity(2 * n),
+        Vec::with_capacity(2 * n),
+    ];
+    for b in raw.chunks_exact(ts) {
+        d.extend_from_slice(&b[0..2]);
+        dmin.extend_from_slice(&b[2..4]);
+        let (s, m) = scale_min_k4(&b[4..16]);
+        sc.extend_from_slice(&s);
+        mn.extend_from_slice(&m);
+    }
+    Ok([sc, mn, d, dmin])
+}
+
 /// The parts of rows `range` of the output, each row's in [`BlockForm::parts`] order.
 fn repack_rows(
     form: &BlockForm,

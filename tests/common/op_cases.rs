@@ -377,6 +377,32 @@ pub fn all() -> Vec<OpCase> {
             g.linear_w4a16(v[0], q, v[2], Some(v[3]), 0).unwrap()
         },
     ));
+    // Q4_K's block scales under `--weights w4a16`
+    // (Graph::super_block_scales): each 32-block's 6-bit scale times its
+    // 256-element super-block's d (an f16 weight, exact in f32), one f32
+    // product as GGML forms it.
+    let (rs, subs) = (3, 16);
+    let sub: Vec<i32> = vals(rs * subs, 39, 0.0, 63.49)
+        .iter()
+        .map(|x| x.round() as i32)
+        .collect();
+    let d: Vec<f32> = vals(rs * subs / 8, 40, -0.01, 0.01)
+        .iter()
+        .map(|&x| half::f16::from_f32(x).to_f32())
+        .collect();
+    let want_sc: Vec<f32> = (0..rs * subs).map(|i| d[i / 8] * sub[i] as f32).collect();
+    cases.push(case(
+        "super_block_scales",
+        vec![HostT::i(&[rs, subs], sub), HostT::f(&[rs, subs / 8], d)],
+        HostT::f(&[rs, subs], want_sc),
+        (0.0, 0.0),
+        |g, v| {
+            // d as f32: the f16 part is a stored weight in kiln's graphs,
+            // never narrowed in-graph (see the Vulkan op test's deviation).
+            let sub = g.convert(v[0], kiln::graph::DType::I8).unwrap();
+            g.super_block_scales(sub, v[1]).unwrap()
+        },
+    ));
     // compare + select: select(compare(a, b), a, b) also covers select.
     let mut cb = b.clone();
     if let Data::F32(v) = &mut cb.data {

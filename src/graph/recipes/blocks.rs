@@ -461,6 +461,37 @@ impl Graph {
         self.reshape(f, &shape)
     }
 
+    /// Q4_K's 32-block scales (or minimums) as f32 `[R, in/32]`: each
+    /// block's 6-bit integer `sub` (i8 `[R, in/32]`) times its
+    /// 256-element super-block's `d` (f16 `[R, in/256]`), one f32 product
+    /// as GGML forms `d·sc` (`--weights w4a16`, [`Graph::linear_w4a16`]'s
+    /// scales).
+    pub fn super_block_scales(&mut self, sub: Value, d: Value) -> Result<Value, GraphError> {
+        const PER: usize = 256 / I4_BLOCK;
+        let (ts, td) = (self.ty(sub).clone(), self.ty(d).clone());
+        let ok = ts.rank() == 2
+            && ts.dtype == DType::I8
+            && td.rank() == 2
+            && td.dtype.is_float()
+            && td.shape[0] == ts.shape[0]
+            && ts.shape[1] == PER * td.shape[1];
+        if !ok {
+            return Err(GraphError {
+                op: "super_block_scales",
+                msg: format!(
+                    "needs i8 block scales [R, {PER}·n] and float super-block scales [R, n], got {ts} and {td}"
+                ),
+            });
+        }
+        let grouped = [ts.shape[0], td.shape[1], PER];
+        let f = self.convert(sub, DType::F32)?;
+        let f = self.reshape(f, &grouped)?;
+        let df = self.convert(d, DType::F32)?;
+        let db = self.broadcast_in_dim(df, &grouped, &[0, 1])?;
+        let f = self.mul(f, db)?;
+        self.reshape(f, &ts.shape)
+    }
+
     /// The two i8 terms of `xs = x / s₁` (f32 `[S, in]`), each `[S, in]`:
     /// `round(xs)`, then `round((xs − round(xs)) · 254)`, each rounded by
     /// its own op (the form for several rows: a prefill, a forward), to be
