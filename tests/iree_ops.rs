@@ -41,7 +41,14 @@ fn run_cases(
     expect: impl Fn(&op_cases::OpCase) -> op_cases::OpCase,
 ) -> Option<Vec<String>> {
     let tc = toolchain()?;
-    let cases = op_cases::all();
+    // kiln refuses i4 weights on Vulkan (`IreeError::I8Weights`), and the
+    // pinned SPIR-V backend cannot store an i4 tensor between dispatches
+    // ("failed to legalize operation 'vector.transfer_write'"), so the
+    // i4 cases run on the CPU only.
+    let cases: Vec<_> = op_cases::all()
+        .into_iter()
+        .filter(|c| device != Device::Vulkan || !has_i4(&c.graph))
+        .collect();
     let mut m = Module::new("ops");
     m.functions.extend(cases.iter().map(|c| c.graph.clone()));
     let text = m.print(&PrintOptions::default(), None).unwrap();
@@ -70,6 +77,13 @@ fn run_cases(
         }
     }
     Some(failures)
+}
+
+/// Whether any value of `g` is i4.
+fn has_i4(g: &kiln::graph::Graph) -> bool {
+    g.nodes()
+        .iter()
+        .any(|n| n.ty.dtype == kiln::graph::DType::I4)
 }
 
 #[test]

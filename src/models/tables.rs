@@ -102,15 +102,21 @@ impl I4Chunk {
         g.widen_i4_rows(self.q, scale, min, form.zero)
     }
 
-    /// `x · Wᵀ` for f32 `x` `[S, cols]` ([`Graph::linear_w4a16`]).
+    /// `x · Wᵀ` for f32 `x` `[S, cols]` ([`Graph::linear_w4a16`], or
+    /// [`Graph::linear_w4a16_super`] for Q4_K's scales).
     pub(crate) fn linear(
         self,
         g: &mut Graph,
         form: Int4Form,
         x: Value,
     ) -> Result<Value, crate::graph::GraphError> {
-        let (scale, min) = self.block_scales(g)?;
-        g.linear_w4a16(x, self.q, scale, min, form.zero)
+        match (self.supers, self.min) {
+            (Some((d, dmin)), Some(m)) => g.linear_w4a16_super(x, self.q, [self.scale, m, d, dmin]),
+            _ => {
+                let (scale, min) = self.block_scales(g)?;
+                g.linear_w4a16(x, self.q, scale, min, form.zero)
+            }
+        }
     }
 }
 

@@ -403,6 +403,58 @@ pub fn all() -> Vec<OpCase> {
             g.super_block_scales(sub, v[1]).unwrap()
         },
     ));
+    // The same product for a Q4_K matrix (Graph::linear_w4a16_super): the
+    // blocks' 6-bit scales and minimums times their super-block's d and
+    // dmin, w = (c + 8)·d·sc − dmin·m.
+    let (k5, n5) = (512, 3);
+    let x5 = HostT::f(&[rows4, k5], vals(rows4 * k5, 41, -2.0, 2.0));
+    let c5: Vec<i32> = vals(n5 * k5, 42, -8.49, 7.49)
+        .iter()
+        .map(|x| x.round() as i32)
+        .collect();
+    let six_bits = |seed| -> Vec<i32> {
+        vals(n5 * k5 / 32, seed, 0.0, 63.49)
+            .iter()
+            .map(|x| x.round() as i32)
+            .collect()
+    };
+    let (sc5, m5) = (six_bits(43), six_bits(44));
+    let d5 = vals(n5 * k5 / 256, 45, 0.0001, 0.001);
+    let dm5 = vals(n5 * k5 / 256, 46, 0.0001, 0.003);
+    let mut want5 = Vec::with_capacity(rows4 * n5);
+    for r in x5.fv().chunks_exact(k5) {
+        for (j, c) in c5.chunks_exact(k5).enumerate() {
+            let mut y = 0f64;
+            for (i, &ci) in c.iter().enumerate() {
+                let g = j * k5 / 32 + i / 32;
+                let sup = j * k5 / 256 + i / 256;
+                let w = (ci + 8) as f64 * d5[sup] as f64 * sc5[g] as f64
+                    - dm5[sup] as f64 * m5[g] as f64;
+                y += r[i] as f64 * w;
+            }
+            want5.push(y as f32);
+        }
+    }
+    cases.push(case(
+        "linear_w4a16_super",
+        vec![
+            x5,
+            HostT::i(&[n5, k5], c5),
+            HostT::i(&[n5, k5 / 32], sc5),
+            HostT::i(&[n5, k5 / 32], m5),
+            HostT::f(&[n5, k5 / 256], d5),
+            HostT::f(&[n5, k5 / 256], dm5),
+        ],
+        HostT::f(&[rows4, n5], want5),
+        (2e-3, 2e-3),
+        |g, v| {
+            use kiln::graph::DType;
+            let q = g.convert(v[1], DType::I4).unwrap();
+            let sc = g.convert(v[2], DType::I8).unwrap();
+            let m = g.convert(v[3], DType::I8).unwrap();
+            g.linear_w4a16_super(v[0], q, [sc, m, v[4], v[5]]).unwrap()
+        },
+    ));
     // compare + select: select(compare(a, b), a, b) also covers select.
     let mut cb = b.clone();
     if let Data::F32(v) = &mut cb.data {

@@ -355,6 +355,111 @@ impl Graph {
         }
         let (s, n, k) = (tx.shape[0], tq.shape[0], tx.shape[1]);
         let (b, r) = (k / G, 2 * s);
+        let (p, s1) = self.i4_block_products(x, codes, zero)?;
+        let st = self.transpose(scale, &[1, 0])?;
+        let sb = self.broadcast_in_dim(st, &[b, r, n], &[0, 2])?;
+        let p = self.mul(p, sb)?;
+        let y = self.reduce_sum(p, &[0])?;
+        let y = self.join_two_term_rows(y, s1)?;
+        let Some(m) = min else { return Ok(y) };
+        let xb = self.reshape(x, &[s, b, G])?;
+        let xsum = self.reduce_sum(xb, &[2])?;
+        let ym = self.linear(xsum, m)?;
+        self.add(y, ym)
+    }
+
+    /// [`Graph::linear_w4a16`] for a Q4_K matrix, its block scales as
+    /// GGML stores them: `sc` and `m` i8 `[out, in/32]`, each block's
+    /// 6-bit scale and minimum, and `d` and `dmin` f16 `[out, in/256]`,
+    /// each 256-element super-block's, so `W = (c + 8)·d·sc − dmin·m`.
+    /// The block products are [`Graph::linear_w4a16`]'s; the scales are
+    /// applied as broadcasts beside them, each block's sums times `sc`
+    /// and `d` and summed over the blocks in one reduction, and the
+    /// minimums `−Σ dmin·m·Σx` the same way: nothing of the size of the
+    /// scales is formed on a call, nor kept at load.
+    pub fn linear_w4a16_super(
+        &mut self,
+        x: Value,
+        codes: Value,
+        [sc, m, d, dmin]: [Value; 4],
+    ) -> Result<Value, GraphError> {
+        const G: usize = I4_BLOCK;
+        const PER: usize = 256 / G;
+        let (tx, tq) = (self.ty(x).clone(), self.ty(codes).clone());
+        let (tsc, td) = (self.ty(sc).clone(), self.ty(d).clone());
+        let (s, n, k) = (tx.shape[0], tq.shape[0], tx.shape[1]);
+        let ok = tx.rank() == 2
+            && tx.dtype == DType::F32
+            && tq.rank() == 2
+            && tq.dtype == DType::I4
+            && tq.shape[1] == k
+            && k % (G * PER) == 0
+            && tsc.dtype == DType::I8
+            && tsc.shape.as_slice() == [n, k / G]
+            && *self.ty(m) == tsc
+            && td.dtype.is_float()
+            && td.shape.as_slice() == [n, k / G / PER]
+            && *self.ty(dmin) == td;
+        if !ok {
+            return Err(GraphError {
+                op: "linear_w4a16_super",
+                msg: format!(
+                    "needs f32 x [S, in] (in a multiple of 256), i4 codes [out, in], i8 block scales and minimums [out, in/32] and float super-block scales [out, in/256], got {tx}, {tq}, {tsc} and {td}"
+                ),
+            });
+        }
+        let (r, nb) = (2 * s, k / G / PER);
+        let (p, s1) = self.i4_block_products(x, codes, 0)?;
+        // [B, 8, r, n]: block j of super-block B.
+        let p = self.reshape(p, &[nb, PER, r, n])?;
+        let grid = [nb, PER, r, n];
+        let scf = self.convert(sc, DType::F32)?;
+        let scf = self.reshape(scf, &[n, nb, PER])?;
+        let sct = self.transpose(scf, &[1, 2, 0])?;
+        let scb = self.broadcast_in_dim(sct, &grid, &[0, 1, 3])?;
+        let df = self.convert(d, DType::F32)?;
+        let dt = self.transpose(df, &[1, 0])?;
+        let db = self.broadcast_in_dim(dt, &grid, &[0, 3])?;
+        let p = self.mul(p, scb)?;
+        let p = self.mul(p, db)?;
+        // One reduction dimension: iree-compile 3.13 cannot vectorize a
+        // two-dimension sum at some shapes ("'vector.contract' op invalid
+        // accumulator/result vector shape").
+        let p = self.reshape(p, &[nb * PER, r, n])?;
+        let y = self.reduce_sum(p, &[0])?;
+        let y = self.join_two_term_rows(y, s1)?;
+        // Σ_B dmin·Σ_j m·xsum over [S, out, B, 8].
+        let mgrid = [s, n, nb, PER];
+        let xb = self.reshape(x, &[s, nb, PER, G])?;
+        let xsum = self.reduce_sum(xb, &[3])?;
+        let xs = self.broadcast_in_dim(xsum, &mgrid, &[0, 2, 3])?;
+        let mf = self.convert(m, DType::F32)?;
+        let mf = self.reshape(mf, &[n, nb, PER])?;
+        let mb = self.broadcast_in_dim(mf, &mgrid, &[1, 2, 3])?;
+        let dmf = self.convert(dmin, DType::F32)?;
+        let dmb = self.broadcast_in_dim(dmf, &mgrid, &[1, 2])?;
+        let t = self.mul(xs, mb)?;
+        let t = self.mul(t, dmb)?;
+        let t = self.reshape(t, &[s, n, nb * PER])?;
+        let ym = self.reduce_sum(t, &[2])?;
+        self.sub(y, ym)
+    }
+
+    /// The block products of [`Graph::linear_w4a16`]: `x` f32 `[S, in]` as
+    /// two i8 terms `[2·S, in]` against i4 `codes` `[out, in]`, i8 × i4 →
+    /// i32 batched over the 32-blocks, as f32 `[in/32, 2·S, out]` with the
+    /// code offset `(8 − zero)·Σq` added per block; and the rows' scales
+    /// `s₁` `[S]` to join the terms with ([`Graph::join_two_term_rows`]).
+    fn i4_block_products(
+        &mut self,
+        x: Value,
+        codes: Value,
+        zero: u32,
+    ) -> Result<(Value, Value), GraphError> {
+        const G: usize = I4_BLOCK;
+        let (s, k) = (self.ty(x).shape[0], self.ty(x).shape[1]);
+        let n = self.ty(codes).shape[0];
+        let (b, r) = (k / G, 2 * s);
         let (s1, both) = self.two_term_rows(x)?;
         let qb = self.reshape(both, &[r, b, G])?;
         let cb = self.reshape(codes, &[n, b, G])?;
@@ -376,16 +481,7 @@ impl Graph {
             let qsum = self.broadcast_in_dim(qsum, &[b, r, n], &[0, 1])?;
             p = self.add(p, qsum)?;
         }
-        let st = self.transpose(scale, &[1, 0])?;
-        let sb = self.broadcast_in_dim(st, &[b, r, n], &[0, 2])?;
-        let p = self.mul(p, sb)?;
-        let y = self.reduce_sum(p, &[0])?;
-        let y = self.join_two_term_rows(y, s1)?;
-        let Some(m) = min else { return Ok(y) };
-        let xb = self.reshape(x, &[s, b, G])?;
-        let xsum = self.reduce_sum(xb, &[2])?;
-        let ym = self.linear(xsum, m)?;
-        self.add(y, ym)
+        Ok((p, s1))
     }
 
     /// `w8a16`'s activations: each row of f32 `x` `[S, in]` as two i8
