@@ -103,7 +103,9 @@ fn every_op_and_composite_runs_right_on_iree_host() {
 /// round trip in f32 there (no rounding), so that case must return its
 /// input unchanged. kiln's graphs only widen stored weights, never narrow
 /// to f16; f16 and bf16 *parameters* reach Vulkan as i32 pairs widened by
-/// their bits (`graph::Module::lower_for_vulkan`, spec/iree.md).
+/// their bits (`graph::Module::lower_for_vulkan`, spec/iree.md). The i4
+/// cases (`w4a16`'s products) run on the CPU only: kiln refuses i4
+/// weights on Vulkan.
 #[test]
 fn every_op_and_composite_runs_right_on_vulkan() {
     let vulkan = Target::parse("vulkan").unwrap();

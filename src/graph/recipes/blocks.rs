@@ -374,9 +374,12 @@ impl Graph {
     /// each 256-element super-block's, so `W = (c + 8)·d·sc − dmin·m`.
     /// The block products are [`Graph::linear_w4a16`]'s; the scales are
     /// applied as broadcasts beside them, each block's sums times `sc`
-    /// and `d` and summed over the blocks in one reduction, and the
-    /// minimums `−Σ dmin·m·Σx` the same way: nothing of the size of the
-    /// scales is formed on a call, nor kept at load.
+    /// summed over its super-block, times `d` summed over the
+    /// super-blocks, and the
+    /// minimums `−Σ dmin·m·Σx` the same way for one row (a decode step:
+    /// nothing of the size of the scales is formed on a call, nor kept at
+    /// load), or as a product with the minimums `dmin·m` for several (a
+    /// prefill, where the rows share them).
     pub fn linear_w4a16_super(
         &mut self,
         x: Value,
@@ -410,38 +413,51 @@ impl Graph {
         }
         let (r, nb) = (2 * s, k / G / PER);
         let (p, s1) = self.i4_block_products(x, codes, 0)?;
-        // [B, 8, r, n]: block j of super-block B.
+        // [B, 8, r, n]: block j of super-block B. Each block's sums times
+        // its 6-bit scale, summed over the super-block's 8 blocks, then
+        // times the super-block's d and summed over the super-blocks: two
+        // reductions of one dimension each, each with its broadcast
+        // product in the same dispatch (one reduction over both, or over
+        // the blocks reshaped back to [in/32, r, n], is not fused, and
+        // iree-compile 3.13 cannot vectorize the two-dimension sum at some
+        // shapes: "'vector.contract' op invalid accumulator/result vector
+        // shape").
         let p = self.reshape(p, &[nb, PER, r, n])?;
-        let grid = [nb, PER, r, n];
         let scf = self.convert(sc, DType::F32)?;
         let scf = self.reshape(scf, &[n, nb, PER])?;
         let sct = self.transpose(scf, &[1, 2, 0])?;
-        let scb = self.broadcast_in_dim(sct, &grid, &[0, 1, 3])?;
+        let scb = self.broadcast_in_dim(sct, &[nb, PER, r, n], &[0, 1, 3])?;
+        let p = self.mul(p, scb)?;
+        let t = self.reduce_sum(p, &[1])?;
         let df = self.convert(d, DType::F32)?;
         let dt = self.transpose(df, &[1, 0])?;
-        let db = self.broadcast_in_dim(dt, &grid, &[0, 3])?;
-        let p = self.mul(p, scb)?;
-        let p = self.mul(p, db)?;
-        // One reduction dimension: iree-compile 3.13 cannot vectorize a
-        // two-dimension sum at some shapes ("'vector.contract' op invalid
-        // accumulator/result vector shape").
-        let p = self.reshape(p, &[nb * PER, r, n])?;
-        let y = self.reduce_sum(p, &[0])?;
+        let db = self.broadcast_in_dim(dt, &[nb, r, n], &[0, 2])?;
+        let t = self.mul(t, db)?;
+        let y = self.reduce_sum(t, &[0])?;
         let y = self.join_two_term_rows(y, s1)?;
-        // Σ_B dmin·Σ_j m·xsum over [S, out, B, 8].
-        let mgrid = [s, n, nb, PER];
-        let xb = self.reshape(x, &[s, nb, PER, G])?;
-        let xsum = self.reduce_sum(xb, &[3])?;
-        let xs = self.broadcast_in_dim(xsum, &mgrid, &[0, 2, 3])?;
-        let mf = self.convert(m, DType::F32)?;
-        let mf = self.reshape(mf, &[n, nb, PER])?;
-        let mb = self.broadcast_in_dim(mf, &mgrid, &[1, 2, 3])?;
-        let dmf = self.convert(dmin, DType::F32)?;
-        let dmb = self.broadcast_in_dim(dmf, &mgrid, &[1, 2])?;
-        let t = self.mul(xs, mb)?;
-        let t = self.mul(t, dmb)?;
-        let t = self.reshape(t, &[s, n, nb * PER])?;
-        let ym = self.reduce_sum(t, &[2])?;
+        let xb = self.reshape(x, &[s, nb * PER, G])?;
+        let xsum = self.reduce_sum(xb, &[2])?;
+        let ym = if s == 1 {
+            // One row (a decode step): Σ dmin·m·xsum as broadcasts over
+            // [1, out, in/32] and one reduction, no minimum matrix formed.
+            let mgrid = [s, n, nb, PER];
+            let xs = self.reshape(xsum, &[s, nb, PER])?;
+            let xs = self.broadcast_in_dim(xs, &mgrid, &[0, 2, 3])?;
+            let mf = self.convert(m, DType::F32)?;
+            let mf = self.reshape(mf, &[n, nb, PER])?;
+            let mb = self.broadcast_in_dim(mf, &mgrid, &[1, 2, 3])?;
+            let dmf = self.convert(dmin, DType::F32)?;
+            let dmb = self.broadcast_in_dim(dmf, &mgrid, &[1, 2])?;
+            let t = self.mul(xs, mb)?;
+            let t = self.mul(t, dmb)?;
+            let t = self.reshape(t, &[s, n, nb * PER])?;
+            self.reduce_sum(t, &[2])?
+        } else {
+            // Several rows (a prefill): the minimums `dmin·m` formed once
+            // and multiplied as a matrix, which the rows share.
+            let mins = self.super_block_scales(m, dmin)?;
+            self.linear(xsum, mins)?
+        };
         self.sub(y, ym)
     }
 
