@@ -373,13 +373,12 @@ impl Graph {
     /// 6-bit scale and minimum, and `d` and `dmin` f16 `[out, in/256]`,
     /// each 256-element super-block's, so `W = (c + 8)·d·sc − dmin·m`.
     /// The block products are [`Graph::linear_w4a16`]'s; the scales are
-    /// applied as broadcasts beside them, each block's sums times `sc`
-    /// summed over its super-block, times `d` summed over the
-    /// super-blocks, and the
-    /// minimums `−Σ dmin·m·Σx` the same way for one row (a decode step:
-    /// nothing of the size of the scales is formed on a call, nor kept at
-    /// load), or as a product with the minimums `dmin·m` for several (a
-    /// prefill, where the rows share them).
+    /// applied as broadcasts beside them: each block's sums times `sc`,
+    /// summed over its super-block, times `d`, summed over the
+    /// super-blocks. The minimums `−Σ dmin·m·Σx` are broadcasts too for
+    /// one row (a decode step: nothing of the size of the scales is formed
+    /// on a call, nor kept at load), and a product with the minimums
+    /// `dmin·m` for several (a prefill, where the rows share them).
     pub fn linear_w4a16_super(
         &mut self,
         x: Value,
