@@ -1003,8 +1003,9 @@ fn gemma3_270m_fast_meets_the_accuracy_line_on_text() {
 
 /// `--weights w4a16` on the two tiny GGUFs whose matrices use every 4-bit
 /// type (Q4_0, Q4_1, Q4_K) beside others. The 4-bit matrices are stored
-/// as i4 codes (`.q4`, half a byte per weight) with f16 block scales
-/// (`.scale4`, and `.min4` where the type has minimums), a Q4_K embedding
+/// as i4 codes (`.q4`, half a byte per weight) with their own block scales
+/// (Q4_0, Q4_1: f16 `.scale4`, and `.min4` where the type has minimums;
+/// Q4_K: 6-bit `.scale4` and `.min4` and f16 `.d4` and `.dmin4`), a Q4_K embedding
 /// too (gathered, and the tied head's product); the other matrices as
 /// `w8a16`'s i8 rows. IREE's host, arm64
 /// (under qemu) and arm32 (under qemu) modules give the interpreter's ids

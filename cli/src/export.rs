@@ -35,7 +35,7 @@ pub struct Args {
     /// two i8 terms: only the weights are rounded, not for Vulkan); w8a16e
     /// (w8a16, the embedding's gathered rows in two i8 terms); w16a16 (two
     /// i8 terms on both sides, twice the bytes); w4a16 (a GGUF's 4-bit
-    /// matrices keep their codes as i4 with f16 block scales, the others
+    /// matrices keep their codes as i4 with their own block scales, the others
     /// w8a16's: arm64's s8 × s4 kernel); fast (the fastest CPU form near
     /// llama.cpp's accuracy for --fast-for's target: w8a16, w4a16 on arm64
     /// for a GGUF with 4-bit matrices, with per-model exceptions; the
@@ -325,7 +325,7 @@ pub fn run(a: Args) -> Result<i32> {
         };
         let why = match weights {
             kiln::export::Weights::W4A16 => format!(
-                "the GGUF's 4-bit matrices keep their codes as i4 with f16 block scales, the others \
+                "the GGUF's 4-bit matrices keep their codes as i4 with their own block scales, the others \
                  are i8 with one scale per row, times the activations as two i8 terms \
                  (half a byte per 4-bit weight, for {fast_for}'s s8 x s4 kernel"
             ),
