@@ -44,4 +44,4 @@ pub use ir::{
     BinaryOp, BlockCodes, CompareDir, DType, DotDims, Graph, GraphError, Literal, Module, Node, Op,
     ParamDecl, ReduceKind, TensorType, UnaryOp, Value,
 };
-pub(crate) use recipes::{BlockWeight, I4_BLOCK};
+pub(crate) use recipes::{BlockWeight, I4_BLOCK, I4_SUPER_BLOCK};

@@ -63,7 +63,7 @@ impl Int4Form {
     }
 
     /// Elements per super-block (Q4_K): one `d` and `dmin` each.
-    pub const SUPER: usize = 256;
+    pub const SUPER: usize = crate::graph::I4_SUPER_BLOCK;
 
     /// The parts of a matrix with `cols` columns: `(suffix, dtype,
     /// columns per row)`.

@@ -178,6 +178,10 @@ impl Graph {
 /// minimum) each ([`Graph::linear_w4a16`]).
 pub(crate) const I4_BLOCK: usize = 32;
 
+/// Elements per Q4_K super-block of a `--weights w4a16` matrix: one `d`
+/// and `dmin` each ([`Graph::linear_w4a16_super`]).
+pub(crate) const I4_SUPER_BLOCK: usize = 256;
+
 /// How many i8 terms carry the weights and the activations of a product
 /// ([`Graph::linear_i8`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,7 +390,7 @@ impl Graph {
         [sc, m, d, dmin]: [Value; 4],
     ) -> Result<Value, GraphError> {
         const G: usize = I4_BLOCK;
-        const PER: usize = 256 / G;
+        const PER: usize = I4_SUPER_BLOCK / G;
         let (tx, tq) = (self.ty(x).clone(), self.ty(codes).clone());
         let (tsc, td) = (self.ty(sc).clone(), self.ty(d).clone());
         let (s, n, k) = (tx.shape[0], tq.shape[0], tx.shape[1]);
@@ -578,7 +582,7 @@ impl Graph {
     /// as GGML forms `d·sc` (`--weights w4a16`, [`Graph::linear_w4a16`]'s
     /// scales).
     pub fn super_block_scales(&mut self, sub: Value, d: Value) -> Result<Value, GraphError> {
-        const PER: usize = 256 / I4_BLOCK;
+        const PER: usize = I4_SUPER_BLOCK / I4_BLOCK;
         let (ts, td) = (self.ty(sub).clone(), self.ty(d).clone());
         let ok = ts.rank() == 2
             && ts.dtype == DType::I8

@@ -11,4 +11,4 @@ mod blocks;
 mod composite;
 mod top_k;
 
-pub(crate) use blocks::{BlockWeight, I4_BLOCK};
+pub(crate) use blocks::{BlockWeight, I4_BLOCK, I4_SUPER_BLOCK};
